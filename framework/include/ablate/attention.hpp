@@ -1,0 +1,30 @@
+// Family "attention": the token-mixing sublayer, projections included.
+#pragma once
+#include <cstdint>
+
+#include "ablate/graph.hpp"
+#include "ablate/ops.hpp"
+#include "ablate/positional.hpp"
+
+namespace ablate {
+
+struct AttentionInput {
+  PosContext pos;                          // B, T, pos0
+  PositionalEncoding* positional = nullptr;
+  KVCache* cache = nullptr;                // incremental decoding (forward only)
+  const uint8_t* key_mask = nullptr;       // (B*T) 1 = real token, 0 = padding
+  float* weights_out = nullptr;            // (B, NH, T, Tk) attention probabilities
+};
+
+class Attention {
+ public:
+  static constexpr const char* kFamily = "attention";
+  virtual ~Attention() = default;
+  // x (B*T, C) -> (B*T, C).
+  virtual Var forward(Graph& g, Var x, const AttentionInput& in) = 0;
+  // Width of one cached key (or value) row: NKV*HS. Used to size KV caches.
+  virtual int64_t kv_width() const = 0;
+  virtual int64_t n_heads() const = 0;
+};
+
+}  // namespace ablate

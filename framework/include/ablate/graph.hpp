@@ -1,0 +1,109 @@
+// Reverse-mode autodiff on a tape that is rebuilt every step but reuses its memory:
+// values, gradients and saved state live in an arena that is sized during the first
+// step and then recycled, so a steady-state training step allocates nothing.
+// Ops (ops.hpp) append nodes; backward() walks the tape in reverse. A composite op
+// written from built-in ops needs no backward of its own.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "ablate/tensor.hpp"
+
+namespace ablate {
+
+class Graph;
+
+// A handle to a node of the current tape (valid until Graph::reset()).
+struct Var {
+  int id = -1;
+  bool valid() const { return id >= 0; }
+};
+
+using BackwardFn = void (*)(Graph& g, int node);
+
+struct Node {
+  Tensor value;
+  Tensor grad;                   // data is null until first needed
+  BackwardFn backward = nullptr; // null for leaves
+  Parameter* param = nullptr;    // leaves bound to a parameter accumulate into it
+  bool requires_grad = false;
+  int in[4] = {-1, -1, -1, -1};  // input node ids
+  float f[4] = {0, 0, 0, 0};     // saved float attributes
+  int64_t i[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // saved integer attributes
+  void* p[4] = {nullptr, nullptr, nullptr, nullptr};  // saved buffers (arena) or pointers
+};
+
+class Graph {
+ public:
+  Graph();
+  ~Graph();
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  // Forgets the tape; keeps (and after the first steps, consolidates) the memory.
+  void reset();
+
+  // Leaves.
+  Var param(Parameter& p);                                  // grad goes to p.grad
+  Var constant(const float* data, int64_t rows, int64_t cols);  // copied, no grad
+  Var input(int64_t rows, int64_t cols);                    // zeroed, no grad; fill value()
+
+  // Node creation for ops: value is allocated (uninitialised) in the arena; the node
+  // requires grad if any input does and grad is enabled.
+  Var make(int64_t rows, int64_t cols, BackwardFn backward, std::initializer_list<Var> inputs);
+
+  Node& node(Var v) { return nodes_[static_cast<size_t>(v.id)]; }
+  Node& node(int id) { return nodes_[static_cast<size_t>(id)]; }
+  Tensor& value(Var v) { return node(v).value; }
+  // The gradient buffer of a node, allocated and zeroed on first use.
+  Tensor& grad(Var v) { return grad(v.id); }
+  Tensor& grad(int id);
+  bool requires_grad(Var v) const { return v.valid() && nodes_[static_cast<size_t>(v.id)].requires_grad; }
+  bool requires_grad(int id) const { return id >= 0 && nodes_[static_cast<size_t>(id)].requires_grad; }
+
+  // Scratch memory from the arena, valid until reset(). Aligned to 64 bytes.
+  float* alloc(size_t n_floats);
+  template <class T>
+  T* alloc_as(size_t n) {
+    return reinterpret_cast<T*>(alloc((n * sizeof(T) + sizeof(float) - 1) / sizeof(float)));
+  }
+
+  // Seeds the loss gradient with 1 and runs every node's backward in reverse order.
+  void backward(Var loss);
+
+  // Training mode enables dropout; grad mode records what backward needs.
+  bool training = false;
+  bool grad_enabled = true;
+  // Dropout and other stochastic ops derive their randomness from (seed, step, node).
+  uint64_t seed = 0;
+  uint64_t step = 0;
+
+  size_t arena_bytes() const;
+  size_t num_nodes() const { return nodes_.size(); }
+
+ private:
+  struct Block {
+    std::unique_ptr<float[], void (*)(float*)> data{nullptr, nullptr};
+    size_t size = 0;
+    size_t used = 0;
+  };
+  std::vector<Node> nodes_;
+  std::vector<Block> blocks_;
+  size_t peak_ = 0;     // floats used in the largest step so far
+  size_t current_ = 0;  // floats used in this step
+};
+
+// Disables grad recording in a scope (evaluation, generation).
+class NoGrad {
+ public:
+  explicit NoGrad(Graph& g) : g_(g), saved_(g.grad_enabled) { g.grad_enabled = false; }
+  ~NoGrad() { g_.grad_enabled = saved_; }
+
+ private:
+  Graph& g_;
+  bool saved_;
+};
+
+}  // namespace ablate

@@ -1,0 +1,83 @@
+// Primitive ops with hand-written backward (each has a finite-difference test in
+// tests/test_ops.cpp). Shapes use llm.c's letters: B batch, T time, C channels,
+// NH heads, HS head size, V vocab. Every tensor is 2-D row-major (see tensor.hpp).
+// Backward accumulates (+=) into input gradients. Results do not depend on the
+// number of threads: parallel loops split outputs, never a reduction.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "ablate/graph.hpp"
+
+namespace ablate {
+
+// ---- linear algebra -------------------------------------------------------------
+// (N,K) x (K,M) -> (N,M); with transpose_b, b is (M,K) and the product is a b^T.
+Var matmul(Graph& g, Var a, Var b, bool transpose_b = false);
+// x (N,K) times w (K,M) [or w (M,K) with transpose_w], plus bias (1,M) if given.
+Var linear(Graph& g, Var x, Var w, Var bias = {}, bool transpose_w = false);
+
+// ---- elementwise ----------------------------------------------------------------
+// Same shapes, or b of shape (1, cols) broadcast over the rows of a.
+Var add(Graph& g, Var a, Var b);
+Var mul(Graph& g, Var a, Var b);
+Var scale(Graph& g, Var a, float s);
+Var relu(Graph& g, Var x);
+Var gelu(Graph& g, Var x);        // tanh approximation (GPT-2)
+Var gelu_exact(Graph& g, Var x);  // x * Phi(x) with erf
+Var silu(Graph& g, Var x);        // x * sigmoid(x)
+// Inverted dropout: identity unless g.training and p > 0. The mask is a hash of
+// (g.seed, g.step, node id, element): independent of threads, reproducible on resume.
+Var dropout(Graph& g, Var x, float p);
+
+// ---- structure ------------------------------------------------------------------
+// Columns [start, start+width) of x.
+Var slice_cols(Graph& g, Var x, int64_t start, int64_t width);
+// Rows ids[0..n) of table (R, C) -> (n, C). ids outside [0,R) are an Error. The ids
+// are copied into the graph.
+Var embedding(Graph& g, Var table, const int32_t* ids, int64_t n);
+
+// ---- normalisation --------------------------------------------------------------
+// Over each row: (x - mean) / sqrt(var + eps) * gain + bias; gain/bias may be invalid Vars.
+Var layernorm(Graph& g, Var x, Var gain, Var bias, float eps = 1e-5f);
+// x / sqrt(mean(x^2) + eps) * gain; gain may be invalid.
+Var rmsnorm(Graph& g, Var x, Var gain, float eps = 1e-5f);
+// Row-wise softmax.
+Var softmax(Graph& g, Var x);
+
+// ---- attention ------------------------------------------------------------------
+// Keys and values cached across calls for incremental decoding (forward only).
+struct KVCache {
+  int64_t batch = 0, capacity = 0, width = 0;  // width = NKV*HS
+  int64_t length = 0;                          // positions filled
+  std::vector<float> k, v;                     // (batch, capacity, width)
+  void init(int64_t batch_, int64_t capacity_, int64_t width_);
+};
+
+struct AttentionSpec {
+  int64_t batch = 1, time = 1;        // B, T of the query
+  int64_t n_heads = 1, n_kv_heads = 1, head_size = 1;  // NH, NKV (divides NH), HS
+  bool causal = true;                 // false: bidirectional (encoder)
+  const float* slopes = nullptr;      // per query head m_h: adds -m_h*(i-j) to logits (ALiBi-style)
+  const uint8_t* key_mask = nullptr;  // (B*T) 1 = attend, 0 = padding (ignored with a cache)
+  float* weights_out = nullptr;       // if set: (B, NH, Tq, Tk) attention probabilities
+  KVCache* cache = nullptr;           // if set: k,v are appended; forward only
+};
+// Fused scaled-dot-product attention, parallel over B x NH.
+// q (B*T, NH*HS), k and v (B*T, NKV*HS) -> (B*T, NH*HS). Scale 1/sqrt(HS).
+Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec);
+
+// Rotary embedding: rotates each (even, odd) pair of every head of x (B*T, NH*HS) at
+// absolute position pos0 + t by angle pos * base^(-2i/HS).
+Var rope(Graph& g, Var x, int64_t batch, int64_t time, int64_t n_heads, int64_t head_size,
+         int64_t pos0, float base);
+
+// ---- loss -----------------------------------------------------------------------
+// Mean cross-entropy of logits (N, V) against targets[0..N); targets equal to
+// `ignore` are left out of the mean (padding). Returns a (1,1) node.
+Var cross_entropy(Graph& g, Var logits, const int32_t* targets, int64_t n, int32_t ignore = -1);
+
+// Sum of all elements -> (1,1). Handy for tests and custom losses.
+Var sum(Graph& g, Var x);
+
+}  // namespace ablate

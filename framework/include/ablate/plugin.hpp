@@ -1,0 +1,62 @@
+// The plugin ABI. Each variant is one .cpp file compiled into its own shared library
+// that exports one PluginInfo (section "ablate", symbol "ablate_plugin") through
+// Boost.DLL. The framework loads every library in the plugin search path and finds
+// variants by (family, name); it never names a concrete variant.
+#pragma once
+#include <vector>
+#include <boost/dll/alias.hpp>
+
+#include "ablate/options.hpp"
+#include "ablate/tensor.hpp"
+
+namespace ablate {
+
+// Bump on any change to PluginInfo, BuildContext or a family interface.
+constexpr int kPluginApiVersion = 1;
+
+// Model sizes a plugin may need. `layer` is the block index (-1 outside blocks).
+struct ModelDims {
+  int64_t vocab_size = 0;
+  int64_t d_model = 0;
+  int64_t n_heads = 0;
+  int64_t n_layers = 0;
+  int64_t context = 0;
+  int64_t ffn_multiplier = 4;
+  bool bias = false;
+  float dropout = 0.0f;
+  int64_t layer = -1;
+};
+
+// What a plugin constructor receives besides its options.
+struct BuildContext {
+  ModelDims dims;
+  ParamScope params;   // where the plugin creates its parameters
+  uint64_t seed = 0;   // for plugins with randomness of their own
+};
+
+using PluginCreateFn = void* (*)(const Options&, const BuildContext&);
+
+struct PluginInfo {
+  int api_version;       // first field, layout-stable: checked before anything else is read
+  const char* family;    // "ffn", "positional", ...
+  const char* name;      // the YAML value; equals the source file stem
+  const char* summary;   // one line for `ablate plugins`
+  PluginCreateFn create; // returns a Family* as void*
+};
+
+}  // namespace ablate
+
+#define ABLATE_PLUGIN_CAT2(a, b) a##b
+#define ABLATE_PLUGIN_CAT(a, b) ABLATE_PLUGIN_CAT2(a, b)
+
+// Registers Class (derived from Family, constructible from (const Options&, const
+// BuildContext&)) as variant `name` of Family's family.
+#define ABLATE_PLUGIN(Family, name, Class, summary)                                           \
+  namespace {                                                                                 \
+  void* ablate_plugin_create_(const ::ablate::Options& o, const ::ablate::BuildContext& c) {  \
+    return static_cast<Family*>(new Class(o, c));                                             \
+  }                                                                                           \
+  const ::ablate::PluginInfo ablate_plugin_info_{::ablate::kPluginApiVersion, Family::kFamily, \
+                                                 #name, summary, &ablate_plugin_create_};     \
+  }                                                                                           \
+  BOOST_DLL_ALIAS_SECTIONED(ablate_plugin_info_, ablate_plugin, ablate)

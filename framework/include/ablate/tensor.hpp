@@ -1,0 +1,99 @@
+// Tensors and parameters. Every tensor in ablate is a row-major 2-D float view
+// (rows, cols): activations are (B*T, C), weights (in, out), biases and gains (1, C).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ablate {
+
+struct Tensor {
+  float* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t numel() const { return rows * cols; }
+  float* row(int64_t r) const { return data + r * cols; }
+};
+
+// Deterministic, serialisable random numbers (splitmix64). One u64 of state, so every
+// stream can be checkpointed and resumed bitwise.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed = 0) : state_(seed) {}
+  uint64_t next_u64() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [0, 1) with 24 random bits.
+  float uniform() { return static_cast<float>(next_u64() >> 40) * (1.0f / 16777216.0f); }
+  // Uniform integer in [0, n).
+  uint64_t below(uint64_t n) { return next_u64() % n; }
+  float normal();  // standard normal (Box-Muller, no cached second value)
+  uint64_t state() const { return state_; }
+  void set_state(uint64_t s) { state_ = s; }
+
+ private:
+  uint64_t state_;
+};
+
+// Stateless hash of (seed, a, b) to a uniform float in [0,1): used where a random
+// number must not depend on thread scheduling (dropout masks).
+float hash_uniform(uint64_t seed, uint64_t a, uint64_t b);
+
+// A trainable tensor with its gradient. Owned by a ParamStore; addresses are stable.
+struct Parameter {
+  std::string name;     // hierarchical: "blocks.0.attn.qkv.weight"
+  Tensor value;
+  Tensor grad;
+  bool weight_decay = true;  // false for biases, gains, (optionally) embeddings
+  std::vector<float> value_storage;
+  std::vector<float> grad_storage;
+};
+
+enum class Init { kZeros, kOnes, kNormal, kUniform };
+
+// All parameters of a model, in creation order (which fixes the order of the
+// optimizer state, the checkpoint and every gradient reduction).
+class ParamStore {
+ public:
+  explicit ParamStore(uint64_t seed = 0) : rng_(seed) {}
+  ParamStore(const ParamStore&) = delete;
+  ParamStore& operator=(const ParamStore&) = delete;
+
+  // Creates a parameter; kNormal uses std `scale`, kUniform uses [-scale, scale].
+  Parameter& add(const std::string& name, int64_t rows, int64_t cols, Init init,
+                 float scale = 0.02f, bool weight_decay = true);
+  Parameter* find(const std::string& name);
+  const std::vector<Parameter*>& all() const { return order_; }
+  int64_t count() const;  // number of scalars
+  void zero_grad();
+  Rng& rng() { return rng_; }
+
+ private:
+  std::vector<std::unique_ptr<Parameter>> params_;
+  std::vector<Parameter*> order_;
+  Rng rng_;
+};
+
+// Names a scope inside a ParamStore: plugins create their parameters through it so
+// that names are hierarchical without the plugin knowing where it sits.
+class ParamScope {
+ public:
+  ParamScope(ParamStore& store, std::string prefix) : store_(&store), prefix_(std::move(prefix)) {}
+  Parameter& add(const std::string& name, int64_t rows, int64_t cols, Init init,
+                 float scale = 0.02f, bool weight_decay = true) {
+    return store_->add(prefix_ + name, rows, cols, init, scale, weight_decay);
+  }
+  ParamScope sub(const std::string& name) const { return ParamScope(*store_, prefix_ + name + "."); }
+  ParamStore& store() const { return *store_; }
+  const std::string& prefix() const { return prefix_; }
+
+ private:
+  ParamStore* store_;
+  std::string prefix_;
+};
+
+}  // namespace ablate

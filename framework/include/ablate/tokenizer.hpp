@@ -1,0 +1,27 @@
+// Family "tokenizer": text <-> token ids. Fitted on the training text, saved with the
+// run (checkpoint) so that generation encodes prompts exactly as training did.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ablate {
+
+class Tokenizer {
+ public:
+  static constexpr const char* kFamily = "tokenizer";
+  virtual ~Tokenizer() = default;
+  // Builds the vocabulary from training text.
+  virtual void fit(const std::string& text) = 0;
+  virtual std::vector<int32_t> encode(const std::string& text) const = 0;
+  // Out-of-range ids decode to the unknown symbol.
+  virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
+  virtual int64_t vocab_size() const = 0;
+  // Serialised state (vocabulary, merges) and its inverse.
+  virtual std::string save() const = 0;
+  virtual void load(const std::string& state) = 0;
+  // Padding id for batches of variable length, or -1 if the tokenizer has none.
+  virtual int32_t pad_id() const { return -1; }
+};
+
+}  // namespace ablate

@@ -1,0 +1,128 @@
+// Tape and arena of the autodiff graph (see graph.hpp).
+#include "ablate/graph.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "ablate/error.hpp"
+
+namespace ablate {
+namespace {
+constexpr size_t kAlignFloats = 16;  // 64 bytes
+constexpr size_t kMinBlock = size_t{1} << 20;
+
+float* aligned_floats(size_t n) {
+  void* p = std::aligned_alloc(64, ((n * sizeof(float) + 63) / 64) * 64);
+  if (!p) throw std::bad_alloc();
+  return static_cast<float*>(p);
+}
+void free_floats(float* p) { std::free(p); }
+}  // namespace
+
+Graph::Graph() { nodes_.reserve(1024); }
+Graph::~Graph() = default;
+
+void Graph::reset() {
+  nodes_.clear();
+  peak_ = std::max(peak_, current_);
+  current_ = 0;
+  // After a step that needed several blocks, replace them by one block of the peak
+  // size: from then on the same step fits without allocating.
+  if (blocks_.size() > 1) {
+    blocks_.clear();
+    Block b;
+    b.data = {aligned_floats(peak_), free_floats};
+    b.size = peak_;
+    blocks_.push_back(std::move(b));
+  }
+  for (auto& b : blocks_) b.used = 0;
+}
+
+float* Graph::alloc(size_t n) {
+  n = (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+  if (n == 0) n = kAlignFloats;
+  current_ += n;
+  for (auto& b : blocks_) {
+    if (b.size - b.used >= n) {
+      float* p = b.data.get() + b.used;
+      b.used += n;
+      return p;
+    }
+  }
+  Block b;
+  b.size = std::max(n, std::max(kMinBlock, peak_ / 4));
+  b.data = {aligned_floats(b.size), free_floats};
+  b.used = n;
+  float* p = b.data.get();
+  blocks_.push_back(std::move(b));
+  return p;
+}
+
+size_t Graph::arena_bytes() const {
+  size_t s = 0;
+  for (auto& b : blocks_) s += b.size * sizeof(float);
+  return s;
+}
+
+Var Graph::param(Parameter& p) {
+  Node n;
+  n.value = p.value;
+  n.grad = p.grad;
+  n.param = &p;
+  n.requires_grad = grad_enabled;
+  nodes_.push_back(n);
+  return Var{static_cast<int>(nodes_.size() - 1)};
+}
+
+Var Graph::constant(const float* data, int64_t rows, int64_t cols) {
+  Var v = input(rows, cols);
+  std::memcpy(value(v).data, data, sizeof(float) * static_cast<size_t>(rows * cols));
+  return v;
+}
+
+Var Graph::input(int64_t rows, int64_t cols) {
+  Node n;
+  n.value = Tensor{alloc(static_cast<size_t>(rows * cols)), rows, cols};
+  std::memset(n.value.data, 0, sizeof(float) * static_cast<size_t>(rows * cols));
+  nodes_.push_back(n);
+  return Var{static_cast<int>(nodes_.size() - 1)};
+}
+
+Var Graph::make(int64_t rows, int64_t cols, BackwardFn backward, std::initializer_list<Var> inputs) {
+  if (inputs.size() > 4) throw Error("Graph::make: at most 4 inputs");
+  Node n;
+  n.value = Tensor{alloc(static_cast<size_t>(rows * cols)), rows, cols};
+  n.backward = backward;
+  int k = 0;
+  bool any = false;
+  for (Var v : inputs) {
+    n.in[k++] = v.id;
+    any = any || requires_grad(v);
+  }
+  n.requires_grad = grad_enabled && any && backward != nullptr;
+  nodes_.push_back(n);
+  return Var{static_cast<int>(nodes_.size() - 1)};
+}
+
+Tensor& Graph::grad(int id) {
+  Node& n = nodes_[static_cast<size_t>(id)];
+  if (!n.grad.data) {
+    n.grad = Tensor{alloc(static_cast<size_t>(n.value.numel())), n.value.rows, n.value.cols};
+    std::memset(n.grad.data, 0, sizeof(float) * static_cast<size_t>(n.value.numel()));
+  }
+  return n.grad;
+}
+
+void Graph::backward(Var loss) {
+  if (!requires_grad(loss)) throw Error("Graph::backward: the loss does not depend on any parameter");
+  Tensor& g = grad(loss);
+  for (int64_t i = 0; i < g.numel(); ++i) g.data[i] = 1.0f;
+  for (int id = loss.id; id >= 0; --id) {
+    Node& n = nodes_[static_cast<size_t>(id)];
+    if (n.requires_grad && n.backward && n.grad.data) n.backward(*this, id);
+  }
+}
+
+}  // namespace ablate

@@ -1,0 +1,3 @@
+// doctest entry point for the whole suite.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Sets up ablate on Debian 12: installs the Debian packages that are missing (and only
+# those), then configures and builds an optimised Release in ./build.
+#   tools/bootstrap.sh            # packages + build
+#   ABLATE_BUILD_DIR=dir tools/bootstrap.sh
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${ABLATE_BUILD_DIR:-$root/build}
+
+packages=(g++ cmake make libboost-program-options-dev libboost-dev libboost-filesystem-dev
+          libeigen3-dev libtbb-dev libyaml-cpp-dev libhdf5-dev hdf5-tools doctest-dev
+          python3-h5py python3-numpy)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "bootstrap: installing ${missing[*]}" >&2
+  sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  # apt's lock may be held by another process for a while: retry rather than fail.
+  for attempt in 1 2 3 4 5; do
+    if $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"; then
+      break
+    fi
+    [ $attempt -eq 5 ] && { echo "bootstrap: apt-get failed 5 times; install by hand: ${missing[*]}" >&2; exit 1; }
+    echo "bootstrap: apt-get failed (attempt $attempt), retrying in 10 s" >&2; sleep 10
+  done
+fi
+
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$build" -j"$(nproc)"
