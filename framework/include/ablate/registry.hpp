@@ -27,6 +27,9 @@ class PluginRegistry {
   const PluginEntry& load_file(const std::string& path);
   // Loads every plugin library in the search path (once).
   void load_all();
+  // Removes a library's variant from the registry (the library stays mapped). For
+  // tests and `ablate plugin check`, which load libraries that are not in the path.
+  void unregister(const PluginEntry& entry);
 
   std::vector<std::string> directories() const;
   std::vector<std::string> families() const;

@@ -1,0 +1,66 @@
+// A decoder-only GPT assembled from plugins: token embedding, positional encoding,
+// N blocks (attention + FFN with residuals, norm placement pre or post), optional final
+// norm, LM head (optionally tied to the embedding). Configured by the `model:` section.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "ablate/attention.hpp"
+#include "ablate/ffn.hpp"
+#include "ablate/graph.hpp"
+#include "ablate/norm.hpp"
+#include "ablate/options.hpp"
+#include "ablate/plugin.hpp"
+#include "ablate/positional.hpp"
+
+namespace ablate {
+
+struct ForwardArgs {
+  const int32_t* ids = nullptr;       // (B*T) token ids
+  int64_t batch = 1, time = 1;        // B, T
+  int64_t pos0 = 0;                   // absolute position of ids[0] (with caches)
+  std::vector<KVCache>* caches = nullptr;       // one per layer, for incremental decoding
+  const uint8_t* key_mask = nullptr;            // (B*T) 1 = real token
+  std::vector<float*>* attention_weights = nullptr;  // per layer (B,NH,T,Tk) buffers to fill
+};
+
+class Model {
+ public:
+  // Reads and validates every key of `opts` (the model: section); the vocabulary size
+  // comes from the tokenizer.
+  Model(const Options& opts, int64_t vocab_size, uint64_t seed);
+  ~Model();
+
+  // logits (B*T, V)
+  Var forward(Graph& g, const ForwardArgs& args);
+
+  std::vector<KVCache> make_caches(int64_t batch, int64_t capacity) const;
+  ParamStore& params() { return params_; }
+  const ModelDims& dims() const { return dims_; }
+  int64_t n_params() const { return params_.count(); }
+  // Parameters excluding a learned position table (the 6N of nanoGPT's FLOPs estimate).
+  int64_t n_params_non_position() const;
+  // nanoGPT's estimate: 6 N + 12 L d T, for one token of training (forward + backward).
+  double flops_per_token() const;
+  const std::string& placement() const { return placement_; }
+
+ private:
+  struct Block {
+    std::unique_ptr<Norm> norm1, norm2;
+    std::unique_ptr<Attention> attn;
+    std::unique_ptr<Ffn> ffn;
+  };
+  ModelDims dims_;
+  ParamStore params_;
+  std::string placement_;  // "pre" or "post"
+  bool tie_embeddings_ = false;
+  Parameter* tok_emb_ = nullptr;
+  Parameter* head_w_ = nullptr;
+  Parameter* head_b_ = nullptr;
+  std::unique_ptr<PositionalEncoding> positional_;
+  std::vector<Block> blocks_;
+  std::unique_ptr<Norm> final_norm_;
+  int64_t position_params_ = 0;
+};
+
+}  // namespace ablate

@@ -1,0 +1,308 @@
+// Checkpoint container: serialisation, atomic write, and a parser that treats every
+// length in the input as hostile (it is a libFuzzer target). Layout in checkpoint.hpp.
+#include "ablate/checkpoint.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "ablate/error.hpp"
+
+namespace ablate {
+namespace {
+
+constexpr char kMagic[8] = {'A', 'B', 'L', 'A', 'T', 'E', 'C', 'K'};
+constexpr size_t kHeaderSize = 8 + 4 + 8 + 4;
+constexpr size_t kTrailerSize = 4;
+enum Kind : uint8_t { kText = 1, kTensor = 2, kInt = 3 };
+
+std::array<uint32_t, 256> make_crc_table() {
+  std::array<uint32_t, 256> t{};
+  for (uint32_t i = 0; i < 256; ++i) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+    t[i] = c;
+  }
+  return t;
+}
+
+uint32_t load_u32(const uint8_t* p) {
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
+uint64_t load_u64(const uint8_t* p) { return uint64_t(load_u32(p)) | uint64_t(load_u32(p + 4)) << 32; }
+
+// Appends little-endian values to a byte sink, keeping a running CRC of everything written.
+template <class Sink>
+class Writer {
+ public:
+  explicit Writer(Sink& sink) : sink_(sink) {}
+  void bytes(const void* p, size_t n) {
+    crc_ = crc32(static_cast<const uint8_t*>(p), n, crc_);
+    sink_(static_cast<const uint8_t*>(p), n);
+  }
+  void u8(uint8_t v) { bytes(&v, 1); }
+  void u32(uint32_t v) {
+    uint8_t b[4];
+    for (int i = 0; i < 4; ++i) b[i] = uint8_t(v >> (8 * i));
+    bytes(b, 4);
+  }
+  void u64(uint64_t v) {
+    uint8_t b[8];
+    for (int i = 0; i < 8; ++i) b[i] = uint8_t(v >> (8 * i));
+    bytes(b, 8);
+  }
+  void floats(const std::vector<float>& v) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    bytes(v.data(), v.size() * sizeof(float));
+#else
+    for (float f : v) {
+      uint32_t u;
+      std::memcpy(&u, &f, 4);
+      u32(u);
+    }
+#endif
+  }
+  uint32_t crc() const { return crc_; }
+
+ private:
+  Sink& sink_;
+  uint32_t crc_ = 0;
+};
+
+uint64_t serialized_size(const Checkpoint& ck) {
+  uint64_t n = kHeaderSize + kTrailerSize;
+  for (const auto& [k, v] : ck.texts) n += 1 + 4 + k.size() + 8 + v.size();
+  for (const auto& [k, v] : ck.tensors) n += 1 + 4 + k.size() + 8 + 4 * uint64_t(v.size());
+  for (const auto& [k, v] : ck.ints) n += 1 + 4 + k.size() + 8;
+  return n;
+}
+
+template <class Sink>
+void serialize_to(const Checkpoint& ck, Sink& sink) {
+  Writer<Sink> w(sink);
+  w.bytes(kMagic, sizeof kMagic);
+  w.u32(kCheckpointVersion);
+  w.u64(serialized_size(ck));
+  w.u32(w.crc());  // header CRC: lets a damaged total_size be told from a short file
+  auto name = [&](Kind kind, const std::string& k) {
+    if (k.size() > 0xFFFFFFFFu) throw Error("checkpoint entry name longer than 4 GiB");
+    w.u8(kind);
+    w.u32(static_cast<uint32_t>(k.size()));
+    w.bytes(k.data(), k.size());
+  };
+  for (const auto& [k, v] : ck.texts) {
+    name(kText, k);
+    w.u64(v.size());
+    w.bytes(v.data(), v.size());
+  }
+  for (const auto& [k, v] : ck.tensors) {
+    name(kTensor, k);
+    w.u64(v.size());
+    w.floats(v);
+  }
+  for (const auto& [k, v] : ck.ints) {
+    name(kInt, k);
+    w.u64(v);
+  }
+  w.u32(w.crc());
+}
+
+// Bounds-checked cursor over untrusted bytes.
+class Reader {
+ public:
+  Reader(const uint8_t* data, size_t end, size_t pos, const std::string& name)
+      : data_(data), end_(end), pos_(pos), name_(name) {}
+  bool done() const { return pos_ == end_; }
+  size_t pos() const { return pos_; }
+  size_t remaining() const { return end_ - pos_; }
+  [[noreturn]] void fail(uint64_t n, const char* what) const {
+    throw Error(name_ + ": corrupt checkpoint (" + what + " at byte " + std::to_string(pos_) + " needs " +
+                std::to_string(n) + " bytes, only " + std::to_string(remaining()) + " remain before the CRC)");
+  }
+  const uint8_t* take(uint64_t n, const char* what) {
+    if (n > remaining()) fail(n, what);
+    const uint8_t* p = data_ + pos_;
+    pos_ += static_cast<size_t>(n);
+    return p;
+  }
+  uint8_t u8(const char* what) { return *take(1, what); }
+  uint32_t u32(const char* what) { return load_u32(take(4, what)); }
+  uint64_t u64(const char* what) { return load_u64(take(8, what)); }
+
+ private:
+  const uint8_t* data_;
+  size_t end_, pos_;
+  const std::string& name_;
+};
+
+std::string sys_error(const std::string& path, const std::string& what) {
+  return path + ": " + what + ": " + std::strerror(errno);
+}
+
+void write_all(int fd, const uint8_t* p, size_t n, const std::string& path) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      throw Error(sys_error(path, "cannot write checkpoint"));
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+}  // namespace
+
+uint32_t crc32(const uint8_t* data, size_t size, uint32_t crc) {
+  static const std::array<uint32_t, 256> table = make_crc_table();
+  crc = ~crc;
+  for (size_t i = 0; i < size; ++i) crc = table[(crc ^ data[i]) & 0xFF] ^ (crc >> 8);
+  return ~crc;
+}
+
+std::vector<uint8_t> serialize_checkpoint(const Checkpoint& ck) {
+  std::vector<uint8_t> out;
+  out.reserve(serialized_size(ck));
+  auto sink = [&](const uint8_t* p, size_t n) { out.insert(out.end(), p, p + n); };
+  serialize_to(ck, sink);
+  return out;
+}
+
+Checkpoint parse_checkpoint(const uint8_t* data, size_t size, const std::string& name) {
+  const size_t magic_n = std::min(size, sizeof kMagic);
+  if (size == 0) throw Error(name + ": not an ablate checkpoint (the file is empty)");
+  if (std::memcmp(data, kMagic, magic_n) != 0)
+    throw Error(name + ": not an ablate checkpoint (it does not start with \"ABLATECK\")");
+  if (size < kHeaderSize)
+    throw Error(name + ": checkpoint truncated at byte " + std::to_string(size) + " (the header alone is " +
+                std::to_string(kHeaderSize) + " bytes)");
+  const uint32_t version = load_u32(data + 8);
+  const uint64_t total = load_u64(data + 12);
+  if (crc32(data, 20) != load_u32(data + 20)) throw Error(name + ": corrupt checkpoint (header CRC mismatch)");
+  if (version != kCheckpointVersion)
+    throw Error(name + ": checkpoint version " + std::to_string(version) + " is not supported (this ablate reads " +
+                "version " + std::to_string(kCheckpointVersion) + "); use the ablate that wrote it");
+  if (total < kHeaderSize + kTrailerSize)
+    throw Error(name + ": corrupt checkpoint (header gives an impossible size of " + std::to_string(total) + " bytes)");
+  if (size < total)
+    throw Error(name + ": checkpoint truncated at byte " + std::to_string(size) + " (header says " +
+                std::to_string(total) + " bytes): an interrupted write or incomplete copy; use an earlier checkpoint");
+  if (size > total)
+    throw Error(name + ": corrupt checkpoint (" + std::to_string(size - total) + " unexpected bytes after byte " +
+                std::to_string(total) + ")");
+  const size_t body_end = static_cast<size_t>(total) - kTrailerSize;
+  if (crc32(data, body_end) != load_u32(data + body_end))
+    throw Error(name + ": corrupt checkpoint (CRC mismatch): the file was damaged after it was written");
+
+  Checkpoint ck;
+  Reader r(data, body_end, kHeaderSize, name);
+  while (!r.done()) {
+    const size_t at = r.pos();
+    const uint8_t kind = r.u8("entry kind");
+    const uint32_t name_len = r.u32("entry name length");
+    const uint8_t* key_p = r.take(name_len, "entry name");
+    std::string key(reinterpret_cast<const char*>(key_p), name_len);
+    bool fresh = false;
+    if (kind == kText) {
+      const uint64_t n = r.u64("text length");
+      const uint8_t* p = r.take(n, "text");
+      fresh = ck.texts.emplace(key, std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(n))).second;
+    } else if (kind == kTensor) {
+      const uint64_t n = r.u64("tensor length");
+      // Compare element counts, not bytes: 4 * n may overflow.
+      if (n > r.remaining() / 4)  // compare counts: 4 * n may overflow
+        throw Error(name + ": corrupt checkpoint (tensor '" + key + "' at byte " + std::to_string(at) + " claims " +
+                    std::to_string(n) + " floats, only " + std::to_string(r.remaining()) + " bytes remain)");
+      const uint8_t* p = r.take(n * 4, "tensor data");
+      std::vector<float> v(static_cast<size_t>(n));
+      for (size_t i = 0; i < v.size(); ++i) {
+        uint32_t u = load_u32(p + 4 * i);
+        std::memcpy(&v[i], &u, 4);
+      }
+      fresh = ck.tensors.emplace(key, std::move(v)).second;
+    } else if (kind == kInt) {
+      fresh = ck.ints.emplace(key, r.u64("integer")).second;
+    } else {
+      throw Error(name + ": corrupt checkpoint (unknown entry kind " + std::to_string(kind) + " at byte " +
+                  std::to_string(at) + ")");
+    }
+    if (!fresh)
+      throw Error(name + ": corrupt checkpoint (entry '" + key + "' appears twice, second at byte " +
+                  std::to_string(at) + ")");
+  }
+  return ck;
+}
+
+Checkpoint read_checkpoint(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(sys_error(path, "cannot open checkpoint"));
+  std::vector<uint8_t> bytes;
+  try {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) throw Error(sys_error(path, "cannot stat checkpoint"));
+    if (!S_ISREG(st.st_mode)) throw Error(path + ": not an ablate checkpoint (not a regular file)");
+    bytes.resize(static_cast<size_t>(st.st_size));
+    size_t got = 0;
+    while (got < bytes.size()) {
+      ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw Error(sys_error(path, "cannot read checkpoint"));
+      if (n == 0) break;  // shrank while reading: parse what is there
+      got += static_cast<size_t>(n);
+    }
+    bytes.resize(got);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+  return parse_checkpoint(bytes.data(), bytes.size(), path);
+}
+
+void write_checkpoint(const std::string& path, const Checkpoint& ck) {
+  const std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error(sys_error(tmp, "cannot create checkpoint"));
+  try {
+    std::vector<uint8_t> buf;
+    buf.reserve(1 << 20);
+    auto sink = [&](const uint8_t* p, size_t n) {
+      if (buf.size() + n > buf.capacity() && !buf.empty()) {
+        write_all(fd, buf.data(), buf.size(), tmp);
+        buf.clear();
+      }
+      if (n >= buf.capacity())
+        write_all(fd, p, n, tmp);
+      else
+        buf.insert(buf.end(), p, p + n);
+    };
+    serialize_to(ck, sink);
+    write_all(fd, buf.data(), buf.size(), tmp);
+    if (::fsync(fd) != 0) throw Error(sys_error(tmp, "cannot fsync checkpoint"));
+    if (::close(fd) != 0) {
+      fd = -1;
+      throw Error(sys_error(tmp, "cannot close checkpoint"));
+    }
+    fd = -1;
+    if (::rename(tmp.c_str(), path.c_str()) != 0) throw Error(sys_error(path, "cannot rename " + tmp + " to it"));
+  } catch (...) {
+    if (fd >= 0) ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  // Make the rename itself durable; failure here leaves a complete file, so it is not an error.
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+}  // namespace ablate

@@ -1,0 +1,106 @@
+// Experiment loading: YAML parse errors with locations, overrides, flattening.
+#include "ablate/experiment.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace ablate {
+
+Experiment Experiment::load(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open experiment file (" + (std::filesystem::exists(path) ? "permission denied" : "no such file") + ")");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string dir = std::filesystem::absolute(path).parent_path().string();
+  return parse(ss.str(), path, dir, overrides);
+}
+
+Experiment Experiment::parse(const std::string& text, const std::string& file, const std::string& dir,
+                             const std::vector<std::string>& overrides) {
+  Experiment e;
+  e.source_ = std::make_shared<ConfigSource>();
+  e.source_->file = file;
+  e.dir_ = dir;
+  try {
+    e.root_ = YAML::Load(text);
+  } catch (const YAML::ParserException& ex) {
+    throw ConfigError(file + ":" + std::to_string(ex.mark.line + 1) + ":" + std::to_string(ex.mark.column + 1) +
+                      ": YAML syntax error: " + ex.msg);
+  }
+  if (e.root_.IsNull()) e.root_ = YAML::Node(YAML::NodeType::Map);
+  if (!e.root_.IsMap()) throw ConfigError(file + ":1:1: an experiment must be a YAML map (name:, model:, train:, ...)");
+  for (const auto& ov : overrides) {
+    apply_override(e.root_, ov);
+    e.source_->overrides[ov.substr(0, ov.find('='))] = ov;
+  }
+  return e;
+}
+
+std::string Experiment::yaml() const {
+  YAML::Emitter out;
+  out << root_;
+  return out.c_str();
+}
+
+void apply_override(YAML::Node& root, const std::string& a) {
+  auto eq = a.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw ConfigError("command-line override '" + a + "': expected key.path=value (e.g. train.steps=200)");
+  std::string key = a.substr(0, eq), text = a.substr(eq + 1);
+  YAML::Node value;
+  try {
+    value = YAML::Load(text);
+  } catch (const YAML::Exception&) {
+    value = YAML::Node(text);
+  }
+  if (text.empty()) value = YAML::Node("");
+  std::vector<std::string> parts;
+  std::stringstream ks(key);
+  for (std::string p; std::getline(ks, p, '.');) {
+    if (p.empty()) throw ConfigError("command-line override '" + a + "': empty component in key path '" + key + "'");
+    parts.push_back(p);
+  }
+  YAML::Node n;
+  n.reset(root);
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    YAML::Node next = n[parts[i]];
+    if (next.IsDefined() && next.IsScalar()) {
+      // `ffn: relu` shorthand: turn it into {type: relu} so that ffn.x=... can extend it.
+      YAML::Node m(YAML::NodeType::Map);
+      m["type"] = next.Scalar();
+      n[parts[i]] = m;
+      next.reset(n[parts[i]]);
+    } else if (next.IsDefined() && !next.IsMap() && !next.IsNull()) {
+      throw ConfigError("command-line override '" + a + "': '" + parts[i] + "' is not a map");
+    }
+    if (!next.IsDefined() || next.IsNull()) {
+      n[parts[i]] = YAML::Node(YAML::NodeType::Map);
+      next.reset(n[parts[i]]);
+    }
+    n.reset(next);
+  }
+  n[parts.back()] = value;
+}
+
+static void flatten_into(const YAML::Node& n, const std::string& prefix,
+                         std::vector<std::pair<std::string, std::string>>& out) {
+  if (n.IsMap()) {
+    for (auto it = n.begin(); it != n.end(); ++it)
+      flatten_into(it->second, prefix.empty() ? it->first.as<std::string>() : prefix + "." + it->first.as<std::string>(), out);
+  } else {
+    YAML::Emitter e;
+    e << YAML::Flow << n;
+    out.emplace_back(prefix, e.c_str());
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> flatten(const YAML::Node& node) {
+  std::vector<std::pair<std::string, std::string>> out;
+  flatten_into(node, "", out);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace ablate

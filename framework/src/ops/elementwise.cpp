@@ -1,0 +1,286 @@
+// Elementwise ops: add and mul (with (1,C) row broadcast), scale, the activations
+// relu / gelu (tanh) / gelu_exact (erf) / silu, and inverted dropout.
+// Activations evaluate through Eigen arrays, whose exp/tanh/erf/logistic are vectorised.
+#include <unsupported/Eigen/SpecialFunctions>
+
+#include "ablate/ops.hpp"
+#include "kernels.hpp"
+
+namespace ablate {
+namespace {
+using namespace kernels;
+
+// Rows per task for a row-wise loop over (N,C).
+int64_t rows_chunk(int64_t cols, int64_t cost_per_elem) {
+  return chunk_for(1, std::max<int64_t>(1, cols) * cost_per_elem);
+}
+
+// ---- add / mul --------------------------------------------------------------------
+
+// Same shape, or b (1,C) broadcast over the rows of a (N,C). Returns true if broadcast.
+bool check_binary(const char* op, Graph& g, Var a, Var b) {
+  check_var(op, "a", g, a);
+  check_var(op, "b", g, b);
+  const Tensor& A = g.value(a);
+  const Tensor& B = g.value(b);
+  if (A.rows == B.rows && A.cols == B.cols) return false;
+  if (B.rows == 1 && B.cols == A.cols) return true;
+  shape_error(op, "shapes differ (b must have a's shape, or be (1, a.cols) to broadcast)", "a", A,
+              "b", B);
+}
+
+// node: in = {a, b}; i[0] = broadcast.
+void add_backward(Graph& g, int id) {
+  Node& n = g.node(id);
+  const Tensor dy = n.grad;  // (N,C)
+  const int64_t N = dy.rows, C = dy.cols;
+  if (g.requires_grad(n.in[0])) {
+    float* da = g.grad(n.in[0]).data;  // (N,C)
+    parallel_chunks(N * C, chunk_for(1, 1), [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) da[i] += dy.data[i];
+    });
+  }
+  if (g.requires_grad(n.in[1])) {
+    float* db = g.grad(n.in[1]).data;  // (N,C) or (1,C)
+    if (n.i[0]) {
+      add_column_sums(dy.data, N, C, C, db);
+    } else {
+      parallel_chunks(N * C, chunk_for(1, 1), [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) db[i] += dy.data[i];
+      });
+    }
+  }
+}
+
+// node: in = {a, b}; i[0] = broadcast.
+void mul_backward(Graph& g, int id) {
+  Node& n = g.node(id);
+  const Tensor dy = n.grad;                  // (N,C)
+  const Tensor a = g.node(n.in[0]).value;    // (N,C)
+  const Tensor b = g.node(n.in[1]).value;    // (N,C) or (1,C)
+  const bool bc = n.i[0] != 0;
+  const int64_t N = dy.rows, C = dy.cols;
+  if (g.requires_grad(n.in[0])) {
+    float* da = g.grad(n.in[0]).data;
+    parallel_chunks(N, rows_chunk(C, 1), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* br = b.data + (bc ? 0 : r * C);
+        const float* dyr = dy.data + r * C;
+        float* dar = da + r * C;
+        for (int64_t c = 0; c < C; ++c) dar[c] += dyr[c] * br[c];
+      }
+    });
+  }
+  if (g.requires_grad(n.in[1])) {
+    float* db = g.grad(n.in[1]).data;
+    if (bc) {
+      add_column_sums(dy.data, N, C, C, db, a.data);
+    } else {
+      parallel_chunks(N * C, chunk_for(1, 1), [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) db[i] += dy.data[i] * a.data[i];
+      });
+    }
+  }
+}
+
+template <class F>
+Var binary(const char* op, Graph& g, Var a, Var b, BackwardFn bw, F f) {
+  const bool bc = check_binary(op, g, a, b);
+  const Tensor A = g.value(a);  // (N,C)
+  const Tensor B = g.value(b);  // (N,C) or (1,C)
+  Var out = g.make(A.rows, A.cols, bw, {a, b});
+  Node& n = g.node(out);
+  n.i[0] = bc ? 1 : 0;
+  const int64_t C = A.cols;
+  float* y = n.value.data;
+  parallel_chunks(A.rows, rows_chunk(C, 1), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* ar = A.data + r * C;
+      const float* br = B.data + (bc ? 0 : r * C);
+      float* yr = y + r * C;
+      for (int64_t c = 0; c < C; ++c) yr[c] = f(ar[c], br[c]);
+    }
+  });
+  return out;
+}
+
+// ---- scale ------------------------------------------------------------------------
+
+// node: in = {x}; f[0] = s.
+void scale_backward(Graph& g, int id) {
+  Node& n = g.node(id);
+  if (!g.requires_grad(n.in[0])) return;
+  const Tensor dy = n.grad;
+  const float s = n.f[0];
+  float* dx = g.grad(n.in[0]).data;
+  parallel_chunks(dy.numel(), chunk_for(1, 1), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) dx[i] += s * dy.data[i];
+  });
+}
+
+// ---- activations ------------------------------------------------------------------
+// Each is y = f(x) elementwise; backward dx += f'(x) dy, reading x from the input node.
+
+constexpr int64_t kSpan = 256;              // elements per inner block (stack temporaries)
+constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/pi)
+constexpr float kGeluA = 0.044715f;
+constexpr float kInvSqrt2 = 0.7071067811865476f;
+constexpr float kInvSqrt2Pi = 0.3989422804014327f;
+
+// Runs f(x, y, len) over [0,n) in parallel chunks of at most kSpan elements each call.
+template <class F>
+void for_spans(int64_t n, int64_t cost, const F& f) {
+  parallel_chunks(n, round_up(chunk_for(1, cost), kSpan), [&](int64_t i0, int64_t i1) {
+    for (int64_t s = i0; s < i1; s += kSpan) f(s, std::min(kSpan, i1 - s));
+  });
+}
+
+struct Relu {
+  static void fwd(const float* x, float* y, int64_t w) {
+    for (int64_t i = 0; i < w; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+  }
+  static void bwd(const float* x, const float* dy, float* dx, int64_t w) {
+    for (int64_t i = 0; i < w; ++i) dx[i] += x[i] > 0.0f ? dy[i] : 0.0f;
+  }
+  static constexpr int64_t kCost = 1;
+};
+
+struct Gelu {  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+  static void fwd(const float* xp, float* yp, int64_t w) {
+    ConstArrMap x(xp, w);
+    ArrMap(yp, w) = 0.5f * x * (1.0f + (kGeluC * (x + kGeluA * x.cube())).tanh());
+  }
+  static void bwd(const float* xp, const float* dyp, float* dxp, int64_t w) {
+    float tb[kSpan];
+    ConstArrMap x(xp, w);
+    ArrMap t(tb, w);
+    t = (kGeluC * (x + kGeluA * x.cube())).tanh();
+    ArrMap(dxp, w) += ConstArrMap(dyp, w) *
+                      (0.5f * (1.0f + t) +
+                       0.5f * x * (1.0f - t.square()) * kGeluC * (1.0f + 3.0f * kGeluA * x.square()));
+  }
+  static constexpr int64_t kCost = 30;
+};
+
+struct GeluExact {  // x Phi(x) = 0.5 x (1 + erf(x / sqrt 2))
+  static void fwd(const float* xp, float* yp, int64_t w) {
+    ConstArrMap x(xp, w);
+    ArrMap(yp, w) = 0.5f * x * (1.0f + (kInvSqrt2 * x).erf());
+  }
+  static void bwd(const float* xp, const float* dyp, float* dxp, int64_t w) {
+    ConstArrMap x(xp, w);
+    ArrMap(dxp, w) += ConstArrMap(dyp, w) * (0.5f * (1.0f + (kInvSqrt2 * x).erf()) +
+                                             kInvSqrt2Pi * x * (-0.5f * x.square()).exp());
+  }
+  static constexpr int64_t kCost = 40;
+};
+
+struct Silu {  // x sigmoid(x)
+  static void fwd(const float* xp, float* yp, int64_t w) {
+    ConstArrMap x(xp, w);
+    ArrMap(yp, w) = x * x.logistic();
+  }
+  static void bwd(const float* xp, const float* dyp, float* dxp, int64_t w) {
+    float sb[kSpan];
+    ConstArrMap x(xp, w);
+    ArrMap s(sb, w);
+    s = x.logistic();
+    ArrMap(dxp, w) += ConstArrMap(dyp, w) * s * (1.0f + x * (1.0f - s));
+  }
+  static constexpr int64_t kCost = 20;
+};
+
+template <class A>
+void activation_backward(Graph& g, int id) {
+  Node& n = g.node(id);
+  if (!g.requires_grad(n.in[0])) return;
+  const float* x = g.node(n.in[0]).value.data;
+  const float* dy = n.grad.data;
+  float* dx = g.grad(n.in[0]).data;
+  for_spans(n.grad.numel(), A::kCost,
+            [&](int64_t i, int64_t w) { A::bwd(x + i, dy + i, dx + i, w); });
+}
+
+template <class A>
+Var activation(const char* op, Graph& g, Var x) {
+  check_var(op, "x", g, x);
+  const Tensor X = g.value(x);
+  Var out = g.make(X.rows, X.cols, &activation_backward<A>, {x});
+  float* y = g.value(out).data;
+  for_spans(X.numel(), A::kCost, [&](int64_t i, int64_t w) { A::fwd(X.data + i, y + i, w); });
+  return out;
+}
+
+// ---- dropout ----------------------------------------------------------------------
+
+uint64_t dropout_seed(const Graph& g) {
+  // Mix the step in so that every step draws a fresh mask from the same seed.
+  return g.seed ^ (0x9E3779B97F4A7C15ull * (g.step + 1)) ^ 0xD1B54A32D192ED03ull;
+}
+
+// node: in = {x}; f[0] = 1/(1-p); p[0] = keep mask (uint8, N*C).
+void dropout_backward(Graph& g, int id) {
+  Node& n = g.node(id);
+  if (!g.requires_grad(n.in[0])) return;
+  const float* dy = n.grad.data;
+  const uint8_t* keep = static_cast<const uint8_t*>(n.p[0]);
+  const float s = n.f[0];
+  float* dx = g.grad(n.in[0]).data;
+  parallel_chunks(n.grad.numel(), chunk_for(1, 1), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) dx[i] += keep[i] ? s * dy[i] : 0.0f;
+  });
+}
+}  // namespace
+
+Var add(Graph& g, Var a, Var b) {
+  return binary("add", g, a, b, &add_backward, [](float x, float y) { return x + y; });
+}
+
+Var mul(Graph& g, Var a, Var b) {
+  return binary("mul", g, a, b, &mul_backward, [](float x, float y) { return x * y; });
+}
+
+Var scale(Graph& g, Var a, float s) {
+  check_var("scale", "a", g, a);
+  const Tensor A = g.value(a);
+  Var out = g.make(A.rows, A.cols, &scale_backward, {a});
+  Node& n = g.node(out);
+  n.f[0] = s;
+  float* y = n.value.data;
+  parallel_chunks(A.numel(), chunk_for(1, 1), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) y[i] = s * A.data[i];
+  });
+  return out;
+}
+
+Var relu(Graph& g, Var x) { return activation<Relu>("relu", g, x); }
+Var gelu(Graph& g, Var x) { return activation<Gelu>("gelu", g, x); }
+Var gelu_exact(Graph& g, Var x) { return activation<GeluExact>("gelu_exact", g, x); }
+Var silu(Graph& g, Var x) { return activation<Silu>("silu", g, x); }
+
+Var dropout(Graph& g, Var x, float p) {
+  check_var("dropout", "x", g, x);
+  if (!(p >= 0.0f && p < 1.0f))
+    throw Error("dropout: probability " + std::to_string(p) + " is outside [0, 1)");
+  if (!g.training || p == 0.0f) return x;
+  const Tensor X = g.value(x);
+  Var out = g.make(X.rows, X.cols, &dropout_backward, {x});
+  Node& n = g.node(out);
+  const float s = 1.0f / (1.0f - p);
+  const uint64_t seed = dropout_seed(g);
+  const uint64_t node_id = static_cast<uint64_t>(out.id);
+  uint8_t* keep = n.requires_grad ? g.alloc_as<uint8_t>(static_cast<size_t>(X.numel())) : nullptr;
+  n.f[0] = s;
+  n.p[0] = keep;
+  float* y = n.value.data;
+  parallel_chunks(X.numel(), chunk_for(1, 8), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const bool k = hash_uniform(seed, node_id, static_cast<uint64_t>(i)) >= p;
+      if (keep) keep[i] = k ? 1 : 0;
+      y[i] = k ? s * X.data[i] : 0.0f;
+    }
+  });
+  return out;
+}
+
+}  // namespace ablate

@@ -1,0 +1,164 @@
+// Shared kernels of the ops: shape errors, per-thread scratch, accumulating SGEMM on
+// Eigen's GEBP kernel with caller-owned packing buffers, column sums.
+#include "kernels.hpp"
+
+#include <cstdlib>
+#include <new>
+
+namespace ablate::kernels {
+
+std::string shape_str(const Tensor& t) {
+  return "(" + std::to_string(t.rows) + ", " + std::to_string(t.cols) + ")";
+}
+
+void shape_error(const char* op, const std::string& what, const char* a_name, const Tensor& a,
+                 const char* b_name, const Tensor& b) {
+  throw Error(std::string(op) + ": " + what + ": " + a_name + " is " + shape_str(a) + " but " +
+              b_name + " is " + shape_str(b));
+}
+
+void check_var(const char* op, const char* name, Graph& g, Var v) {
+  if (!v.valid() || static_cast<size_t>(v.id) >= g.num_nodes())
+    throw Error(std::string(op) + ": input '" + name + "' (node " + std::to_string(v.id) +
+                ") is not a node of this graph; create it after the last Graph::reset()");
+}
+
+namespace {
+struct Scratch {
+  float* data = nullptr;
+  size_t size = 0;
+  ~Scratch() { std::free(data); }
+};
+thread_local Scratch tls_scratch[kNumSlots];
+}  // namespace
+
+float* thread_scratch(ScratchSlot slot, size_t n_floats) {
+  Scratch& s = tls_scratch[slot];
+  if (n_floats > s.size) {
+    // Grow geometrically so that a few shapes settle after the first step.
+    size_t n = std::max(n_floats, 2 * s.size);
+    n = (n + 15) / 16 * 16;
+    void* p = std::aligned_alloc(64, n * sizeof(float));
+    if (!p) throw std::bad_alloc();
+    std::free(s.data);
+    s.data = static_cast<float*>(p);
+    s.size = n;
+  }
+  return s.data;
+}
+
+namespace {
+using Eigen::Index;
+
+// Eigen's level-3 blocking with packing buffers from this thread's scratch instead of
+// the heap (Eigen mallocs them when they exceed 128 KB). Sizes as in Eigen's
+// gemm_blocking_space for a row-major result: the product is solved transposed, so
+// Eigen's "rows" are our n and its "cols" our m.
+class ScratchBlocking : public Eigen::internal::level3_blocking<float, float> {
+ public:
+  ScratchBlocking(Index m, Index n, Index k) {
+    this->m_mc = n;
+    this->m_nc = m;
+    this->m_kc = k;
+    Eigen::internal::computeProductBlockingSizes<float, float, 1>(this->m_kc, this->m_mc,
+                                                                   this->m_nc, Index{1});
+    const size_t size_a = static_cast<size_t>(round_up(this->m_kc * this->m_mc, 16));
+    const size_t size_b = static_cast<size_t>(this->m_kc * this->m_nc);
+    float* buf = thread_scratch(kSlotGemm, size_a + size_b);
+    this->m_blockA = buf;
+    this->m_blockB = buf + size_a;
+  }
+};
+
+template <int OrderA, int OrderB>
+void gemm_run(Index m, Index n, Index k, float alpha, const float* a, Index lda, const float* b,
+              Index ldb, float* c, Index ldc) {
+  ScratchBlocking blocking(m, n, k);
+  Eigen::internal::general_matrix_matrix_product<Index, float, OrderA, false, float, OrderB, false,
+                                                 Eigen::RowMajor, 1>::run(m, n, k, a, lda, b, ldb,
+                                                                          c, 1, ldc, alpha,
+                                                                          blocking, nullptr);
+}
+}  // namespace
+
+void gemm_acc(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+              const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
+  if (m <= 0 || n <= 0 || k <= 0) return;
+  // A row-major (k,m) matrix read as its transpose is a column-major (m,k) one.
+  constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
+  if (!trans_a && !trans_b) gemm_run<R, R>(m, n, k, alpha, a, lda, b, ldb, c, ldc);
+  else if (!trans_a && trans_b) gemm_run<R, C>(m, n, k, alpha, a, lda, b, ldb, c, ldc);
+  else if (trans_a && !trans_b) gemm_run<C, R>(m, n, k, alpha, a, lda, b, ldb, c, ldc);
+  else gemm_run<C, C>(m, n, k, alpha, a, lda, b, ldb, c, ldc);
+}
+
+void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                       const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                       int64_t ldc, bool overwrite, const float* init) {
+  if (m <= 0 || n <= 0) return;
+  // Sets the block rows [r0,r1) x cols [c0,c1) of C to init (or 0).
+  auto set_block = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    if (!overwrite) return;
+    for (int64_t r = r0; r < r1; ++r) {
+      float* cr = c + r * ldc;
+      if (init)
+        for (int64_t j = c0; j < c1; ++j) cr[j] = init[j];
+      else
+        for (int64_t j = c0; j < c1; ++j) cr[j] = 0.0f;
+    }
+  };
+  // About 2 MFLOP per task: big enough to amortise packing the shared operand (its
+  // cost relative to the product is 1/block), small enough to balance two cores.
+  constexpr int64_t kMacsPerTask = int64_t{1} << 20;
+  constexpr int64_t kAlign = 16;
+  if (m * n * std::max<int64_t>(k, 1) <= 2 * kMacsPerTask) {
+    set_block(0, m, 0, n);
+    gemm_acc(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc);
+    return;
+  }
+  if (m >= n) {
+    const int64_t block =
+        std::max(kAlign, round_up(ceil_div(kMacsPerTask, n * std::max<int64_t>(k, 1)), kAlign));
+    parallel_chunks(m, block, [&](int64_t r0, int64_t r1) {
+      set_block(r0, r1, 0, n);
+      const float* a0 = trans_a ? a + r0 : a + r0 * lda;
+      gemm_acc(trans_a, trans_b, r1 - r0, n, k, alpha, a0, lda, b, ldb, c + r0 * ldc, ldc);
+    });
+  } else {
+    const int64_t block =
+        std::max(kAlign, round_up(ceil_div(kMacsPerTask, m * std::max<int64_t>(k, 1)), kAlign));
+    parallel_chunks(n, block, [&](int64_t c0, int64_t c1) {
+      set_block(0, m, c0, c1);
+      const float* b0 = trans_b ? b + c0 * ldb : b + c0;
+      gemm_acc(trans_a, trans_b, m, c1 - c0, k, alpha, a, lda, b0, ldb, c + c0, ldc);
+    });
+  }
+}
+
+void add_column_sums(const float* src, int64_t rows, int64_t cols, int64_t ld, float* dst,
+                     const float* mul) {
+  constexpr int64_t kBlock = 64;
+  const int64_t block = rows * cols >= (int64_t{1} << 16) ? kBlock : cols;
+  parallel_chunks(cols, block, [&](int64_t c0, int64_t c1) {
+    float acc[kBlock];
+    for (int64_t c0b = c0; c0b < c1; c0b += kBlock) {
+      const int64_t w = std::min(kBlock, c1 - c0b);
+      for (int64_t j = 0; j < w; ++j) acc[j] = dst[c0b + j];
+      if (mul) {
+        for (int64_t r = 0; r < rows; ++r) {
+          const float* s = src + r * ld + c0b;
+          const float* m = mul + r * ld + c0b;
+          for (int64_t j = 0; j < w; ++j) acc[j] += s[j] * m[j];
+        }
+      } else {
+        for (int64_t r = 0; r < rows; ++r) {
+          const float* s = src + r * ld + c0b;
+          for (int64_t j = 0; j < w; ++j) acc[j] += s[j];
+        }
+      }
+      for (int64_t j = 0; j < w; ++j) dst[c0b + j] = acc[j];
+    }
+  });
+}
+
+}  // namespace ablate::kernels

@@ -1,0 +1,88 @@
+// Internal helpers shared by the op files (framework/src/ops/*.cpp): shape errors,
+// fixed-partition parallel loops, per-thread scratch, and an accumulating SGEMM on
+// Eigen's packed kernel. Not installed; ops.hpp is the public interface.
+#pragma once
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "ablate/error.hpp"
+#include "ablate/graph.hpp"
+
+namespace ablate::kernels {
+
+using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using MatMap = Eigen::Map<RowMat>;
+using ConstMatMap = Eigen::Map<const RowMat>;
+using ArrMap = Eigen::Map<Eigen::ArrayXf>;
+using ConstArrMap = Eigen::Map<const Eigen::ArrayXf>;
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+// "(2048, 96)"
+std::string shape_str(const Tensor& t);
+// Throws "<op>: <what>: <a_name> is (r, c) but <b_name> is (r, c)".
+[[noreturn]] void shape_error(const char* op, const std::string& what, const char* a_name,
+                              const Tensor& a, const char* b_name, const Tensor& b);
+// Throws unless v is a valid node of g.
+void check_var(const char* op, const char* name, Graph& g, Var v);
+
+// Runs f(begin, end) over [0, n) in chunks of `chunk` whose boundaries depend only on
+// n and chunk, never on the number of threads, so any per-chunk arithmetic (GEMM
+// blocking, partial sums) is the same whatever the scheduling. One chunk: no TBB.
+template <class F>
+void parallel_chunks(int64_t n, int64_t chunk, const F& f) {
+  if (n <= 0) return;
+  chunk = std::max<int64_t>(1, chunk);
+  const int64_t nchunks = ceil_div(n, chunk);
+  if (nchunks == 1) {
+    f(int64_t{0}, n);
+    return;
+  }
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, nchunks, 1),
+                    [&](const tbb::blocked_range<int64_t>& r) {
+                      for (int64_t c = r.begin(); c < r.end(); ++c)
+                        f(c * chunk, std::min(n, (c + 1) * chunk));
+                    });
+}
+
+// Chunk length for a loop of n items costing `cost` flops-ish each: about 32k units of
+// work per task, and a single chunk when the whole loop is smaller than that.
+inline int64_t chunk_for(int64_t n, int64_t cost) {
+  constexpr int64_t kWorkPerTask = int64_t{1} << 15;
+  return std::max<int64_t>(1, kWorkPerTask / std::max<int64_t>(1, cost));
+}
+
+// Per-thread scratch memory, grown on demand and then reused: a steady-state step does
+// not allocate. Each slot is an independent buffer so that a kernel holding one slot
+// may call another kernel using a different slot. Valid until the next call with the
+// same slot on the same thread; never hold it across a TBB wait.
+enum ScratchSlot { kSlotGemm = 0, kSlotAttention = 1, kSlotMisc = 2, kNumSlots = 3 };
+float* thread_scratch(ScratchSlot slot, size_t n_floats);
+
+// C (m,n) += alpha * op(A) (m,k) * op(B) (k,n), all row-major with leading dimensions
+// (op(A) = A^T when trans_a, where A is stored (k,m)). Single-threaded Eigen GEBP with
+// packing buffers from thread_scratch (no heap allocation).
+void gemm_acc(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+              const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc);
+
+// The same, parallel over rows of C (if m >= n) or columns of C, never over k, with
+// block boundaries fixed by the shape: bitwise identical for any thread count.
+// With overwrite, each task first sets its block of C to the row `init` (1,n), or to 0
+// when init is null, so that C = init + alpha op(A) op(B) in one pass over C.
+void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                       const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                       int64_t ldc, bool overwrite = false, const float* init = nullptr);
+
+// dst[c] += sum over rows r of src[r*ld + c] (times mul[r*ld + c] if mul is given), for
+// c in [0, cols): per-column sums in row order, parallel over column blocks only.
+void add_column_sums(const float* src, int64_t rows, int64_t cols, int64_t ld, float* dst,
+                     const float* mul = nullptr);
+
+}  // namespace ablate::kernels

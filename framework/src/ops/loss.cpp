@@ -1,0 +1,91 @@
+// Mean cross-entropy of logits (N,V) against integer targets, ignoring padding targets.
+// Numerically stable: log-sum-exp with the row maximum subtracted; the per-row
+// log-sum-exp is kept for the backward pass (softmax - onehot).
+#include <cmath>
+#include <cstring>
+
+#include "ablate/ops.hpp"
+#include "kernels.hpp"
+
+namespace ablate {
+namespace {
+using namespace kernels;
+
+using Row = Eigen::Map<const Eigen::Array<float, 1, Eigen::Dynamic>>;
+using RowMut = Eigen::Map<Eigen::Array<float, 1, Eigen::Dynamic>>;
+
+// node: in = {logits}; f[0] = 1/count (0 if every target is ignored); i[0] = ignore;
+// p[0] = lse (N), p[1] = targets (int32, N).
+void cross_entropy_backward(Graph& g, int id) {
+  Node& n = g.node(id);
+  if (!g.requires_grad(n.in[0]) || n.f[0] == 0.0f) return;
+  const Tensor L = g.node(n.in[0]).value;  // (N,V)
+  Tensor dL = g.grad(n.in[0]);             // (N,V)
+  const float* lse = static_cast<const float*>(n.p[0]);
+  const int32_t* targets = static_cast<const int32_t*>(n.p[1]);
+  const int32_t ignore = static_cast<int32_t>(n.i[0]);
+  const float d = n.grad.data[0] * n.f[0];
+  const int64_t V = L.cols;
+  parallel_chunks(L.rows, chunk_for(1, 8 * V), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      if (targets[r] == ignore) continue;
+      // d loss / d logits = (softmax - onehot) / count
+      RowMut(dL.row(r), V) += d * (Row(L.row(r), V) - lse[r]).exp();
+      dL.row(r)[targets[r]] -= d;
+    }
+  });
+}
+}  // namespace
+
+Var cross_entropy(Graph& g, Var logits, const int32_t* targets, int64_t n, int32_t ignore) {
+  check_var("cross_entropy", "logits", g, logits);
+  const Tensor L = g.value(logits);  // (N,V)
+  const int64_t N = L.rows, V = L.cols;
+  if (n != N)
+    throw Error("cross_entropy: " + std::to_string(n) + " targets for logits " + shape_str(L) +
+                "; need one target per row");
+  if (n > 0 && !targets) throw Error("cross_entropy: targets is null");
+  int64_t count = 0;
+  for (int64_t r = 0; r < N; ++r) {
+    const int32_t t = targets[r];
+    if (t == ignore) continue;
+    if (t < 0 || t >= V)
+      throw Error("cross_entropy: target " + std::to_string(t) + " at row " + std::to_string(r) +
+                  " is outside [0, " + std::to_string(V) + ") and is not the ignore index " +
+                  std::to_string(ignore) + " (is the vocabulary size right?)");
+    ++count;
+  }
+  Var out = g.make(1, 1, &cross_entropy_backward, {logits});
+  Node& nd = g.node(out);
+  const bool save = nd.requires_grad;
+  float* row_loss = g.alloc(static_cast<size_t>(N));  // (N)
+  float* lse = save ? g.alloc(static_cast<size_t>(N)) : nullptr;
+  if (save) {
+    int32_t* saved = g.alloc_as<int32_t>(static_cast<size_t>(N));
+    std::memcpy(saved, targets, sizeof(int32_t) * static_cast<size_t>(N));
+    nd.p[1] = saved;
+  }
+  nd.p[0] = lse;
+  nd.i[0] = ignore;
+  nd.f[0] = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;
+  parallel_chunks(N, chunk_for(1, 8 * V), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      if (targets[r] == ignore) {
+        row_loss[r] = 0.0f;
+        continue;
+      }
+      const Row x(L.row(r), V);
+      const float mx = x.maxCoeff();
+      const float l = mx + std::log((x - mx).exp().sum());
+      if (lse) lse[r] = l;
+      row_loss[r] = l - x(targets[r]);
+    }
+  });
+  // Rows in order, in double: the same sum for any thread count.
+  double total = 0.0;
+  for (int64_t r = 0; r < N; ++r) total += row_loss[r];
+  nd.value.data[0] = count > 0 ? static_cast<float>(total / static_cast<double>(count)) : 0.0f;
+  return out;
+}
+
+}  // namespace ablate

@@ -1,0 +1,192 @@
+// Row normalisations: layernorm (Ba et al. 2016), rmsnorm (Zhang & Sennrich 2019) and
+// softmax, on x (N,C) with optional gain/bias (1,C). Statistics per row in float; the
+// variance is computed from centred values (no E[x^2]-E[x]^2 cancellation).
+#include <cmath>
+
+#include "ablate/ops.hpp"
+#include "kernels.hpp"
+
+namespace ablate {
+namespace {
+using namespace kernels;
+
+using Row = Eigen::Map<const Eigen::Array<float, 1, Eigen::Dynamic>>;
+using RowMut = Eigen::Map<Eigen::Array<float, 1, Eigen::Dynamic>>;
+
+void check_row_param(const char* op, const char* name, Graph& g, Var p, const Tensor& x) {
+  if (!p.valid()) return;
+  check_var(op, name, g, p);
+  const Tensor& P = g.value(p);
+  if (P.rows != 1 || P.cols != x.cols)
+    shape_error(op, std::string(name) + " must be (1, x.cols)", name, P, "x", x);
+}
+
+// A (1,C) row of ones or zeros from the arena, standing in for a missing gain or bias.
+const float* filled_row(Graph& g, int64_t C, float v) {
+  float* r = g.alloc(static_cast<size_t>(C));
+  for (int64_t c = 0; c < C; ++c) r[c] = v;
+  return r;
+}
+
+// ---- layernorm ----------------------------------------------------------------------
+
+// node: in = {x, gain|-1, bias|-1}; f[0] = eps; p[0] = mean (N), p[1] = rstd (N),
+// p[2] = gain values or a row of ones (C).
+void layernorm_backward(Graph& g, int id) {
+  Node& n = g.node(id);
+  const Tensor dy = n.grad;                 // (N,C)
+  const Tensor x = g.node(n.in[0]).value;   // (N,C)
+  const float* mean = static_cast<const float*>(n.p[0]);
+  const float* rstd = static_cast<const float*>(n.p[1]);
+  const Row gain(static_cast<const float*>(n.p[2]), x.cols);
+  const int64_t N = x.rows, C = x.cols;
+  const bool need_xhat = g.requires_grad(n.in[1]);
+  float* xhat = need_xhat ? g.alloc(static_cast<size_t>(N * C)) : nullptr;  // (N,C)
+  float* dx = g.requires_grad(n.in[0]) ? g.grad(n.in[0]).data : nullptr;
+  if (dx || xhat) {
+    parallel_chunks(N, chunk_for(1, 8 * C), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const Row xr(x.row(r), C), dyr(dy.row(r), C);
+        const float m = mean[r], s = rstd[r];
+        if (xhat) RowMut(xhat + r * C, C) = (xr - m) * s;
+        if (dx) {
+          // dx = rstd * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)), dnorm = dy*gain
+          const float m1 = (dyr * gain).sum() / static_cast<float>(C);
+          const float m2 = (dyr * gain * ((xr - m) * s)).sum() / static_cast<float>(C);
+          RowMut(dx + r * C, C) += s * (dyr * gain - m1 - ((xr - m) * s) * m2);
+        }
+      }
+    });
+  }
+  if (xhat) add_column_sums(dy.data, N, C, C, g.grad(n.in[1]).data, xhat);  // dgain (1,C)
+  if (g.requires_grad(n.in[2])) add_column_sums(dy.data, N, C, C, g.grad(n.in[2]).data);
+}
+
+// ---- rmsnorm ------------------------------------------------------------------------
+
+// node: in = {x, gain|-1}; f[0] = eps; p[1] = rstd (N), p[2] = gain values or ones (C).
+void rmsnorm_backward(Graph& g, int id) {
+  Node& n = g.node(id);
+  const Tensor dy = n.grad;                 // (N,C)
+  const Tensor x = g.node(n.in[0]).value;   // (N,C)
+  const float* rstd = static_cast<const float*>(n.p[1]);
+  const Row gain(static_cast<const float*>(n.p[2]), x.cols);
+  const int64_t N = x.rows, C = x.cols;
+  const bool need_xhat = g.requires_grad(n.in[1]);
+  float* xhat = need_xhat ? g.alloc(static_cast<size_t>(N * C)) : nullptr;
+  float* dx = g.requires_grad(n.in[0]) ? g.grad(n.in[0]).data : nullptr;
+  if (dx || xhat) {
+    parallel_chunks(N, chunk_for(1, 6 * C), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const Row xr(x.row(r), C), dyr(dy.row(r), C);
+        const float s = rstd[r];
+        if (xhat) RowMut(xhat + r * C, C) = xr * s;
+        if (dx) {
+          // dx = rstd * (dnorm - xhat * mean(dnorm * xhat)), dnorm = dy*gain
+          const float m2 = (dyr * gain * (xr * s)).sum() / static_cast<float>(C);
+          RowMut(dx + r * C, C) += s * (dyr * gain - (xr * s) * m2);
+        }
+      }
+    });
+  }
+  if (xhat) add_column_sums(dy.data, N, C, C, g.grad(n.in[1]).data, xhat);
+}
+
+// ---- softmax ------------------------------------------------------------------------
+
+// node: in = {x}; the output y is the node's own value.
+void softmax_backward(Graph& g, int id) {
+  Node& n = g.node(id);
+  if (!g.requires_grad(n.in[0])) return;
+  const Tensor dy = n.grad, y = n.value;    // (N,C)
+  Tensor dx = g.grad(n.in[0]);
+  const int64_t C = y.cols;
+  parallel_chunks(y.rows, chunk_for(1, 4 * C), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const Row yr(y.row(r), C), dyr(dy.row(r), C);
+      const float d = (dyr * yr).sum();
+      RowMut(dx.row(r), C) += yr * (dyr - d);
+    }
+  });
+}
+}  // namespace
+
+Var layernorm(Graph& g, Var x, Var gain, Var bias, float eps) {
+  check_var("layernorm", "x", g, x);
+  const Tensor X = g.value(x);  // (N,C)
+  check_row_param("layernorm", "gain", g, gain, X);
+  check_row_param("layernorm", "bias", g, bias, X);
+  const int64_t N = X.rows, C = X.cols;
+  Var out = g.make(N, C, &layernorm_backward, {x, gain, bias});
+  Node& n = g.node(out);
+  const bool save = n.requires_grad;
+  const float* gp = gain.valid() ? g.value(gain).data : filled_row(g, C, 1.0f);
+  const float* bp = bias.valid() ? g.value(bias).data : filled_row(g, C, 0.0f);
+  float* mean = save ? g.alloc(static_cast<size_t>(N)) : nullptr;
+  float* rstd = save ? g.alloc(static_cast<size_t>(N)) : nullptr;
+  n.f[0] = eps;
+  n.p[0] = mean;
+  n.p[1] = rstd;
+  n.p[2] = const_cast<float*>(gp);
+  const Tensor Y = n.value;
+  const Row gr(gp, C), br(bp, C);
+  parallel_chunks(N, chunk_for(1, 6 * C), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const Row xr(X.row(r), C);
+      const float m = xr.sum() / static_cast<float>(C);
+      const float var = (xr - m).square().sum() / static_cast<float>(C);
+      const float s = 1.0f / std::sqrt(var + eps);
+      if (save) {
+        mean[r] = m;
+        rstd[r] = s;
+      }
+      RowMut(Y.row(r), C) = (xr - m) * s * gr + br;
+    }
+  });
+  return out;
+}
+
+Var rmsnorm(Graph& g, Var x, Var gain, float eps) {
+  check_var("rmsnorm", "x", g, x);
+  const Tensor X = g.value(x);  // (N,C)
+  check_row_param("rmsnorm", "gain", g, gain, X);
+  const int64_t N = X.rows, C = X.cols;
+  Var out = g.make(N, C, &rmsnorm_backward, {x, gain});
+  Node& n = g.node(out);
+  const bool save = n.requires_grad;
+  const float* gp = gain.valid() ? g.value(gain).data : filled_row(g, C, 1.0f);
+  float* rstd = save ? g.alloc(static_cast<size_t>(N)) : nullptr;
+  n.f[0] = eps;
+  n.p[1] = rstd;
+  n.p[2] = const_cast<float*>(gp);
+  const Tensor Y = n.value;
+  const Row gr(gp, C);
+  parallel_chunks(N, chunk_for(1, 4 * C), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const Row xr(X.row(r), C);
+      const float s = 1.0f / std::sqrt(xr.square().sum() / static_cast<float>(C) + eps);
+      if (save) rstd[r] = s;
+      RowMut(Y.row(r), C) = xr * s * gr;
+    }
+  });
+  return out;
+}
+
+Var softmax(Graph& g, Var x) {
+  check_var("softmax", "x", g, x);
+  const Tensor X = g.value(x);  // (N,C)
+  const int64_t C = X.cols;
+  Var out = g.make(X.rows, C, &softmax_backward, {x});
+  const Tensor Y = g.value(out);
+  parallel_chunks(X.rows, chunk_for(1, 8 * C), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const Row xr(X.row(r), C);
+      RowMut yr(Y.row(r), C);
+      yr = (xr - xr.maxCoeff()).exp();
+      yr /= yr.sum();
+    }
+  });
+  return out;
+}
+
+}  // namespace ablate

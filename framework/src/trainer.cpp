@@ -1,0 +1,415 @@
+// The training loop (see trainer.hpp).
+#include "ablate/trainer.hpp"
+
+#include <tbb/global_control.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <thread>
+
+#include "ablate/checkpoint.hpp"
+#include "ablate/data.hpp"
+#include "ablate/generate.hpp"
+#include "ablate/ops.hpp"
+#include "ablate/registry.hpp"
+#include "ablate/runfile.hpp"
+#include "ablate/scheduler.hpp"
+
+namespace ablate {
+namespace fs = std::filesystem;
+
+std::string checkpoint_path(const std::string& dir) { return (fs::path(dir) / "checkpoint.ckpt").string(); }
+std::string run_file_path(const std::string& dir) { return (fs::path(dir) / "run.h5").string(); }
+
+namespace {
+
+struct TrainConfig {
+  int64_t steps, batch, accum, threads, eval_every, eval_batches, checkpoint_every, log_every;
+  float grad_clip;
+};
+
+TrainConfig read_train(const Options& o) {
+  TrainConfig t;
+  t.steps = o.get_in<int64_t>("steps", 1000, 1, int64_t{1} << 40, "optimizer steps");
+  t.batch = o.get_in<int64_t>("batch_size", 32, 1, 1 << 20, "sequences per micro-batch");
+  t.accum = o.get_in<int64_t>("grad_accum", 1, 1, 1 << 16, "micro-batches per optimizer step");
+  t.grad_clip = o.get_in<float>("grad_clip", 1.0f, 0.0f, 1e9f, "clip the global gradient norm to this (0: off)");
+  t.threads = o.get_in<int64_t>("threads", 0, 0, 4096, "worker threads (0: all cores)");
+  t.eval_every = o.get_in<int64_t>("eval_every", 250, 1, int64_t{1} << 40, "steps between evaluations");
+  t.eval_batches = o.get_in<int64_t>("eval_batches", 20, 1, 1 << 20, "batches per evaluation");
+  t.checkpoint_every = o.get_in<int64_t>("checkpoint_every", 500, 1, int64_t{1} << 40, "steps between checkpoints");
+  t.log_every = o.get_in<int64_t>("log_every", 10, 1, int64_t{1} << 40, "steps between train-metric rows");
+  o.check_unused();
+  return t;
+}
+
+std::string now_iso() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+std::string hms(double s) {
+  long v = static_cast<long>(s + 0.5);
+  char buf[32];
+  if (v >= 3600) std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", v / 3600, (v / 60) % 60, v % 60);
+  else std::snprintf(buf, sizeof buf, "%02ld:%02ld", v / 60, v % 60);
+  return buf;
+}
+
+// Everything the loop needs, built (and so validated) before any training starts.
+struct Setup {
+  std::unique_ptr<Tokenizer> tokenizer;
+  TextData data;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<Scheduler> scheduler;
+  TrainConfig train;
+  Sampling sampling;
+  std::string sample_prompt;
+  int64_t sample_tokens = 0;
+  uint64_t seed = 0;
+  std::string name, out_dir;
+  std::unique_ptr<ParamStore> no_params = std::make_unique<ParamStore>();  // for plugins without parameters
+};
+
+Setup build(const Experiment& exp, const RunOptions& ro) {
+  Setup s;
+  Options root = exp.root();
+  auto& reg = PluginRegistry::instance();
+  s.name = root.get<std::string>("name", fs::path(exp.file()).stem().string(), "run name");
+  s.seed = static_cast<uint64_t>(root.get_in<int64_t>("seed", 1, 0, int64_t{1} << 62, "seed of every random stream"));
+  Options model_opts = root.child("model");
+  int64_t context = model_opts.get_in<int64_t>("context", 64, 1, 1 << 20, "context length T (tokens)");
+  // Defaults for a family left out are written into the config, as the model does.
+  auto plugin_opts = [&](const char* key, const char* def) {
+    Options c = root.child(key);
+    if (!c.has("type")) {
+      YAML::Node n = c.node();
+      n["type"] = def;
+    }
+    return c;
+  };
+  BuildContext none{ModelDims{}, ParamScope(*s.no_params, ""), s.seed};
+  s.tokenizer = reg.create<Tokenizer>(plugin_opts("tokenizer", "char"), none);
+  s.data = load_text_data(root.child("data"), exp.dir(), *s.tokenizer, context);
+  s.model = std::make_unique<Model>(model_opts, s.tokenizer->vocab_size(), s.seed);
+  s.train = read_train(root.child("train"));
+  s.optimizer = reg.create<Optimizer>(plugin_opts("optimizer", "adamw"), none);
+  s.scheduler = reg.create<Scheduler>(plugin_opts("scheduler", "constant"), none);
+  Options smp = root.child("sample");
+  s.sample_tokens = smp.get_in<int64_t>("tokens", 200, 0, 1 << 24, "tokens generated after training (0: none)");
+  s.sample_prompt = smp.get<std::string>("prompt", "\n", "text the sample continues");
+  s.sampling.temperature = smp.get_in<float>("temperature", 0.8f, 0.0f, 100.0f, "softmax temperature (0: greedy)");
+  s.sampling.top_k = smp.get_in<int64_t>("top_k", 0, 0, 1 << 24, "sample among the k most likely tokens (0: all)");
+  s.sampling.top_p = smp.get_in<float>("top_p", 1.0f, 0.0f, 1.0f, "nucleus sampling threshold (1: off)");
+  smp.check_unused();
+  Options out = root.child("output");
+  s.out_dir = out.get<std::string>("dir", "runs/" + s.name, "run directory (HDF5 metrics, checkpoint, sample)");
+  out.check_unused();
+  if (!ro.out_dir.empty()) s.out_dir = ro.out_dir;
+  root.check_unused();
+  return s;
+}
+
+double global_grad_norm(const std::vector<Parameter*>& params) {
+  double sq = 0;
+  for (const Parameter* p : params)
+    for (int64_t i = 0; i < p->grad.numel(); ++i) sq += static_cast<double>(p->grad.data[i]) * p->grad.data[i];
+  return std::sqrt(sq);
+}
+
+const Parameter* first_non_finite(const std::vector<Parameter*>& params) {
+  for (const Parameter* p : params)
+    for (int64_t i = 0; i < p->grad.numel(); ++i)
+      if (!std::isfinite(p->grad.data[i])) return p;
+  return nullptr;
+}
+
+// Mean loss over a fixed set of batches (the same batches at every evaluation, so that
+// evaluations of one run, and of runs with the same seed, are directly comparable).
+double evaluate(Model& m, Graph& g, const std::vector<int32_t>& tokens, const TrainConfig& t, int64_t T,
+                uint64_t seed, std::vector<int32_t>& x, std::vector<int32_t>& y) {
+  Rng rng(seed * 0x9E3779B97F4A7C15ull + 0xE7A1);
+  NoGrad ng(g);
+  bool was = g.training;
+  g.training = false;
+  double total = 0;
+  for (int64_t b = 0; b < t.eval_batches; ++b) {
+    sample_batch(tokens, t.batch, T, rng, x.data(), y.data());
+    g.reset();
+    ForwardArgs a{x.data(), t.batch, T};
+    Var loss = cross_entropy(g, m.forward(g, a), y.data(), t.batch * T);
+    total += g.value(loss).data[0];
+  }
+  g.training = was;
+  return total / static_cast<double>(t.eval_batches);
+}
+
+void save_checkpoint(const std::string& dir, const Experiment& exp, Setup& s, int64_t step, const Rng& data_rng) {
+  Checkpoint ck;
+  ck.texts["config"] = exp.yaml();
+  ck.texts["tokenizer"] = s.tokenizer->save();
+  for (Parameter* p : s.model->params().all())
+    ck.tensors["param/" + p->name] = std::vector<float>(p->value.data, p->value.data + p->value.numel());
+  for (auto& b : s.optimizer->state()) ck.tensors["optimizer/" + b.name] = *b.data;
+  ck.ints["step"] = static_cast<uint64_t>(step);
+  ck.ints["rng/data"] = data_rng.state();
+  ck.ints["seed"] = s.seed;
+  write_checkpoint(checkpoint_path(dir), ck);
+}
+
+void restore_params(Model& m, const Checkpoint& ck, const std::string& path) {
+  for (Parameter* p : m.params().all()) {
+    auto it = ck.tensors.find("param/" + p->name);
+    if (it == ck.tensors.end()) throw Error(path + ": checkpoint has no parameter '" + p->name + "' (model changed?)");
+    if (static_cast<int64_t>(it->second.size()) != p->value.numel())
+      throw Error(path + ": parameter '" + p->name + "' has " + std::to_string(it->second.size()) +
+                  " values in the checkpoint, the model needs " + std::to_string(p->value.numel()));
+    std::copy(it->second.begin(), it->second.end(), p->value.data);
+  }
+}
+
+class Progress {
+ public:
+  Progress(bool quiet, int64_t total) : quiet_(quiet), tty_(isatty(STDERR_FILENO)), total_(total) {}
+  void step(int64_t step, double loss, float lr, double tok_s, double elapsed, double per_step) {
+    if (quiet_) return;
+    double eta = per_step * static_cast<double>(total_ - step);
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "step %lld/%lld | loss %.4f | lr %.2e | %.1fk tok/s | %s elapsed, ETA %s",
+                  static_cast<long long>(step), static_cast<long long>(total_), loss, lr, tok_s / 1000.0,
+                  hms(elapsed).c_str(), hms(eta).c_str());
+    if (tty_) {
+      std::fprintf(stderr, "\r%-110s", buf);
+    } else if (elapsed - last_print_ >= 10.0 || step == total_) {
+      std::fprintf(stderr, "%s\n", buf);
+      last_print_ = elapsed;
+    }
+    std::fflush(stderr);
+  }
+  void line(const std::string& s) {
+    if (quiet_) return;
+    std::fprintf(stderr, tty_ ? "\r%-110s\n" : "%s\n", s.c_str());
+    std::fflush(stderr);
+  }
+
+ private:
+  bool quiet_, tty_;
+  int64_t total_;
+  double last_print_ = -1e9;
+};
+
+}  // namespace
+
+RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
+  Setup s = build(exp, ro);
+  const TrainConfig& t = s.train;
+  const int64_t threads = ro.threads > 0 ? ro.threads : (t.threads > 0 ? t.threads : static_cast<int64_t>(std::thread::hardware_concurrency()));
+  tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism, static_cast<size_t>(threads));
+  Model& model = *s.model;
+  const int64_t B = t.batch, T = model.dims().context;
+  auto params = model.params().all();
+  s.optimizer->init(params);
+
+  fs::create_directories(s.out_dir);
+  const std::string ck_path = checkpoint_path(s.out_dir), h5_path = run_file_path(s.out_dir);
+  Rng data_rng(s.seed ^ 0xDA7Aull);
+  int64_t start = 0;
+  std::optional<RunFile> rf_holder;
+  bool resumed = ro.resume && fs::exists(ck_path) && fs::exists(h5_path);
+  Progress progress(ro.quiet, t.steps);
+  if (resumed) {
+    Checkpoint ck = read_checkpoint(ck_path);
+    YAML::Node old = YAML::Load(ck.texts["config"]);
+    auto a = flatten(old), b = flatten(exp.node());
+    if (a != b && !ro.allow_config_change) {
+      std::vector<std::string> changed;
+      size_t i = 0, j = 0;
+      while (i < a.size() || j < b.size()) {
+        if (j >= b.size() || (i < a.size() && a[i].first < b[j].first)) changed.push_back(a[i++].first + " (removed)");
+        else if (i >= a.size() || b[j].first < a[i].first) changed.push_back(b[j++].first + " (added)");
+        else {
+          if (a[i].second != b[j].second) changed.push_back(a[i].first + ": " + a[i].second + " -> " + b[j].second);
+          ++i, ++j;
+        }
+      }
+      throw Error(s.out_dir + ": cannot resume: the config differs from the checkpoint's: " + join(changed, "; ") +
+                  ". Resume with the same config, or pass --allow-config-change");
+    }
+    s.tokenizer->load(ck.texts["tokenizer"]);
+    restore_params(model, ck, ck_path);
+    for (auto& buf : s.optimizer->state()) {
+      auto it = ck.tensors.find("optimizer/" + buf.name);
+      if (it == ck.tensors.end() || it->second.size() != buf.data->size())
+        throw Error(ck_path + ": optimizer state '" + buf.name + "' missing or of the wrong size");
+      *buf.data = it->second;
+    }
+    start = static_cast<int64_t>(ck.ints["step"]);
+    data_rng.set_state(ck.ints["rng/data"]);
+    rf_holder.emplace(RunFile::open_append(h5_path));
+    rf_holder->truncate_after_step(static_cast<double>(start));
+    progress.line("resuming " + s.out_dir + " at step " + std::to_string(start));
+  } else {
+    rf_holder.emplace(RunFile::create(h5_path));
+    rf_holder->set_attr("started", now_iso());
+  }
+  RunFile& rf = *rf_holder;
+  rf.set_attr("config", exp.yaml());
+  rf.set_attr("name", s.name);
+  rf.set_attr("ablate_version", ABLATE_VERSION);
+  rf.set_attr("git_commit", ABLATE_GIT_COMMIT);
+  rf.set_attr("compiler", ABLATE_COMPILER);
+  rf.set_attr("threads", threads);
+  rf.set_attr("n_params", model.n_params());
+  rf.set_attr("flops_per_token", model.flops_per_token());
+  rf.set_attr("vocab_size", model.dims().vocab_size);
+  rf.set_attr("data_file", s.data.path);
+  rf.set_attr("status", "running");
+  rf.set_attr("error", "");
+  rf.flush();
+  {
+    std::ofstream cfg(fs::path(s.out_dir) / "config.yaml");
+    cfg << exp.yaml() << "\n";
+  }
+  if (!ro.quiet)
+    progress.line(s.name + ": " + std::to_string(model.n_params()) + " parameters, vocab " +
+                  std::to_string(model.dims().vocab_size) + ", " + std::to_string(s.data.train.size()) + " train / " +
+                  std::to_string(s.data.val.size()) + " val tokens, " + std::to_string(threads) + " threads -> " + s.out_dir);
+
+  Graph g;
+  g.seed = s.seed;
+  std::vector<int32_t> x(static_cast<size_t>(B * T)), y(static_cast<size_t>(B * T));
+  RunSummary sum;
+  sum.run_dir = s.out_dir;
+  sum.n_params = model.n_params();
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
+  double train_seconds = 0, window_loss = 0;
+  int64_t window_steps = 0, trained_steps = 0;
+  auto fail = [&](const std::string& msg) {
+    rf.set_attr("status", "failed");
+    rf.set_attr("error", msg);
+    rf.set_attr("finished", now_iso());
+    rf.flush();
+    throw Error(msg);
+  };
+  try {
+    for (int64_t step = start + 1; step <= t.steps; ++step) {
+      auto ts = clock::now();
+      float lr = s.optimizer->base_lr() * s.scheduler->factor(step - 1, t.steps);
+      model.params().zero_grad();
+      double loss_sum = 0;
+      g.training = true;
+      g.step = static_cast<uint64_t>(step);
+      for (int64_t m = 0; m < t.accum; ++m) {
+        sample_batch(s.data.train, B, T, data_rng, x.data(), y.data());
+        g.reset();
+        ForwardArgs a{x.data(), B, T};
+        Var loss = cross_entropy(g, model.forward(g, a), y.data(), B * T);
+        if (t.accum > 1) loss = scale(g, loss, 1.0f / static_cast<float>(t.accum));
+        loss_sum += g.value(loss).data[0];
+        g.backward(loss);
+      }
+      double norm = global_grad_norm(params);
+      if (!std::isfinite(loss_sum) || !std::isfinite(norm)) {
+        const Parameter* bad = first_non_finite(params);
+        fail("step " + std::to_string(step) + ": " + (std::isfinite(loss_sum) ? "gradient" : "loss") +
+             " is not finite (loss " + std::to_string(loss_sum) + ")" +
+             (bad ? "; first parameter with a non-finite gradient: '" + bad->name + "'" : "") +
+             ". Lower the learning rate, enable train.grad_clip, or check the data");
+      }
+      if (t.grad_clip > 0 && norm > t.grad_clip) {
+        float c = static_cast<float>(t.grad_clip / (norm + 1e-6));
+        for (Parameter* p : params)
+          for (int64_t i = 0; i < p->grad.numel(); ++i) p->grad.data[i] *= c;
+      }
+      s.optimizer->step(params, lr, step);
+      double dt = std::chrono::duration<double>(clock::now() - ts).count();
+      train_seconds += dt;
+      ++trained_steps;
+      window_loss += loss_sum;
+      ++window_steps;
+      double tok_s = static_cast<double>(B * T * t.accum) * static_cast<double>(trained_steps) / train_seconds;
+      if (step % t.log_every == 0 || step == t.steps) {
+        rf.append("train", {{"step", double(step)}, {"loss", window_loss / double(window_steps)}, {"lr", lr},
+                            {"grad_norm", norm}, {"tokens_per_s", tok_s}});
+        progress.step(step, window_loss / double(window_steps), lr, tok_s,
+                      std::chrono::duration<double>(clock::now() - t0).count(), train_seconds / double(trained_steps));
+        window_loss = 0;
+        window_steps = 0;
+      }
+      if (step % t.eval_every == 0 || step == t.steps) {
+        double tl = evaluate(model, g, s.data.train, t, T, s.seed, x, y);
+        double vl = evaluate(model, g, s.data.val, t, T, s.seed + 1, x, y);
+        rf.append("eval", {{"step", double(step)}, {"train_loss", tl}, {"val_loss", vl}, {"val_ppl", std::exp(vl)}});
+        rf.flush();
+        sum.train_loss = tl;
+        sum.val_loss = vl;
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "eval step %lld: train loss %.4f, val loss %.4f, val ppl %.2f",
+                      static_cast<long long>(step), tl, vl, std::exp(vl));
+        progress.line(buf);
+      }
+      if (step % t.checkpoint_every == 0 || step == t.steps) {
+        rf.flush();
+        save_checkpoint(s.out_dir, exp, s, step, data_rng);
+      }
+    }
+  } catch (const Error& e) {
+    if (rf.is_open()) {
+      rf.set_attr("status", "failed");
+      rf.set_attr("error", e.what());
+      rf.flush();
+    }
+    throw;
+  }
+  sum.steps = t.steps;
+  sum.tokens_per_s = trained_steps ? static_cast<double>(B * T * t.accum) * double(trained_steps) / train_seconds : 0;
+  if (s.sample_tokens > 0) {
+    Rng rng(s.seed ^ 0x5A3Bull);
+    std::vector<int32_t> prompt = s.tokenizer->encode(s.sample_prompt);
+    auto out = generate(model, prompt, s.sample_tokens, s.sampling, rng);
+    sum.sample = s.sample_prompt + s.tokenizer->decode(out);
+    rf.write_text("samples/final", sum.sample);
+    std::ofstream(fs::path(s.out_dir) / "sample.txt") << sum.sample << "\n";
+  }
+  rf.set_attr("status", "done");
+  rf.set_attr("finished", now_iso());
+  rf.set_attr("train_seconds", train_seconds);
+  rf.close();
+  return sum;
+}
+
+LoadedRun load_run(const std::string& dir) {
+  LoadedRun r;
+  r.dir = dir;
+  std::string path = fs::is_regular_file(dir) ? dir : checkpoint_path(dir);
+  if (!fs::exists(path))
+    throw Error(path + ": no checkpoint here; give a run directory written by 'ablate run' (e.g. runs/quickstart)");
+  Checkpoint ck = read_checkpoint(path);
+  if (!ck.texts.count("config") || !ck.texts.count("tokenizer"))
+    throw Error(path + ": checkpoint lacks the config or tokenizer; not written by 'ablate run'");
+  r.experiment = std::make_unique<Experiment>(Experiment::parse(ck.texts["config"], path + " (config)", fs::current_path().string()));
+  Options root = r.experiment->root();
+  auto& reg = PluginRegistry::instance();
+  ParamStore no_params;
+  BuildContext none{ModelDims{}, ParamScope(no_params, ""), 0};
+  r.tokenizer = reg.create<Tokenizer>(root.child("tokenizer"), none);
+  r.tokenizer->load(ck.texts["tokenizer"]);
+  uint64_t seed = static_cast<uint64_t>(root.get<int64_t>("seed", 1));
+  r.model = std::make_unique<Model>(root.child("model"), r.tokenizer->vocab_size(), seed);
+  restore_params(*r.model, ck, path);
+  r.step = static_cast<int64_t>(ck.ints["step"]);
+  return r;
+}
+
+}  // namespace ablate

@@ -1,0 +1,132 @@
+// Experiment files and overrides: every error names file:line:column, the key path,
+// the bad value, what is allowed and a did-you-mean.
+#include <doctest/doctest.h>
+
+#include "ablate/experiment.hpp"
+#include "ablate/trainer.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+const char* kBase = R"(name: cfg
+data:
+  path: shakespeare_16k.txt
+model:
+  d_model: 32
+  n_heads: 4
+  n_layers: 1
+  context: 16
+  ffn: relu
+train:
+  steps: 2
+  batch_size: 2
+  eval_batches: 1
+sample: {tokens: 0}
+)";
+
+// Runs the experiment text (with overrides) and returns the error message.
+std::string error_of(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  ablate::test::registry();
+  ablate::test::TempDir dir;
+  std::string file = dir.write("exp.yaml", text);
+  try {
+    auto exp = ablate::Experiment::load(file, overrides);
+    ablate::RunOptions ro;
+    ro.out_dir = dir / "run";
+    ro.quiet = true;
+    setenv("ABLATE_DATA_PATH", ABLATE_TEST_DATA_DIR, 1);
+    ablate::run_experiment(exp, ro);
+  } catch (const ablate::Error& e) {
+    std::string m = e.what();
+    auto p = m.find(file);
+    if (p != std::string::npos) m.replace(p, file.size(), "exp.yaml");
+    return m;
+  }
+  return "(no error)";
+}
+
+std::string replace(std::string s, const std::string& from, const std::string& to) {
+  auto p = s.find(from);
+  REQUIRE(p != std::string::npos);
+  return s.replace(p, from.size(), to);
+}
+
+}  // namespace
+
+TEST_CASE("config/the base experiment runs") { CHECK(error_of(kBase) == "(no error)"); }
+
+TEST_CASE("config/unknown key: location, path, allowed keys, did-you-mean") {
+  std::string m = error_of(replace(kBase, "  n_layers: 1", "  n_layer: 1"));
+  CHECK(m.find("exp.yaml:7:3: model.n_layer: unknown key in model") != std::string::npos);
+  CHECK(m.find("Did you mean 'n_layers'?") != std::string::npos);
+  CHECK(m.find("d_model") != std::string::npos);  // allowed keys listed
+}
+
+TEST_CASE("config/unknown top-level section") {
+  std::string m = error_of(std::string(kBase) + "trian: {steps: 3}\n");
+  CHECK(m.find("exp.yaml:15:1: trian: unknown key") != std::string::npos);
+  CHECK(m.find("Did you mean 'train'?") != std::string::npos);
+}
+
+TEST_CASE("config/wrong type names the expected type and the value") {
+  std::string m = error_of(replace(kBase, "  d_model: 32", "  d_model: wide"));
+  CHECK(m.find("exp.yaml:5:12: model.d_model: expected an integer, got 'wide'") != std::string::npos);
+  m = error_of(replace(kBase, "  steps: 2", "  steps: [1, 2]"));
+  CHECK(m.find("train.steps: expected an integer, got a list") != std::string::npos);
+}
+
+TEST_CASE("config/unknown plugin name lists variants with a did-you-mean") {
+  std::string m = error_of(replace(kBase, "  ffn: relu", "  ffn: rleu"));
+  CHECK(m.find("exp.yaml:9:8: model.ffn.type: unknown ffn 'rleu'") != std::string::npos);
+  CHECK(m.find("Did you mean 'relu'?") != std::string::npos);
+  CHECK(m.find("Available:") != std::string::npos);
+}
+
+TEST_CASE("config/unknown plugin option is reported at its key") {
+  std::string m = error_of(replace(kBase, "  ffn: relu", "  ffn: {type: relu, hiden: 64}"));
+  CHECK(m.find("model.ffn.hiden: unknown key") != std::string::npos);
+  CHECK(m.find("Did you mean 'hidden'?") != std::string::npos);
+}
+
+TEST_CASE("config/out-of-range values") {
+  CHECK(error_of(replace(kBase, "  n_heads: 4", "  n_heads: 5")).find("model.n_heads: 5 does not divide d_model = 32") != std::string::npos);
+  CHECK(error_of(replace(kBase, "  d_model: 32", "  d_model: 0")).find("model.d_model: 0 is out of range") != std::string::npos);
+  CHECK(error_of(replace(kBase, "  steps: 2", "  steps: -3")).find("train.steps: -3 is out of range") != std::string::npos);
+  CHECK(error_of(std::string(kBase) + "optimizer: {type: adamw, lr: .nan}\n").find("optimizer.lr: expected a finite number") != std::string::npos);
+}
+
+TEST_CASE("config/YAML syntax errors carry the location") {
+  std::string m = error_of("model:\n  d_model: [32\n");
+  CHECK(m.find("exp.yaml:") != std::string::npos);
+  CHECK(m.find("YAML syntax error") != std::string::npos);
+}
+
+TEST_CASE("config/overrides are applied and checked like the file") {
+  CHECK(error_of(kBase, {"train.steps=3", "model.n_layers=2"}) == "(no error)");
+  std::string m = error_of(kBase, {"model.n_layer=2"});
+  CHECK(m.find("command-line override 'model.n_layer=2': model.n_layer: unknown key") != std::string::npos);
+  CHECK(m.find("Did you mean 'n_layers'?") != std::string::npos);
+  m = error_of(kBase, {"train.steps=many"});
+  CHECK(m.find("command-line override 'train.steps=many': train.steps: expected an integer, got 'many'") != std::string::npos);
+  m = error_of(kBase, {"model.ffn.type=gleu"});
+  CHECK(m.find("unknown ffn 'gleu'") != std::string::npos);
+  CHECK(m.find("Did you mean 'gelu'?") != std::string::npos);
+  CHECK(error_of(kBase, {"steps"}).find("expected key.path=value") != std::string::npos);
+}
+
+TEST_CASE("config/data errors name the file") {
+  CHECK(error_of(replace(kBase, "shakespeare_16k.txt", "no_such_file.txt")).find("no_such_file.txt") != std::string::npos);
+  CHECK(error_of(replace(kBase, "  context: 16", "  context: 4000")).find("fewer than one window") != std::string::npos);
+}
+
+TEST_CASE("config/flatten and override helpers") {
+  YAML::Node n = YAML::Load("{a: {b: 1, c: relu}, d: [1, 2]}");
+  ablate::apply_override(n, "a.c.hidden=64");
+  auto f = ablate::flatten(n);
+  REQUIRE(f.size() == 4);
+  CHECK(f[0].first == "a.b");
+  CHECK(f[1].first == "a.c.hidden");
+  CHECK(f[2].first == "a.c.type");
+  CHECK(f[2].second == "relu");
+  CHECK(f[3].second == "[1, 2]");
+}

@@ -1,0 +1,803 @@
+// Tests of the primitive ops (framework/src/ops): every op with a backward passes a
+// finite-difference gradient check; forwards match scalar references; attention matches
+// a naive implementation and its KV-cache path; results do not depend on thread count.
+#include <doctest/doctest.h>
+#include <tbb/task_arena.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ablate/error.hpp"
+#include "ablate/graph.hpp"
+#include "ablate/ops.hpp"
+#include "ablate/tensor.hpp"
+
+namespace {
+using namespace ablate;
+
+// ---- finite-difference gradient checker ----------------------------------------------
+
+struct InputSpec {
+  int64_t rows, cols;
+  float lo = -1.0f, hi = 1.0f;
+  float min_abs = 0.0f;  // keep |x| away from a kink (relu) by resampling
+};
+
+// Builds the op under test from the input leaves; called once per evaluation.
+using BuildFn = std::function<Var(Graph&, const std::vector<Var>&)>;
+
+struct FdOptions {
+  float eps = 1e-2f;
+  double atol = 2e-3;      // per element: |analytic - numeric| <= atol + rtol |numeric|
+  double rtol = 2e-2;
+  double norm_tol = 1e-2;  // and ||analytic - numeric|| <= norm_tol ||numeric||
+  int64_t max_per_input = 96;  // elements probed per input (random subset beyond that)
+  bool training = false;
+};
+
+struct FdResult {
+  bool ok = true;
+  std::string message;     // the first failure
+  double max_err = 0.0;
+  double norm_err = 0.0;   // relative
+  int64_t checked = 0;
+};
+
+// Runs every node's backward from `out` with its gradient seeded by r (instead of the
+// ones of Graph::backward), so the loss is the linear functional sum(out * r).
+void backward_with_seed(Graph& g, Var out, const std::vector<float>& r) {
+  REQUIRE(g.requires_grad(out));
+  Tensor& go = g.grad(out);
+  REQUIRE(static_cast<size_t>(go.numel()) == r.size());
+  std::memcpy(go.data, r.data(), sizeof(float) * r.size());
+  for (int id = out.id; id >= 0; --id) {
+    Node& n = g.node(id);
+    if (n.requires_grad && n.backward && n.grad.data) n.backward(g, id);
+  }
+}
+
+// Compares the analytic gradient of L = sum(op(inputs) * R), R random, with central
+// differences. Input gradients are pre-filled with random values first, so a backward
+// that assigns instead of accumulating fails too.
+FdResult check_gradients(const BuildFn& build, const std::vector<InputSpec>& inputs,
+                         uint64_t seed = 1, const FdOptions& opt = {}) {
+  ParamStore store(seed);
+  Rng rng(seed * 7919 + 17);
+  std::vector<Parameter*> ps;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const InputSpec& s = inputs[k];
+    Parameter& p = store.add("in" + std::to_string(k), s.rows, s.cols, Init::kZeros);
+    for (int64_t i = 0; i < p.value.numel(); ++i) {
+      float x;
+      do x = s.lo + (s.hi - s.lo) * rng.uniform();
+      while (std::fabs(x) < s.min_abs);
+      p.value.data[i] = x;
+    }
+    ps.push_back(&p);
+  }
+  Graph g;
+  g.training = opt.training;
+  g.seed = 99;
+  g.step = 3;
+  auto forward = [&]() {
+    g.reset();
+    std::vector<Var> vs;
+    for (Parameter* p : ps) vs.push_back(g.param(*p));
+    return build(g, vs);
+  };
+  Var out = forward();
+  const int64_t n_out = g.value(out).numel();
+  std::vector<float> r(static_cast<size_t>(n_out));
+  for (float& x : r) x = rng.normal();
+  auto loss = [&]() {
+    Var o = forward();
+    const Tensor y = g.value(o);
+    double l = 0.0;
+    for (int64_t i = 0; i < y.numel(); ++i) l += static_cast<double>(y.data[i]) * r[static_cast<size_t>(i)];
+    return l;
+  };
+
+  std::vector<std::vector<float>> prior;
+  for (Parameter* p : ps) {
+    std::vector<float> pr(static_cast<size_t>(p->grad.numel()));
+    for (float& x : pr) x = rng.normal();
+    std::memcpy(p->grad.data, pr.data(), sizeof(float) * pr.size());
+    prior.push_back(pr);
+  }
+  out = forward();
+  backward_with_seed(g, out, r);
+
+  FdResult res;
+  double diff2 = 0.0, num2 = 0.0;
+  for (size_t k = 0; k < ps.size(); ++k) {
+    Parameter& p = *ps[k];
+    const int64_t n = p.value.numel();
+    std::vector<int64_t> idx;
+    if (n <= opt.max_per_input) {
+      for (int64_t i = 0; i < n; ++i) idx.push_back(i);
+    } else {
+      for (int64_t i = 0; i < opt.max_per_input; ++i) idx.push_back(static_cast<int64_t>(rng.below(static_cast<uint64_t>(n))));
+    }
+    for (int64_t i : idx) {
+      const double analytic = static_cast<double>(p.grad.data[i]) - prior[k][static_cast<size_t>(i)];
+      float& v = p.value.data[i];
+      const float v0 = v;
+      const float vp = v0 + opt.eps, vm = v0 - opt.eps;
+      v = vp;
+      const double lp = loss();
+      v = vm;
+      const double lm = loss();
+      v = v0;
+      const double numeric = (lp - lm) / (static_cast<double>(vp) - static_cast<double>(vm));
+      const double err = std::fabs(analytic - numeric);
+      diff2 += err * err;
+      num2 += numeric * numeric;
+      res.max_err = std::max(res.max_err, err);
+      ++res.checked;
+      if (res.ok && err > opt.atol + opt.rtol * std::fabs(numeric)) {
+        res.ok = false;
+        res.message = "input " + std::to_string(k) + " element " + std::to_string(i) +
+                      ": analytic " + std::to_string(analytic) + " vs numeric " + std::to_string(numeric);
+      }
+    }
+  }
+  res.norm_err = std::sqrt(diff2) / std::max(std::sqrt(num2), 1e-6);
+  if (res.ok && res.norm_err > opt.norm_tol) {
+    res.ok = false;
+    res.message = "relative norm error " + std::to_string(res.norm_err);
+  }
+  return res;
+}
+
+#define CHECK_GRAD(...)                                           \
+  do {                                                            \
+    const FdResult fd_ = check_gradients(__VA_ARGS__);           \
+    INFO(fd_.message << " (max err " << fd_.max_err << ", norm err " << fd_.norm_err << ")"); \
+    CHECK(fd_.ok);                                                \
+    CHECK(fd_.checked > 0);                                       \
+  } while (0)
+
+// ---- fake ops for testing the checker itself -------------------------------------------
+
+// y = 2x with a backward that is off by `factor` (1 = right).
+float g_fake_factor = 1.0f;
+bool g_fake_assign = false;
+void fake_backward(Graph& g, int id) {
+  Node& n = g.node(id);
+  Tensor& dx = g.grad(n.in[0]);
+  for (int64_t i = 0; i < dx.numel(); ++i) {
+    const float d = 2.0f * g_fake_factor * n.grad.data[i];
+    dx.data[i] = g_fake_assign ? d : dx.data[i] + d;
+  }
+}
+Var fake_double(Graph& g, Var x) {
+  const Tensor X = g.value(x);
+  Var out = g.make(X.rows, X.cols, &fake_backward, {x});
+  for (int64_t i = 0; i < X.numel(); ++i) g.value(out).data[i] = 2.0f * X.data[i];
+  return out;
+}
+
+// ---- helpers ---------------------------------------------------------------------------
+
+std::vector<float> random_vec(size_t n, uint64_t seed, float scale = 1.0f) {
+  Rng r(seed);
+  std::vector<float> v(n);
+  for (float& x : v) x = scale * (2.0f * r.uniform() - 1.0f);
+  return v;
+}
+
+std::vector<float> to_vec(const Tensor& t) { return std::vector<float>(t.data, t.data + t.numel()); }
+
+// Naive attention in double: q (B*T, NH*HS), k v (B*Tk, NKV*HS) with query i at absolute
+// position offset+i; returns (B*T, NH*HS) and optionally weights (B,NH,T,Tk).
+std::vector<float> naive_attention(const std::vector<float>& q, const std::vector<float>& k,
+                                   const std::vector<float>& v, int64_t B, int64_t T, int64_t Tk,
+                                   int64_t NH, int64_t NKV, int64_t HS, bool causal,
+                                   const float* slopes, const uint8_t* key_mask,
+                                   int64_t offset = 0, std::vector<float>* weights = nullptr) {
+  std::vector<float> out(static_cast<size_t>(B * T * NH * HS), 0.0f);
+  if (weights) weights->assign(static_cast<size_t>(B * NH * T * Tk), 0.0f);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(HS));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < NH; ++h) {
+      const int64_t kh = h / (NH / NKV);
+      for (int64_t i = 0; i < T; ++i) {
+        const int64_t pos = offset + i;
+        std::vector<double> s(static_cast<size_t>(Tk), -INFINITY);
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < Tk; ++j) {
+          if (causal && j > pos) continue;
+          if (key_mask && !key_mask[b * Tk + j]) continue;
+          double d = 0.0;
+          for (int64_t c = 0; c < HS; ++c)
+            d += static_cast<double>(q[static_cast<size_t>((b * T + i) * NH * HS + h * HS + c)]) *
+                 k[static_cast<size_t>((b * Tk + j) * NKV * HS + kh * HS + c)];
+          d *= scale;
+          if (slopes) d -= static_cast<double>(slopes[h]) * static_cast<double>(pos - j);
+          s[static_cast<size_t>(j)] = d;
+          mx = std::max(mx, d);
+        }
+        if (mx == -INFINITY) continue;
+        double z = 0.0;
+        for (double& x : s) z += (x = std::exp(x - mx));
+        for (int64_t j = 0; j < Tk; ++j) {
+          const double p = s[static_cast<size_t>(j)] / z;
+          if (weights) (*weights)[static_cast<size_t>(((b * NH + h) * T + i) * Tk + j)] = static_cast<float>(p);
+          for (int64_t c = 0; c < HS; ++c)
+            out[static_cast<size_t>((b * T + i) * NH * HS + h * HS + c)] += static_cast<float>(
+                p * v[static_cast<size_t>((b * Tk + j) * NKV * HS + kh * HS + c)]);
+        }
+      }
+    }
+  return out;
+}
+
+void check_close(const std::vector<float>& a, const std::vector<float>& b, double tol) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0.0;
+  size_t at = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double e = std::fabs(static_cast<double>(a[i]) - b[i]) / (1.0 + std::fabs(static_cast<double>(b[i])));
+    if (e > worst) {
+      worst = e;
+      at = i;
+    }
+  }
+  INFO("worst at " << at << ": " << (a.empty() ? 0.f : a[at]) << " vs " << (b.empty() ? 0.f : b[at]));
+  CHECK(worst <= tol);
+}
+
+AttentionSpec spec_of(int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS, bool causal) {
+  AttentionSpec s;
+  s.batch = B;
+  s.time = T;
+  s.n_heads = NH;
+  s.n_kv_heads = NKV;
+  s.head_size = HS;
+  s.causal = causal;
+  return s;
+}
+
+}  // namespace
+
+// ---- the checker ---------------------------------------------------------------------------
+
+TEST_CASE("ops/gradcheck: passes a right backward, fails a wrong factor or a non-accumulating one") {
+  const BuildFn f = [](Graph& g, const std::vector<Var>& in) { return fake_double(g, in[0]); };
+  g_fake_factor = 1.0f;
+  g_fake_assign = false;
+  CHECK(check_gradients(f, {{4, 5}}).ok);
+  g_fake_factor = 1.05f;
+  CHECK_FALSE(check_gradients(f, {{4, 5}}).ok);
+  g_fake_factor = 1.0f;
+  g_fake_assign = true;
+  CHECK_FALSE(check_gradients(f, {{4, 5}}).ok);
+  g_fake_assign = false;
+}
+
+// ---- gradients of every op -------------------------------------------------------------------
+
+TEST_CASE("ops/grad: embedding (repeated ids)") {
+  const std::vector<int32_t> ids = {3, 0, 3, 9, 1, 3, 7};
+  CHECK_GRAD([&](Graph& g, const std::vector<Var>& in) {
+    return embedding(g, in[0], ids.data(), static_cast<int64_t>(ids.size()));
+  }, {{10, 6}});
+}
+
+TEST_CASE("ops/grad: matmul, plain and with b transposed") {
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return matmul(g, in[0], in[1]); },
+             {{5, 4}, {4, 3}});
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return matmul(g, in[0], in[1], true); },
+             {{5, 4}, {3, 4}}, 2);
+  // a a^T: the same node as both operands
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return matmul(g, in[0], in[0], true); },
+             {{4, 3}}, 3);
+}
+
+TEST_CASE("ops/grad: linear with and without bias, both weight layouts") {
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return linear(g, in[0], in[1], in[2]); },
+             {{6, 4}, {4, 5}, {1, 5}});
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return linear(g, in[0], in[1]); },
+             {{6, 4}, {4, 5}}, 2);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return linear(g, in[0], in[1], in[2], true); },
+             {{6, 4}, {5, 4}, {1, 5}}, 3);
+}
+
+TEST_CASE("ops/grad: add and mul, same shape and row broadcast") {
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return add(g, in[0], in[1]); }, {{3, 5}, {3, 5}});
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return add(g, in[0], in[1]); }, {{3, 5}, {1, 5}}, 2);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return mul(g, in[0], in[1]); }, {{3, 5}, {3, 5}}, 3);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return mul(g, in[0], in[1]); }, {{3, 5}, {1, 5}}, 4);
+  // x * x
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return mul(g, in[0], in[0]); }, {{2, 3}}, 5);
+}
+
+TEST_CASE("ops/grad: scale, sum, slice_cols") {
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return scale(g, in[0], -1.7f); }, {{3, 4}});
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return sum(g, in[0]); }, {{3, 4}}, 2);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return slice_cols(g, in[0], 2, 3); }, {{4, 7}}, 3);
+}
+
+TEST_CASE("ops/grad: activations") {
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return relu(g, in[0]); },
+             {{4, 6, -2.0f, 2.0f, 0.05f}});
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return gelu(g, in[0]); }, {{4, 6, -3.0f, 3.0f}}, 2);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return gelu_exact(g, in[0]); }, {{4, 6, -3.0f, 3.0f}}, 3);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return silu(g, in[0]); }, {{4, 6, -4.0f, 4.0f}}, 4);
+  // Long enough for Eigen's vectorised exp/tanh/erf paths and several spans.
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return gelu(g, in[0]); }, {{3, 300, -3.0f, 3.0f}}, 5);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return gelu_exact(g, in[0]); }, {{3, 300, -3.0f, 3.0f}}, 6);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return silu(g, in[0]); }, {{3, 300, -4.0f, 4.0f}}, 7);
+}
+
+TEST_CASE("ops/grad: layernorm with and without gain and bias, rmsnorm, softmax") {
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return layernorm(g, in[0], in[1], in[2]); },
+             {{4, 8}, {1, 8}, {1, 8}});
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return layernorm(g, in[0], Var{}, Var{}); },
+             {{4, 8}}, 2);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return layernorm(g, in[0], in[1], Var{}); },
+             {{4, 8}, {1, 8}}, 3);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return rmsnorm(g, in[0], in[1]); },
+             {{4, 8}, {1, 8}}, 4);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return rmsnorm(g, in[0], Var{}); }, {{4, 8}}, 5);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return softmax(g, in[0]); }, {{4, 7, -2.0f, 2.0f}}, 6);
+}
+
+TEST_CASE("ops/grad: attention variants") {
+  struct Case {
+    const char* name;
+    int64_t B, T, NH, NKV, HS;
+    bool causal, slopes, mask;
+  };
+  const Case cases[] = {
+      {"causal", 2, 5, 2, 2, 4, true, false, false},
+      {"bidirectional", 2, 5, 2, 2, 4, false, false, false},
+      {"gqa 2 of 4", 1, 6, 4, 2, 3, true, false, false},
+      {"gqa 1 of 4 (multi-query)", 2, 4, 4, 1, 3, true, false, false},
+      {"slopes", 1, 6, 2, 1, 4, true, true, false},
+      {"slopes bidirectional", 1, 5, 2, 2, 4, false, true, false},
+      {"key_mask causal (a row with every key masked)", 2, 5, 2, 2, 3, true, false, true},
+      {"key_mask bidirectional", 2, 5, 2, 1, 3, false, true, true},
+      {"head size 17, 20 steps (padding paths)", 1, 20, 2, 2, 17, true, true, false},
+  };
+  const float slopes[4] = {0.5f, 0.25f, 0.125f, 0.0625f};
+  // batch 0: key 0 padded (so query 0 sees no key when causal); batch 1: keys 2, 4 padded
+  const uint8_t mask[10] = {0, 1, 1, 1, 1, 1, 1, 0, 1, 0};
+  int seed = 1;
+  for (const Case& c : cases) {
+    SUBCASE(c.name) {
+      AttentionSpec s = spec_of(c.B, c.T, c.NH, c.NKV, c.HS, c.causal);
+      if (c.slopes) s.slopes = slopes;
+      if (c.mask) s.key_mask = mask;
+      CHECK_GRAD([&](Graph& g, const std::vector<Var>& in) { return attention(g, in[0], in[1], in[2], s); },
+                 {{c.B * c.T, c.NH * c.HS}, {c.B * c.T, c.NKV * c.HS}, {c.B * c.T, c.NKV * c.HS}},
+                 static_cast<uint64_t>(seed));
+    }
+    ++seed;
+  }
+}
+
+TEST_CASE("ops/grad: rope") {
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return rope(g, in[0], 2, 3, 2, 4, 5, 100.0f); },
+             {{6, 8}});
+}
+
+TEST_CASE("ops/grad: cross_entropy with an ignored target") {
+  const std::vector<int32_t> t = {2, -1, 0, 4};
+  CHECK_GRAD([&](Graph& g, const std::vector<Var>& in) { return cross_entropy(g, in[0], t.data(), 4); },
+             {{4, 5, -2.0f, 2.0f}});
+  const std::vector<int32_t> t2 = {1, 7, 7, 0};
+  CHECK_GRAD([&](Graph& g, const std::vector<Var>& in) { return cross_entropy(g, in[0], t2.data(), 4, 7); },
+             {{4, 5, -2.0f, 2.0f}}, 2);
+}
+
+TEST_CASE("ops/grad: dropout in training mode") {
+  FdOptions o;
+  o.training = true;
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return dropout(g, in[0], 0.3f); }, {{5, 9}}, 1, o);
+}
+
+// ---- dropout ----------------------------------------------------------------------------------
+
+TEST_CASE("ops/dropout: identity unless training; mask consistent, scaled, reproducible") {
+  ParamStore store(1);
+  Parameter& p = store.add("x", 64, 50, Init::kUniform, 1.0f);
+  for (int64_t i = 0; i < p.value.numel(); ++i) p.value.data[i] += p.value.data[i] >= 0 ? 0.1f : -0.1f;
+  Graph g;
+  g.seed = 7;
+  g.step = 11;
+  {
+    Var x = g.param(p);
+    CHECK(dropout(g, x, 0.5f).id == x.id);  // eval mode: identity
+  }
+  g.training = true;
+  const float pr = 0.25f;
+  auto run = [&](uint64_t step, std::vector<float>* grad) {
+    g.reset();
+    g.step = step;
+    store.zero_grad();
+    Var x = g.param(p);
+    Var y = dropout(g, x, pr);
+    std::vector<float> out = to_vec(g.value(y));
+    g.backward(sum(g, y));
+    if (grad) *grad = to_vec(p.grad);
+    return out;
+  };
+  std::vector<float> grad;
+  const std::vector<float> y1 = run(11, &grad);
+  int64_t dropped = 0;
+  for (size_t i = 0; i < y1.size(); ++i) {
+    if (y1[i] == 0.0f) {
+      ++dropped;
+      CHECK(grad[i] == 0.0f);
+    } else {
+      CHECK(grad[i] == doctest::Approx(1.0f / (1.0f - pr)));
+      CHECK(y1[i] == doctest::Approx(p.value.data[i] / (1.0f - pr)));
+    }
+  }
+  const double frac = static_cast<double>(dropped) / static_cast<double>(y1.size());
+  CHECK(frac > 0.2);
+  CHECK(frac < 0.3);
+  CHECK(run(11, nullptr) == y1);       // same seed and step: same mask
+  CHECK_FALSE(run(12, nullptr) == y1); // next step: a new mask
+  CHECK_THROWS_AS(dropout(g, g.param(p), 1.0f), Error);
+}
+
+// ---- forward values against scalar references ----------------------------------------------
+
+TEST_CASE("ops/forward: elementwise, norms, softmax, cross_entropy match scalar formulas") {
+  const int64_t N = 3, C = 37;
+  const std::vector<float> xv = random_vec(N * C, 5, 3.0f);
+  const std::vector<float> bv = random_vec(C, 6);
+  Graph g;
+  Var x = g.constant(xv.data(), N, C);
+  Var b = g.constant(bv.data(), 1, C);
+  const std::vector<float> ge = to_vec(g.value(gelu(g, x)));
+  const std::vector<float> gx = to_vec(g.value(gelu_exact(g, x)));
+  const std::vector<float> si = to_vec(g.value(silu(g, x)));
+  const std::vector<float> re = to_vec(g.value(relu(g, x)));
+  const std::vector<float> ad = to_vec(g.value(add(g, x, b)));
+  const std::vector<float> mu = to_vec(g.value(mul(g, x, b)));
+  const std::vector<float> ln = to_vec(g.value(layernorm(g, x, b, b)));
+  const std::vector<float> rn = to_vec(g.value(rmsnorm(g, x, b)));
+  const std::vector<float> sm = to_vec(g.value(softmax(g, x)));
+  std::vector<float> ge_r, gx_r, si_r, re_r, ad_r, mu_r, ln_r, rn_r, sm_r;
+  for (int64_t r = 0; r < N; ++r) {
+    double mean = 0, ms = 0, mx = -1e30, z = 0;
+    for (int64_t c = 0; c < C; ++c) {
+      const double v = xv[static_cast<size_t>(r * C + c)];
+      mean += v / C;
+      ms += v * v / C;
+      mx = std::max(mx, v);
+    }
+    double var = 0;
+    for (int64_t c = 0; c < C; ++c) var += std::pow(xv[static_cast<size_t>(r * C + c)] - mean, 2) / C;
+    for (int64_t c = 0; c < C; ++c) z += std::exp(xv[static_cast<size_t>(r * C + c)] - mx);
+    for (int64_t c = 0; c < C; ++c) {
+      const double v = xv[static_cast<size_t>(r * C + c)], bb = bv[static_cast<size_t>(c)];
+      ge_r.push_back(static_cast<float>(0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)))));
+      gx_r.push_back(static_cast<float>(0.5 * v * (1 + std::erf(v / std::sqrt(2.0)))));
+      si_r.push_back(static_cast<float>(v / (1 + std::exp(-v))));
+      re_r.push_back(static_cast<float>(v > 0 ? v : 0));
+      ad_r.push_back(static_cast<float>(v + bb));
+      mu_r.push_back(static_cast<float>(v * bb));
+      ln_r.push_back(static_cast<float>((v - mean) / std::sqrt(var + 1e-5) * bb + bb));
+      rn_r.push_back(static_cast<float>(v / std::sqrt(ms + 1e-5) * bb));
+      sm_r.push_back(static_cast<float>(std::exp(v - mx) / z));
+    }
+  }
+  check_close(ge, ge_r, 1e-5);
+  check_close(gx, gx_r, 1e-5);
+  check_close(si, si_r, 1e-5);
+  check_close(re, re_r, 0.0);
+  check_close(ad, ad_r, 0.0);
+  check_close(mu, mu_r, 0.0);
+  check_close(ln, ln_r, 1e-5);
+  check_close(rn, rn_r, 1e-5);
+  check_close(sm, sm_r, 1e-6);
+
+  // cross-entropy with an ignored row, and with every row ignored
+  const int32_t t[3] = {4, -1, 36};
+  Var l = cross_entropy(g, x, t, 3);
+  double ref = 0;
+  for (int r : {0, 2}) {
+    double mx = -1e30, z = 0;
+    for (int64_t c = 0; c < C; ++c) mx = std::max(mx, static_cast<double>(xv[static_cast<size_t>(r * C + c)]));
+    for (int64_t c = 0; c < C; ++c) z += std::exp(xv[static_cast<size_t>(r * C + c)] - mx);
+    ref += (mx + std::log(z) - xv[static_cast<size_t>(r * C + t[r])]) / 2;
+  }
+  CHECK(g.value(l).data[0] == doctest::Approx(ref).epsilon(1e-5));
+  const int32_t none[3] = {-1, -1, -1};
+  CHECK(g.value(cross_entropy(g, x, none, 3)).data[0] == 0.0f);
+  // huge logits stay finite
+  const float big[4] = {1000.0f, -1000.0f, 999.0f, 0.0f};
+  const int32_t t0 = 0;
+  Var lb = cross_entropy(g, g.constant(big, 1, 4), &t0, 1);
+  CHECK(g.value(lb).data[0] == doctest::Approx(std::log1p(std::exp(-1.0))).epsilon(1e-4));
+}
+
+TEST_CASE("ops/forward: matmul and linear match a naive product at parallel sizes, every layout") {
+  // Big enough that the GEMMs split into several row or column blocks.
+  const int64_t N = 300, K = 70, M = 130;
+  const std::vector<float> xv = random_vec(N * K, 1), wv = random_vec(K * M, 2), bv = random_vec(M, 3);
+  const std::vector<float> dyv = random_vec(N * M, 4);
+  for (bool tw : {false, true}) {
+    CAPTURE(tw);
+    ParamStore store(1);
+    Parameter& x = store.add("x", N, K, Init::kZeros);
+    Parameter& w = tw ? store.add("w", M, K, Init::kZeros) : store.add("w", K, M, Init::kZeros);
+    Parameter& b = store.add("b", 1, M, Init::kZeros);
+    std::memcpy(x.value.data, xv.data(), sizeof(float) * xv.size());
+    std::memcpy(b.value.data, bv.data(), sizeof(float) * bv.size());
+    auto W = [&](int64_t kk, int64_t mm) -> float& {
+      return tw ? w.value.data[mm * K + kk] : w.value.data[kk * M + mm];
+    };
+    for (int64_t kk = 0; kk < K; ++kk)
+      for (int64_t mm = 0; mm < M; ++mm) W(kk, mm) = wv[static_cast<size_t>(kk * M + mm)];
+    Graph g;
+    Var y = linear(g, g.param(x), g.param(w), g.param(b), tw);
+    std::vector<float> yr(static_cast<size_t>(N * M)), dxr(static_cast<size_t>(N * K), 0.0f),
+        dwr(static_cast<size_t>(K * M), 0.0f), dbr(static_cast<size_t>(M), 0.0f);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t mm = 0; mm < M; ++mm) {
+        double s = bv[static_cast<size_t>(mm)];
+        for (int64_t kk = 0; kk < K; ++kk) s += static_cast<double>(xv[static_cast<size_t>(n * K + kk)]) * W(kk, mm);
+        yr[static_cast<size_t>(n * M + mm)] = static_cast<float>(s);
+        const double d = dyv[static_cast<size_t>(n * M + mm)];
+        dbr[static_cast<size_t>(mm)] += static_cast<float>(d);
+        for (int64_t kk = 0; kk < K; ++kk) {
+          dxr[static_cast<size_t>(n * K + kk)] += static_cast<float>(d * W(kk, mm));
+          dwr[static_cast<size_t>(kk * M + mm)] += static_cast<float>(d * xv[static_cast<size_t>(n * K + kk)]);
+        }
+      }
+    check_close(to_vec(g.value(y)), yr, 1e-5);
+    backward_with_seed(g, y, dyv);
+    check_close(to_vec(x.grad), dxr, 1e-4);
+    std::vector<float> dw(static_cast<size_t>(K * M));
+    for (int64_t kk = 0; kk < K; ++kk)
+      for (int64_t mm = 0; mm < M; ++mm)
+        dw[static_cast<size_t>(kk * M + mm)] = tw ? w.grad.data[mm * K + kk] : w.grad.data[kk * M + mm];
+    check_close(dw, dwr, 1e-4);
+    check_close(to_vec(b.grad), dbr, 1e-4);
+  }
+}
+
+// ---- attention -------------------------------------------------------------------------------
+
+TEST_CASE("ops/attention: forward matches a naive implementation") {
+  const float slopes[4] = {0.3f, 0.1f, 0.05f, 0.0f};
+  std::vector<uint8_t> mask(3 * 19, 1);
+  mask[3] = mask[19 + 0] = mask[19 + 18] = mask[38 + 7] = 0;
+  struct Case {
+    int64_t NKV;
+    bool causal, slopes, mask;
+  };
+  for (const Case& c : {Case{4, true, false, false}, Case{2, false, false, false}, Case{1, true, true, false},
+                        Case{2, true, true, true}, Case{4, false, false, true}}) {
+    CAPTURE(c.NKV);
+    CAPTURE(c.causal);
+    CAPTURE(c.slopes);
+    CAPTURE(c.mask);
+    const int64_t B = 3, T = 19, NH = 4, HS = 12;
+    const std::vector<float> q = random_vec(B * T * NH * HS, 1, 2.0f);
+    const std::vector<float> k = random_vec(B * T * c.NKV * HS, 2, 2.0f);
+    const std::vector<float> v = random_vec(B * T * c.NKV * HS, 3);
+    AttentionSpec s = spec_of(B, T, NH, c.NKV, HS, c.causal);
+    if (c.slopes) s.slopes = slopes;
+    if (c.mask) s.key_mask = mask.data();
+    std::vector<float> w(static_cast<size_t>(B * NH * T * T));
+    s.weights_out = w.data();
+    Graph g;
+    Var y = attention(g, g.constant(q.data(), B * T, NH * HS), g.constant(k.data(), B * T, c.NKV * HS),
+                      g.constant(v.data(), B * T, c.NKV * HS), s);
+    std::vector<float> wr;
+    const std::vector<float> ref = naive_attention(q, k, v, B, T, T, NH, c.NKV, HS, c.causal, s.slopes,
+                                                   s.key_mask, 0, &wr);
+    check_close(to_vec(g.value(y)), ref, 1e-5);
+    check_close(w, wr, 1e-5);
+  }
+}
+
+TEST_CASE("ops/attention: weights rows sum to 1 and are 0 above the diagonal when causal") {
+  const int64_t B = 2, T = 33, NH = 3, HS = 8;
+  const std::vector<float> q = random_vec(B * T * NH * HS, 4, 3.0f), k = random_vec(B * T * NH * HS, 5, 3.0f),
+                           v = random_vec(B * T * NH * HS, 6);
+  AttentionSpec s = spec_of(B, T, NH, NH, HS, true);
+  std::vector<float> w(static_cast<size_t>(B * NH * T * T), -1.0f);
+  s.weights_out = w.data();
+  Graph g;
+  attention(g, g.constant(q.data(), B * T, NH * HS), g.constant(k.data(), B * T, NH * HS),
+            g.constant(v.data(), B * T, NH * HS), s);
+  for (int64_t row = 0; row < B * NH * T; ++row) {
+    const int64_t i = row % T;
+    double total = 0;
+    for (int64_t j = 0; j < T; ++j) {
+      const float p = w[static_cast<size_t>(row * T + j)];
+      if (j > i) CHECK(p == 0.0f);
+      else CHECK(p >= 0.0f);
+      total += p;
+    }
+    CHECK(total == doctest::Approx(1.0).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("ops/attention: a KV cache fed token by token equals full causal attention") {
+  const int64_t B = 2, T = 13, NH = 4, NKV = 2, HS = 12;
+  const float slopes[4] = {0.5f, 0.2f, 0.1f, 0.05f};
+  for (bool use_slopes : {false, true}) {
+    CAPTURE(use_slopes);
+    const std::vector<float> q = random_vec(B * T * NH * HS, 7), k = random_vec(B * T * NKV * HS, 8),
+                             v = random_vec(B * T * NKV * HS, 9);
+    Graph g;
+    AttentionSpec full = spec_of(B, T, NH, NKV, HS, true);
+    if (use_slopes) full.slopes = slopes;
+    const std::vector<float> ref = to_vec(g.value(attention(g, g.constant(q.data(), B * T, NH * HS),
+                                                           g.constant(k.data(), B * T, NKV * HS),
+                                                           g.constant(v.data(), B * T, NKV * HS), full)));
+    // Prefill 5 tokens, then one token per call.
+    KVCache cache;
+    cache.init(B, T, NKV * HS);
+    std::vector<float> got(ref.size());
+    int64_t t0 = 0;
+    while (t0 < T) {
+      const int64_t n = t0 == 0 ? 5 : 1;
+      std::vector<float> qc, kc, vc;
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t t = t0; t < t0 + n; ++t) {
+          qc.insert(qc.end(), q.begin() + (b * T + t) * NH * HS, q.begin() + (b * T + t + 1) * NH * HS);
+          kc.insert(kc.end(), k.begin() + (b * T + t) * NKV * HS, k.begin() + (b * T + t + 1) * NKV * HS);
+          vc.insert(vc.end(), v.begin() + (b * T + t) * NKV * HS, v.begin() + (b * T + t + 1) * NKV * HS);
+        }
+      AttentionSpec s = spec_of(B, n, NH, NKV, HS, true);
+      if (use_slopes) s.slopes = slopes;
+      s.cache = &cache;
+      g.reset();
+      NoGrad ng(g);
+      Var y = attention(g, g.constant(qc.data(), B * n, NH * HS), g.constant(kc.data(), B * n, NKV * HS),
+                        g.constant(vc.data(), B * n, NKV * HS), s);
+      CHECK_FALSE(g.requires_grad(y));
+      for (int64_t b = 0; b < B; ++b)
+        std::memcpy(got.data() + (b * T + t0) * NH * HS, g.value(y).row(b * n), sizeof(float) * static_cast<size_t>(n * NH * HS));
+      t0 += n;
+      CHECK(cache.length == t0);
+    }
+    check_close(got, ref, 1e-6);
+    // The cache is full now.
+    AttentionSpec s = spec_of(B, 1, NH, NKV, HS, true);
+    s.cache = &cache;
+    g.reset();
+    CHECK_THROWS_AS(attention(g, g.constant(q.data(), B, NH * HS), g.constant(k.data(), B, NKV * HS),
+                              g.constant(v.data(), B, NKV * HS), s),
+                    Error);
+  }
+}
+
+// ---- rope ------------------------------------------------------------------------------------
+
+TEST_CASE("ops/rope: preserves every head's norm; pos0 continues a longer sequence") {
+  const int64_t B = 2, T = 9, NH = 3, HS = 8;
+  const std::vector<float> xv = random_vec(B * T * NH * HS, 11);
+  Graph g;
+  Var x = g.constant(xv.data(), B * T, NH * HS);
+  const Tensor y = g.value(rope(g, x, B, T, NH, HS, 0, 10000.0f));
+  for (int64_t r = 0; r < B * T; ++r)
+    for (int64_t h = 0; h < NH; ++h) {
+      double n0 = 0, n1 = 0;
+      for (int64_t d = 0; d < HS; ++d) {
+        n0 += std::pow(xv[static_cast<size_t>(r * NH * HS + h * HS + d)], 2);
+        n1 += std::pow(y.row(r)[h * HS + d], 2);
+      }
+      CHECK(n1 == doctest::Approx(n0).epsilon(1e-5));
+    }
+  // Position 0 is the identity; rows t >= 4 equal a call on the tail with pos0 = 4.
+  for (int64_t c = 0; c < NH * HS; ++c) CHECK(y.row(0)[c] == xv[static_cast<size_t>(c)]);
+  std::vector<float> tail;
+  for (int64_t b = 0; b < B; ++b)
+    tail.insert(tail.end(), xv.begin() + (b * T + 4) * NH * HS, xv.begin() + (b * T + T) * NH * HS);
+  const Tensor yt = g.value(rope(g, g.constant(tail.data(), B * (T - 4), NH * HS), B, T - 4, NH, HS, 4, 10000.0f));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 4; t < T; ++t)
+      for (int64_t c = 0; c < NH * HS; ++c)
+        CHECK(yt.row(b * (T - 4) + t - 4)[c] == doctest::Approx(y.row(b * T + t)[c]).epsilon(1e-6));
+  CHECK_THROWS_AS(rope(g, x, B, T, NH * HS / 3, 3, 0, 10000.0f), Error);  // odd head size
+}
+
+// ---- determinism across thread counts ----------------------------------------------------------
+
+namespace {
+// Forward and backward of linear + attention; returns every value and gradient.
+std::vector<float> run_linear_attention() {
+  const int64_t B = 4, T = 64, NH = 4, NKV = 2, HS = 16, C = NH * HS;
+  ParamStore store(3);
+  Parameter& x = store.add("x", B * T, C, Init::kNormal, 1.0f);
+  Parameter& wq = store.add("wq", C, C, Init::kNormal, 0.2f);
+  Parameter& wkv = store.add("wkv", C, 2 * NKV * HS, Init::kNormal, 0.2f);
+  Parameter& bkv = store.add("bkv", 1, 2 * NKV * HS, Init::kNormal, 0.2f);
+  Parameter& wo = store.add("wo", 384, C, Init::kNormal, 0.2f);
+  Graph g;
+  Var xv = g.param(x);
+  Var q = linear(g, xv, g.param(wq));
+  Var kv = linear(g, xv, g.param(wkv), g.param(bkv));
+  Var k = slice_cols(g, kv, 0, NKV * HS);
+  Var v = slice_cols(g, kv, NKV * HS, NKV * HS);
+  Var a = attention(g, q, k, v, spec_of(B, T, NH, NKV, HS, true));
+  Var y = linear(g, a, g.param(wo), Var{}, true);  // (B*T, 384)
+  Var big = linear(g, g.param(x), g.param(wo), Var{}, true);
+  Var loss = sum(g, mul(g, add(g, y, big), y));
+  g.backward(loss);
+  std::vector<float> all = to_vec(g.value(y));
+  for (Parameter* p : store.all()) {
+    const std::vector<float> gv = to_vec(p->grad);
+    all.insert(all.end(), gv.begin(), gv.end());
+  }
+  return all;
+}
+}  // namespace
+
+TEST_CASE("ops/determinism: linear and attention are bitwise identical with 1 and 2 threads") {
+  std::vector<float> one, two;
+  tbb::task_arena(1).execute([&] { one = run_linear_attention(); });
+  tbb::task_arena(2).execute([&] { two = run_linear_attention(); });
+  REQUIRE(one.size() == two.size());
+  CHECK(std::memcmp(one.data(), two.data(), sizeof(float) * one.size()) == 0);
+  // And the big GEMM alone at the benchmark shape.
+  const int64_t N = 2048, K = 96, M = 384;
+  const std::vector<float> xv = random_vec(N * K, 1), wv = random_vec(K * M, 2);
+  auto gemm = [&] {
+    ParamStore store(1);
+    Parameter& x = store.add("x", N, K, Init::kZeros);
+    Parameter& w = store.add("w", K, M, Init::kZeros);
+    std::memcpy(x.value.data, xv.data(), sizeof(float) * xv.size());
+    std::memcpy(w.value.data, wv.data(), sizeof(float) * wv.size());
+    Graph g;
+    Var y = linear(g, g.param(x), g.param(w));
+    g.backward(sum(g, mul(g, y, y)));
+    std::vector<float> r = to_vec(g.value(y)), gx = to_vec(x.grad), gw = to_vec(w.grad);
+    r.insert(r.end(), gx.begin(), gx.end());
+    r.insert(r.end(), gw.begin(), gw.end());
+    return r;
+  };
+  tbb::task_arena(1).execute([&] { one = gemm(); });
+  tbb::task_arena(2).execute([&] { two = gemm(); });
+  CHECK(std::memcmp(one.data(), two.data(), sizeof(float) * one.size()) == 0);
+}
+
+// ---- errors ------------------------------------------------------------------------------------
+
+TEST_CASE("ops/errors: shape mismatches and bad ids name the shapes and values") {
+  Graph g;
+  Var a = g.input(4, 3), b = g.input(5, 2);
+  try {
+    matmul(g, a, b);
+    FAIL("no error");
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    CHECK(m.find("matmul") != std::string::npos);
+    CHECK(m.find("(4, 3)") != std::string::npos);
+    CHECK(m.find("(5, 2)") != std::string::npos);
+  }
+  CHECK_THROWS_AS(add(g, a, b), Error);
+  CHECK_THROWS_AS(mul(g, a, g.input(1, 4)), Error);
+  CHECK_THROWS_AS(linear(g, a, g.input(3, 2), g.input(1, 3)), Error);
+  CHECK_THROWS_AS(layernorm(g, a, g.input(1, 4), Var{}), Error);
+  CHECK_THROWS_AS(slice_cols(g, a, 2, 2), Error);
+  CHECK_THROWS_AS(attention(g, a, a, a, spec_of(1, 4, 2, 2, 2, true)), Error);   // 3 != NH*HS
+  CHECK_THROWS_AS(attention(g, g.input(4, 6), g.input(4, 6), g.input(4, 6), spec_of(1, 4, 3, 2, 2, true)),
+                  Error);  // NKV does not divide NH
+  const int32_t ids[2] = {1, 4};
+  try {
+    embedding(g, a, ids, 2);
+    FAIL("no error");
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    CHECK(m.find("id 4") != std::string::npos);
+    CHECK(m.find("4 rows") != std::string::npos);
+  }
+  const int32_t bad[4] = {0, 1, 3, -1};
+  CHECK_THROWS_AS(cross_entropy(g, a, bad, 4), Error);  // 3 >= V = 3
+  CHECK_THROWS_AS(cross_entropy(g, a, bad, 3), Error);  // wrong count
+  CHECK_THROWS_AS(matmul(g, a, Var{}), Error);
+}

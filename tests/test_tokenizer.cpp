@@ -1,0 +1,124 @@
+// Conformance of every "tokenizer" variant on tests/data/shakespeare_16k.txt (round trip,
+// id range, save/load, determinism, unseen text, options), plus the char tokenizer's
+// vocabulary and unknown symbol (REFERENCE.md "Character-level GPT as in the seeds").
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "ablate/tokenizer.hpp"
+#include "plugin_test_util.hpp"
+
+using ablate::Tokenizer;
+
+namespace {
+
+std::string shakespeare() {
+  std::ifstream f(std::string(ABLATE_TEST_DATA_DIR) + "/shakespeare_16k.txt", std::ios::binary);
+  REQUIRE(f.good());
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+ptest::Built<Tokenizer> fitted(const std::string& yaml, const std::string& text) {
+  auto t = ptest::build<Tokenizer>(yaml, ptest::dims(), 7, "tokenizer");
+  t->fit(text);
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("tokenizer/conformance: round trip, save/load, determinism and options of every variant") {
+  const std::string text = shakespeare();
+  const std::string train = text.substr(0, text.size() * 9 / 10), held = text.substr(text.size() * 9 / 10);
+  for (const std::string& name : ptest::variants("tokenizer")) {
+    INFO("tokenizer '" << name << "'");
+    auto t = fitted(ptest::type_yaml(name), train);
+    const int64_t V = t->vocab_size();
+    CHECK(V > 0);
+    const auto ids = t->encode(train);
+    CHECK(!ids.empty());
+    CHECK(ids.size() <= train.size());
+    for (int32_t id : ids) REQUIRE((id >= 0 && id < V));
+    CHECK(t->decode(ids) == train);
+    for (int32_t id : t->encode(held)) REQUIRE((id >= 0 && id < V));
+    if (t->pad_id() >= 0) CHECK(t->pad_id() < V);
+
+    // Same text, same tokenizer; and the saved state restores it exactly.
+    auto again = fitted(ptest::type_yaml(name), train);
+    CHECK(again->save() == t->save());
+    auto loaded = ptest::build<Tokenizer>(ptest::type_yaml(name), ptest::dims(), 7, "tokenizer");
+    loaded->load(t->save());
+    CHECK(loaded->vocab_size() == V);
+    CHECK(loaded->encode(held) == t->encode(held));
+    CHECK(loaded->save() == t->save());
+
+    // Text never seen and ids out of range do not throw; empty text is empty.
+    const std::string unseen = "\x01 caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80 \xFF";
+    for (int32_t id : t->encode(unseen)) CHECK((id >= 0 && id < V));
+    CHECK_NOTHROW(t->decode({-1, static_cast<int32_t>(V), 1 << 30}));
+    CHECK(t->encode("").empty());
+    CHECK(t->decode({}).empty());
+    CHECK_THROWS_AS(loaded->load("garbage"), ablate::Error);
+
+    ptest::check_option_validation<Tokenizer>("tokenizer", name);
+  }
+}
+
+TEST_CASE("tokenizer/char: sorted characters of the text, then the unknown symbol") {
+  auto t = fitted("{type: char}", "hello\nworld");
+  // Sorted: '\n' d e h l o r w, then unknown.
+  CHECK(t->vocab_size() == 9);
+  CHECK(t->encode("\nde") == std::vector<int32_t>{0, 1, 2});
+  CHECK(t->encode("w") == std::vector<int32_t>{7});
+  CHECK(t->encode("hz!") == std::vector<int32_t>{3, 8, 8});            // unseen characters -> id V-1
+  CHECK(t->decode({3, 8, 99, -5}) == "h\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // unknown and out-of-range -> U+FFFD
+
+  auto q = fitted("{type: char, unknown: '?'}", "ab");
+  CHECK(q->decode(q->encode("abc")) == "ab?");
+
+  // Without an unknown symbol the vocabulary is exactly the text's characters (V = 65 for
+  // tiny Shakespeare, as the PyTorch seed), and unseen characters are an error.
+  auto strict = fitted("{type: char, add_unknown: false}", "ab");
+  CHECK(strict->vocab_size() == 2);
+  CHECK_THROWS_AS(strict->encode("abc"), ablate::Error);
+  CHECK(strict->decode({5}) == "\xEF\xBF\xBD");
+
+  CHECK_THROWS_AS(ptest::build<Tokenizer>("{type: char}", ptest::dims())->encode("a"), ablate::Error);  // not fitted
+}
+
+TEST_CASE("tokenizer/char: UTF-8 code points are single tokens; invalid bytes survive") {
+  const std::string text = "na\xC3\xAFve caf\xC3\xA9 \xE2\x82\xAC" "5 \xF0\x9F\x98\x80 \xC3 \x80 \xED\xA0\x80";
+  auto t = fitted("{type: char}", text);
+  CHECK(t->decode(t->encode(text)) == text);
+  CHECK(t->encode("\xC3\xA9").size() == 1);
+  CHECK(t->encode("\xF0\x9F\x98\x80").size() == 1);
+  CHECK(t->encode("\xC3 ").size() == 2);  // a lone lead byte is one raw-byte token
+  // Save/load is exact for every character, newline and bytes that are not UTF-8 included.
+  auto l = ptest::build<Tokenizer>("{type: char}", ptest::dims());
+  l->load(t->save());
+  CHECK(l->decode(l->encode(text + "\n")) == text + "\xEF\xBF\xBD");
+  CHECK(l->save() == t->save());
+}
+
+TEST_CASE("tokenizer/char: shakespeare excerpt vocabulary") {
+  const std::string text = shakespeare();
+  auto t = fitted("{type: char}", text);
+  std::vector<bool> seen(256, false);
+  int64_t distinct = 0;
+  for (unsigned char c : text) distinct += !seen[c], seen[c] = true;
+  CHECK(t->vocab_size() == distinct + 1);
+  CHECK(t->encode("\n")[0] == 0);  // newline sorts first
+}
+
+TEST_CASE("tokenizer/byte: 256 bytes, optional padding id") {
+  auto t = fitted("{type: byte}", "");
+  CHECK(t->vocab_size() == 256);
+  CHECK(t->pad_id() == -1);
+  CHECK(t->encode("A\xFF") == std::vector<int32_t>{65, 255});
+  auto p = fitted("{type: byte, pad: true}", "");
+  CHECK(p->vocab_size() == 257);
+  CHECK(p->pad_id() == 256);
+  CHECK(p->decode({72, 256, 105, 300}) == "Hi\xEF\xBF\xBD");
+}

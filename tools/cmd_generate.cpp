@@ -1,0 +1,48 @@
+// ablate generate RUN --prompt TEXT: samples text from a trained run.
+#include <iostream>
+
+#include "ablate/generate.hpp"
+#include "ablate/trainer.hpp"
+#include "commands.hpp"
+
+namespace po = boost::program_options;
+
+static int cmd_generate(const std::vector<std::string>& args) {
+  po::options_description opts("options");
+  opts.add_options()
+    ("run", po::value<std::string>(), "run directory (or its checkpoint file)")
+    ("prompt,p", po::value<std::string>()->default_value("\n"), "text to continue")
+    ("tokens,n", po::value<int64_t>()->default_value(200), "tokens to generate")
+    ("temperature,t", po::value<float>()->default_value(1.0f), "softmax temperature (0: greedy)")
+    ("top-k", po::value<int64_t>()->default_value(0), "sample among the k most likely tokens (0: all)")
+    ("top-p", po::value<float>()->default_value(1.0f), "nucleus sampling threshold (1: off)")
+    ("greedy", po::bool_switch(), "always take the most likely token")
+    ("seed", po::value<uint64_t>()->default_value(1), "random seed")
+    ("plugin-dir", po::value<std::vector<std::string>>()->composing(), "extra plugin directory (repeatable)");
+  po::positional_options_description pos;
+  pos.add("run", 1);
+  po::variables_map vm;
+  if (!ablate::cli::parse(args, "ablate generate RUN [--prompt TEXT] [--tokens N] [options]", opts, pos, vm)) return 0;
+  if (!vm.count("run")) throw ablate::cli::UsageError("missing the run directory (e.g. runs/quickstart)");
+  ablate::cli::add_plugin_dirs(vm);
+  ablate::Sampling s;
+  s.temperature = vm["temperature"].as<float>();
+  s.top_k = vm["top-k"].as<int64_t>();
+  s.top_p = vm["top-p"].as<float>();
+  s.greedy = vm["greedy"].as<bool>();
+  int64_t n = vm["tokens"].as<int64_t>();
+  if (s.temperature < 0) throw ablate::cli::UsageError("--temperature must be >= 0, got " + std::to_string(s.temperature));
+  if (s.top_k < 0) throw ablate::cli::UsageError("--top-k must be >= 0, got " + std::to_string(s.top_k));
+  if (!(s.top_p > 0 && s.top_p <= 1)) throw ablate::cli::UsageError("--top-p must be in (0, 1], got " + std::to_string(s.top_p));
+  if (n < 0) throw ablate::cli::UsageError("--tokens must be >= 0, got " + std::to_string(n));
+  auto run = ablate::load_run(vm["run"].as<std::string>());
+  std::string prompt = vm["prompt"].as<std::string>();
+  auto ids = run.tokenizer->encode(prompt);
+  ablate::Rng rng(vm["seed"].as<uint64_t>());
+  std::cout << prompt << std::flush;
+  ablate::generate(*run.model, ids, n, s, rng, [&](int32_t t) { std::cout << run.tokenizer->decode({t}) << std::flush; });
+  std::cout << "\n";
+  return 0;
+}
+
+ABLATE_COMMAND("generate", "sample text from a trained run (KV cache; greedy, temperature, top-k, top-p)", cmd_generate);

@@ -1,0 +1,46 @@
+// Shared command-line plumbing: the command table and option parsing with clear errors.
+#include "commands.hpp"
+
+#include <iostream>
+
+#include "ablate/error.hpp"
+#include "ablate/registry.hpp"
+
+namespace po = boost::program_options;
+
+namespace ablate::cli {
+
+std::map<std::string, Command>& commands() {
+  static std::map<std::string, Command> c;
+  return c;
+}
+
+const char* version() { return "0.1.0"; }
+
+bool parse(const std::vector<std::string>& args, const std::string& usage_line, po::options_description& opts,
+           const po::positional_options_description& pos, po::variables_map& vm) {
+  opts.add_options()("help,h", "show this help");
+  try {
+    po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
+    if (vm.count("help")) {
+      std::cout << "usage: " << usage_line << "\n\n" << opts << "\n";
+      return false;
+    }
+    po::notify(vm);
+  } catch (const po::unknown_option& e) {
+    std::vector<std::string> names;
+    for (const auto& o : opts.options()) names.push_back("--" + o->long_name());
+    std::string dym = did_you_mean(e.get_option_name(), names);
+    throw UsageError(std::string(e.what()) + (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
+  } catch (const po::error& e) {
+    throw UsageError(e.what());
+  }
+  return true;
+}
+
+void add_plugin_dirs(const po::variables_map& vm) {
+  if (!vm.count("plugin-dir")) return;
+  for (const auto& d : vm["plugin-dir"].as<std::vector<std::string>>()) PluginRegistry::instance().add_directory(d);
+}
+
+}  // namespace ablate::cli

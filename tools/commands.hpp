@@ -1,0 +1,51 @@
+// Subcommand registry of the CLI. Each tools/cmd_<name>.cpp registers itself with
+// ABLATE_COMMAND, so adding a command touches no other file.
+#pragma once
+#include <functional>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+namespace ablate::cli {
+
+// Bad command-line usage: printed with a pointer to --help, exit code 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Command {
+  std::string summary;
+  std::function<int(const std::vector<std::string>&)> run;
+};
+
+std::map<std::string, Command>& commands();
+const char* version();
+
+struct Registrar {
+  Registrar(const std::string& name, const std::string& summary, std::function<int(const std::vector<std::string>&)> fn) {
+    commands()[name] = Command{summary, std::move(fn)};
+  }
+};
+
+// Parses args with the given options and positionals; --help prints usage and returns
+// false. Unknown or malformed options become UsageError with a did-you-mean.
+bool parse(const std::vector<std::string>& args, const std::string& usage_line,
+           boost::program_options::options_description& opts,
+           const boost::program_options::positional_options_description& pos,
+           boost::program_options::variables_map& vm);
+
+// Applies --plugin-dir values to the registry.
+void add_plugin_dirs(const boost::program_options::variables_map& vm);
+
+}  // namespace ablate::cli
+
+#define ABLATE_COMMAND(name, summary, fn) \
+  static ::ablate::cli::Registrar ABLATE_PLUGIN_CAT(ablate_cmd_, __LINE__)(name, summary, fn)
+#ifndef ABLATE_PLUGIN_CAT
+#define ABLATE_PLUGIN_CAT2(a, b) a##b
+#define ABLATE_PLUGIN_CAT(a, b) ABLATE_PLUGIN_CAT2(a, b)
+#endif
