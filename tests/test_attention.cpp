@@ -19,12 +19,13 @@ namespace {
 constexpr int64_t kC = 8, kNH = 2;
 
 std::vector<float> run(Attention& a, PositionalEncoding* pos, const std::vector<float>& x, int64_t B, int64_t T,
-                       float* weights = nullptr) {
+                       float* weights = nullptr, const uint8_t* key_mask = nullptr) {
   ablate::Graph g;
   AttentionInput in;
   in.pos = {B, T, 0};
   in.positional = pos;
   in.weights_out = weights;
+  in.key_mask = key_mask;
   ablate::Var y = a.forward(g, g.constant(x.data(), B * T, kC), in);
   CHECK(g.value(y).rows == B * T);
   CHECK(g.value(y).cols == kC);
@@ -60,6 +61,8 @@ TEST_CASE("attention/conformance: every variant with every positional encoding")
       CHECK(ya == run(*a.obj, pp, x, B, T));
       CHECK(ya == run(*b.obj, pp, x, B, T));
       for (float v : ya) REQUIRE(std::isfinite(v));
+      const std::vector<uint8_t> all_real(static_cast<size_t>(B * T), 1);
+      CHECK(run(*a.obj, pp, x, B, T, nullptr, all_real.data()) == ya);  // a mask without padding changes nothing
       // Attention probabilities: each query's row sums to 1.
       for (int64_t r = 0; r < B * a->n_heads() * T; ++r) {
         double s = 0;

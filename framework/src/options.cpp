@@ -10,6 +10,7 @@ Options::Options(YAML::Node node, std::shared_ptr<ConfigSource> source, std::str
   if (!source_) source_ = std::make_shared<ConfigSource>();
   // Scalar shorthand: `ffn: relu` means `ffn: {type: relu}`.
   if (node_.IsDefined() && node_.IsScalar()) {
+    shorthand_mark_ = node_.Mark();
     YAML::Node m(YAML::NodeType::Map);
     m["type"] = node_.Scalar();
     node_ = m;
@@ -51,6 +52,7 @@ Options Options::child(const std::string& key) const {
   if (has(key) && !n.IsMap() && !n.IsScalar()) fail(key, "expected a map of options");
   Options o(n, source_, key_path(key));
   o.docs_ = docs_;
+  if (o.shorthand_mark_.is_null() && !has(key)) o.shorthand_mark_ = node_.Mark();
   return o;
 }
 
@@ -67,6 +69,7 @@ std::string Options::where(const std::string& key) const {
   YAML::Mark m = YAML::Mark::null_mark();
   if (!key.empty() && has(key)) m = node_[key].Mark();
   if (m.is_null() && node_.IsDefined()) m = node_.Mark();
+  if (m.is_null()) m = shorthand_mark_;
   std::string file = source_->file.empty() ? "<config>" : source_->file;
   if (m.is_null() || m.line < 0) return file;
   return file + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);

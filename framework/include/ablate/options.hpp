@@ -97,6 +97,7 @@ class Options {
   std::shared_ptr<ConfigSource> source_;
   std::string path_;
   std::shared_ptr<std::vector<OptionDoc>> docs_;
+  YAML::Mark shorthand_mark_ = YAML::Mark::null_mark();  // where a `key: variant` shorthand stood
 };
 
 // ---- template implementations ---------------------------------------------------------
