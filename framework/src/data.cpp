@@ -38,7 +38,8 @@ TextData load_text_data(const Options& o, const std::string& yaml_dir, Tokenizer
   return d;
 }
 
-void sample_batch(const std::vector<int32_t>& tokens, int64_t B, int64_t T, Rng& rng, int32_t* x, int32_t* y) {
+void sample_batch(const TextData& data, bool train, int64_t B, int64_t T, Rng& rng, int32_t* x, int32_t* y) {
+  const std::vector<int32_t>& tokens = train ? data.train : data.val;
   const uint64_t range = tokens.size() - static_cast<size_t>(T);  // offsets 0..size-T-1
   for (int64_t b = 0; b < B; ++b) {
     size_t i = static_cast<size_t>(rng.below(range));

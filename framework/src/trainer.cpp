@@ -16,6 +16,7 @@
 
 #include "ablate/checkpoint.hpp"
 #include "ablate/data.hpp"
+#include "ablate/evaluator.hpp"
 #include "ablate/generate.hpp"
 #include "ablate/ops.hpp"
 #include "ablate/registry.hpp"
@@ -72,6 +73,7 @@ struct Setup {
   std::unique_ptr<Model> model;
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<Scheduler> scheduler;
+  std::vector<std::pair<std::string, std::unique_ptr<Evaluator>>> evaluators;  // (table, evaluator)
   TrainConfig train;
   Sampling sampling;
   std::string sample_prompt;
@@ -105,6 +107,16 @@ Setup build(const Experiment& exp, const RunOptions& ro) {
   s.train = read_train(root.child("train"));
   s.optimizer = reg.create<Optimizer>(plugin_opts("optimizer", "adamw"), none);
   s.scheduler = reg.create<Scheduler>(plugin_opts("scheduler", "constant"), none);
+  const YAML::Node& evn = root.node()["eval"];
+  root.mark_used("eval");
+  if (evn.IsDefined() && !evn.IsNull()) {
+    if (!evn.IsSequence()) root.fail("eval", "expected a list of evaluators, e.g. [{type: arithmetic, data: test.txt}]");
+    for (size_t i = 0; i < evn.size(); ++i) {
+      Options e(evn[i], root.source(), "eval." + std::to_string(i));
+      std::string type = PluginRegistry::type_of(e);
+      s.evaluators.emplace_back("eval/" + type, reg.create<Evaluator>(e, none));
+    }
+  }
   Options smp = root.child("sample");
   s.sample_tokens = smp.get_in<int64_t>("tokens", 200, 0, 1 << 24, "tokens generated after training (0: none)");
   s.sample_prompt = smp.get<std::string>("prompt", "\n", "text the sample continues");
@@ -136,7 +148,7 @@ const Parameter* first_non_finite(const std::vector<Parameter*>& params) {
 
 // Mean loss over a fixed set of batches (the same batches at every evaluation, so that
 // evaluations of one run, and of runs with the same seed, are directly comparable).
-double evaluate(Model& m, Graph& g, const std::vector<int32_t>& tokens, const TrainConfig& t, int64_t T,
+double evaluate(Model& m, Graph& g, const TextData& data, bool train, const TrainConfig& t, int64_t T,
                 uint64_t seed, std::vector<int32_t>& x, std::vector<int32_t>& y) {
   Rng rng(seed * 0x9E3779B97F4A7C15ull + 0xE7A1);
   NoGrad ng(g);
@@ -144,7 +156,7 @@ double evaluate(Model& m, Graph& g, const std::vector<int32_t>& tokens, const Tr
   g.training = false;
   double total = 0;
   for (int64_t b = 0; b < t.eval_batches; ++b) {
-    sample_batch(tokens, t.batch, T, rng, x.data(), y.data());
+    sample_batch(data, train, t.batch, T, rng, x.data(), y.data());
     g.reset();
     ForwardArgs a{x.data(), t.batch, T};
     Var loss = cross_entropy(g, m.forward(g, a), y.data(), t.batch * T);
@@ -209,6 +221,19 @@ class Progress {
 };
 
 }  // namespace
+
+ExperimentInfo describe_experiment(const Experiment& exp, const RunOptions& ro) {
+  Setup s = build(exp, ro);
+  ExperimentInfo info;
+  info.name = s.name;
+  info.out_dir = s.out_dir;
+  info.n_params = s.model->n_params();
+  info.flops_per_token = s.model->flops_per_token();
+  info.vocab_size = s.model->dims().vocab_size;
+  info.steps = s.train.steps;
+  info.tokens_per_step = s.train.batch * s.train.accum * s.model->dims().context;
+  return info;
+}
 
 RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
   Setup s = build(exp, ro);
@@ -311,7 +336,7 @@ RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
       g.training = true;
       g.step = static_cast<uint64_t>(step);
       for (int64_t m = 0; m < t.accum; ++m) {
-        sample_batch(s.data.train, B, T, data_rng, x.data(), y.data());
+        sample_batch(s.data, true, B, T, data_rng, x.data(), y.data());
         g.reset();
         ForwardArgs a{x.data(), B, T};
         Var loss = cross_entropy(g, model.forward(g, a), y.data(), B * T);
@@ -348,9 +373,18 @@ RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
         window_steps = 0;
       }
       if (step % t.eval_every == 0 || step == t.steps) {
-        double tl = evaluate(model, g, s.data.train, t, T, s.seed, x, y);
-        double vl = evaluate(model, g, s.data.val, t, T, s.seed + 1, x, y);
+        double tl = evaluate(model, g, s.data, true, t, T, s.seed, x, y);
+        double vl = evaluate(model, g, s.data, false, t, T, s.seed + 1, x, y);
         rf.append("eval", {{"step", double(step)}, {"train_loss", tl}, {"val_loss", vl}, {"val_ppl", std::exp(vl)}});
+        for (auto& [table, ev] : s.evaluators) {
+          EvalContext ctx{model, *s.tokenizer, step, step == t.steps, s.seed, exp.dir()};
+          auto row = ev->evaluate(ctx);
+          std::string shown;
+          for (const auto& [k, v] : row) shown += " " + k + " " + std::to_string(v);
+          row.insert(row.begin(), {"step", double(step)});
+          rf.append(table, row);
+          progress.line(table + " step " + std::to_string(step) + ":" + shown);
+        }
         rf.flush();
         sum.train_loss = tl;
         sum.val_loss = vl;

@@ -22,7 +22,8 @@ struct TextData {
 // the length of each part.
 TextData load_text_data(const Options& data_opts, const std::string& yaml_dir, Tokenizer& tok, int64_t context);
 
-// Fills x and y (B*T each) with B random windows of `tokens`.
-void sample_batch(const std::vector<int32_t>& tokens, int64_t B, int64_t T, Rng& rng, int32_t* x, int32_t* y);
+// Fills x and y (B*T each) with B windows of the training (train = true) or validation
+// part. Targets that must not count in the loss (padding) are -1.
+void sample_batch(const TextData& data, bool train, int64_t B, int64_t T, Rng& rng, int32_t* x, int32_t* y);
 
 }  // namespace ablate

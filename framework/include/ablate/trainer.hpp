@@ -33,6 +33,15 @@ struct RunSummary {
 
 RunSummary run_experiment(const Experiment& exp, const RunOptions& ro = {});
 
+// Builds everything a run needs (data, tokenizer, model, optimizer, evaluators) without
+// training: every config error surfaces here. For dry runs and sweep validation.
+struct ExperimentInfo {
+  std::string name, out_dir;
+  int64_t n_params = 0, vocab_size = 0, steps = 0, tokens_per_step = 0;
+  double flops_per_token = 0;
+};
+ExperimentInfo describe_experiment(const Experiment& exp, const RunOptions& ro = {});
+
 // A trained run loaded back from its directory (checkpoint.ckpt): config, tokenizer,
 // model with its weights.
 struct LoadedRun {
