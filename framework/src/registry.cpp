@@ -207,7 +207,6 @@ void* PluginRegistry::create_raw(const std::string& family, const Options& opts,
   } catch (const std::exception& ex) {
     opts.fail("type", family + " '" + name + "' (" + e->file + ") failed to initialise: " + ex.what());
   }
-  opts.check_unused({"type"});
   return obj;
 }
 

@@ -41,8 +41,11 @@ class PluginRegistry {
   // location, the available variants and a did-you-mean.
   template <class Base>
   std::unique_ptr<Base> create(const Options& opts, const BuildContext& ctx) {
-    return std::unique_ptr<Base>(static_cast<Base*>(create_raw(Base::kFamily, opts, ctx)));
+    std::unique_ptr<Base> obj(static_cast<Base*>(create_raw(Base::kFamily, opts, ctx)));
+    opts.check_unused({"type"});  // after taking ownership: an unknown key must not leak obj
+    return obj;
   }
+  // Constructs the variant without checking for unread options (create<> does that).
   void* create_raw(const std::string& family, const Options& opts, const BuildContext& ctx);
   // The variant name an Options selects ("type" key or scalar shorthand).
   static std::string type_of(const Options& opts);
