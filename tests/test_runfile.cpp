@@ -358,9 +358,9 @@ TEST_CASE("io/runfile: a run still being written can be read, not appended to") 
   CHECK(::read(ready[0], &c, 1) == 1);
   ablate::RunData d = ablate::read_run_file(path);
   CHECK(d.tables.at("train").at("loss") == std::vector<double>{4.2});
-  INFO(error_of([&] { RunFile::open_append(path); }));
-  CHECK(contains(error_of([&] { RunFile::open_append(path); }), path +
-                 ": cannot open the run file for appending: another process has it open"));
+  const std::string busy = error_of([&] { RunFile::open_append(path); });
+  INFO(busy);
+  CHECK(contains(busy, path + ": cannot open the run file for appending: another process has it open"));
   ::close(go[1]);
   ::close(ready[0]);
   int status = 0;

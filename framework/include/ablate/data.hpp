@@ -1,5 +1,10 @@
 // Training data: a text file split by position into train and validation, tokenized,
-// and sampled as random windows X = t[i:i+T], Y = t[i+1:i+T+1] (REFERENCE.md).
+// and sampled as windows X = t[i:i+T], Y = t[i+1:i+T+1] (REFERENCE.md). `windows: random`
+// starts a window anywhere (the seeds' concatenated stream); `windows: lines` starts every
+// window at a line start (whole problems, e.g. arithmetic) and either packs the following
+// lines behind it (`fill: pack`) or keeps only whole lines and pads (`fill: pad`). Padding
+// targets are -1, which cross_entropy leaves out; with causal attention the padded inputs
+// after the real tokens cannot affect them.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -15,11 +20,17 @@ struct TextData {
   std::string path;                 // the resolved file
   std::string train_text, val_text;
   std::vector<int32_t> train, val;  // token ids
+  bool line_windows = false;        // windows: lines
+  bool pad_lines = false;           // fill: pad (else pack)
+  int32_t pad_input = 0;            // input id of padded positions (the tokenizer's pad_id, else 0)
+  std::vector<int64_t> train_lines, val_lines;  // token offsets of line starts (line windows)
 };
 
-// Reads the `data:` section (path, train_fraction), finds and reads the file, fits the
-// tokenizer on the training part and encodes both parts. `context` is checked against
-// the length of each part.
+// Reads the `data:` section (path, train_fraction, windows, fill), finds and reads the
+// file, fits the tokenizer on the training part and encodes both parts. `context` is
+// checked against the length of each part (random windows) or of the longest line (line
+// windows: with windows: lines the split falls on a line boundary and each line is
+// encoded on its own).
 TextData load_text_data(const Options& data_opts, const std::string& yaml_dir, Tokenizer& tok, int64_t context);
 
 // Fills x and y (B*T each) with B windows of the training (train = true) or validation

@@ -30,7 +30,7 @@ void KVCache::init(int64_t batch_, int64_t capacity_, int64_t width_) {
 namespace {
 using namespace kernels;
 
-constexpr int64_t kLanes = 16;  // score columns per vector block
+constexpr int64_t kBlockQ = 32;  // query rows per block: bounds the causal waste
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // Everything a (batch, head) kernel needs; keys/values are read through strides so
@@ -47,188 +47,141 @@ struct Attn {
   const float* k;           // element (b, j, c) at k[b*kv_bstride + j*kv_rstride + c]
   const float* v;
   int64_t kv_bstride, kv_rstride;
-  int64_t Tkp() const { return round_up(Tk, kLanes); }
-  int64_t HSP() const { return round_up(HS, 8); }
   int64_t group() const { return NH / NKV; }
-  // Keys [0, jn) are visible to query i.
+  // Keys [0, visible(i)) are visible to query i.
   int64_t visible(int64_t i) const { return causal ? std::min(Tk, offset + i + 1) : Tk; }
+  const float* q_at(int64_t b, int64_t h, int64_t i) const { return q + (b * T + i) * NH * HS + h * HS; }
+  const float* k_at(int64_t b, int64_t kh) const { return k + b * kv_bstride + kh * HS; }
+  const float* v_at(int64_t b, int64_t kh) const { return v + b * kv_bstride + kh * HS; }
 };
 
-// K of (b, kv head) transposed into kt (HS, Tkp), zero-padded; the same source row-major
-// into rows (Tk, HSP) when rows is given.
-void gather_kt(const Attn& a, const float* src, int64_t b, int64_t kh, float* kt, float* rows) {
-  const int64_t Tkp = a.Tkp(), HSP = a.HSP();
-  const float* base = src + b * a.kv_bstride + kh * a.HS;
-  for (int64_t d = 0; d < a.HS; ++d)
-    for (int64_t j = a.Tk; j < Tkp; ++j) kt[d * Tkp + j] = 0.0f;
-  for (int64_t j = 0; j < a.Tk; ++j) {
-    const float* r = base + j * a.kv_rstride;
-    for (int64_t d = 0; d < a.HS; ++d) kt[d * Tkp + j] = r[d];
-    if (rows) {
-      for (int64_t d = 0; d < a.HS; ++d) rows[j * HSP + d] = r[d];
-      for (int64_t d = a.HS; d < HSP; ++d) rows[j * HSP + d] = 0.0f;
-    }
-  }
-}
+// Score rows are padded to a multiple of 16 floats and start 64-byte aligned, so that
+// the row passes (max, exp, sum) run on whole vectors without scalar heads or tails.
+using AlignedRow = Eigen::Map<Eigen::ArrayXf, Eigen::Aligned64>;
+inline int64_t padded(int64_t n) { return round_up(n, 16); }
 
-// out[j] = sum_d x[d] kt[d, j] for j in [0, round_up(jn, 16)): vectorised over j.
-inline void row_times_kt(const float* x, const float* kt, int64_t HS, int64_t Tkp, int64_t jn,
-                         float* out) {
-  for (int64_t jc = 0; jc < jn; jc += kLanes) {
-    float acc[kLanes] = {};
-    for (int64_t d = 0; d < HS; ++d) {
-      const float xd = x[d];
-      const float* kr = kt + d * Tkp + jc;
-      for (int64_t l = 0; l < kLanes; ++l) acc[l] += xd * kr[l];
-    }
-    for (int64_t l = 0; l < kLanes; ++l) out[jc + l] = acc[l];
-  }
-}
-
-// Logits of query row i of head h in batch b against keys [0, jn): s[j] = q.k_j / sqrt(HS)
-// - m_h (pos_i - j), -inf for padded keys. qs receives the scaled query (HS).
-inline void score_row(const Attn& a, int64_t b, int64_t h, int64_t i, const float* kt,
-                      int64_t jn, float* qs, float* s) {
-  const float* qr = a.q + (b * a.T + i) * a.NH * a.HS + h * a.HS;
-  for (int64_t d = 0; d < a.HS; ++d) qs[d] = qr[d] * a.scale;
-  row_times_kt(qs, kt, a.HS, a.Tkp(), jn, s);
-  if (a.slopes) {
-    const float m = a.slopes[h];
-    const int64_t pos = a.offset + i;
-    for (int64_t j = 0; j < jn; ++j) s[j] -= m * static_cast<float>(pos - j);
-  }
-  if (a.key_mask) {
-    const uint8_t* km = a.key_mask + b * a.Tk;
-    for (int64_t j = 0; j < jn; ++j) s[j] = km[j] ? s[j] : -kInf;
-  }
-}
-
-// Softmax of s[0,jn) in place; zero for masked keys. Returns the log-sum-exp, or +inf
-// when every key is masked (then p is all zero).
-inline float softmax_row(const Attn& a, int64_t b, int64_t jn, float* s) {
-  ArrMap p(s, jn);
-  const float mx = p.maxCoeff();
-  if (mx == -kInf) {
-    p.setZero();
-    return kInf;
-  }
-  p = (p - mx).exp();
-  if (a.key_mask) {
-    // exp(-inf) in Eigen's vectorised exp is tiny but not zero: make padding exact.
-    const uint8_t* km = a.key_mask + b * a.Tk;
-    for (int64_t j = 0; j < jn; ++j) s[j] = km[j] ? s[j] : 0.0f;
-  }
-  const float sum = p.sum();
-  p *= 1.0f / sum;
-  return mx + std::log(sum);
-}
-
-// One (batch, query head): out rows and lse (T) [and weights (T, Tk)].
-void forward_head(const Attn& a, int64_t b, int64_t h, float* out, float* lse, float* weights) {
-  const int64_t Tkp = a.Tkp(), HSP = a.HSP(), HS = a.HS;
-  const int64_t kh = h / a.group();
-  float* kt = thread_scratch(kSlotAttention, static_cast<size_t>(HS * Tkp + a.Tk * HSP + Tkp + 2 * HSP));
-  float* vr = kt + HS * Tkp;     // (Tk, HSP)
-  float* s = vr + a.Tk * HSP;    // (Tkp)
-  float* qs = s + Tkp;           // (HSP)
-  float* acc = qs + HSP;         // (HSP)
-  gather_kt(a, a.k, b, kh, kt, nullptr);
-  const float* vbase = a.v + b * a.kv_bstride + kh * HS;
-  for (int64_t j = 0; j < a.Tk; ++j) {
-    for (int64_t d = 0; d < HS; ++d) vr[j * HSP + d] = vbase[j * a.kv_rstride + d];
-    for (int64_t d = HS; d < HSP; ++d) vr[j * HSP + d] = 0.0f;
-  }
-  for (int64_t i = 0; i < a.T; ++i) {
+// Logits of the query rows [i0, i1) of head h against keys [0, jm), jm = visible(i1-1):
+// s (i1-i0, ld) = q k^T / sqrt(HS), minus m_h (pos_i - j) with slopes; keys that are not
+// visible (causal, padding columns up to ld) or padded (key_mask) get -inf.
+void score_block(const Attn& a, int64_t b, int64_t h, int64_t i0, int64_t i1, int64_t jm,
+                 int64_t ld, float* s) {
+  const int64_t kh = h / a.group(), nq = i1 - i0;
+  std::memset(s, 0, sizeof(float) * static_cast<size_t>(nq * ld));
+  gemm_acc(false, true, nq, jm, a.HS, a.scale, a.q_at(b, h, i0), a.NH * a.HS, a.k_at(b, kh),
+           a.kv_rstride, s, ld);
+  const uint8_t* km = a.key_mask ? a.key_mask + b * a.Tk : nullptr;
+  for (int64_t i = i0; i < i1; ++i) {
+    float* sr = s + (i - i0) * ld;
     const int64_t jn = a.visible(i);
-    score_row(a, b, h, i, kt, jn, qs, s);
-    const float l = softmax_row(a, b, jn, s);
-    if (lse) lse[(b * a.NH + h) * a.T + i] = l;
-    if (weights) {
-      float* w = weights + ((b * a.NH + h) * a.T + i) * a.Tk;
-      std::memcpy(w, s, sizeof(float) * static_cast<size_t>(jn));
-      for (int64_t j = jn; j < a.Tk; ++j) w[j] = 0.0f;
+    if (a.slopes) {
+      const float m = a.slopes[h];
+      const float pos = static_cast<float>(a.offset + i);
+      for (int64_t j = 0; j < jn; ++j) sr[j] -= m * (pos - static_cast<float>(j));
     }
-    // out_i = sum_j p_j v_j, vectorised over the head dimension.
-    for (int64_t d = 0; d < HSP; ++d) acc[d] = 0.0f;
-    for (int64_t j = 0; j < jn; ++j) {
-      const float pj = s[j];
-      const float* vj = vr + j * HSP;
-      for (int64_t d = 0; d < HSP; ++d) acc[d] += pj * vj[d];
+    if (km)
+      for (int64_t j = 0; j < jn; ++j) sr[j] = km[j] ? sr[j] : -kInf;
+    for (int64_t j = jn; j < ld; ++j) sr[j] = -kInf;
+  }
+}
+
+// After exp: zero what must be exactly zero. Eigen's vectorised exp maps -inf to a tiny
+// positive number, so invisible and padded keys are cleared explicitly.
+inline void clear_invisible(const Attn& a, int64_t b, int64_t jn, int64_t ld, float* pr) {
+  if (a.key_mask) {
+    const uint8_t* km = a.key_mask + b * a.Tk;
+    for (int64_t j = 0; j < jn; ++j) pr[j] = km[j] ? pr[j] : 0.0f;
+  }
+  for (int64_t j = jn; j < ld; ++j) pr[j] = 0.0f;
+}
+
+// One (batch, query head): out rows and lse (T) [and weights (T, Tk)], in blocks of
+// query rows: S = q k^T (GEMM), masked softmax per row, out = P v (GEMM).
+void forward_head(const Attn& a, int64_t b, int64_t h, float* out, float* lse, float* weights) {
+  const int64_t kh = h / a.group(), C = a.NH * a.HS;
+  float* s = thread_scratch(kSlotAttention, static_cast<size_t>(kBlockQ * padded(a.Tk)));
+  for (int64_t i0 = 0; i0 < a.T; i0 += kBlockQ) {
+    const int64_t i1 = std::min(a.T, i0 + kBlockQ), nq = i1 - i0;
+    const int64_t jm = a.visible(i1 - 1), ld = padded(jm);
+    score_block(a, b, h, i0, i1, jm, ld, s);
+    for (int64_t i = i0; i < i1; ++i) {
+      float* sr = s + (i - i0) * ld;
+      const int64_t jn = a.visible(i);
+      AlignedRow row(sr, ld);
+      const float mx = row.maxCoeff();
+      float l = kInf;  // every key padded: probabilities and output 0
+      if (mx == -kInf) {
+        row.setZero();
+      } else {
+        row = (row - mx).exp();
+        clear_invisible(a, b, jn, ld, sr);
+        const float sum = row.sum();
+        row *= 1.0f / sum;
+        l = mx + std::log(sum);
+      }
+      if (lse) lse[(b * a.NH + h) * a.T + i] = l;
+      if (weights) {
+        float* w = weights + ((b * a.NH + h) * a.T + i) * a.Tk;
+        std::memcpy(w, sr, sizeof(float) * static_cast<size_t>(jm));
+        for (int64_t j = jm; j < a.Tk; ++j) w[j] = 0.0f;
+      }
+      float* o = out + (b * a.T + i) * C + h * a.HS;
+      for (int64_t d = 0; d < a.HS; ++d) o[d] = 0.0f;
     }
-    float* o = out + (b * a.T + i) * a.NH * HS + h * HS;
-    for (int64_t d = 0; d < HS; ++d) o[d] = acc[d];
+    // out (nq, HS) = P (nq, jm) . v (jm, HS)
+    gemm_acc(false, false, nq, a.HS, jm, 1.0f, s, ld, a.v_at(b, kh), a.kv_rstride,
+             out + (b * a.T + i0) * C + h * a.HS, C);
   }
 }
 
 // One (batch, kv head) and every query head of its group: dq for those heads, dk and dv
-// of the kv head (so no two tasks write the same gradient rows).
+// of the kv head (so no two tasks write the same gradient rows). Probabilities are
+// recomputed from the saved log-sum-exp.
 void backward_group(const Attn& a, int64_t b, int64_t kh, const float* out, const float* dout,
                     const float* lse, float* dq, float* dk, float* dv) {
-  const int64_t Tkp = a.Tkp(), HSP = a.HSP(), HS = a.HS, Tk = a.Tk;
-  float* kt = thread_scratch(kSlotAttention,
-                             static_cast<size_t>(4 * HS * Tkp + Tk * HSP + 2 * Tkp + 2 * HSP));
-  float* vt = kt + HS * Tkp;    // (HS, Tkp)
-  float* dkt = vt + HS * Tkp;   // (HS, Tkp)
-  float* dvt = dkt + HS * Tkp;  // (HS, Tkp)
-  float* kr = dvt + HS * Tkp;   // (Tk, HSP)
-  float* p = kr + Tk * HSP;     // (Tkp)
-  float* ds = p + Tkp;          // (Tkp)
-  float* qs = ds + Tkp;         // (HSP)
-  float* acc = qs + HSP;        // (HSP)
-  gather_kt(a, a.k, b, kh, kt, kr);
-  gather_kt(a, a.v, b, kh, vt, nullptr);
-  std::memset(dkt, 0, sizeof(float) * static_cast<size_t>(2 * HS * Tkp));
-  const int64_t C = a.NH * HS;
+  const int64_t C = a.NH * a.HS, kvC = a.kv_rstride, block = kBlockQ * padded(a.Tk);
+  float* p = thread_scratch(kSlotAttention, static_cast<size_t>(2 * block));
+  float* ds = p + block;
+  float* dk_b = dk ? dk + b * a.kv_bstride + kh * a.HS : nullptr;
+  float* dv_b = dv ? dv + b * a.kv_bstride + kh * a.HS : nullptr;
   for (int64_t h = kh * a.group(); h < (kh + 1) * a.group(); ++h) {
-    for (int64_t i = 0; i < a.T; ++i) {
-      const float l = lse[(b * a.NH + h) * a.T + i];
-      if (l == kInf) continue;  // every key masked: output 0, no gradient
-      const int64_t jn = a.visible(i);
-      const int64_t jnp = round_up(jn, kLanes);
-      score_row(a, b, h, i, kt, jn, qs, p);
-      ArrMap pm(p, jn);
-      pm = (pm - l).exp();
-      if (a.key_mask) {
-        const uint8_t* km = a.key_mask + b * Tk;
-        for (int64_t j = 0; j < jn; ++j) p[j] = km[j] ? p[j] : 0.0f;
-      }
-      const float* dor = dout + (b * a.T + i) * C + h * HS;  // (HS)
-      const float* orow = out + (b * a.T + i) * C + h * HS;  // (HS)
-      float di = 0.0f;  // sum_j p_j dp_j = dO_i . O_i
-      for (int64_t d = 0; d < HS; ++d) di += dor[d] * orow[d];
-      // dp_j = dO_i . v_j; ds_j = p_j (dp_j - D_i)
-      row_times_kt(dor, vt, HS, Tkp, jn, ds);
-      for (int64_t j = 0; j < jn; ++j) ds[j] = p[j] * (ds[j] - di);
-      for (int64_t j = jn; j < jnp; ++j) ds[j] = p[j] = 0.0f;
-      // dq_i = scale * sum_j ds_j k_j
-      for (int64_t d = 0; d < HSP; ++d) acc[d] = 0.0f;
-      for (int64_t j = 0; j < jn; ++j) {
-        const float c = ds[j];
-        const float* kj = kr + j * HSP;
-        for (int64_t d = 0; d < HSP; ++d) acc[d] += c * kj[d];
-      }
-      float* dqr = dq ? dq + (b * a.T + i) * C + h * HS : nullptr;
-      if (dqr)
-        for (int64_t d = 0; d < HS; ++d) dqr[d] += a.scale * acc[d];
-      // dk_j += ds_j * (scale q_i); dv_j += p_j dO_i   (transposed, over j)
-      for (int64_t d = 0; d < HS; ++d) {
-        const float qd = qs[d], gd = dor[d];
-        float* dkr = dkt + d * Tkp;
-        float* dvr = dvt + d * Tkp;
-        for (int64_t j = 0; j < jnp; ++j) {
-          dkr[j] += ds[j] * qd;
-          dvr[j] += p[j] * gd;
+    for (int64_t i0 = 0; i0 < a.T; i0 += kBlockQ) {
+      const int64_t i1 = std::min(a.T, i0 + kBlockQ), nq = i1 - i0;
+      const int64_t jm = a.visible(i1 - 1), ld = padded(jm);
+      score_block(a, b, h, i0, i1, jm, ld, p);
+      for (int64_t i = i0; i < i1; ++i) {
+        float* pr = p + (i - i0) * ld;
+        const float l = lse[(b * a.NH + h) * a.T + i];
+        AlignedRow row(pr, ld);
+        if (l == kInf) {
+          row.setZero();
+        } else {
+          row = (row - l).exp();
+          clear_invisible(a, b, a.visible(i), ld, pr);
         }
       }
+      const float* do_blk = dout + (b * a.T + i0) * C + h * a.HS;  // (nq, HS), ld C
+      // dP (nq, jm) = dO (nq, HS) . v^T (HS, jm)
+      std::memset(ds, 0, sizeof(float) * static_cast<size_t>(nq * ld));
+      gemm_acc(false, true, nq, jm, a.HS, 1.0f, do_blk, C, a.v_at(b, kh), kvC, ds, ld);
+      // dS = P * (dP - D_i), D_i = dO_i . O_i (= sum_j P_ij dP_ij)
+      for (int64_t i = i0; i < i1; ++i) {
+        const float* o = out + (b * a.T + i) * C + h * a.HS;
+        const float* g = do_blk + (i - i0) * C;
+        float di = 0.0f;
+        for (int64_t d = 0; d < a.HS; ++d) di += g[d] * o[d];
+        AlignedRow dsr(ds + (i - i0) * ld, ld);
+        dsr = AlignedRow(p + (i - i0) * ld, ld) * (dsr - di);
+      }
+      // dq (nq, HS) += scale dS (nq, jm) . k (jm, HS)
+      if (dq)
+        gemm_acc(false, false, nq, a.HS, jm, a.scale, ds, ld, a.k_at(b, kh), kvC,
+                 dq + (b * a.T + i0) * C + h * a.HS, C);
+      // dk (jm, HS) += scale dS^T (jm, nq) . q (nq, HS)
+      if (dk_b)
+        gemm_acc(true, false, jm, a.HS, nq, a.scale, ds, ld, a.q_at(b, h, i0), C, dk_b, kvC);
+      // dv (jm, HS) += P^T (jm, nq) . dO (nq, HS)
+      if (dv_b) gemm_acc(true, false, jm, a.HS, nq, 1.0f, p, ld, do_blk, C, dv_b, kvC);
     }
-  }
-  const int64_t kvC = a.NKV * HS;
-  for (int64_t j = 0; j < Tk; ++j) {
-    const int64_t r = (b * a.T + j) * kvC + kh * HS;
-    if (dk)
-      for (int64_t d = 0; d < HS; ++d) dk[r + d] += dkt[d * Tkp + j];
-    if (dv)
-      for (int64_t d = 0; d < HS; ++d) dv[r + d] += dvt[d * Tkp + j];
   }
 }
 

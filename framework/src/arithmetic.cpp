@@ -1,0 +1,582 @@
+// The arithmetic task (see arithmetic.hpp; the format rules are in docs/ARITHMETIC.md).
+#include "ablate/arithmetic.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <limits>
+
+#include "ablate/error.hpp"
+#include "ablate/graph.hpp"
+
+namespace ablate::arithmetic {
+
+namespace {
+
+using i128 = __int128;
+
+i128 pow10(int n) {
+  i128 p = 1;
+  for (int i = 0; i < n; ++i) p *= 10;
+  return p;
+}
+
+// num / den rounded half away from zero (den != 0).
+i128 round_div(i128 num, i128 den) {
+  bool neg = (num < 0) != (den < 0);
+  i128 n = num < 0 ? -num : num, d = den < 0 ? -den : den;
+  i128 q = (2 * n + d) / (2 * d);
+  return neg ? -q : q;
+}
+
+Decimal make(i128 units, int scale, const char* what) {
+  if (units > std::numeric_limits<int64_t>::max() || units < -std::numeric_limits<int64_t>::max())
+    throw Error(std::string("arithmetic: ") + what + " overflows 64 bits; use smaller operands");
+  return Decimal{static_cast<int64_t>(units), scale};
+}
+
+// Drops trailing fractional zeros, so that equal values compare equal.
+Decimal normalise(Decimal d) {
+  while (d.scale > 0 && d.units % 10 == 0) d.units /= 10, --d.scale;
+  return d;
+}
+
+bool is_op(char c) { return c == '+' || c == '-' || c == '*' || c == '/'; }
+
+// Zero padding removed: leading '0's that precede a digit or '-' ("000-134.14" -> "-134.14",
+// "00000000.5" -> "0.5", "0000000000" -> "0").
+std::string unpad(const std::string& s) {
+  size_t i = 0;
+  while (i + 1 < s.size() && s[i] == '0' && (std::isdigit(static_cast<unsigned char>(s[i + 1])) || s[i + 1] == '-')) ++i;
+  return s.substr(i);
+}
+
+std::string reversed(std::string s) {
+  std::reverse(s.begin(), s.end());
+  return s;
+}
+
+// Integer and fraction digit strings of a non-negative operand text, aligned for columns.
+void align(const std::string& a, const std::string& b, std::string& da, std::string& db) {
+  auto split = [](const std::string& s, std::string& ip, std::string& fp) {
+    size_t dot = s.find('.');
+    ip = s.substr(0, dot);
+    fp = dot == std::string::npos ? "" : s.substr(dot + 1);
+  };
+  std::string ai, af, bi, bf;
+  split(a, ai, af);
+  split(b, bi, bf);
+  size_t ni = std::max(ai.size(), bi.size()), nf = std::max(af.size(), bf.size());
+  da = std::string(ni - ai.size(), '0') + ai + af + std::string(nf - af.size(), '0');
+  db = std::string(ni - bi.size(), '0') + bi + bf + std::string(nf - bf.size(), '0');
+}
+
+int count_carries(const std::string& a, const std::string& b) {
+  std::string da, db;
+  align(a, b, da, db);
+  int carry = 0, n = 0;
+  for (size_t i = da.size(); i-- > 0;) {
+    carry = (da[i] - '0') + (db[i] - '0') + carry >= 10 ? 1 : 0;
+    n += carry;
+  }
+  return n;
+}
+
+// Borrows of big - small (big >= small as values).
+int count_borrows(const std::string& big, const std::string& small) {
+  std::string da, db;
+  align(big, small, da, db);
+  int borrow = 0, n = 0;
+  for (size_t i = da.size(); i-- > 0;) {
+    borrow = (da[i] - '0') - (db[i] - '0') - borrow < 0 ? 1 : 0;
+    n += borrow;
+  }
+  return n;
+}
+
+int compare(Decimal a, Decimal b) {
+  int s = std::max(a.scale, b.scale);
+  i128 x = static_cast<i128>(a.units) * pow10(s - a.scale), y = static_cast<i128>(b.units) * pow10(s - b.scale);
+  return x < y ? -1 : (x > y ? 1 : 0);
+}
+
+// "$(A op B)=ANSWER$" split into its parts; false if the line does not have that shape.
+bool split_line(const std::string& line, std::string& a, char& op, std::string& b, std::string& answer) {
+  if (line.size() < 8 || line.compare(0, 2, "$(") != 0 || line.back() != '$') return false;
+  size_t close = line.find(")=");
+  if (close == std::string::npos) return false;
+  std::string inner = line.substr(2, close - 2);
+  size_t k = 1;
+  while (k < inner.size() && !is_op(inner[k])) ++k;
+  if (k + 1 >= inner.size()) return false;
+  op = inner[k];
+  a = inner.substr(0, k);
+  b = inner.substr(k + 1);
+  answer = line.substr(close + 2, line.size() - close - 3);
+  return true;
+}
+
+}  // namespace
+
+// ---- numbers ------------------------------------------------------------------------------
+
+std::string format_decimal(Decimal d) {
+  d = normalise(d);
+  i128 u = d.units < 0 ? -static_cast<i128>(d.units) : d.units;
+  i128 p = pow10(d.scale);
+  auto digits = [](i128 v) {
+    std::string s;
+    do s += static_cast<char>('0' + static_cast<int>(v % 10)), v /= 10;
+    while (v > 0);
+    return reversed(s);
+  };
+  std::string s = (d.units < 0 ? "-" : "") + digits(u / p);
+  if (d.scale > 0) {
+    std::string f = digits(u % p);
+    s += "." + std::string(static_cast<size_t>(d.scale) - f.size(), '0') + f;
+  }
+  return s;
+}
+
+Decimal parse_decimal(const std::string& text) {
+  size_t i = 0;
+  bool neg = false;
+  if (i < text.size() && text[i] == '-') neg = true, ++i;
+  i128 units = 0;
+  int scale = 0, digits = 0;
+  bool dot = false;
+  for (; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '.' && !dot) {
+      dot = true;
+    } else if (c >= '0' && c <= '9') {
+      units = units * 10 + (c - '0');
+      if (dot) ++scale;
+      if (++digits > 18) throw Error("arithmetic: number '" + text + "' has more than 18 digits");
+    } else {
+      throw Error("arithmetic: '" + text + "' is not a decimal number");
+    }
+  }
+  if (digits == 0 || (dot && scale == 0)) throw Error("arithmetic: '" + text + "' is not a decimal number");
+  return make(neg ? -units : units, scale, "number");
+}
+
+Decimal compute(Decimal a, char op, Decimal b, int decimals) {
+  i128 units;
+  int scale;
+  if (op == '+' || op == '-') {
+    scale = std::max(a.scale, b.scale);
+    i128 x = static_cast<i128>(a.units) * pow10(scale - a.scale), y = static_cast<i128>(b.units) * pow10(scale - b.scale);
+    units = op == '+' ? x + y : x - y;
+  } else if (op == '*') {
+    scale = a.scale + b.scale;
+    units = static_cast<i128>(a.units) * b.units;
+  } else if (op == '/') {
+    if (b.units == 0) throw Error("arithmetic: division by zero");
+    // a/b = a.units 10^b.scale / (b.units 10^a.scale), at `decimals` places.
+    scale = decimals;
+    units = round_div(static_cast<i128>(a.units) * pow10(b.scale + decimals), static_cast<i128>(b.units) * pow10(a.scale));
+  } else {
+    throw Error(std::string("arithmetic: unknown operation '") + op + "'; use + - * /");
+  }
+  if (scale > decimals) {
+    units = round_div(units, pow10(scale - decimals));
+    scale = decimals;
+  }
+  return normalise(make(units, scale, "the result"));
+}
+
+// ---- generation -----------------------------------------------------------------------------
+
+Generator::Generator(const GeneratorOptions& o) : o_(o), rng_(o.seed ^ 0xA817ull) {
+  if (o.ops.empty()) throw Error("arithmetic: no operations; give some of + - * / (e.g. --ops +)");
+  for (char c : o.ops)
+    if (!is_op(c)) throw Error(std::string("arithmetic: unknown operation '") + c + "' in '" + o.ops + "'; use + - * /");
+  if (!(o.min >= 0)) throw Error("arithmetic: operand minimum " + std::to_string(o.min) + " is negative; operands are >= 0");
+  if (!(o.max >= o.min)) throw Error("arithmetic: operand maximum " + std::to_string(o.max) + " is below the minimum " + std::to_string(o.min));
+  if (o.max > 1e12) throw Error("arithmetic: operand maximum " + std::to_string(o.max) + " is above 1e12");
+  if (o.decimals < 0 || o.decimals > 6) throw Error("arithmetic: decimals " + std::to_string(o.decimals) + " out of range 0..6");
+  if (o.answer_decimals < 0 || o.answer_decimals > 6)
+    throw Error("arithmetic: answer decimals " + std::to_string(o.answer_decimals) + " out of range 0..6");
+  if (!(o.decimal_fraction >= 0 && o.decimal_fraction <= 1))
+    throw Error("arithmetic: decimal fraction " + std::to_string(o.decimal_fraction) + " is not in [0, 1]");
+  if (o.format.width < 1 || o.format.answer_width < 1 || o.format.width > 40 || o.format.answer_width > 40)
+    throw Error("arithmetic: widths must be in 1..40");
+  auto check_grid = [&](int places, const char* kind) {
+    double p = std::pow(10.0, places);
+    if (std::ceil(o.min * p - 1e-6) > std::floor(o.max * p + 1e-6))
+      throw Error(std::string("arithmetic: no ") + kind + " operand lies in [" + std::to_string(o.min) + ", " +
+                  std::to_string(o.max) + "]; widen the range or change the decimals");
+  };
+  if (o.decimals == 0 || o.decimal_fraction < 1) check_grid(0, "integer");
+  if (o.decimals > 0 && o.decimal_fraction > 0) check_grid(o.decimals, "decimal");
+  if (o.ops.find('/') != std::string::npos && o.max == 0)
+    throw Error("arithmetic: division needs non-zero operands; raise the operand maximum");
+}
+
+Decimal Generator::draw_operand() {
+  int places = (o_.decimals > 0 && rng_.uniform() < o_.decimal_fraction) ? o_.decimals : 0;
+  double p = std::pow(10.0, places);
+  int64_t lo = static_cast<int64_t>(std::ceil(o_.min * p - 1e-6)), hi = static_cast<int64_t>(std::floor(o_.max * p + 1e-6));
+  if (lo > hi) {  // this kind has no grid point in range (checked: the other kind has)
+    places = places ? 0 : o_.decimals;
+    p = std::pow(10.0, places);
+    lo = static_cast<int64_t>(std::ceil(o_.min * p - 1e-6));
+    hi = static_cast<int64_t>(std::floor(o_.max * p + 1e-6));
+  }
+  return Decimal{lo + static_cast<int64_t>(rng_.below(static_cast<uint64_t>(hi - lo + 1))), places};
+}
+
+Problem Generator::next() {
+  Problem p;
+  p.op = o_.ops[rng_.below(o_.ops.size())];
+  p.a = draw_operand();
+  do p.b = draw_operand();
+  while (p.op == '/' && p.b.units == 0);
+  return p;
+}
+
+std::string format_problem(const Problem& p, const FormatOptions& f, int answer_decimals) {
+  auto pad = [&](const std::string& s, int width, const char* what) {
+    if (!f.zero_pad) return s;
+    if (static_cast<int>(s.size()) > width)
+      throw Error(std::string("arithmetic: ") + what + " '" + s + "' has " + std::to_string(s.size()) +
+                  " characters, more than its width " + std::to_string(width) + "; raise --" +
+                  (what[0] == 'a' && what[1] == 'n' ? "answer-width" : "width") + " or lower --max");
+    return std::string(static_cast<size_t>(width) - s.size(), '0') + s;
+  };
+  std::string answer = pad(format_decimal(compute(p.a, p.op, p.b, answer_decimals)), f.answer_width, "answer");
+  if (f.reversed) answer = reversed(answer);
+  return "$(" + pad(format_decimal(p.a), f.width, "operand") + p.op + pad(format_decimal(p.b), f.width, "operand") +
+         ")=" + answer + "$";
+}
+
+Split generate_split(const GeneratorOptions& o, int64_t train_count, int64_t test_count,
+                     const std::unordered_set<std::string>& exclude) {
+  if (train_count < 0 || test_count < 0) throw Error("arithmetic: problem counts must be >= 0");
+  Generator gen(o);
+  Split s;
+  std::unordered_set<std::string> test;
+  // A draw budget turns an exhausted problem space into an error instead of a hang.
+  const int64_t patience = 200000;
+  int64_t misses = 0;
+  while (static_cast<int64_t>(s.test.size()) < test_count) {
+    std::string line = format_problem(gen.next(), o.format, o.answer_decimals);
+    if (exclude.count(line) || !test.insert(line).second) {
+      if (++misses > patience + 20 * test_count)
+        throw Error("arithmetic: found only " + std::to_string(s.test.size()) + " distinct test problems in " +
+                    std::to_string(misses) + " draws; the problem space is too small for " + std::to_string(test_count) +
+                    " test problems: lower the test count or widen the operand range");
+      continue;
+    }
+    s.test.push_back(line);
+  }
+  misses = 0;
+  s.train.reserve(static_cast<size_t>(train_count));
+  while (static_cast<int64_t>(s.train.size()) < train_count) {
+    std::string line = format_problem(gen.next(), o.format, o.answer_decimals);
+    if (test.count(line) || exclude.count(line)) {
+      if (++misses > patience)
+        throw Error("arithmetic: " + std::to_string(misses) + " draws in a row were test problems; the test set " +
+                    "covers (nearly) the whole problem space: lower the test count or widen the operand range");
+      continue;
+    }
+    misses = 0;
+    s.train.push_back(std::move(line));
+  }
+  return s;
+}
+
+// ---- problem lines -------------------------------------------------------------------------------
+
+ParsedProblem parse_problem(const std::string& line, bool rev) {
+  ParsedProblem p;
+  std::string a, b;
+  if (!split_line(line, a, p.op, b, p.answer))
+    throw Error("'" + line + "' is not an arithmetic problem of the form $(A+B)=ANSWER$");
+  p.line = line;
+  p.prompt = line.substr(0, line.find(")=") + 2);
+  p.a = unpad(a);
+  p.b = unpad(b);
+  Decimal da, db;
+  try {
+    da = parse_decimal(p.a);
+    db = parse_decimal(p.b);
+  } catch (const Error&) {
+    throw Error("'" + line + "': operands '" + a + "' and '" + b + "' are not both non-negative decimal numbers");
+  }
+  if (da.units < 0 || db.units < 0) throw Error("'" + line + "': negative operands are not supported");
+  if (p.answer.empty()) throw Error("'" + line + "': empty answer");
+  if (p.op == '+') p.carries = count_carries(p.a, p.b);
+  if (p.op == '-') p.carries = compare(da, db) >= 0 ? count_borrows(p.a, p.b) : count_borrows(p.b, p.a);
+  p.answer_length = static_cast<int>(unpad(rev ? reversed(p.answer) : p.answer).size());
+  return p;
+}
+
+bool detect_reversed(const std::vector<std::string>& lines) {
+  int64_t fwd = 0, rev = 0;
+  auto matches = [](const std::string& text, Decimal a, char op, Decimal b) {
+    try {
+      Decimal got = parse_decimal(unpad(text));
+      Decimal want = compute(a, op, b, got.scale);
+      return compare(got, want) == 0;
+    } catch (const Error&) {
+      return false;
+    }
+  };
+  for (size_t i = 0; i < lines.size() && i < 2000; ++i) {
+    std::string a, b, answer;
+    char op;
+    if (!split_line(lines[i], a, op, b, answer)) continue;
+    Decimal da, db;
+    try {
+      da = parse_decimal(unpad(a));
+      db = parse_decimal(unpad(b));
+    } catch (const Error&) {
+      continue;
+    }
+    if (op == '/' && db.units == 0) continue;
+    fwd += matches(answer, da, op, db);
+    rev += matches(reversed(answer), da, op, db);
+  }
+  return rev >= fwd;
+}
+
+std::vector<ParsedProblem> read_problems(const std::string& path, int64_t max) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot read the problem file");
+  std::vector<std::string> lines;
+  std::vector<int64_t> numbers;
+  int64_t n = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++n;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    lines.push_back(std::move(line));
+    numbers.push_back(n);
+  }
+  if (lines.empty()) throw Error(path + ": no problems in the file; write one with 'ablate data arithmetic'");
+  bool rev = detect_reversed(lines);
+  std::vector<ParsedProblem> out;
+  size_t keep = max > 0 ? std::min(lines.size(), static_cast<size_t>(max)) : lines.size();
+  out.reserve(keep);
+  for (size_t i = 0; i < keep; ++i) {
+    try {
+      out.push_back(parse_problem(lines[i], rev));
+    } catch (const Error& e) {
+      throw Error(path + ":" + std::to_string(numbers[i]) + ": " + e.what());
+    }
+  }
+  return out;
+}
+
+// ---- scoring ------------------------------------------------------------------------------------------
+
+AnswerScore score_answer(const std::string& reference, const std::string& generated) {
+  AnswerScore s;
+  size_t stop = generated.find('$');
+  s.prediction = generated.substr(0, stop);
+  s.total = static_cast<int64_t>(reference.size());
+  s.position_ok.resize(reference.size());
+  for (size_t i = 0; i < reference.size(); ++i) {
+    // Trimmed beyond the reference length; a short prediction is padded with a symbol
+    // that matches nothing (padding with '0' would credit a truncated reversed answer
+    // with the zeros of the reference's padding).
+    s.position_ok[i] = i < s.prediction.size() && s.prediction[i] == reference[i];
+    s.matched += s.position_ok[i];
+  }
+  s.exact = s.matched == s.total;
+  s.strict = stop != std::string::npos && s.prediction == reference;
+  return s;
+}
+
+double Bin::exact_match() const {
+  return problems ? static_cast<double>(exact) / static_cast<double>(problems) : std::numeric_limits<double>::quiet_NaN();
+}
+double Bin::char_accuracy() const {
+  return chars ? static_cast<double>(matched) / static_cast<double>(chars) : std::numeric_limits<double>::quiet_NaN();
+}
+
+const char* op_name(char op) {
+  switch (op) {
+    case '+': return "add";
+    case '-': return "sub";
+    case '*': return "mul";
+    case '/': return "div";
+    default: return "op";
+  }
+}
+
+Layout layout_of(const std::vector<ParsedProblem>& problems) {
+  Layout l;
+  std::map<char, int> ops;
+  std::map<int, int> lengths;
+  std::map<std::pair<char, int>, int> carries;
+  for (const auto& p : problems) {
+    ops[p.op] = 1;
+    lengths[p.answer_length] = 1;
+    if (p.carries >= 0) carries[{p.op, p.carries}] = 1;
+    l.positions = std::max(l.positions, static_cast<int>(p.answer.size()));
+  }
+  for (auto& [k, v] : ops) l.ops.push_back(k);
+  for (auto& [k, v] : lengths) l.lengths.push_back(k);
+  for (auto& [k, v] : carries) l.carries.push_back(k);
+  return l;
+}
+
+void Report::add(const ParsedProblem& p, const AnswerScore& s) {
+  auto put = [&](Bin& b) {
+    ++b.problems;
+    b.exact += s.exact;
+    b.chars += s.total;
+    b.matched += s.matched;
+  };
+  put(all);
+  strict += s.strict;
+  put(by_op[p.op]);
+  put(by_length[p.answer_length]);
+  if (p.carries >= 0) put(by_carries[{p.op, p.carries}]);
+  if (by_position.size() < s.position_ok.size()) by_position.resize(s.position_ok.size());
+  for (size_t i = 0; i < s.position_ok.size(); ++i) {
+    ++by_position[i].problems;
+    ++by_position[i].chars;
+    by_position[i].matched += s.position_ok[i];
+    by_position[i].exact += s.position_ok[i];
+  }
+}
+
+std::vector<std::pair<std::string, double>> Report::row(const Layout& layout, bool breakdowns) const {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<std::pair<std::string, double>> r = {
+      {"exact_match", all.exact_match()},
+      {"char_accuracy", all.char_accuracy()},
+      {"exact_match_strict", all.problems ? static_cast<double>(strict) / static_cast<double>(all.problems) : nan},
+      {"problems", static_cast<double>(all.problems)},
+      {"problems_per_s", problems_per_s()}};
+  if (!breakdowns) return r;
+  for (char op : layout.ops) {
+    auto it = by_op.find(op);
+    r.emplace_back(std::string("em_") + op_name(op), it == by_op.end() ? nan : it->second.exact_match());
+    r.emplace_back(std::string("char_acc_") + op_name(op), it == by_op.end() ? nan : it->second.char_accuracy());
+  }
+  for (int len : layout.lengths) {
+    auto it = by_length.find(len);
+    r.emplace_back("em_len_" + std::to_string(len), it == by_length.end() ? nan : it->second.exact_match());
+  }
+  for (const auto& key : layout.carries) {
+    auto it = by_carries.find(key);
+    r.emplace_back(std::string(key.first == '+' ? "em_add_carries_" : "em_sub_borrows_") + std::to_string(key.second),
+                   it == by_carries.end() ? nan : it->second.exact_match());
+  }
+  for (int i = 0; i < layout.positions; ++i)
+    r.emplace_back("acc_pos_" + std::to_string(i),
+                   static_cast<size_t>(i) < by_position.size() ? by_position[static_cast<size_t>(i)].char_accuracy() : nan);
+  return r;
+}
+
+// ---- decoding --------------------------------------------------------------------------------------------
+
+std::vector<std::string> decode(Model& model, const Tokenizer& tok, const std::vector<std::string>& prompts,
+                                const std::vector<int64_t>& max_chars, const DecodeOptions& o, const std::string& stop) {
+  if (prompts.size() != max_chars.size()) throw Error("arithmetic::decode: prompts and max_chars differ in length");
+  if (o.batch < 1) throw Error("arithmetic::decode: batch must be >= 1, got " + std::to_string(o.batch));
+  const int64_t ctx = model.dims().context, V = model.dims().vocab_size;
+  std::vector<std::vector<int32_t>> ids(prompts.size());
+  std::map<size_t, std::vector<size_t>> by_length;  // equal prompt lengths decode together
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ids[i] = tok.encode(prompts[i]);
+    if (ids[i].empty()) throw Error("arithmetic: prompt '" + prompts[i] + "' encodes to no tokens");
+    by_length[ids[i].size()].push_back(i);
+  }
+  std::vector<std::string> out(prompts.size());
+  Graph g;
+  NoGrad ng(g);
+  std::vector<float> scratch(static_cast<size_t>(2 * V));
+  std::vector<KVCache> caches;
+  for (const auto& [len, members] : by_length) {
+    const int64_t P = static_cast<int64_t>(len);
+    for (size_t c0 = 0; c0 < members.size(); c0 += static_cast<size_t>(o.batch)) {
+      const size_t n = std::min(members.size() - c0, static_cast<size_t>(o.batch));
+      const size_t* idx = members.data() + c0;
+      const int64_t B = static_cast<int64_t>(n);
+      int64_t steps = 0;
+      for (size_t b = 0; b < n; ++b) steps = std::max(steps, max_chars[idx[b]]);
+      if (steps <= 0) continue;
+      if (P + steps - 1 > ctx)
+        throw Error("arithmetic: a prompt of " + std::to_string(P) + " tokens plus an answer of up to " +
+                    std::to_string(steps - 1) + " tokens does not fit the model's context of " + std::to_string(ctx) +
+                    " tokens ('" + prompts[idx[0]] + "'); train with a longer model.context or use shorter problems");
+      // The last token drawn is never fed back, so the cache needs P + steps - 1 slots.
+      if (caches.empty() || caches[0].batch != B || caches[0].capacity < P + steps - 1)
+        caches = model.make_caches(B, P + steps - 1);
+      for (auto& kv : caches) kv.length = 0;
+      std::vector<int32_t> x(static_cast<size_t>(B * P)), next(static_cast<size_t>(B));
+      for (size_t b = 0; b < n; ++b) std::copy(ids[idx[b]].begin(), ids[idx[b]].end(), x.begin() + static_cast<int64_t>(b) * P);
+      std::vector<Rng> rngs;
+      for (size_t b = 0; b < n; ++b) rngs.emplace_back(o.seed * 0x9E3779B97F4A7C15ull + idx[b] * 0xBF58476D1CE4E5B9ull + 1);
+      std::vector<uint8_t> done(n, 0);
+      g.reset();
+      ForwardArgs a;
+      a.ids = x.data();
+      a.batch = B;
+      a.time = P;
+      a.caches = &caches;
+      Var logits = model.forward(g, a);  // (B*P, V): the last position of each row predicts
+      int64_t row_stride = P, row_offset = P - 1;
+      for (int64_t s = 0; s < steps; ++s) {
+        size_t open = 0;
+        for (size_t b = 0; b < n; ++b) {
+          const float* row = g.value(logits).row(static_cast<int64_t>(b) * row_stride + row_offset);
+          int32_t t = sample_token(row, V, o.sampling, rngs[b], scratch.data());
+          next[b] = t;
+          if (done[b]) continue;
+          std::string& text = out[idx[b]];
+          size_t from = text.size() >= stop.size() ? text.size() - stop.size() + 1 : 0;
+          text += tok.decode({t});
+          if (text.find(stop, from) != std::string::npos || static_cast<int64_t>(text.size()) >= max_chars[idx[b]])
+            done[b] = 1;
+          else
+            ++open;
+        }
+        if (open == 0 || s + 1 == steps) break;
+        g.reset();
+        ForwardArgs d;
+        d.ids = next.data();
+        d.batch = B;
+        d.time = 1;
+        d.pos0 = P + s;
+        d.caches = &caches;
+        logits = model.forward(g, d);  // (B, V)
+        row_stride = 1;
+        row_offset = 0;
+      }
+    }
+  }
+  return out;
+}
+
+Report evaluate(Model& model, const Tokenizer& tok, const std::vector<ParsedProblem>& problems, const DecodeOptions& o,
+                std::vector<AnswerScore>* scores) {
+  std::vector<std::string> prompts;
+  std::vector<int64_t> max_chars;
+  prompts.reserve(problems.size());
+  for (const auto& p : problems) {
+    prompts.push_back(p.prompt);
+    max_chars.push_back(static_cast<int64_t>(p.answer.size()) + 1);  // the answer and its '$'
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::string> gen = decode(model, tok, prompts, max_chars, o);
+  Report r;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (scores) scores->clear();
+  for (size_t i = 0; i < problems.size(); ++i) {
+    AnswerScore s = score_answer(problems[i].answer, gen[i]);
+    r.add(problems[i], s);
+    if (scores) scores->push_back(std::move(s));
+  }
+  return r;
+}
+
+}  // namespace ablate::arithmetic

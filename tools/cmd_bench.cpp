@@ -1,0 +1,215 @@
+// ablate bench: training and generation throughput of named model configurations,
+// side by side with the PyTorch reference (../shared/bench/torch_ref.sh) in one run.
+#include <sys/resource.h>
+#include <tbb/global_control.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include "ablate/experiment.hpp"
+#include "ablate/generate.hpp"
+#include "ablate/model.hpp"
+#include "ablate/ops.hpp"
+#include "ablate/optimizer.hpp"
+#include "ablate/registry.hpp"
+#include "alloc_counter.hpp"
+#include "commands.hpp"
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+struct BenchResult {
+  std::string name, torch_name;
+  int64_t params = 0;
+  double flops_per_token = 0, train_tok_s = 0, gflops = 0, gen_tok_s = 0, step_ms = 0;
+  uint64_t allocs_per_step = 0;
+  double torch_train_tok_s = 0, torch_gen_tok_s = 0;
+  std::string torch_threads;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+BenchResult bench_one(const std::string& file, int64_t steps, int64_t warmup, int64_t gen_tokens) {
+  auto exp = ablate::Experiment::load(file);
+  ablate::Options root = exp.root();
+  BenchResult r;
+  r.name = root.get<std::string>("name", fs::path(file).stem().string());
+  r.torch_name = root.get<std::string>("torch", "", "torch_ref.sh configuration to compare with");
+  int64_t V = root.get_in<int64_t>("vocab", 65, 2, 1 << 24, "vocabulary size (random tokens)");
+  ablate::Model model(root.child("model"), V, 1);
+  ablate::Options tr = root.child("train");
+  int64_t B = tr.get_in<int64_t>("batch_size", 32, 1, 1 << 20);
+  tr.check_unused();
+  ablate::ParamStore none;
+  auto opt = ablate::PluginRegistry::instance().create<ablate::Optimizer>(
+      root.child("optimizer"), ablate::BuildContext{{}, ablate::ParamScope(none, ""), 1});
+  root.check_unused();
+  const int64_t T = model.dims().context;
+  r.params = model.n_params();
+  r.flops_per_token = model.flops_per_token();
+  auto params = model.params().all();
+  opt->init(params);
+  ablate::Graph g;
+  g.training = true;
+  ablate::Rng rng(1337);
+  std::vector<int32_t> x(static_cast<size_t>(B * T)), y(x.size());
+  std::vector<double> ms;
+  uint64_t allocs = 0;
+  for (int64_t it = 0; it < warmup + steps; ++it) {
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<int32_t>(rng.below(static_cast<uint64_t>(V)));
+    for (size_t i = 0; i < y.size(); ++i) y[i] = static_cast<int32_t>(rng.below(static_cast<uint64_t>(V)));
+    uint64_t a0 = ablate::cli::allocation_count();
+    auto t0 = clock_type::now();
+    g.reset();
+    ablate::ForwardArgs fa{x.data(), B, T};
+    ablate::Var loss = ablate::cross_entropy(g, model.forward(g, fa), y.data(), B * T);
+    model.params().zero_grad();
+    g.backward(loss);
+    opt->step(params, opt->base_lr(), it + 1);
+    double dt = std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+    if (it >= warmup) {
+      ms.push_back(dt);
+      allocs = std::max(allocs, ablate::cli::allocation_count() - a0);
+    }
+  }
+  r.step_ms = median(ms);
+  r.train_tok_s = static_cast<double>(B * T) / (r.step_ms / 1e3);
+  r.gflops = r.flops_per_token * r.train_tok_s / 1e9;
+  r.allocs_per_step = allocs;
+  if (gen_tokens > 0) {
+    ablate::Sampling s;
+    ablate::Rng grng(0);
+    ablate::generate(model, {0}, 16, s, grng);  // warm-up
+    std::vector<double> secs;
+    for (int rep = 0; rep < 3; ++rep) {
+      auto t0 = clock_type::now();
+      ablate::generate(model, {0}, gen_tokens, s, grng);
+      secs.push_back(std::chrono::duration<double>(clock_type::now() - t0).count());
+    }
+    r.gen_tok_s = static_cast<double>(gen_tokens) / median(secs);
+  }
+  return r;
+}
+
+// Runs torch_ref.sh and reads its {"best": ...} line.
+void run_torch(BenchResult& r, const std::string& script) {
+  std::string cmd = script + " " + r.torch_name + " best 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return;
+  std::string out;
+  char buf[4096];
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  pclose(p);
+  auto field = [&](const std::string& line, const std::string& key) -> std::string {
+    auto k = line.find("\"" + key + "\": ");
+    if (k == std::string::npos) return "";
+    k += key.size() + 4;
+    auto e = line.find_first_of(",}", k);
+    return line.substr(k, e - k);
+  };
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("{\"best\"", 0) == 0) {
+      std::string t = field(line, "train_tok_s"), gtok = field(line, "infer_tok_s");
+      r.torch_train_tok_s = t.empty() || t == "null" ? 0 : std::stod(t);
+      r.torch_gen_tok_s = gtok.empty() || gtok == "null" ? 0 : std::stod(gtok);
+      r.torch_threads = field(line, "threads") + "/" + field(line, "blas_threads");
+    }
+}
+
+}  // namespace
+
+static int cmd_bench(const std::vector<std::string>& args) {
+  po::options_description opts("options");
+  opts.add_options()
+    ("config", po::value<std::vector<std::string>>()->composing(), "bench YAML files (default: experiments/bench/*.yaml)")
+    ("threads,j", po::value<int64_t>()->default_value(2), "ablate worker threads")
+    ("steps", po::value<int64_t>()->default_value(10), "timed training steps")
+    ("warmup", po::value<int64_t>()->default_value(3), "untimed warm-up steps")
+    ("gen-tokens", po::value<int64_t>()->default_value(256), "tokens generated (batch 1) for the generation rate; 0: skip")
+    ("torch", po::value<std::string>(), "path of torch_ref.sh to run side by side (default: ../shared/bench/torch_ref.sh if present)")
+    ("no-torch", po::bool_switch(), "do not run PyTorch")
+    ("markdown", po::bool_switch(), "print the table as Markdown")
+    ("plugin-dir", po::value<std::vector<std::string>>()->composing(), "extra plugin directory (repeatable)");
+  po::positional_options_description pos;
+  pos.add("config", -1);
+  po::variables_map vm;
+  if (!ablate::cli::parse(args, "ablate bench [CONFIG.yaml ...] [options]", opts, pos, vm)) return 0;
+  ablate::cli::add_plugin_dirs(vm);
+  std::vector<std::string> files;
+  if (vm.count("config")) {
+    files = vm["config"].as<std::vector<std::string>>();
+  } else {
+    fs::path dir = fs::path(ABLATE_SOURCE_DIR) / "experiments" / "bench";
+    for (const auto& f : fs::directory_iterator(dir))
+      if (f.path().extension() == ".yaml") files.push_back(f.path().string());
+    std::sort(files.begin(), files.end());
+  }
+  std::string torch;
+  if (!vm["no-torch"].as<bool>()) {
+    torch = vm.count("torch") ? vm["torch"].as<std::string>()
+                              : (fs::path(ABLATE_SOURCE_DIR) / ".." / "shared" / "bench" / "torch_ref.sh").string();
+    if (!fs::exists(torch)) {
+      if (vm.count("torch")) throw ablate::cli::UsageError("--torch: no such file '" + torch + "'");
+      std::cerr << "bench: " << torch << " not found; PyTorch is not run (give --torch PATH)\n";
+      torch.clear();
+    }
+  }
+  int64_t threads = vm["threads"].as<int64_t>();
+  if (threads < 1) throw ablate::cli::UsageError("--threads must be >= 1");
+  tbb::global_control gc(tbb::global_control::max_allowed_parallelism, static_cast<size_t>(threads));
+  std::vector<BenchResult> results;
+  for (const auto& f : files) {
+    std::cerr << "bench: " << f << " ..." << std::flush;
+    BenchResult r = bench_one(f, vm["steps"].as<int64_t>(), vm["warmup"].as<int64_t>(), vm["gen-tokens"].as<int64_t>());
+    std::cerr << " ablate " << static_cast<int64_t>(r.train_tok_s) << " tok/s";
+    if (!torch.empty() && !r.torch_name.empty()) {
+      run_torch(r, torch);
+      std::cerr << ", PyTorch " << static_cast<int64_t>(r.torch_train_tok_s) << " tok/s";
+    }
+    std::cerr << "\n";
+    results.push_back(r);
+  }
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  bool md = vm["markdown"].as<bool>();
+  const char* sep = md ? " | " : "  ";
+  auto row = [&](const std::vector<std::string>& cells) {
+    std::cout << (md ? "| " : "");
+    for (size_t i = 0; i < cells.size(); ++i) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, md ? "%s" : (i == 0 ? "%-18s" : "%12s"), cells[i].c_str());
+      std::cout << buf << (i + 1 < cells.size() ? sep : "");
+    }
+    std::cout << (md ? " |" : "") << "\n";
+  };
+  auto num = [](double v, int prec) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.*f", prec, v);
+    return std::string(b);
+  };
+  row({"config", "params", "tok/s", "GFLOP/s", "torch tok/s", "ratio", "gen tok/s", "torch gen", "gen ratio", "allocs/step"});
+  if (md) row({"---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:"});
+  for (const auto& r : results) {
+    bool t = r.torch_train_tok_s > 0, tg = r.torch_gen_tok_s > 0;
+    row({r.name, std::to_string(r.params), num(r.train_tok_s, 0), num(r.gflops, 1), t ? num(r.torch_train_tok_s, 0) : "-",
+         t ? num(r.train_tok_s / r.torch_train_tok_s, 2) + "x" : "-", num(r.gen_tok_s, 0),
+         tg ? num(r.torch_gen_tok_s, 0) : "-", tg ? num(r.gen_tok_s / r.torch_gen_tok_s, 1) + "x" : "-",
+         std::to_string(r.allocs_per_step)});
+  }
+  std::cout << "\nablate: " << threads << " threads, float32; PyTorch: best of 1, 2 and 2 threads with 1 BLAS thread"
+            << " (torch_ref.sh); peak RSS " << ru.ru_maxrss / 1024 << " MiB\n";
+  return 0;
+}
+
+ABLATE_COMMAND("bench", "training/generation throughput vs the PyTorch reference (torch_ref.sh)", cmd_bench);
