@@ -14,6 +14,7 @@
 #include "ablate/graph.hpp"
 #include "ablate/ops.hpp"
 #include "ablate/tensor.hpp"
+#include "../framework/src/ops/kernels.hpp"
 
 namespace {
 using namespace ablate;
@@ -444,6 +445,14 @@ TEST_CASE("ops/dropout: identity unless training; mask consistent, scaled, repro
   CHECK(run(11, nullptr) == y1);       // same seed and step: same mask
   CHECK_FALSE(run(12, nullptr) == y1); // next step: a new mask
   CHECK_THROWS_AS(dropout(g, g.param(p), 1.0f), Error);
+}
+
+TEST_CASE("ops/dropout: the inlined mask hash equals hash_uniform bitwise") {
+  Rng r(5);
+  for (int i = 0; i < 10000; ++i) {
+    const uint64_t s = r.next_u64(), a = r.below(1000), b = r.next_u64() >> (i % 64);
+    CHECK(kernels::hash_uniform_inline(s, a, b) == hash_uniform(s, a, b));
+  }
 }
 
 // ---- forward values against scalar references ----------------------------------------------

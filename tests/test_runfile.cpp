@@ -93,6 +93,8 @@ TEST_CASE("io/runfile: write, then read back with read_run_file") {
     rf.set_attr("status", "done");  // overwrite
     rf.set_attr("wall_s", int64_t{7});  // overwrite with another type
     write_sample(rf, 300);  // more than one 256-row chunk
+    // A table can hold sub-tables: eval has columns and eval/arithmetic below it.
+    rf.append("eval", {{"step", 299}, {"val_loss", 1.75}});
     rf.append("eval/arithmetic", {{"step", 299}, {"char_acc", 0.59}, {"exact", 0.0007}});
     rf.write_text("samples/final", "draft");
     rf.write_text("samples/final", kSample);  // overwrite
@@ -113,7 +115,9 @@ TEST_CASE("io/runfile: write, then read back with read_run_file") {
   CHECK(d.num_attrs.at("n_params") == 44487);
   CHECK(d.num_attrs.at("threads") == 2);
   CHECK(d.num_attrs.at("wall_s") == 7);
-  REQUIRE(d.tables.size() == 3);
+  REQUIRE(d.tables.size() == 4);
+  CHECK(d.tables.at("eval").size() == 2);
+  CHECK(d.tables.at("eval").at("val_loss") == std::vector<double>{1.75});
   const auto& train = d.tables.at("train");
   CHECK(train.size() == 5);
   REQUIRE(train.at("step").size() == 300);

@@ -3,6 +3,8 @@
 // vocabulary and unknown symbol (REFERENCE.md "Character-level GPT as in the seeds").
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <sstream>
 
@@ -121,4 +123,89 @@ TEST_CASE("tokenizer/byte: 256 bytes, optional padding id") {
   CHECK(p->vocab_size() == 257);
   CHECK(p->pad_id() == 256);
   CHECK(p->decode({72, 256, 105, 300}) == "Hi\xEF\xBF\xBD");
+}
+
+namespace {
+
+// The pieces a word is split into: each id decoded on its own ("" for the bare </w>).
+std::vector<std::string> pieces(const Tokenizer& t, const std::string& text) {
+  std::vector<std::string> out;
+  for (int32_t id : t.encode(text)) out.push_back(t.decode({id}));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("tokenizer/bpe: merges on Sennrich's toy corpus, end-of-word marker, specials") {
+  // low x5, lower x2, newest x6, widest x3 (Sennrich et al. 2016). Most frequent pair first,
+  // ties by the pair's text: e s (9), es t (9), est </w> (9), l o (7), lo w (7), e w (6),
+  // ew est</w> (6), n ewest</w> (6), low </w> (5), d est</w> (3).
+  const std::string corpus =
+      "low low low low low lower lower newest newest newest newest newest newest widest widest widest";
+  auto t = fitted("{type: bpe, merges: 10}", corpus);
+  // 6 whitespace characters + </w> + d e i l n o r s t w, then the 10 merges, then </u> and </p>.
+  CHECK(t->vocab_size() == 17 + 10 + 2);
+  CHECK(t->pad_id() == 28);
+  CHECK(pieces(*t.obj, "newest") == std::vector<std::string>{"newest"});
+  CHECK(pieces(*t.obj, "low") == std::vector<std::string>{"low"});
+  CHECK(pieces(*t.obj, "lower") == std::vector<std::string>{"low", "e", "r", ""});
+  CHECK(pieces(*t.obj, "widest") == std::vector<std::string>{"w", "i", "dest"});
+  CHECK(pieces(*t.obj, "lowest") == std::vector<std::string>{"low", "est"});
+  CHECK(t->encode("low low").size() == 2);  // the single space between words is implied by </w>
+  // Unknown characters become </u> (id V-2), which decodes to U+FFFD; padding decodes to nothing.
+  const auto z = t->encode("lowz");
+  CHECK(z.size() == 3);
+  CHECK(z[1] == 27);
+  CHECK(z[2] == 6);  // the bare </w>: the 7th base symbol after the 6 whitespace characters
+  CHECK(pieces(*t.obj, "lowz") == std::vector<std::string>{"low", "\xEF\xBF\xBD", ""});
+  CHECK(t->decode({z[0], t->pad_id(), 27}) == "low\xEF\xBF\xBD");
+  CHECK(t->decode({5000, -1}) == "\xEF\xBF\xBD\xEF\xBF\xBD");
+
+  // Fewer merges: the first three make est</w>.
+  auto three = fitted("{type: bpe, merges: 3}", corpus);
+  CHECK(three->vocab_size() == 17 + 3 + 2);
+  CHECK(pieces(*three.obj, "newest") == std::vector<std::string>{"n", "e", "w", "est"});
+  // min_frequency stops early: only pairs seen at least 7 times.
+  CHECK(fitted("{type: bpe, merges: 100, min_frequency: 7}", corpus)->vocab_size() == 17 + 5 + 2);
+}
+
+TEST_CASE("tokenizer/bpe: whitespace round-trips exactly") {
+  std::string corpus;
+  for (int i = 0; i < 3; ++i) corpus += "the cat sat on the mat\n\nthe dog  sat\ton the log \n<w/> trailing leading x\r\n";
+  auto t = fitted("{type: bpe, merges: 200}", corpus);
+  for (const std::string s : {corpus, std::string(" leading"), std::string("trailing "), std::string("cat\r\nmat"),
+                              std::string("   "), std::string("\n"), std::string("x"), std::string("the\vcat\f"), std::string("")})
+    CHECK(t->decode(t->encode(s)) == s);
+  // Newline runs are tokens of their own ("\n\n" merges); single spaces between words are free.
+  CHECK(pieces(*t.obj, "the\n\nthe") == std::vector<std::string>{"the", "\n\n", "the"});
+  CHECK(t->encode("the cat").size() == 2);
+  // Text containing the marker's characters cannot forge a word end.
+  CHECK(t->decode(t->encode("cat</w>dog the")) == "cat</w>dog the");
+  CHECK(t->decode(t->encode("cat</w> dog")) == "cat</w> dog");
+}
+
+TEST_CASE("tokenizer/bpe: tiny Shakespeare with 4000 merges (REFERENCE.md item 6)") {
+  const std::string path = std::string(ABLATE_SOURCE_DIR) + "/../shared/data/tinyshakespeare.txt";
+  std::ifstream f(path, std::ios::binary);
+  if (!f.good()) {
+    MESSAGE("skipped: " << path << " not found");
+    return;
+  }
+  std::ostringstream s;
+  s << f.rdbuf();
+  const std::string text = s.str();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto t = fitted("{type: bpe, merges: 4000}", text);
+  const double fit_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto ids = t->encode(text);
+  const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::vector<bool> used(static_cast<size_t>(t->vocab_size()), false);
+  for (int32_t id : ids) used[static_cast<size_t>(id)] = true;
+  const auto n_used = std::count(used.begin(), used.end(), true);
+  MESSAGE("bpe 4000 merges on tiny Shakespeare: vocab " << t->vocab_size() << ", used by the corpus " << n_used << ", "
+                                                         << ids.size() << " tokens (" << text.size() << " bytes); fit "
+                                                         << fit_s << " s, fit+encode " << total_s << " s");
+  CHECK(t->decode(ids) == text);
+  CHECK(t->vocab_size() <= 65 + 7 + 4000 + 2);
+  CHECK(fit_s < 10.0);
 }

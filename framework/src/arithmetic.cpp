@@ -238,6 +238,37 @@ Problem Generator::next() {
   return p;
 }
 
+namespace {
+int int_digits(long double v) {
+  int n = 1;
+  for (long double x = std::floor(v + 1e-9L); x >= 10; x = std::floor(x / 10 + 1e-9L)) ++n;
+  return n;
+}
+int with_fraction(int digits, int places) { return places > 0 ? digits + 1 + places : digits; }
+}  // namespace
+
+int widest_operand(const GeneratorOptions& o) {
+  bool dec = o.decimals > 0 && o.decimal_fraction > 0;
+  return with_fraction(int_digits(o.max), dec ? o.decimals : 0);
+}
+
+int widest_answer(const GeneratorOptions& o) {
+  const bool dec = o.decimals > 0 && o.decimal_fraction > 0, ints = o.decimals == 0 || o.decimal_fraction < 1;
+  const int add_places = std::min(dec ? o.decimals : 0, o.answer_decimals);
+  // The smallest positive operand bounds a quotient.
+  long double smallest = 1e30L;
+  if (dec) smallest = std::min(smallest, std::max(std::ceil(o.min * std::pow(10.0L, o.decimals) - 1e-6L), 1.0L) / std::pow(10.0L, o.decimals));
+  if (ints) smallest = std::min(smallest, std::max(std::ceil(o.min - 1e-6L), 1.0L));
+  int w = 1;
+  for (char op : o.ops) {
+    if (op == '+') w = std::max(w, with_fraction(int_digits(2.0L * o.max), add_places));
+    if (op == '-') w = std::max(w, 1 + with_fraction(int_digits(static_cast<long double>(o.max) - o.min), add_places));
+    if (op == '*') w = std::max(w, with_fraction(int_digits(static_cast<long double>(o.max) * o.max), std::min(dec ? 2 * o.decimals : 0, o.answer_decimals)));
+    if (op == '/') w = std::max(w, with_fraction(int_digits(o.max / smallest), o.answer_decimals));
+  }
+  return w;
+}
+
 std::string format_problem(const Problem& p, const FormatOptions& f, int answer_decimals) {
   auto pad = [&](const std::string& s, int width, const char* what) {
     if (!f.zero_pad) return s;

@@ -200,13 +200,13 @@ H5::H5File open_run_file(const std::string& path, unsigned flags) {
   return f;
 }
 
-}  // namespace
-
 struct Table {
   std::vector<std::string> columns;  // sorted
   std::map<std::string, H5::DataSet> data;
   hsize_t rows = 0;
 };
+
+}  // namespace
 
 struct RunFile::Impl {
   std::string path;

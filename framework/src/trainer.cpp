@@ -398,7 +398,7 @@ RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
         save_checkpoint(s.out_dir, exp, s, step, data_rng);
       }
     }
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {
     if (rf.is_open()) {
       rf.set_attr("status", "failed");
       rf.set_attr("error", e.what());

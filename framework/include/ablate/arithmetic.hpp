@@ -67,6 +67,11 @@ class Generator {
   Rng rng_;
 };
 
+// Characters of the widest operand and of the widest answer the options can produce (for
+// default widths: the original's operand range (0, 1000] with 2 decimals gives 7 and 10).
+int widest_operand(const GeneratorOptions& o);
+int widest_answer(const GeneratorOptions& o);
+
 // The line of a problem, without newline: "$(" a op b ")=" answer "$". Error if an
 // operand or the answer is wider than its zero-padding width.
 std::string format_problem(const Problem& p, const FormatOptions& f, int answer_decimals);

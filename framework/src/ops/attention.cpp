@@ -94,42 +94,57 @@ inline void clear_invisible(const Attn& a, int64_t b, int64_t jn, int64_t ld, fl
   for (int64_t j = jn; j < ld; ++j) pr[j] = 0.0f;
 }
 
+// The GEMMs below are arranged so that their output rows are long (keys or query rows)
+// rather than HS wide: Eigen vectorises along output rows, and HS is often 8-16. Outputs
+// with HS columns are therefore computed transposed, (HS, n), in scratch.
+
 // One (batch, query head): out rows and lse (T) [and weights (T, Tk)], in blocks of
-// query rows: S = q k^T (GEMM), masked softmax per row, out = P v (GEMM).
+// query rows: S = q k^T (GEMM), masked softmax per row, out^T = v^T P^T (GEMM).
 void forward_head(const Attn& a, int64_t b, int64_t h, float* out, float* lse, float* weights) {
-  const int64_t kh = h / a.group(), C = a.NH * a.HS;
-  float* s = thread_scratch(kSlotAttention, static_cast<size_t>(kBlockQ * padded(a.Tk)));
+  const int64_t kh = h / a.group(), C = a.NH * a.HS, HS = a.HS;
+  const int64_t block = kBlockQ * padded(a.Tk);
+  float* s = thread_scratch(kSlotAttention, static_cast<size_t>(block + HS * kBlockQ));
+  float* ot = s + block;  // (HS, nq)
   for (int64_t i0 = 0; i0 < a.T; i0 += kBlockQ) {
     const int64_t i1 = std::min(a.T, i0 + kBlockQ), nq = i1 - i0;
     const int64_t jm = a.visible(i1 - 1), ld = padded(jm);
     score_block(a, b, h, i0, i1, jm, ld, s);
+    float mx[kBlockQ], sum[kBlockQ];
     for (int64_t i = i0; i < i1; ++i) {
       float* sr = s + (i - i0) * ld;
-      const int64_t jn = a.visible(i);
       AlignedRow row(sr, ld);
-      const float mx = row.maxCoeff();
-      float l = kInf;  // every key padded: probabilities and output 0
-      if (mx == -kInf) {
-        row.setZero();
+      const float m = row.maxCoeff();
+      mx[i - i0] = m;
+      sum[i - i0] = 1.0f;
+      if (m == -kInf) {
+        row.setZero();  // every key padded: probabilities and output 0
       } else {
-        row = (row - mx).exp();
-        clear_invisible(a, b, jn, ld, sr);
-        const float sum = row.sum();
-        row *= 1.0f / sum;
-        l = mx + std::log(sum);
+        row = (row - m).exp();
+        clear_invisible(a, b, a.visible(i), ld, sr);
+        sum[i - i0] = row.sum();
+        row *= 1.0f / sum[i - i0];
       }
-      if (lse) lse[(b * a.NH + h) * a.T + i] = l;
-      if (weights) {
+    }
+    if (lse) {
+      // lse = max + log(sum), +inf for a row without keys (backward skips it)
+      float* l = lse + (b * a.NH + h) * a.T + i0;
+      ArrMap(l, nq) = ArrMap(mx, nq) + ArrMap(sum, nq).log();
+      for (int64_t r = 0; r < nq; ++r) l[r] = mx[r] == -kInf ? kInf : l[r];
+    }
+    if (weights) {
+      for (int64_t i = i0; i < i1; ++i) {
         float* w = weights + ((b * a.NH + h) * a.T + i) * a.Tk;
-        std::memcpy(w, sr, sizeof(float) * static_cast<size_t>(jm));
+        std::memcpy(w, s + (i - i0) * ld, sizeof(float) * static_cast<size_t>(jm));
         for (int64_t j = jm; j < a.Tk; ++j) w[j] = 0.0f;
       }
-      float* o = out + (b * a.T + i) * C + h * a.HS;
-      for (int64_t d = 0; d < a.HS; ++d) o[d] = 0.0f;
     }
-    // out (nq, HS) = P (nq, jm) . v (jm, HS)
-    gemm_acc(false, false, nq, a.HS, jm, 1.0f, s, ld, a.v_at(b, kh), a.kv_rstride,
-             out + (b * a.T + i0) * C + h * a.HS, C);
+    // out^T (HS, nq) = v^T (HS, jm) . P^T (jm, nq)
+    std::memset(ot, 0, sizeof(float) * static_cast<size_t>(HS * nq));
+    gemm_acc(true, true, HS, nq, jm, 1.0f, a.v_at(b, kh), a.kv_rstride, s, ld, ot, nq);
+    for (int64_t i = i0; i < i1; ++i) {
+      float* o = out + (b * a.T + i) * C + h * HS;
+      for (int64_t d = 0; d < HS; ++d) o[d] = ot[d * nq + (i - i0)];
+    }
   }
 }
 
@@ -138,11 +153,14 @@ void forward_head(const Attn& a, int64_t b, int64_t h, float* out, float* lse, f
 // recomputed from the saved log-sum-exp.
 void backward_group(const Attn& a, int64_t b, int64_t kh, const float* out, const float* dout,
                     const float* lse, float* dq, float* dk, float* dv) {
-  const int64_t C = a.NH * a.HS, kvC = a.kv_rstride, block = kBlockQ * padded(a.Tk);
-  float* p = thread_scratch(kSlotAttention, static_cast<size_t>(2 * block));
-  float* ds = p + block;
-  float* dk_b = dk ? dk + b * a.kv_bstride + kh * a.HS : nullptr;
-  float* dv_b = dv ? dv + b * a.kv_bstride + kh * a.HS : nullptr;
+  const int64_t C = a.NH * a.HS, HS = a.HS, kvC = a.kv_rstride;
+  const int64_t Tkp = padded(a.Tk), block = kBlockQ * Tkp;
+  float* p = thread_scratch(kSlotAttention, static_cast<size_t>(2 * block + 2 * HS * Tkp + HS * kBlockQ));
+  float* ds = p + block;       // (nq, ld)
+  float* dkt = ds + block;     // (HS, Tkp): dk^T of this kv head, summed over the group
+  float* dvt = dkt + HS * Tkp; // (HS, Tkp)
+  float* dqt = dvt + HS * Tkp; // (HS, nq)
+  std::memset(dkt, 0, sizeof(float) * static_cast<size_t>(2 * HS * Tkp));
   for (int64_t h = kh * a.group(); h < (kh + 1) * a.group(); ++h) {
     for (int64_t i0 = 0; i0 < a.T; i0 += kBlockQ) {
       const int64_t i1 = std::min(a.T, i0 + kBlockQ), nq = i1 - i0;
@@ -159,29 +177,39 @@ void backward_group(const Attn& a, int64_t b, int64_t kh, const float* out, cons
           clear_invisible(a, b, a.visible(i), ld, pr);
         }
       }
-      const float* do_blk = dout + (b * a.T + i0) * C + h * a.HS;  // (nq, HS), ld C
+      const float* do_blk = dout + (b * a.T + i0) * C + h * HS;  // (nq, HS), ld C
       // dP (nq, jm) = dO (nq, HS) . v^T (HS, jm)
       std::memset(ds, 0, sizeof(float) * static_cast<size_t>(nq * ld));
-      gemm_acc(false, true, nq, jm, a.HS, 1.0f, do_blk, C, a.v_at(b, kh), kvC, ds, ld);
+      gemm_acc(false, true, nq, jm, HS, 1.0f, do_blk, C, a.v_at(b, kh), kvC, ds, ld);
       // dS = P * (dP - D_i), D_i = dO_i . O_i (= sum_j P_ij dP_ij)
       for (int64_t i = i0; i < i1; ++i) {
-        const float* o = out + (b * a.T + i) * C + h * a.HS;
+        const float* o = out + (b * a.T + i) * C + h * HS;
         const float* g = do_blk + (i - i0) * C;
         float di = 0.0f;
-        for (int64_t d = 0; d < a.HS; ++d) di += g[d] * o[d];
+        for (int64_t d = 0; d < HS; ++d) di += g[d] * o[d];
         AlignedRow dsr(ds + (i - i0) * ld, ld);
         dsr = AlignedRow(p + (i - i0) * ld, ld) * (dsr - di);
       }
-      // dq (nq, HS) += scale dS (nq, jm) . k (jm, HS)
-      if (dq)
-        gemm_acc(false, false, nq, a.HS, jm, a.scale, ds, ld, a.k_at(b, kh), kvC,
-                 dq + (b * a.T + i0) * C + h * a.HS, C);
-      // dk (jm, HS) += scale dS^T (jm, nq) . q (nq, HS)
-      if (dk_b)
-        gemm_acc(true, false, jm, a.HS, nq, a.scale, ds, ld, a.q_at(b, h, i0), C, dk_b, kvC);
-      // dv (jm, HS) += P^T (jm, nq) . dO (nq, HS)
-      if (dv_b) gemm_acc(true, false, jm, a.HS, nq, 1.0f, p, ld, do_blk, C, dv_b, kvC);
+      if (dq) {
+        // dq^T (HS, nq) = scale k^T (HS, jm) . dS^T (jm, nq)
+        std::memset(dqt, 0, sizeof(float) * static_cast<size_t>(HS * nq));
+        gemm_acc(true, true, HS, nq, jm, a.scale, a.k_at(b, kh), kvC, ds, ld, dqt, nq);
+        for (int64_t i = i0; i < i1; ++i) {
+          float* r = dq + (b * a.T + i) * C + h * HS;
+          for (int64_t d = 0; d < HS; ++d) r[d] += dqt[d * nq + (i - i0)];
+        }
+      }
+      // dk^T (HS, jm) += scale q^T (HS, nq) . dS (nq, jm); dv^T += dO^T (HS, nq) . P (nq, jm)
+      if (dk) gemm_acc(true, false, HS, jm, nq, a.scale, a.q_at(b, h, i0), C, ds, ld, dkt, Tkp);
+      if (dv) gemm_acc(true, false, HS, jm, nq, 1.0f, do_blk, C, p, ld, dvt, Tkp);
     }
+  }
+  for (int64_t j = 0; j < a.Tk; ++j) {
+    const int64_t r = b * a.kv_bstride + j * kvC + kh * HS;
+    if (dk)
+      for (int64_t d = 0; d < HS; ++d) dk[r + d] += dkt[d * Tkp + j];
+    if (dv)
+      for (int64_t d = 0; d < HS; ++d) dv[r + d] += dvt[d * Tkp + j];
   }
 }
 

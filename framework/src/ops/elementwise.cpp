@@ -218,6 +218,27 @@ uint64_t dropout_seed(const Graph& g) {
   return g.seed ^ (0x9E3779B97F4A7C15ull * (g.step + 1)) ^ 0xD1B54A32D192ED03ull;
 }
 
+// y = keep ? s x : 0 over [i0, i1), recording keep if asked. Plain locals and restrict
+// pointers so that the hash vectorises (no aliasing through the mask bytes).
+void dropout_span(const float* __restrict x, float* __restrict y, uint8_t* __restrict keep,
+                  int64_t i0, int64_t i1, uint64_t seed, uint64_t node_id, float p, float s) {
+  if (keep) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const bool k = hash_uniform_inline(seed, node_id, static_cast<uint64_t>(i)) >= p;
+      keep[i] = k ? 1 : 0;
+      y[i] = k ? s * x[i] : 0.0f;
+    }
+  } else {
+    for (int64_t i = i0; i < i1; ++i)
+      y[i] = hash_uniform_inline(seed, node_id, static_cast<uint64_t>(i)) >= p ? s * x[i] : 0.0f;
+  }
+}
+
+void dropout_grad_span(const float* __restrict dy, const uint8_t* __restrict keep,
+                       float* __restrict dx, int64_t i0, int64_t i1, float s) {
+  for (int64_t i = i0; i < i1; ++i) dx[i] += keep[i] ? s * dy[i] : 0.0f;
+}
+
 // node: in = {x}; f[0] = 1/(1-p); p[0] = keep mask (uint8, N*C).
 void dropout_backward(Graph& g, int id) {
   Node& n = g.node(id);
@@ -227,7 +248,7 @@ void dropout_backward(Graph& g, int id) {
   const float s = n.f[0];
   float* dx = g.grad(n.in[0]).data;
   parallel_chunks(n.grad.numel(), chunk_for(1, 1), [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) dx[i] += keep[i] ? s * dy[i] : 0.0f;
+    dropout_grad_span(dy, keep, dx, i0, i1, s);
   });
 }
 }  // namespace
@@ -274,11 +295,7 @@ Var dropout(Graph& g, Var x, float p) {
   n.p[0] = keep;
   float* y = n.value.data;
   parallel_chunks(X.numel(), chunk_for(1, 8), [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const bool k = hash_uniform(seed, node_id, static_cast<uint64_t>(i)) >= p;
-      if (keep) keep[i] = k ? 1 : 0;
-      y[i] = k ? s * X.data[i] : 0.0f;
-    }
+    dropout_span(X.data, y, keep, i0, i1, seed, node_id, p, s);
   });
   return out;
 }

@@ -107,10 +107,13 @@ void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
         for (int64_t j = c0; j < c1; ++j) cr[j] = 0.0f;
     }
   };
-  // About 2 MFLOP per task: big enough to amortise packing the shared operand (its
-  // cost relative to the product is 1/block), small enough to balance two cores.
-  constexpr int64_t kMacsPerTask = int64_t{1} << 20;
+  // About 4 MFLOP per task, and at least 64 rows or columns: each task packs the shared
+  // operand again, which costs about 1/block of its product (measured: blocks of 16
+  // lost 30% to packing at 2048x96x384). Few enough tasks for TBB's overhead, enough to
+  // balance two cores.
+  constexpr int64_t kMacsPerTask = int64_t{1} << 21;
   constexpr int64_t kAlign = 16;
+  constexpr int64_t kMinBlock = 64;
   if (m * n * std::max<int64_t>(k, 1) <= 2 * kMacsPerTask) {
     set_block(0, m, 0, n);
     gemm_acc(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc);
@@ -118,7 +121,7 @@ void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   }
   if (m >= n) {
     const int64_t block =
-        std::max(kAlign, round_up(ceil_div(kMacsPerTask, n * std::max<int64_t>(k, 1)), kAlign));
+        std::max(kMinBlock, round_up(ceil_div(kMacsPerTask, n * std::max<int64_t>(k, 1)), kAlign));
     parallel_chunks(m, block, [&](int64_t r0, int64_t r1) {
       set_block(r0, r1, 0, n);
       const float* a0 = trans_a ? a + r0 : a + r0 * lda;
@@ -126,7 +129,7 @@ void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
     });
   } else {
     const int64_t block =
-        std::max(kAlign, round_up(ceil_div(kMacsPerTask, m * std::max<int64_t>(k, 1)), kAlign));
+        std::max(kMinBlock, round_up(ceil_div(kMacsPerTask, m * std::max<int64_t>(k, 1)), kAlign));
     parallel_chunks(n, block, [&](int64_t c0, int64_t c1) {
       set_block(0, m, c0, c1);
       const float* b0 = trans_b ? b + c0 * ldb : b + c0;
@@ -159,6 +162,30 @@ void add_column_sums(const float* src, int64_t rows, int64_t cols, int64_t ld, f
       for (int64_t j = 0; j < w; ++j) dst[c0b + j] = acc[j];
     }
   });
+}
+
+double sum_fixed(Graph& g, const float* x, int64_t n) {
+  constexpr int64_t kChunk = int64_t{1} << 14;
+  constexpr int kLanes = 8;
+  const int64_t nchunks = ceil_div(n, kChunk);
+  if (nchunks == 0) return 0.0;
+  double* partial = g.alloc_as<double>(static_cast<size_t>(nchunks));
+  parallel_chunks(nchunks, nchunks > 4 ? 1 : nchunks, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t i0 = c * kChunk, i1 = std::min(n, i0 + kChunk);
+      double acc[kLanes] = {};  // independent lanes: vectorises without reassociation
+      int64_t i = i0;
+      for (; i + kLanes <= i1; i += kLanes)
+        for (int l = 0; l < kLanes; ++l) acc[l] += static_cast<double>(x[i + l]);
+      for (; i < i1; ++i) acc[0] += static_cast<double>(x[i]);
+      double s = 0.0;
+      for (int l = 0; l < kLanes; ++l) s += acc[l];
+      partial[c] = s;
+    }
+  });
+  double total = 0.0;
+  for (int64_t c = 0; c < nchunks; ++c) total += partial[c];
+  return total;
 }
 
 }  // namespace ablate::kernels

@@ -66,6 +66,20 @@ inline int64_t chunk_for(int64_t n, int64_t cost) {
 enum ScratchSlot { kSlotGemm = 0, kSlotAttention = 1, kSlotMisc = 2, kNumSlots = 3 };
 float* thread_scratch(ScratchSlot slot, size_t n_floats);
 
+// hash_uniform (tensor.cpp) inlined, so that mask loops vectorise; the two must agree
+// bitwise (tests/test_ops.cpp checks it).
+inline float hash_uniform_inline(uint64_t seed, uint64_t a, uint64_t b) {
+  uint64_t z = (seed ^ (a * 0xD6E8FEB86659FD93ull) ^ (b * 0x9E3779B97F4A7C15ull)) + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
+}
+
+// Sum of x[0..n) in double over fixed chunks (partials from the graph's arena), added
+// in chunk order: the same bits for any thread count.
+double sum_fixed(Graph& g, const float* x, int64_t n);
+
 // C (m,n) += alpha * op(A) (m,k) * op(B) (k,n), all row-major with leading dimensions
 // (op(A) = A^T when trans_a, where A is stored (k,m)). Single-threaded Eigen GEBP with
 // packing buffers from thread_scratch (no heap allocation).

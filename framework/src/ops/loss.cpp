@@ -27,10 +27,19 @@ void cross_entropy_backward(Graph& g, int id) {
   const float d = n.grad.data[0] * n.f[0];
   const int64_t V = L.cols;
   parallel_chunks(L.rows, chunk_for(1, 8 * V), [&](int64_t r0, int64_t r1) {
+    // softmax = exp(logits - lse), exponentiated over the whole chunk at once
+    float* e = thread_scratch(kSlotMisc, static_cast<size_t>((r1 - r0) * V));
+    for (int64_t r = r0; r < r1; ++r) {
+      RowMut er(e + (r - r0) * V, V);
+      if (targets[r] == ignore) er.setZero();
+      else er = Row(L.row(r), V) - lse[r];
+    }
+    ArrMap chunk(e, (r1 - r0) * V);
+    chunk = chunk.exp();
     for (int64_t r = r0; r < r1; ++r) {
       if (targets[r] == ignore) continue;
       // d loss / d logits = (softmax - onehot) / count
-      RowMut(dL.row(r), V) += d * (Row(L.row(r), V) - lse[r]).exp();
+      RowMut(dL.row(r), V) += d * Row(e + (r - r0) * V, V);
       dL.row(r)[targets[r]] -= d;
     }
   });
@@ -69,21 +78,32 @@ Var cross_entropy(Graph& g, Var logits, const int32_t* targets, int64_t n, int32
   nd.i[0] = ignore;
   nd.f[0] = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;
   parallel_chunks(N, chunk_for(1, 8 * V), [&](int64_t r0, int64_t r1) {
+    // e = exp(logits - row max), exponentiated over the whole chunk at once; row_loss
+    // holds the row max meanwhile.
+    float* e = thread_scratch(kSlotMisc, static_cast<size_t>((r1 - r0) * V));
+    for (int64_t r = r0; r < r1; ++r) {
+      RowMut er(e + (r - r0) * V, V);
+      if (targets[r] == ignore) {
+        er.setZero();
+        continue;
+      }
+      const Row x(L.row(r), V);
+      row_loss[r] = x.maxCoeff();
+      er = x - row_loss[r];
+    }
+    ArrMap chunk(e, (r1 - r0) * V);
+    chunk = chunk.exp();
     for (int64_t r = r0; r < r1; ++r) {
       if (targets[r] == ignore) {
         row_loss[r] = 0.0f;
         continue;
       }
-      const Row x(L.row(r), V);
-      const float mx = x.maxCoeff();
-      const float l = mx + std::log((x - mx).exp().sum());
+      const float l = row_loss[r] + std::log(Row(e + (r - r0) * V, V).sum());
       if (lse) lse[r] = l;
-      row_loss[r] = l - x(targets[r]);
+      row_loss[r] = l - L.row(r)[targets[r]];
     }
   });
-  // Rows in order, in double: the same sum for any thread count.
-  double total = 0.0;
-  for (int64_t r = 0; r < N; ++r) total += row_loss[r];
+  const double total = sum_fixed(g, row_loss, N);  // the same bits for any thread count
   nd.value.data[0] = count > 0 ? static_cast<float>(total / static_cast<double>(count)) : 0.0f;
   return out;
 }

@@ -181,9 +181,15 @@ Var softmax(Graph& g, Var x) {
   parallel_chunks(X.rows, chunk_for(1, 8 * C), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const Row xr(X.row(r), C);
+      RowMut(Y.row(r), C) = xr - xr.maxCoeff();
+    }
+    // One exp over the whole contiguous chunk: short rows would otherwise spend most of
+    // their time in Eigen's scalar head and tail.
+    ArrMap chunk(Y.row(r0), (r1 - r0) * C);
+    chunk = chunk.exp();
+    for (int64_t r = r0; r < r1; ++r) {
       RowMut yr(Y.row(r), C);
-      yr = (xr - xr.maxCoeff()).exp();
-      yr /= yr.sum();
+      yr *= 1.0f / yr.sum();
     }
   });
   return out;

@@ -48,8 +48,10 @@ void sum_backward(Graph& g, int id) {
   Node& n = g.node(id);
   if (!g.requires_grad(n.in[0])) return;
   const float d = n.grad.data[0];
-  Tensor dx = g.grad(n.in[0]);
-  for (int64_t i = 0; i < dx.numel(); ++i) dx.data[i] += d;
+  float* dx = g.grad(n.in[0]).data;
+  parallel_chunks(g.node(n.in[0]).value.numel(), chunk_for(1, 1), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) dx[i] += d;
+  });
 }
 }  // namespace
 
@@ -101,10 +103,7 @@ Var sum(Graph& g, Var x) {
   check_var("sum", "x", g, x);
   const Tensor X = g.value(x);
   Var out = g.make(1, 1, &sum_backward, {x});
-  // Serial, in double: exact enough for tests and losses, and thread-independent.
-  double s = 0.0;
-  for (int64_t i = 0; i < X.numel(); ++i) s += X.data[i];
-  g.value(out).data[0] = static_cast<float>(s);
+  g.value(out).data[0] = static_cast<float>(sum_fixed(g, X.data, X.numel()));
   return out;
 }
 

@@ -1,0 +1,88 @@
+// The shared body of the multi-head self-attention variants, so that a variant file only
+// names its mask. Multi-head attention (Vaswani et al. 2017) with GPT-2's fused projection,
+// grouped-query heads (Ainslie et al. 2023; n_kv_heads = 1 is multi-query, Shazeer 2019):
+// x (B*T, C) -> [q k v] = x Wqkv, Wqkv (C, C + 2*NKV*HS) -> q (B*T, NH*HS), k v (B*T, NKV*HS)
+// -> fused attention (causal or bidirectional mask, key padding mask) -> y Wo (C, C).
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "ablate/attention.hpp"
+#include "ablate/ops.hpp"
+#include "ablate/plugin.hpp"
+
+namespace ablate {
+
+class MultiHeadAttention : public Attention {
+ public:
+  MultiHeadAttention(const Options& o, const BuildContext& c, bool causal) : causal_(causal) {
+    // GPT-1 (the Julia seed) has bias-free q, k, v but a biased output projection.
+    bool qkv_bias = o.get<bool>("qkv_bias", c.dims.bias, "bias on the fused q, k, v projection (default: model.bias)");
+    bool out_bias = o.get<bool>("out_bias", c.dims.bias, "bias on the output projection (default: model.bias)");
+    C_ = c.dims.d_model;
+    NH_ = c.dims.n_heads;
+    if (C_ <= 0 || NH_ <= 0)
+      o.fail("", "d_model and n_heads must be positive, got d_model = " + std::to_string(C_) +
+                     ", n_heads = " + std::to_string(NH_));
+    if (C_ % NH_ != 0)
+      o.fail("", "n_heads = " + std::to_string(NH_) + " does not divide d_model = " + std::to_string(C_) +
+                     "; choose n_heads among the divisors of d_model");
+    NKV_ = o.get_in<int64_t>("n_kv_heads", 0, 0, 4096,
+                             "key/value heads shared by groups of query heads; 0 = n_heads (plain multi-head), 1 = multi-query");
+    if (NKV_ == 0) NKV_ = NH_;
+    if (NH_ % NKV_ != 0)
+      o.fail("n_kv_heads", std::to_string(NKV_) + " does not divide n_heads = " + std::to_string(NH_) +
+                               "; choose a divisor of n_heads (1 = multi-query, n_heads = multi-head)");
+    HS_ = C_ / NH_;
+    const int64_t kv = NKV_ * HS_;
+    // GPT-2 scales the residual projection's init by 1/sqrt(2 * n_layers).
+    float out_std = 0.02f / std::sqrt(2.0f * static_cast<float>(std::max<int64_t>(1, c.dims.n_layers)));
+    ParamScope ps = c.params;
+    wqkv_ = &ps.add("qkv.weight", C_, C_ + 2 * kv, Init::kNormal, 0.02f);
+    if (qkv_bias) bqkv_ = &ps.add("qkv.bias", 1, C_ + 2 * kv, Init::kZeros, 0.0f, false);
+    wo_ = &ps.add("proj.weight", C_, C_, Init::kNormal, out_std);
+    if (out_bias) bo_ = &ps.add("proj.bias", 1, C_, Init::kZeros, 0.0f, false);
+  }
+
+  Var forward(Graph& g, Var x, const AttentionInput& in) override {
+    const int64_t kv = NKV_ * HS_;
+    Var qkv = linear(g, x, g.param(*wqkv_), bqkv_ ? g.param(*bqkv_) : Var{});  // (B*T, C + 2*NKV*HS)
+    Var q = slice_cols(g, qkv, 0, C_);                                           // (B*T, NH*HS)
+    Var k = slice_cols(g, qkv, C_, kv);                                          // (B*T, NKV*HS)
+    Var v = slice_cols(g, qkv, C_ + kv, kv);
+    if (in.positional) in.positional->rotate(g, q, k, in.pos, NH_, NKV_, HS_);
+    AttentionSpec spec;
+    spec.batch = in.pos.batch;
+    spec.time = in.pos.time;
+    spec.n_heads = NH_;
+    spec.n_kv_heads = NKV_;
+    spec.head_size = HS_;
+    spec.causal = causal_;
+    spec.slopes = in.positional ? in.positional->attention_slopes() : nullptr;
+    // The op's linear bias -m (i - j) is one-sided: right for causal masks, wrong for keys
+    // after the query. Refuse rather than silently reward looking far ahead.
+    if (spec.slopes && !causal_)
+      throw Error("bidirectional attention cannot use attention-logit slopes (ALiBi): the bias -m*(i-j) is defined "
+                  "for causal attention only; choose another positional encoding (e.g. rope or sinusoidal)");
+    spec.key_mask = in.key_mask;
+    spec.weights_out = in.weights_out;
+    spec.cache = in.cache;
+    Var y = attention(g, q, k, v, spec);                                         // (B*T, C)
+    return linear(g, y, g.param(*wo_), bo_ ? g.param(*bo_) : Var{});
+  }
+
+  int64_t kv_width() const override { return NKV_ * HS_; }
+  int64_t n_heads() const override { return NH_; }
+  int64_t n_kv_heads() const { return NKV_; }
+
+ private:
+  bool causal_;
+  int64_t C_ = 0, NH_ = 0, NKV_ = 0, HS_ = 0;
+  Parameter* wqkv_ = nullptr;
+  Parameter* bqkv_ = nullptr;
+  Parameter* wo_ = nullptr;
+  Parameter* bo_ = nullptr;
+};
+
+}  // namespace ablate

@@ -1,0 +1,60 @@
+// Self-contained SVG charts for HTML reports (sweep reports, run inspection): line plots
+// with optional bands (mean line, min-max or +-std band), axes with "nice" ticks, a
+// legend and labels; heat maps with a colour bar. Output is a standalone <svg> element:
+// no script, no external fonts or styles.
+#pragma once
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace ablate::svg {
+
+// One line of a plot. NaN values in y break the line; lo/hi (same length as x, or empty)
+// draw a translucent band around it.
+struct Series {
+  std::string label;
+  std::vector<double> x, y;
+  std::vector<double> lo, hi;
+  std::string color;  // "" = palette(index in the plot)
+  bool dashed = false;
+};
+
+struct Axis {
+  std::string label;
+  bool log = false;                                       // log10 scale (values <= 0 are dropped)
+  double min = std::numeric_limits<double>::quiet_NaN();  // NaN = from the data
+  double max = std::numeric_limits<double>::quiet_NaN();
+};
+
+struct LinePlot {
+  std::string id;     // unique within the page (clip-path ids); "" = generated
+  std::string title;
+  Axis x, y;
+  std::vector<Series> series;
+  int width = 640, height = 380;
+  bool legend = true;
+};
+std::string line_plot(const LinePlot& plot);
+
+// A matrix of values as coloured cells (viridis), values printed in the cells.
+struct HeatMap {
+  std::string id, title, x_label, y_label;
+  std::vector<std::string> row_labels, col_labels;
+  std::vector<std::vector<double>> values;  // [row][col]; NaN = no value (grey cell)
+  bool low_is_bright = false;               // e.g. losses: the best (lowest) cell brightest
+  int cell_width = 96, cell_height = 44;
+  int digits = 4;                           // significant digits of the printed values
+};
+std::string heat_map(const HeatMap& map);
+
+// Helpers, exposed for tests and for other pages.
+std::string escape(const std::string& text);  // XML/HTML text and attribute escaping
+const char* palette(size_t i);                // Tableau-10 colours, cycling
+// About `target` round tick values (1, 2, 2.5 or 5 x 10^k steps) covering [lo, hi].
+std::vector<double> nice_ticks(double lo, double hi, int target = 6);
+std::string format_number(double v, int digits = 4);  // shortest of fixed/exponent, no trailing zeros
+// Viridis colour for t in [0, 1] as "#rrggbb".
+std::string viridis(double t);
+
+}  // namespace ablate::svg

@@ -1,0 +1,130 @@
+// Sweeps: one YAML file -> an explicit list of points (variant x grid x zip x seed), each
+// an experiment (a base plus overrides) with its own run directory. The mapping
+//   point index -> (variant, grid values, zip values, seed) -> overrides -> id -> run dir
+// is a pure function of the sweep file, so that point i can run anywhere as
+// `ablate sweep FILE --point i` (a local job, a Slurm array task). Format: docs/SWEEPS.md.
+#pragma once
+#include <cstdint>
+#include <iosfwd>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ablate/experiment.hpp"
+#include "ablate/trainer.hpp"
+
+namespace ablate {
+
+// One key.path=value the sweep sets, with where the sweep file writes it.
+struct SweepOverride {
+  std::string key, value;  // "model.ffn", "{type: swiglu, match_params: true}"
+  std::string where;       // "sweep.yaml:12:7" (empty when read back from a manifest)
+  std::string text() const { return key + "=" + value; }
+};
+
+struct SweepPoint {
+  int64_t index = 0;
+  std::string id;       // "swiglu-seed0", "relu-d_model=64-seed1": unique, filesystem-safe
+  std::string variant;  // "" when the sweep has no variants
+  std::vector<std::pair<std::string, std::string>> values;  // grid then zip key -> value, spec order
+  int64_t seed_index = 0;
+  int64_t seed = 0;
+  std::vector<SweepOverride> overrides;  // applied in order: overrides:, variant, grid, zip, seed
+  std::string run_dir;                   // <sweep dir>/runs/<id>
+  std::vector<std::string> override_texts() const;
+  // The value this point gives key (last override of exactly that key), "" if none.
+  std::string value_of(const std::string& key) const;
+};
+
+struct Sweep {
+  std::string file;      // the sweep file as given (from a manifest: as recorded there)
+  std::string name;
+  std::string dir;       // where results live: manifest.yaml, runs/<id>/, logs/, sweep.log
+  std::string base;      // the base experiment file, or "(inline)"
+  std::vector<std::string> variants;  // in file order
+  std::string baseline;  // a variant, "" without variants
+  std::vector<std::string> grid_keys, zip_keys;
+  std::vector<int64_t> seeds;
+  std::vector<SweepPoint> points;
+
+  // The experiment of a point (base + overrides). Errors in it name the base file for
+  // base values and the sweep file (via located_error) for values the sweep sets.
+  Experiment experiment(const SweepPoint& p) const;
+  // Swept key paths besides the seed (grid, zip, and every key a variant sets).
+  std::vector<std::string> swept_keys() const;
+
+  // Set by load_sweep/parse_sweep: the base as YAML text with its file name and directory.
+  std::string base_text, base_label, base_dir;
+};
+
+// Reads a sweep file; dir_override (the CLI's --dir) replaces `dir:`. Every spec error
+// is a ConfigError "file:line:col: key: what; allowed ...; did you mean ...".
+Sweep load_sweep(const std::string& path, const std::string& dir_override = "");
+Sweep parse_sweep(const std::string& text, const std::string& file, const std::string& file_dir,
+                  const std::string& dir_override = "");
+
+// "point 3 (swiglu-seed1): <message>", with "command-line override 'k=v'" locations in
+// the message replaced by where the sweep file sets k.
+std::string located_error(const SweepPoint& p, const std::string& message);
+
+// The manifest (<dir>/manifest.yaml): every point with its id, variant, values, seed,
+// overrides and run directory. Identical for identical sweep files, written atomically,
+// so that concurrent array tasks may all write it.
+std::string manifest_text(const Sweep& s);
+void write_manifest(const Sweep& s);
+// Reads <sweep_dir>/manifest.yaml; points' run_dir are resolved against sweep_dir.
+Sweep read_manifest(const std::string& sweep_dir);
+
+// What a run directory holds.
+struct RunState {
+  std::string status;  // missing (no run file), running (or died while running), done, failed, unreadable
+  std::string error;   // failed: the run's error; unreadable: why
+  std::string config;  // the run's config attribute ("" if none)
+  bool checkpoint = false;
+};
+RunState run_state(const std::string& run_dir);
+
+// Config keys that differ between a run's recorded config and an experiment (as built,
+// defaults filled in): "model.d_model: 64 -> 96", "train.foo (added)".
+std::vector<std::string> config_changes(const std::string& recorded_yaml, const Experiment& exp);
+
+// Validation before anything runs: builds every point's experiment (data, tokenizer,
+// model, plugins) and looks at its run directory. Throws one ConfigError naming every
+// invalid point (identical messages grouped), or an Error naming finished runs whose
+// config differs from the sweep's.
+struct PointCheck {
+  ExperimentInfo info;
+  std::string config;  // the point's config as built (what its run file will record)
+  RunState state;
+  std::vector<std::string> changes;  // vs the config recorded in the run directory
+};
+std::vector<PointCheck> validate_sweep(const Sweep& s);
+
+// Runs one point in this process (what `ablate sweep FILE --point I` does). A finished
+// run with the same config is skipped (returns false); an unfinished one resumes from
+// its checkpoint; one left by a different config starts afresh.
+bool run_point(const Sweep& s, const SweepPoint& p, RunOptions ro);
+
+// Runs the points that are not done as child processes (`binary sweep FILE --point I
+// --dir D --threads T --quiet`), at most `jobs` at once, with a progress display on
+// stderr. A point whose child fails is recorded as failed in its run file (also when
+// the child died before it could write one) and the others continue. Events go to
+// <dir>/sweep.log, each child's output to <dir>/logs/<id>.log.
+struct SweepRunOptions {
+  int64_t jobs = 1;
+  int64_t threads = 0;                  // per job; 0 = max(1, cores / jobs)
+  std::string binary;                   // the ablate executable
+  std::vector<std::string> extra_args;  // passed to every child (e.g. --plugin-dir D)
+  double progress_every = 0;            // seconds; 0 = 2 on a terminal, 15 otherwise
+  bool quiet = false;                   // events and summary only
+};
+struct SweepRunResult {
+  std::vector<int64_t> done, skipped, failed;  // point indices
+  std::map<int64_t, std::string> errors;       // failed point -> error
+  bool interrupted = false;                    // SIGINT/SIGTERM: children stopped
+  double seconds = 0;
+};
+SweepRunResult run_sweep(const Sweep& s, const std::vector<PointCheck>& checks, const SweepRunOptions& o);
+
+}  // namespace ablate

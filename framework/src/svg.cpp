@@ -1,0 +1,391 @@
+// SVG line plots and heat maps (see svg.hpp). Coordinates are written with one decimal,
+// which is below a pixel at any zoom a report is read at.
+#include "ablate/svg.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <sstream>
+
+namespace ablate::svg {
+namespace {
+
+std::string gen_id(const std::string& id, const char* prefix) {
+  static std::atomic<int> counter{0};
+  return id.empty() ? std::string(prefix) + std::to_string(++counter) : id;
+}
+
+std::string px(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f", v);
+  return b;
+}
+
+std::string strip_zeros(std::string s) {
+  auto e = s.find_first_of("eE");
+  std::string mant = e == std::string::npos ? s : s.substr(0, e), exp = e == std::string::npos ? "" : s.substr(e);
+  if (mant.find('.') != std::string::npos) {
+    while (!mant.empty() && mant.back() == '0') mant.pop_back();
+    if (!mant.empty() && mant.back() == '.') mant.pop_back();
+  }
+  if (!exp.empty()) {  // "e-05" -> "e-5", "e+04" -> "e4"
+    std::string sign = (exp.size() > 1 && exp[1] == '-') ? "-" : "";
+    size_t i = (exp.size() > 1 && (exp[1] == '-' || exp[1] == '+')) ? 2 : 1;
+    while (i + 1 < exp.size() && exp[i] == '0') ++i;
+    exp = "e" + sign + exp.substr(i);
+  }
+  return mant + exp;
+}
+
+// Tick labels: as many decimals as the tick step needs, so 1.750/1.775 stay distinct.
+std::string tick_label(double v, double step) {
+  if (std::fabs(v) < step * 1e-9) v = 0;
+  const double mag = std::max(std::fabs(v), step);
+  if (mag >= 1e6 || step < 1e-4) return format_number(v, 3);
+  int dec = std::max(0, static_cast<int>(std::ceil(-std::log10(step) - 1e-9)));
+  if (std::fabs(step * std::pow(10.0, dec) - std::round(step * std::pow(10.0, dec))) > 1e-6) ++dec;  // 2.5 steps
+  char b[48];
+  std::snprintf(b, sizeof b, "%.*f", dec, v);
+  return strip_zeros(b);
+}
+
+struct Range {
+  double lo = std::numeric_limits<double>::infinity(), hi = -std::numeric_limits<double>::infinity();
+  void add(double v) {
+    if (!std::isfinite(v)) return;
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  bool empty() const { return !(lo <= hi); }
+};
+
+// Maps data values to axis space (log10 when the axis is logarithmic).
+double to_axis(double v, bool log) {
+  if (!log) return v;
+  return v > 0 ? std::log10(v) : std::numeric_limits<double>::quiet_NaN();
+}
+
+struct Scale {
+  double d0, d1, p0, p1;  // axis-space domain -> pixels
+  double operator()(double v) const { return p0 + (v - d0) / (d1 - d0) * (p1 - p0); }
+};
+
+void finish_range(Range& r, const Axis& a, bool pad) {
+  if (std::isfinite(a.min)) r.lo = to_axis(a.min, a.log);
+  if (std::isfinite(a.max)) r.hi = to_axis(a.max, a.log);
+  if (r.empty()) r.lo = 0, r.hi = 1;
+  if (r.hi - r.lo < 1e-12 * std::max(1.0, std::fabs(r.hi))) {
+    double d = r.hi == 0 ? 0.5 : std::fabs(r.hi) * 0.05;
+    r.lo -= d;
+    r.hi += d;
+  } else if (pad) {
+    double d = (r.hi - r.lo) * 0.04;
+    if (!std::isfinite(a.min)) r.lo -= d;
+    if (!std::isfinite(a.max)) r.hi += d;
+  }
+}
+
+// Tick positions (in axis space) and their labels.
+std::vector<std::pair<double, std::string>> axis_ticks(const Range& r, bool log, int target) {
+  std::vector<std::pair<double, std::string>> out;
+  if (log && r.hi - r.lo >= 1.0) {
+    double step = std::max(1.0, std::ceil((r.hi - r.lo) / target));
+    for (double k = std::ceil(r.lo / step) * step; k <= r.hi + 1e-9; k += step)
+      out.emplace_back(k, format_number(std::pow(10.0, k), 3));
+    return out;
+  }
+  if (log) {
+    double lo = std::pow(10.0, r.lo), hi = std::pow(10.0, r.hi);
+    auto t = nice_ticks(lo, hi, target);
+    double step = t.size() > 1 ? t[1] - t[0] : hi - lo;
+    for (double v : t)
+      if (v > 0) out.emplace_back(std::log10(v), tick_label(v, step));
+    return out;
+  }
+  auto t = nice_ticks(r.lo, r.hi, target);
+  double step = t.size() > 1 ? t[1] - t[0] : r.hi - r.lo;
+  for (double v : t) out.emplace_back(v, tick_label(v, step));
+  return out;
+}
+
+// "M x y L x y ..." segments over the finite points.
+std::string polyline(const std::vector<double>& xs, const std::vector<double>& ys, const Scale& sx, const Scale& sy) {
+  std::string d;
+  bool pen = false;
+  for (size_t i = 0; i < xs.size() && i < ys.size(); ++i) {
+    if (!std::isfinite(xs[i]) || !std::isfinite(ys[i])) {
+      pen = false;
+      continue;
+    }
+    d += (pen ? " L" : (d.empty() ? "M" : " M")) + px(sx(xs[i])) + " " + px(sy(ys[i]));
+    pen = true;
+  }
+  return d;
+}
+
+// Closed band polygons between lo and hi, one per run of finite points.
+std::string band(const std::vector<double>& xs, const std::vector<double>& lo, const std::vector<double>& hi,
+                 const Scale& sx, const Scale& sy) {
+  std::string d;
+  size_t n = std::min({xs.size(), lo.size(), hi.size()});
+  size_t i = 0;
+  while (i < n) {
+    while (i < n && !(std::isfinite(xs[i]) && std::isfinite(lo[i]) && std::isfinite(hi[i]))) ++i;
+    size_t j = i;
+    while (j < n && std::isfinite(xs[j]) && std::isfinite(lo[j]) && std::isfinite(hi[j])) ++j;
+    if (j > i) {
+      for (size_t k = i; k < j; ++k) d += (k == i ? (d.empty() ? "M" : " M") : " L") + px(sx(xs[k])) + " " + px(sy(hi[k]));
+      for (size_t k = j; k-- > i;) d += " L" + px(sx(xs[k])) + " " + px(sy(lo[k]));
+      d += " Z";
+    }
+    i = j;
+  }
+  return d;
+}
+
+}  // namespace
+
+std::string escape(const std::string& t) {
+  std::string o;
+  o.reserve(t.size());
+  for (char c : t) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      case '\'': o += "&#39;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+const char* palette(size_t i) {
+  static const char* kColors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+                                  "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+  return kColors[i % 10];
+}
+
+std::vector<double> nice_ticks(double lo, double hi, int target) {
+  std::vector<double> t;
+  if (!std::isfinite(lo) || !std::isfinite(hi) || hi < lo) return t;
+  if (hi == lo) return {lo};
+  const double raw = (hi - lo) / std::max(1, target);
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = 10 * mag;
+  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
+    if (m * mag >= raw * (1 - 1e-9)) {
+      step = m * mag;
+      break;
+    }
+  for (double k = std::ceil(lo / step - 1e-9); k * step <= hi + step * 1e-9; k += 1) t.push_back(k * step);
+  return t;
+}
+
+std::string format_number(double v, int digits) {
+  if (std::isnan(v)) return "n/a";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (v == 0) return "0";
+  char b[48];
+  const double a = std::fabs(v);
+  if (a >= 1e6 || a < 1e-3) {
+    std::snprintf(b, sizeof b, "%.*e", std::max(0, digits - 1), v);
+    return strip_zeros(b);
+  }
+  int dec = std::max(0, digits - 1 - static_cast<int>(std::floor(std::log10(a))));
+  std::snprintf(b, sizeof b, "%.*f", dec, v);
+  return strip_zeros(b);
+}
+
+std::string viridis(double t) {
+  static const double kStops[9][3] = {{68, 1, 84},    {71, 45, 123},  {59, 82, 139},  {44, 114, 142}, {33, 145, 140},
+                                      {39, 173, 129}, {94, 201, 98},  {170, 220, 50}, {253, 231, 37}};
+  if (!std::isfinite(t)) t = 0;
+  t = std::clamp(t, 0.0, 1.0) * 8.0;
+  int i = std::min(7, static_cast<int>(t));
+  double f = t - i;
+  char b[8];
+  int c[3];
+  for (int k = 0; k < 3; ++k) c[k] = static_cast<int>(std::lround(kStops[i][k] * (1 - f) + kStops[i + 1][k] * f));
+  std::snprintf(b, sizeof b, "#%02x%02x%02x", c[0], c[1], c[2]);
+  return b;
+}
+
+std::string line_plot(const LinePlot& p) {
+  const std::string id = gen_id(p.id, "plot");
+  const double W = p.width, H = p.height;
+  size_t longest = 0;
+  for (const auto& s : p.series) longest = std::max(longest, s.label.size());
+  const bool legend = p.legend && !p.series.empty() && longest > 0;
+  const double legend_w = legend ? std::min(240.0, 36.0 + 7.0 * static_cast<double>(longest)) : 0;
+  const double L = 64, R = 16 + legend_w, T = p.title.empty() ? 14 : 36, B = p.x.label.empty() ? 30 : 48;
+  const double pw = std::max(20.0, W - L - R), ph = std::max(20.0, H - T - B);
+
+  Range xr, yr;
+  for (const auto& s : p.series) {
+    for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
+      double x = to_axis(s.x[i], p.x.log), y = to_axis(s.y[i], p.y.log);
+      if (!std::isfinite(x)) continue;
+      bool any = std::isfinite(y);
+      if (any) yr.add(y);
+      if (i < s.lo.size() && i < s.hi.size()) {
+        double lo = to_axis(s.lo[i], p.y.log), hi = to_axis(s.hi[i], p.y.log);
+        if (std::isfinite(lo) && std::isfinite(hi)) yr.add(lo), yr.add(hi), any = true;
+      }
+      if (any) xr.add(x);
+    }
+  }
+  const bool no_data = xr.empty();
+  finish_range(xr, p.x, false);
+  finish_range(yr, p.y, true);
+  Scale sx{xr.lo, xr.hi, L, L + pw}, sy{yr.lo, yr.hi, T + ph, T};
+
+  std::ostringstream o;
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"ablate-plot\" width=\"" << p.width << "\" height=\"" << p.height
+    << "\" viewBox=\"0 0 " << p.width << " " << p.height << "\" font-family=\"sans-serif\" font-size=\"12\" role=\"img\">\n";
+  o << "<title>" << escape(p.title.empty() ? "plot" : p.title) << "</title>\n";
+  o << "<defs><clipPath id=\"" << escape(id) << "-clip\"><rect x=\"" << px(L) << "\" y=\"" << px(T) << "\" width=\"" << px(pw)
+    << "\" height=\"" << px(ph) << "\"/></clipPath></defs>\n";
+  o << "<rect x=\"0\" y=\"0\" width=\"" << p.width << "\" height=\"" << p.height << "\" fill=\"#ffffff\"/>\n";
+  if (!p.title.empty())
+    o << "<text x=\"" << px(L + pw / 2) << "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\" font-weight=\"bold\">"
+      << escape(p.title) << "</text>\n";
+  // Grid and ticks.
+  const int xt = std::max(2, static_cast<int>(pw / 90)), yt = std::max(2, static_cast<int>(ph / 50));
+  o << "<g class=\"grid\" stroke=\"#e6e6e6\" stroke-width=\"1\">\n";
+  auto xticks = axis_ticks(xr, p.x.log, xt), yticks = axis_ticks(yr, p.y.log, yt);
+  for (const auto& [v, label] : xticks)
+    o << "<line x1=\"" << px(sx(v)) << "\" y1=\"" << px(T) << "\" x2=\"" << px(sx(v)) << "\" y2=\"" << px(T + ph) << "\"/>\n";
+  for (const auto& [v, label] : yticks)
+    o << "<line x1=\"" << px(L) << "\" y1=\"" << px(sy(v)) << "\" x2=\"" << px(L + pw) << "\" y2=\"" << px(sy(v)) << "\"/>\n";
+  o << "</g>\n<g class=\"ticks\" fill=\"#444444\">\n";
+  for (const auto& [v, label] : xticks)
+    o << "<text x=\"" << px(sx(v)) << "\" y=\"" << px(T + ph + 16) << "\" text-anchor=\"middle\">" << escape(label) << "</text>\n";
+  for (const auto& [v, label] : yticks)
+    o << "<text x=\"" << px(L - 6) << "\" y=\"" << px(sy(v) + 4) << "\" text-anchor=\"end\">" << escape(label) << "</text>\n";
+  o << "</g>\n";
+  o << "<rect x=\"" << px(L) << "\" y=\"" << px(T) << "\" width=\"" << px(pw) << "\" height=\"" << px(ph)
+    << "\" fill=\"none\" stroke=\"#888888\"/>\n";
+  if (!p.x.label.empty())
+    o << "<text x=\"" << px(L + pw / 2) << "\" y=\"" << px(H - 10) << "\" text-anchor=\"middle\">" << escape(p.x.label)
+      << (p.x.log ? " (log)" : "") << "</text>\n";
+  if (!p.y.label.empty())
+    o << "<text transform=\"translate(16 " << px(T + ph / 2) << ") rotate(-90)\" text-anchor=\"middle\">" << escape(p.y.label)
+      << (p.y.log ? " (log)" : "") << "</text>\n";
+  if (no_data)
+    o << "<text x=\"" << px(L + pw / 2) << "\" y=\"" << px(T + ph / 2) << "\" text-anchor=\"middle\" fill=\"#888888\">no data</text>\n";
+
+  // Bands under all lines, then the lines.
+  auto axis_values = [](const std::vector<double>& v, bool log) {
+    std::vector<double> r(v.size());
+    for (size_t i = 0; i < v.size(); ++i) r[i] = to_axis(v[i], log);
+    return r;
+  };
+  o << "<g clip-path=\"url(#" << escape(id) << "-clip)\">\n";
+  for (size_t i = 0; i < p.series.size(); ++i) {
+    const Series& s = p.series[i];
+    if (s.lo.empty() || s.hi.empty()) continue;
+    std::string d = band(axis_values(s.x, p.x.log), axis_values(s.lo, p.y.log), axis_values(s.hi, p.y.log), sx, sy);
+    if (!d.empty())
+      o << "<path class=\"band\" d=\"" << d << "\" fill=\"" << (s.color.empty() ? palette(i) : s.color)
+        << "\" fill-opacity=\"0.2\" stroke=\"none\"/>\n";
+  }
+  for (size_t i = 0; i < p.series.size(); ++i) {
+    const Series& s = p.series[i];
+    std::string d = polyline(axis_values(s.x, p.x.log), axis_values(s.y, p.y.log), sx, sy);
+    if (d.empty()) continue;
+    o << "<path class=\"line\" d=\"" << d << "\" fill=\"none\" stroke=\"" << (s.color.empty() ? palette(i) : s.color)
+      << "\" stroke-width=\"1.8\" stroke-linejoin=\"round\"" << (s.dashed ? " stroke-dasharray=\"6 4\"" : "") << "><title>"
+      << escape(s.label) << "</title></path>\n";
+  }
+  o << "</g>\n";
+
+  if (legend) {
+    const double lx = L + pw + 14;
+    o << "<g class=\"legend\">\n";
+    for (size_t i = 0; i < p.series.size(); ++i) {
+      const Series& s = p.series[i];
+      const std::string c = s.color.empty() ? palette(i) : s.color;
+      const double ly = T + 8 + 20.0 * static_cast<double>(i);
+      if (!s.lo.empty())
+        o << "<rect x=\"" << px(lx) << "\" y=\"" << px(ly - 6) << "\" width=\"24\" height=\"12\" fill=\"" << c
+          << "\" fill-opacity=\"0.2\"/>\n";
+      o << "<line x1=\"" << px(lx) << "\" y1=\"" << px(ly) << "\" x2=\"" << px(lx + 24) << "\" y2=\"" << px(ly) << "\" stroke=\"" << c
+        << "\" stroke-width=\"2\"" << (s.dashed ? " stroke-dasharray=\"6 4\"" : "") << "/>\n";
+      o << "<text x=\"" << px(lx + 30) << "\" y=\"" << px(ly + 4) << "\">" << escape(s.label) << "</text>\n";
+    }
+    o << "</g>\n";
+  }
+  o << "</svg>\n";
+  return o.str();
+}
+
+std::string heat_map(const HeatMap& h) {
+  const std::string id = gen_id(h.id, "heat");
+  const size_t rows = h.row_labels.size(), cols = h.col_labels.size();
+  size_t row_chars = 0;
+  for (const auto& r : h.row_labels) row_chars = std::max(row_chars, r.size());
+  const double cw = h.cell_width, ch = h.cell_height;
+  const double L = 20 + (h.y_label.empty() ? 0 : 20) + 7.0 * static_cast<double>(row_chars), T = h.title.empty() ? 12 : 36;
+  const double gw = cw * static_cast<double>(cols), gh = ch * static_cast<double>(rows);
+  const double bar_x = L + gw + 24, W = bar_x + 16 + 70, H = T + gh + 26 + (h.x_label.empty() ? 4 : 22);
+
+  Range r;
+  for (const auto& row : h.values)
+    for (double v : row) r.add(v);
+  auto t_of = [&](double v) {
+    double t = r.hi > r.lo ? (v - r.lo) / (r.hi - r.lo) : 0.5;
+    return h.low_is_bright ? 1.0 - t : t;
+  };
+
+  std::ostringstream o;
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"ablate-heatmap\" width=\"" << px(W) << "\" height=\"" << px(H)
+    << "\" viewBox=\"0 0 " << px(W) << " " << px(H) << "\" font-family=\"sans-serif\" font-size=\"12\" role=\"img\">\n";
+  o << "<title>" << escape(h.title.empty() ? "heat map" : h.title) << "</title>\n";
+  o << "<defs><linearGradient id=\"" << escape(id) << "-bar\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">";
+  for (int k = 0; k <= 10; ++k) {
+    double t = k / 10.0;
+    o << "<stop offset=\"" << t << "\" stop-color=\"" << viridis(h.low_is_bright ? 1.0 - t : t) << "\"/>";
+  }
+  o << "</linearGradient></defs>\n";
+  o << "<rect x=\"0\" y=\"0\" width=\"" << px(W) << "\" height=\"" << px(H) << "\" fill=\"#ffffff\"/>\n";
+  if (!h.title.empty())
+    o << "<text x=\"" << px(L + gw / 2) << "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\" font-weight=\"bold\">"
+      << escape(h.title) << "</text>\n";
+  for (size_t i = 0; i < rows; ++i) {
+    const double y = T + ch * static_cast<double>(i);
+    o << "<text x=\"" << px(L - 6) << "\" y=\"" << px(y + ch / 2 + 4) << "\" text-anchor=\"end\">" << escape(h.row_labels[i])
+      << "</text>\n";
+    for (size_t j = 0; j < cols; ++j) {
+      const double x = L + cw * static_cast<double>(j);
+      double v = (i < h.values.size() && j < h.values[i].size()) ? h.values[i][j] : std::numeric_limits<double>::quiet_NaN();
+      const bool ok = std::isfinite(v);
+      const double t = ok ? t_of(v) : 0;
+      o << "<rect class=\"cell\" x=\"" << px(x) << "\" y=\"" << px(y) << "\" width=\"" << px(cw - 2) << "\" height=\"" << px(ch - 2)
+        << "\" fill=\"" << (ok ? viridis(t) : std::string("#dddddd")) << "\"><title>" << escape(h.row_labels[i]) << ", "
+        << escape(h.col_labels[j]) << ": " << format_number(v, h.digits) << "</title></rect>\n";
+      o << "<text x=\"" << px(x + cw / 2 - 1) << "\" y=\"" << px(y + ch / 2 + 3) << "\" text-anchor=\"middle\" fill=\""
+        << (ok && t < 0.6 ? "#ffffff" : "#111111") << "\">" << escape(ok ? format_number(v, h.digits) : "n/a") << "</text>\n";
+    }
+  }
+  for (size_t j = 0; j < cols; ++j)
+    o << "<text x=\"" << px(L + cw * static_cast<double>(j) + cw / 2 - 1) << "\" y=\"" << px(T + gh + 14)
+      << "\" text-anchor=\"middle\">" << escape(h.col_labels[j]) << "</text>\n";
+  if (!h.x_label.empty())
+    o << "<text x=\"" << px(L + gw / 2) << "\" y=\"" << px(T + gh + 34) << "\" text-anchor=\"middle\" font-weight=\"bold\">"
+      << escape(h.x_label) << "</text>\n";
+  if (!h.y_label.empty())
+    o << "<text transform=\"translate(14 " << px(T + gh / 2) << ") rotate(-90)\" text-anchor=\"middle\" font-weight=\"bold\">"
+      << escape(h.y_label) << "</text>\n";
+  if (!r.empty()) {
+    o << "<rect x=\"" << px(bar_x) << "\" y=\"" << px(T) << "\" width=\"14\" height=\"" << px(gh - 2) << "\" fill=\"url(#" << escape(id)
+      << "-bar)\"/>\n";
+    o << "<text x=\"" << px(bar_x + 18) << "\" y=\"" << px(T + 10) << "\">" << format_number(r.hi, h.digits) << "</text>\n";
+    o << "<text x=\"" << px(bar_x + 18) << "\" y=\"" << px(T + gh - 4) << "\">" << format_number(r.lo, h.digits) << "</text>\n";
+  }
+  o << "</svg>\n";
+  return o.str();
+}
+
+}  // namespace ablate::svg

@@ -1,0 +1,384 @@
+// Runs a sweep's points as child processes of the ablate binary, at most `jobs` at a
+// time, with a progress display fed by each running point's latest train row (read from
+// its run file, which readers open without HDF5's lock). See sweep.hpp.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstring>
+#include <ctime>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <sstream>
+#include <thread>
+
+#include "ablate/runfile.hpp"
+#include "ablate/sweep.hpp"
+
+extern char** environ;
+
+namespace ablate {
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+volatile std::sig_atomic_t g_signal = 0;
+extern "C" void on_stop_signal(int sig) { g_signal = sig; }
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string now_iso() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+std::string hms(double s) {
+  if (!std::isfinite(s) || s < 0) return "--:--";
+  long v = static_cast<long>(s + 0.5);
+  char buf[32];
+  if (v >= 3600) std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", v / 3600, (v / 60) % 60, v % 60);
+  else std::snprintf(buf, sizeof buf, "%02ld:%02ld", v / 60, v % 60);
+  return buf;
+}
+
+// The last lines a child wrote in this attempt (its log from `offset`).
+std::string log_tail(const std::string& path, std::uintmax_t offset, size_t max_lines = 12, size_t max_chars = 2000) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  in.seekg(static_cast<std::streamoff>(offset));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(ss, l);) {
+    if (auto cr = l.rfind('\r'); cr != std::string::npos) l = l.substr(cr + 1);  // progress redraws
+    if (!l.empty()) lines.push_back(l);
+  }
+  std::string out;
+  for (size_t i = lines.size() > max_lines ? lines.size() - max_lines : 0; i < lines.size(); ++i) out += (out.empty() ? "" : "\n") + lines[i];
+  if (out.size() > max_chars) out = "..." + out.substr(out.size() - max_chars);
+  return out;
+}
+
+std::string signal_name(int sig) {
+  switch (sig) {
+    case SIGKILL: return "SIGKILL";
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    default: return "signal " + std::to_string(sig);
+  }
+}
+
+// A child that ended without marking its run (killed, crashed, or failed before its run
+// file existed): record the failure in the run file so that compare and report see it;
+// a text marker when even that cannot be written.
+void mark_failed(const SweepPoint& p, const std::string& name, const std::string& config, const std::string& error) {
+  std::error_code ec;
+  fs::create_directories(p.run_dir, ec);
+  const std::string h5 = run_file_path(p.run_dir);
+  try {
+    bool existed = fs::exists(h5);
+    RunFile rf = existed ? RunFile::open_append(h5) : RunFile::create(h5);
+    if (!existed) {
+      rf.set_attr("name", name);
+      rf.set_attr("config", config);
+    }
+    rf.set_attr("status", "failed");
+    rf.set_attr("error", error);
+    rf.set_attr("finished", now_iso());
+    rf.close();
+  } catch (const std::exception&) {
+    std::ofstream(fs::path(p.run_dir) / "failed.txt") << error << "\n";
+  }
+}
+
+struct Job {
+  const SweepPoint* point = nullptr;
+  pid_t pid = -1;
+  Clock::time_point started;
+  std::string log;
+  std::uintmax_t log_offset = 0;
+  double step = 0, loss = std::numeric_limits<double>::quiet_NaN(), tok_s = 0;
+};
+
+// Progress on stderr: on a terminal a block of lines (a summary plus one line per
+// running point) redrawn in place, events printed above it; otherwise one compact line
+// per interval.
+class Display {
+ public:
+  Display(bool quiet) : tty_(isatty(STDERR_FILENO)), quiet_(quiet) {}
+  bool tty() const { return tty_; }
+  void event(const std::string& line) {
+    clear();
+    std::cerr << line << "\n";
+    draw(block_);
+  }
+  void block(const std::vector<std::string>& lines) {
+    if (quiet_) return;
+    if (!tty_) {
+      if (!lines.empty()) std::cerr << lines.front() << "\n" << std::flush;
+      return;
+    }
+    clear();
+    block_ = lines;
+    draw(block_);
+  }
+  void finish() {
+    clear();
+    block_.clear();
+  }
+
+ private:
+  void clear() {
+    if (tty_ && drawn_ > 0) std::cerr << "\033[" << drawn_ << "A\r\033[J";
+    drawn_ = 0;
+  }
+  void draw(const std::vector<std::string>& lines) {
+    if (!tty_ || quiet_) return;
+    winsize ws{};
+    size_t width = (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 20) ? ws.ws_col - 1 : 119;
+    for (const auto& l : lines) std::cerr << (l.size() > width ? l.substr(0, width) : l) << "\n";
+    drawn_ = static_cast<int>(lines.size());
+    std::cerr << std::flush;
+  }
+  bool tty_, quiet_;
+  int drawn_ = 0;
+  std::vector<std::string> block_;
+};
+
+}  // namespace
+
+SweepRunResult run_sweep(const Sweep& s, const std::vector<PointCheck>& checks, const SweepRunOptions& o) {
+  SweepRunResult result;
+  const auto t0 = Clock::now();
+  const int64_t jobs = std::max<int64_t>(1, o.jobs);
+  const int64_t cores = std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
+  const int64_t threads = o.threads > 0 ? o.threads : std::max<int64_t>(1, cores / jobs);
+  if (o.binary.empty()) throw Error("run_sweep: no ablate binary to run the points with");
+
+  fs::create_directories(fs::path(s.dir) / "logs");
+  write_manifest(s);
+  std::ofstream sweep_log(fs::path(s.dir) / "sweep.log", std::ios::app);
+  Display display(o.quiet);
+  auto event = [&](const std::string& line) {
+    sweep_log << now_iso() << " " << line << "\n" << std::flush;
+    display.event(line);
+  };
+
+  std::deque<const SweepPoint*> queue;
+  for (const auto& p : s.points) {
+    if (checks[static_cast<size_t>(p.index)].state.status == "done") {
+      result.skipped.push_back(p.index);
+      sweep_log << now_iso() << " skip point " << p.index << " (" << p.id << "): done\n";
+    } else {
+      queue.push_back(&p);
+    }
+  }
+  event("sweep " + s.name + ": " + std::to_string(s.points.size()) + " points, " + std::to_string(result.skipped.size()) +
+        " already done, " + std::to_string(queue.size()) + " to run, " + std::to_string(std::min<int64_t>(jobs, static_cast<int64_t>(queue.size()))) +
+        " at a time with " + std::to_string(threads) + " thread" + (threads == 1 ? "" : "s") + " each -> " + s.dir);
+
+  struct sigaction sa {}, old_int{}, old_term{};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  g_signal = 0;
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+
+  std::vector<Job> running;
+  auto launch = [&](const SweepPoint& p) {
+    Job j;
+    j.point = &p;
+    j.log = (fs::path(s.dir) / "logs" / (p.id + ".log")).string();
+    std::vector<std::string> argv = {o.binary, "sweep", s.file, "--point", std::to_string(p.index), "--dir", s.dir,
+                                     "--threads", std::to_string(threads), "--quiet"};
+    argv.insert(argv.end(), o.extra_args.begin(), o.extra_args.end());
+    int fd = ::open(j.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) throw Error(j.log + ": cannot open the point's log (" + std::strerror(errno) + ")");
+    std::string header = "==== " + now_iso() + " " + join(argv, " ") + "\n";
+    [[maybe_unused]] ssize_t written = ::write(fd, header.data(), header.size());
+    j.log_offset = fs::file_size(j.log);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, fd, 1);
+    posix_spawn_file_actions_adddup2(&fa, fd, 2);
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    int rc = posix_spawn(&j.pid, o.binary.c_str(), &fa, nullptr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(fd);
+    if (rc != 0) throw Error("cannot start " + o.binary + " for point " + std::to_string(p.index) + ": " + std::strerror(rc));
+    j.started = Clock::now();
+    const PointCheck& c = checks[static_cast<size_t>(p.index)];
+    const bool resumes = c.state.checkpoint && c.changes.empty() && c.state.status != "unreadable";
+    event("start point " + std::to_string(p.index) + " (" + p.id + ")" + (resumes ? " resuming from its checkpoint" : "") +
+          ", pid " + std::to_string(j.pid));
+    running.push_back(j);
+  };
+
+  auto finish = [&](Job& j, int wstatus, const std::string& interrupted) {
+    const SweepPoint& p = *j.point;
+    const PointCheck& c = checks[static_cast<size_t>(p.index)];
+    RunState st = run_state(p.run_dir);
+    const bool exited_ok = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
+    if (st.status == "done" && exited_ok) {
+      std::string val;
+      try {
+        RunData d = read_run_file(run_file_path(p.run_dir));
+        const auto& ev = d.tables.at("eval");
+        if (ev.count("val_loss") && !ev.at("val_loss").empty()) {
+          char buf[64];
+          std::snprintf(buf, sizeof buf, ", val loss %.4f", ev.at("val_loss").back());
+          val = buf;
+        }
+      } catch (const std::exception&) {
+      }
+      result.done.push_back(p.index);
+      event("done point " + std::to_string(p.index) + " (" + p.id + ") in " + hms(since(j.started)) + val);
+      return;
+    }
+    std::string how = WIFSIGNALED(wstatus) ? "killed by " + signal_name(WTERMSIG(wstatus))
+                                           : "exited with status " + std::to_string(WEXITSTATUS(wstatus));
+    if (!interrupted.empty()) how = interrupted + " (" + how + ")";
+    std::string error;
+    if (st.status == "failed" && !st.error.empty() && interrupted.empty()) {
+      error = st.error;  // the child recorded why
+    } else {
+      std::string tail = log_tail(j.log, j.log_offset);
+      error = "ablate " + how + (tail.empty() ? "" : "; last output:\n" + tail);
+      mark_failed(p, c.info.name, c.config, error);
+    }
+    result.failed.push_back(p.index);
+    result.errors[p.index] = error;
+    std::string first = error.substr(0, error.find('\n'));
+    event("FAILED point " + std::to_string(p.index) + " (" + p.id + ") after " + hms(since(j.started)) + ": " + first +
+          " (log: " + j.log + ")");
+  };
+
+  auto progress_lines = [&]() {
+    // Latest train row of every running point.
+    double flops_left = 0, flops_rate = 0;
+    for (Job& j : running) {
+      try {
+        RunData d = read_run_file(run_file_path(j.point->run_dir));
+        auto it = d.tables.find("train");
+        if (it != d.tables.end() && it->second.count("step") && !it->second.at("step").empty()) {
+          j.step = it->second.at("step").back();
+          j.loss = it->second.count("loss") ? it->second.at("loss").back() : j.loss;
+          j.tok_s = it->second.count("tokens_per_s") ? it->second.at("tokens_per_s").back() : 0;
+        }
+      } catch (const std::exception&) {
+        // not written yet, or caught mid-write: keep the last values
+      }
+      const ExperimentInfo& in = checks[static_cast<size_t>(j.point->index)].info;
+      flops_left += (static_cast<double>(in.steps) - j.step) * static_cast<double>(in.tokens_per_step) * in.flops_per_token;
+      flops_rate += j.tok_s * in.flops_per_token;
+    }
+    for (const SweepPoint* p : queue) {
+      const ExperimentInfo& in = checks[static_cast<size_t>(p->index)].info;
+      flops_left += static_cast<double>(in.steps) * static_cast<double>(in.tokens_per_step) * in.flops_per_token;
+    }
+    const double eta = flops_rate > 0 ? flops_left / flops_rate : std::numeric_limits<double>::quiet_NaN();
+    const size_t total = s.points.size();
+    const size_t finished = result.done.size() + result.skipped.size();
+    char head[256];
+    std::snprintf(head, sizeof head, "[%s] %zu/%zu done, %zu failed, %zu running, %zu queued | ETA %s", hms(since(t0)).c_str(),
+                  finished, total, result.failed.size(), running.size(), queue.size(), hms(eta).c_str());
+    std::vector<std::string> lines{head};
+    if (!display.tty()) {
+      std::string brief;
+      for (const Job& j : running) {
+        const ExperimentInfo& in = checks[static_cast<size_t>(j.point->index)].info;
+        brief += (brief.empty() ? " | " : ", ") + j.point->id + " " + std::to_string(static_cast<int64_t>(j.step)) + "/" +
+                 std::to_string(in.steps);
+      }
+      lines[0] += brief;
+      return lines;
+    }
+    for (const Job& j : running) {
+      const ExperimentInfo& in = checks[static_cast<size_t>(j.point->index)].info;
+      const double steps_per_s = in.tokens_per_step > 0 ? j.tok_s / static_cast<double>(in.tokens_per_step) : 0;
+      const double left = steps_per_s > 0 ? (static_cast<double>(in.steps) - j.step) / steps_per_s : std::numeric_limits<double>::quiet_NaN();
+      char loss[32] = "   -  ", buf[256];
+      if (std::isfinite(j.loss)) std::snprintf(loss, sizeof loss, "%.4f", j.loss);
+      std::snprintf(buf, sizeof buf, "  %-28s step %6lld/%-6lld %3.0f%%  loss %s  %6.1fk tok/s  ETA %s", j.point->id.c_str(),
+                    static_cast<long long>(j.step), static_cast<long long>(in.steps),
+                    in.steps > 0 ? 100.0 * j.step / static_cast<double>(in.steps) : 0.0, loss, j.tok_s / 1000.0,
+                    hms(left).c_str());
+      lines.push_back(buf);
+    }
+    return lines;
+  };
+
+  const double every = o.progress_every > 0 ? o.progress_every : (display.tty() ? 2.0 : 15.0);
+  auto last_progress = Clock::now();
+  bool changed = true;
+  while (true) {
+    while (g_signal == 0 && static_cast<int64_t>(running.size()) < jobs && !queue.empty()) {
+      launch(*queue.front());
+      queue.pop_front();
+      changed = true;
+    }
+    for (size_t i = 0; i < running.size();) {
+      int ws = 0;
+      pid_t r = waitpid(running[i].pid, &ws, WNOHANG);
+      if (r == running[i].pid) {
+        finish(running[i], ws, "");
+        running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
+        changed = true;
+      } else {
+        ++i;
+      }
+    }
+    if (g_signal != 0) {
+      const int sig = g_signal;
+      result.interrupted = true;
+      event("interrupted by " + signal_name(sig) + ": stopping " + std::to_string(running.size()) + " running point(s); " +
+            std::to_string(queue.size()) + " not started");
+      for (Job& j : running) kill(j.pid, SIGTERM);
+      for (Job& j : running) {
+        int ws = 0;
+        while (waitpid(j.pid, &ws, 0) < 0 && errno == EINTR) {
+        }
+        finish(j, ws, "interrupted by " + signal_name(sig));
+      }
+      running.clear();
+      break;
+    }
+    if (running.empty() && queue.empty()) break;
+    // A terminal redraws soon after a change; a log gets one line per interval.
+    if (since(last_progress) >= every || (changed && display.tty() && since(last_progress) >= 0.5)) {
+      display.block(progress_lines());
+      last_progress = Clock::now();
+      changed = false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  display.finish();
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  result.seconds = since(t0);
+  sweep_log << now_iso() << " finished: " << result.done.size() << " done, " << result.skipped.size() << " skipped, "
+            << result.failed.size() << " failed" << (result.interrupted ? " (interrupted)" : "") << " in " << hms(result.seconds)
+            << "\n";
+  return result;
+}
+
+}  // namespace ablate

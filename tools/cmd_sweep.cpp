@@ -1,0 +1,143 @@
+// ablate sweep FILE: validates every point of a sweep, then runs the points that are not
+// done (--jobs N in parallel, as child processes), or one point (--point I), or only
+// lists them (--dry-run). Format of sweep files: docs/SWEEPS.md.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "ablate/sweep.hpp"
+#include "commands.hpp"
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+namespace {
+
+// 6.6e13 -> "66.0 T"
+std::string si(double v) {
+  const char* units[] = {"", " k", " M", " G", " T", " P", " E"};
+  int u = 0;
+  while (std::fabs(v) >= 1000 && u < 6) v /= 1000, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f%s" : "%.3g%s", v, units[u]);
+  return buf;
+}
+
+std::string pad(const std::string& s, size_t w, bool right = false) {
+  if (s.size() >= w) return s;
+  return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');
+}
+
+void print_dry_run(const ablate::Sweep& s, const std::vector<ablate::PointCheck>& checks) {
+  std::vector<std::vector<std::string>> rows = {{"#", "id", "params", "FLOPs/token", "tokens/step", "steps", "train FLOPs", "run", "overrides"}};
+  double total = 0;
+  for (const auto& p : s.points) {
+    const auto& c = checks[static_cast<size_t>(p.index)];
+    const double flops = c.info.flops_per_token * static_cast<double>(c.info.tokens_per_step) * static_cast<double>(c.info.steps);
+    total += flops;
+    std::string state = c.state.status == "missing" ? "-" : c.state.status;
+    if (!c.changes.empty() && c.state.status != "done") state += " (other config: starts afresh)";
+    else if (c.state.checkpoint && c.state.status != "done") state += " (resumes)";
+    rows.push_back({std::to_string(p.index), p.id, std::to_string(c.info.n_params), si(c.info.flops_per_token),
+                    std::to_string(c.info.tokens_per_step), std::to_string(c.info.steps), si(flops), state,
+                    ablate::join(p.override_texts(), " ")});
+  }
+  std::vector<size_t> w(rows[0].size(), 0);
+  for (const auto& r : rows)
+    for (size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], r[i].size());
+  for (const auto& r : rows) {
+    std::string line;
+    for (size_t i = 0; i < r.size(); ++i) {
+      const bool num = i == 0 || (i >= 2 && i <= 6);
+      line += (i ? "  " : "") + (i + 1 == r.size() ? r[i] : pad(r[i], w[i], num));
+    }
+    std::cout << line << "\n";
+  }
+  size_t done = 0;
+  for (const auto& c : checks) done += c.state.status == "done";
+  std::cout << "\n" << s.points.size() << " points (" << (s.variants.empty() ? 1 : s.variants.size()) << " variant(s) x "
+            << s.points.size() / std::max<size_t>(1, (s.variants.empty() ? 1 : s.variants.size()) * s.seeds.size())
+            << " grid/zip combination(s) x " << s.seeds.size() << " seed(s)), " << done << " already done; " << si(total)
+            << "FLOPs of training in all (6N + attention per token, evaluation not counted).\n"
+            << "results: " << s.dir << "  (nothing was run: --dry-run)\n";
+}
+
+int cmd_sweep(const std::vector<std::string>& args) {
+  po::options_description opts("options");
+  opts.add_options()
+    ("sweep", po::value<std::string>(), "sweep YAML file")
+    ("dry-run,n", po::bool_switch(), "validate and list the points with parameter counts and FLOPs; run nothing")
+    ("jobs", po::value<int64_t>()->default_value(1), "points run at once (child processes)")
+    ("threads,j", po::value<int64_t>(), "threads per point (default: max(1, cores / jobs))")
+    ("point,p", po::value<int64_t>(), "run only point I in this process (what each job, e.g. a Slurm array task, runs)")
+    ("dir,d", po::value<std::string>(), "result directory (default: the sweep's dir:, else sweeps/<name>)")
+    ("quiet,q", po::bool_switch(), "no progress display")
+    ("progress-every", po::value<double>(), "seconds between progress updates (default 2 on a terminal, 15 otherwise)")
+    ("plugin-dir", po::value<std::vector<std::string>>()->composing(), "extra plugin directory (repeatable)");
+  po::positional_options_description pos;
+  pos.add("sweep", 1);
+  po::variables_map vm;
+  if (!ablate::cli::parse(args, "ablate sweep FILE [--dry-run | --jobs N | --point I] [options]", opts, pos, vm)) return 0;
+  if (!vm.count("sweep")) throw ablate::cli::UsageError("missing the sweep file (e.g. experiments/ablations/swiglu_vs_relu.yaml)");
+  ablate::cli::add_plugin_dirs(vm);
+  const int64_t jobs = vm["jobs"].as<int64_t>();
+  if (jobs < 1) throw ablate::cli::UsageError("--jobs must be at least 1, got " + std::to_string(jobs));
+  int64_t threads = 0;
+  if (vm.count("threads")) {
+    threads = vm["threads"].as<int64_t>();
+    if (threads < 1) throw ablate::cli::UsageError("--threads must be at least 1, got " + std::to_string(threads));
+  }
+  const bool quiet = vm["quiet"].as<bool>();
+  ablate::Sweep s = ablate::load_sweep(vm["sweep"].as<std::string>(), vm.count("dir") ? vm["dir"].as<std::string>() : "");
+
+  if (vm.count("point")) {
+    const int64_t i = vm["point"].as<int64_t>();
+    if (i < 0 || i >= static_cast<int64_t>(s.points.size()))
+      throw ablate::cli::UsageError("--point " + std::to_string(i) + " is out of range: the sweep has " +
+                                    std::to_string(s.points.size()) + " points (0 to " + std::to_string(s.points.size() - 1) + ")");
+    const ablate::SweepPoint& p = s.points[static_cast<size_t>(i)];
+    ablate::RunOptions ro;
+    ro.threads = threads;
+    ro.quiet = quiet;
+    if (!ablate::run_point(s, p, ro)) std::cout << "point " << i << " (" << p.id << "): already done in " << p.run_dir << "\n";
+    else std::cout << "point " << i << " (" << p.id << "): done -> " << p.run_dir << "\n";
+    return 0;
+  }
+
+  if (!quiet) std::cerr << "validating " << s.points.size() << " point" << (s.points.size() == 1 ? "" : "s") << " of " << s.file << "\n";
+  std::vector<ablate::PointCheck> checks = ablate::validate_sweep(s);
+  if (vm["dry-run"].as<bool>()) {
+    print_dry_run(s, checks);
+    return 0;
+  }
+
+  ablate::SweepRunOptions ro;
+  ro.jobs = jobs;
+  ro.threads = threads;
+  ro.quiet = quiet;
+  ro.binary = fs::read_symlink("/proc/self/exe").string();
+  if (vm.count("progress-every")) ro.progress_every = vm["progress-every"].as<double>();
+  if (vm.count("plugin-dir"))
+    for (const auto& d : vm["plugin-dir"].as<std::vector<std::string>>()) {
+      ro.extra_args.push_back("--plugin-dir");
+      ro.extra_args.push_back(fs::absolute(d).string());
+    }
+  ablate::SweepRunResult r = ablate::run_sweep(s, checks, ro);
+
+  std::cout << "sweep " << s.name << ": " << r.done.size() << " done, " << r.skipped.size() << " already done, " << r.failed.size()
+            << " failed" << (r.interrupted ? " (interrupted)" : "") << " -> " << s.dir << "\n";
+  for (int64_t i : r.failed) {
+    const std::string& e = r.errors[i];
+    std::cout << "  failed: point " << i << " (" << s.points[static_cast<size_t>(i)].id << "): " << e.substr(0, e.find('\n')) << "\n";
+  }
+  if (!r.failed.empty())
+    std::cout << "  (logs in " << (fs::path(s.dir) / "logs").string() << "; running the sweep again retries the failed points)\n";
+  std::cout << "compare: ablate compare " << s.dir << " --metric val_loss\n";
+  if (r.interrupted) return 130;
+  return r.failed.empty() ? 0 : 1;
+}
+
+}  // namespace
+
+ABLATE_COMMAND("sweep", "run a sweep (grid, zip, variants, seeds) in parallel; --dry-run lists its points", cmd_sweep);
