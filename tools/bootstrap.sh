@@ -2,14 +2,20 @@
 # Sets up ablate on Debian 12: installs the Debian packages that are missing (and only
 # those), then configures and builds an optimised Release in ./build.
 #   tools/bootstrap.sh            # packages + build
+#   tools/bootstrap.sh --tests    # also what the test suite uses (h5py, h5dump, chromium)
 #   ABLATE_BUILD_DIR=dir tools/bootstrap.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${ABLATE_BUILD_DIR:-$root/build}
 
-packages=(g++ cmake make libboost-program-options-dev libboost-dev libboost-filesystem-dev
-          libeigen3-dev libtbb-dev libyaml-cpp-dev libhdf5-dev hdf5-tools doctest-dev
-          python3-h5py python3-numpy)
+packages=(g++ cmake make git libboost-program-options-dev libboost-dev libboost-filesystem-dev
+          libeigen3-dev libtbb-dev libyaml-cpp-dev libhdf5-dev doctest-dev)
+for arg in "$@"; do
+  case $arg in
+    --tests) packages+=(hdf5-tools python3-h5py python3-numpy chromium) ;;
+    *) echo "bootstrap: unknown option '$arg' (known: --tests)" >&2; exit 2 ;;
+  esac
+done
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
