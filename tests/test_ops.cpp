@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "../framework/src/ops/kernels.hpp"
 #include "ablate/error.hpp"
 #include "ablate/graph.hpp"
 #include "ablate/ops.hpp"
 #include "ablate/tensor.hpp"
-#include "../framework/src/ops/kernels.hpp"
 
 namespace {
 using namespace ablate;
@@ -32,18 +32,18 @@ using BuildFn = std::function<Var(Graph&, const std::vector<Var>&)>;
 
 struct FdOptions {
   float eps = 1e-2f;
-  double atol = 2e-3;      // per element: |analytic - numeric| <= atol + rtol |numeric|
+  double atol = 2e-3;  // per element: |analytic - numeric| <= atol + rtol |numeric|
   double rtol = 2e-2;
-  double norm_tol = 1e-2;  // and ||analytic - numeric|| <= norm_tol ||numeric||
+  double norm_tol = 1e-2;      // and ||analytic - numeric|| <= norm_tol ||numeric||
   int64_t max_per_input = 96;  // elements probed per input (random subset beyond that)
   bool training = false;
 };
 
 struct FdResult {
   bool ok = true;
-  std::string message;     // the first failure
+  std::string message;  // the first failure
   double max_err = 0.0;
-  double norm_err = 0.0;   // relative
+  double norm_err = 0.0;  // relative
   int64_t checked = 0;
 };
 
@@ -97,7 +97,8 @@ FdResult check_gradients(const BuildFn& build, const std::vector<InputSpec>& inp
     Var o = forward();
     const Tensor y = g.value(o);
     double l = 0.0;
-    for (int64_t i = 0; i < y.numel(); ++i) l += static_cast<double>(y.data[i]) * r[static_cast<size_t>(i)];
+    for (int64_t i = 0; i < y.numel(); ++i)
+      l += static_cast<double>(y.data[i]) * r[static_cast<size_t>(i)];
     return l;
   };
 
@@ -120,10 +121,12 @@ FdResult check_gradients(const BuildFn& build, const std::vector<InputSpec>& inp
     if (n <= opt.max_per_input) {
       for (int64_t i = 0; i < n; ++i) idx.push_back(i);
     } else {
-      for (int64_t i = 0; i < opt.max_per_input; ++i) idx.push_back(static_cast<int64_t>(rng.below(static_cast<uint64_t>(n))));
+      for (int64_t i = 0; i < opt.max_per_input; ++i)
+        idx.push_back(static_cast<int64_t>(rng.below(static_cast<uint64_t>(n))));
     }
     for (int64_t i : idx) {
-      const double analytic = static_cast<double>(p.grad.data[i]) - prior[k][static_cast<size_t>(i)];
+      const double analytic =
+          static_cast<double>(p.grad.data[i]) - prior[k][static_cast<size_t>(i)];
       float& v = p.value.data[i];
       const float v0 = v;
       const float vp = v0 + opt.eps, vm = v0 - opt.eps;
@@ -141,7 +144,8 @@ FdResult check_gradients(const BuildFn& build, const std::vector<InputSpec>& inp
       if (res.ok && err > opt.atol + opt.rtol * std::fabs(numeric)) {
         res.ok = false;
         res.message = "input " + std::to_string(k) + " element " + std::to_string(i) +
-                      ": analytic " + std::to_string(analytic) + " vs numeric " + std::to_string(numeric);
+                      ": analytic " + std::to_string(analytic) + " vs numeric " +
+                      std::to_string(numeric);
       }
     }
   }
@@ -153,12 +157,12 @@ FdResult check_gradients(const BuildFn& build, const std::vector<InputSpec>& inp
   return res;
 }
 
-#define CHECK_GRAD(...)                                           \
-  do {                                                            \
-    const FdResult fd_ = check_gradients(__VA_ARGS__);           \
+#define CHECK_GRAD(...)                                                                       \
+  do {                                                                                        \
+    const FdResult fd_ = check_gradients(__VA_ARGS__);                                        \
     INFO(fd_.message << " (max err " << fd_.max_err << ", norm err " << fd_.norm_err << ")"); \
-    CHECK(fd_.ok);                                                \
-    CHECK(fd_.checked > 0);                                       \
+    CHECK(fd_.ok);                                                                            \
+    CHECK(fd_.checked > 0);                                                                   \
   } while (0)
 
 // ---- fake ops for testing the checker itself -------------------------------------------
@@ -190,15 +194,17 @@ std::vector<float> random_vec(size_t n, uint64_t seed, float scale = 1.0f) {
   return v;
 }
 
-std::vector<float> to_vec(const Tensor& t) { return std::vector<float>(t.data, t.data + t.numel()); }
+std::vector<float> to_vec(const Tensor& t) {
+  return std::vector<float>(t.data, t.data + t.numel());
+}
 
 // Naive attention in double: q (B*T, NH*HS), k v (B*Tk, NKV*HS) with query i at absolute
 // position offset+i; returns (B*T, NH*HS) and optionally weights (B,NH,T,Tk).
 std::vector<float> naive_attention(const std::vector<float>& q, const std::vector<float>& k,
                                    const std::vector<float>& v, int64_t B, int64_t T, int64_t Tk,
                                    int64_t NH, int64_t NKV, int64_t HS, bool causal,
-                                   const float* slopes, const uint8_t* key_mask,
-                                   int64_t offset = 0, std::vector<float>* weights = nullptr) {
+                                   const float* slopes, const uint8_t* key_mask, int64_t offset = 0,
+                                   std::vector<float>* weights = nullptr) {
   std::vector<float> out(static_cast<size_t>(B * T * NH * HS), 0.0f);
   if (weights) weights->assign(static_cast<size_t>(B * NH * T * Tk), 0.0f);
   const double scale = 1.0 / std::sqrt(static_cast<double>(HS));
@@ -226,7 +232,9 @@ std::vector<float> naive_attention(const std::vector<float>& q, const std::vecto
         for (double& x : s) z += (x = std::exp(x - mx));
         for (int64_t j = 0; j < Tk; ++j) {
           const double p = s[static_cast<size_t>(j)] / z;
-          if (weights) (*weights)[static_cast<size_t>(((b * NH + h) * T + i) * Tk + j)] = static_cast<float>(p);
+          if (weights)
+            (*weights)[static_cast<size_t>(((b * NH + h) * T + i) * Tk + j)] =
+                static_cast<float>(p);
           for (int64_t c = 0; c < HS; ++c)
             out[static_cast<size_t>((b * T + i) * NH * HS + h * HS + c)] += static_cast<float>(
                 p * v[static_cast<size_t>((b * Tk + j) * NKV * HS + kh * HS + c)]);
@@ -241,13 +249,15 @@ void check_close(const std::vector<float>& a, const std::vector<float>& b, doubl
   double worst = 0.0;
   size_t at = 0;
   for (size_t i = 0; i < a.size(); ++i) {
-    const double e = std::fabs(static_cast<double>(a[i]) - b[i]) / (1.0 + std::fabs(static_cast<double>(b[i])));
+    const double e =
+        std::fabs(static_cast<double>(a[i]) - b[i]) / (1.0 + std::fabs(static_cast<double>(b[i])));
     if (e > worst) {
       worst = e;
       at = i;
     }
   }
-  INFO("worst at " << at << ": " << (a.empty() ? 0.f : a[at]) << " vs " << (b.empty() ? 0.f : b[at]));
+  INFO("worst at " << at << ": " << (a.empty() ? 0.f : a[at]) << " vs "
+                   << (b.empty() ? 0.f : b[at]));
   CHECK(worst <= tol);
 }
 
@@ -266,7 +276,8 @@ AttentionSpec spec_of(int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
 
 // ---- the checker ---------------------------------------------------------------------------
 
-TEST_CASE("ops/gradcheck: passes a right backward, fails a wrong factor or a non-accumulating one") {
+TEST_CASE(
+    "ops/gradcheck: passes a right backward, fails a wrong factor or a non-accumulating one") {
   const BuildFn f = [](Graph& g, const std::vector<Var>& in) { return fake_double(g, in[0]); };
   g_fake_factor = 1.0f;
   g_fake_assign = false;
@@ -283,9 +294,11 @@ TEST_CASE("ops/gradcheck: passes a right backward, fails a wrong factor or a non
 
 TEST_CASE("ops/grad: embedding (repeated ids)") {
   const std::vector<int32_t> ids = {3, 0, 3, 9, 1, 3, 7};
-  CHECK_GRAD([&](Graph& g, const std::vector<Var>& in) {
-    return embedding(g, in[0], ids.data(), static_cast<int64_t>(ids.size()));
-  }, {{10, 6}});
+  CHECK_GRAD(
+      [&](Graph& g, const std::vector<Var>& in) {
+        return embedding(g, in[0], ids.data(), static_cast<int64_t>(ids.size()));
+      },
+      {{10, 6}});
 }
 
 TEST_CASE("ops/grad: matmul, plain and with b transposed") {
@@ -303,35 +316,48 @@ TEST_CASE("ops/grad: linear with and without bias, both weight layouts") {
              {{6, 4}, {4, 5}, {1, 5}});
   CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return linear(g, in[0], in[1]); },
              {{6, 4}, {4, 5}}, 2);
-  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return linear(g, in[0], in[1], in[2], true); },
-             {{6, 4}, {5, 4}, {1, 5}}, 3);
+  CHECK_GRAD(
+      [](Graph& g, const std::vector<Var>& in) { return linear(g, in[0], in[1], in[2], true); },
+      {{6, 4}, {5, 4}, {1, 5}}, 3);
 }
 
 TEST_CASE("ops/grad: add and mul, same shape and row broadcast") {
-  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return add(g, in[0], in[1]); }, {{3, 5}, {3, 5}});
-  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return add(g, in[0], in[1]); }, {{3, 5}, {1, 5}}, 2);
-  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return mul(g, in[0], in[1]); }, {{3, 5}, {3, 5}}, 3);
-  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return mul(g, in[0], in[1]); }, {{3, 5}, {1, 5}}, 4);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return add(g, in[0], in[1]); },
+             {{3, 5}, {3, 5}});
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return add(g, in[0], in[1]); },
+             {{3, 5}, {1, 5}}, 2);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return mul(g, in[0], in[1]); },
+             {{3, 5}, {3, 5}}, 3);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return mul(g, in[0], in[1]); },
+             {{3, 5}, {1, 5}}, 4);
   // x * x
-  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return mul(g, in[0], in[0]); }, {{2, 3}}, 5);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return mul(g, in[0], in[0]); }, {{2, 3}},
+             5);
 }
 
 TEST_CASE("ops/grad: scale, sum, slice_cols") {
   CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return scale(g, in[0], -1.7f); }, {{3, 4}});
   CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return sum(g, in[0]); }, {{3, 4}}, 2);
-  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return slice_cols(g, in[0], 2, 3); }, {{4, 7}}, 3);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return slice_cols(g, in[0], 2, 3); },
+             {{4, 7}}, 3);
 }
 
 TEST_CASE("ops/grad: activations") {
   CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return relu(g, in[0]); },
              {{4, 6, -2.0f, 2.0f, 0.05f}});
-  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return gelu(g, in[0]); }, {{4, 6, -3.0f, 3.0f}}, 2);
-  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return gelu_exact(g, in[0]); }, {{4, 6, -3.0f, 3.0f}}, 3);
-  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return silu(g, in[0]); }, {{4, 6, -4.0f, 4.0f}}, 4);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return gelu(g, in[0]); },
+             {{4, 6, -3.0f, 3.0f}}, 2);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return gelu_exact(g, in[0]); },
+             {{4, 6, -3.0f, 3.0f}}, 3);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return silu(g, in[0]); },
+             {{4, 6, -4.0f, 4.0f}}, 4);
   // Long enough for Eigen's vectorised exp/tanh/erf paths and several spans.
-  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return gelu(g, in[0]); }, {{3, 300, -3.0f, 3.0f}}, 5);
-  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return gelu_exact(g, in[0]); }, {{3, 300, -3.0f, 3.0f}}, 6);
-  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return silu(g, in[0]); }, {{3, 300, -4.0f, 4.0f}}, 7);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return gelu(g, in[0]); },
+             {{3, 300, -3.0f, 3.0f}}, 5);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return gelu_exact(g, in[0]); },
+             {{3, 300, -3.0f, 3.0f}}, 6);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return silu(g, in[0]); },
+             {{3, 300, -4.0f, 4.0f}}, 7);
 }
 
 TEST_CASE("ops/grad: layernorm with and without gain and bias, rmsnorm, softmax") {
@@ -343,8 +369,10 @@ TEST_CASE("ops/grad: layernorm with and without gain and bias, rmsnorm, softmax"
              {{4, 8}, {1, 8}}, 3);
   CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return rmsnorm(g, in[0], in[1]); },
              {{4, 8}, {1, 8}}, 4);
-  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return rmsnorm(g, in[0], Var{}); }, {{4, 8}}, 5);
-  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return softmax(g, in[0]); }, {{4, 7, -2.0f, 2.0f}}, 6);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return rmsnorm(g, in[0], Var{}); },
+             {{4, 8}}, 5);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return softmax(g, in[0]); },
+             {{4, 7, -2.0f, 2.0f}}, 6);
 }
 
 TEST_CASE("ops/grad: attention variants") {
@@ -373,7 +401,8 @@ TEST_CASE("ops/grad: attention variants") {
       AttentionSpec s = spec_of(c.B, c.T, c.NH, c.NKV, c.HS, c.causal);
       if (c.slopes) s.slopes = slopes;
       if (c.mask) s.key_mask = mask;
-      CHECK_GRAD([&](Graph& g, const std::vector<Var>& in) { return attention(g, in[0], in[1], in[2], s); },
+      CHECK_GRAD([&](Graph& g,
+                     const std::vector<Var>& in) { return attention(g, in[0], in[1], in[2], s); },
                  {{c.B * c.T, c.NH * c.HS}, {c.B * c.T, c.NKV * c.HS}, {c.B * c.T, c.NKV * c.HS}},
                  static_cast<uint64_t>(seed));
     }
@@ -382,23 +411,27 @@ TEST_CASE("ops/grad: attention variants") {
 }
 
 TEST_CASE("ops/grad: rope") {
-  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return rope(g, in[0], 2, 3, 2, 4, 5, 100.0f); },
-             {{6, 8}});
+  CHECK_GRAD(
+      [](Graph& g, const std::vector<Var>& in) { return rope(g, in[0], 2, 3, 2, 4, 5, 100.0f); },
+      {{6, 8}});
 }
 
 TEST_CASE("ops/grad: cross_entropy with an ignored target") {
   const std::vector<int32_t> t = {2, -1, 0, 4};
-  CHECK_GRAD([&](Graph& g, const std::vector<Var>& in) { return cross_entropy(g, in[0], t.data(), 4); },
-             {{4, 5, -2.0f, 2.0f}});
+  CHECK_GRAD(
+      [&](Graph& g, const std::vector<Var>& in) { return cross_entropy(g, in[0], t.data(), 4); },
+      {{4, 5, -2.0f, 2.0f}});
   const std::vector<int32_t> t2 = {1, 7, 7, 0};
-  CHECK_GRAD([&](Graph& g, const std::vector<Var>& in) { return cross_entropy(g, in[0], t2.data(), 4, 7); },
+  CHECK_GRAD([&](Graph& g,
+                 const std::vector<Var>& in) { return cross_entropy(g, in[0], t2.data(), 4, 7); },
              {{4, 5, -2.0f, 2.0f}}, 2);
 }
 
 TEST_CASE("ops/grad: dropout in training mode") {
   FdOptions o;
   o.training = true;
-  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return dropout(g, in[0], 0.3f); }, {{5, 9}}, 1, o);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return dropout(g, in[0], 0.3f); }, {{5, 9}},
+             1, o);
 }
 
 // ---- dropout ----------------------------------------------------------------------------------
@@ -406,7 +439,8 @@ TEST_CASE("ops/grad: dropout in training mode") {
 TEST_CASE("ops/dropout: identity unless training; mask consistent, scaled, reproducible") {
   ParamStore store(1);
   Parameter& p = store.add("x", 64, 50, Init::kUniform, 1.0f);
-  for (int64_t i = 0; i < p.value.numel(); ++i) p.value.data[i] += p.value.data[i] >= 0 ? 0.1f : -0.1f;
+  for (int64_t i = 0; i < p.value.numel(); ++i)
+    p.value.data[i] += p.value.data[i] >= 0 ? 0.1f : -0.1f;
   Graph g;
   g.seed = 7;
   g.step = 11;
@@ -442,8 +476,8 @@ TEST_CASE("ops/dropout: identity unless training; mask consistent, scaled, repro
   const double frac = static_cast<double>(dropped) / static_cast<double>(y1.size());
   CHECK(frac > 0.2);
   CHECK(frac < 0.3);
-  CHECK(run(11, nullptr) == y1);       // same seed and step: same mask
-  CHECK_FALSE(run(12, nullptr) == y1); // next step: a new mask
+  CHECK(run(11, nullptr) == y1);        // same seed and step: same mask
+  CHECK_FALSE(run(12, nullptr) == y1);  // next step: a new mask
   CHECK_THROWS_AS(dropout(g, g.param(p), 1.0f), Error);
 }
 
@@ -483,11 +517,13 @@ TEST_CASE("ops/forward: elementwise, norms, softmax, cross_entropy match scalar 
       mx = std::max(mx, v);
     }
     double var = 0;
-    for (int64_t c = 0; c < C; ++c) var += std::pow(xv[static_cast<size_t>(r * C + c)] - mean, 2) / C;
+    for (int64_t c = 0; c < C; ++c)
+      var += std::pow(xv[static_cast<size_t>(r * C + c)] - mean, 2) / C;
     for (int64_t c = 0; c < C; ++c) z += std::exp(xv[static_cast<size_t>(r * C + c)] - mx);
     for (int64_t c = 0; c < C; ++c) {
       const double v = xv[static_cast<size_t>(r * C + c)], bb = bv[static_cast<size_t>(c)];
-      ge_r.push_back(static_cast<float>(0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)))));
+      ge_r.push_back(static_cast<float>(
+          0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)))));
       gx_r.push_back(static_cast<float>(0.5 * v * (1 + std::erf(v / std::sqrt(2.0)))));
       si_r.push_back(static_cast<float>(v / (1 + std::exp(-v))));
       re_r.push_back(static_cast<float>(v > 0 ? v : 0));
@@ -514,7 +550,8 @@ TEST_CASE("ops/forward: elementwise, norms, softmax, cross_entropy match scalar 
   double ref = 0;
   for (int r : {0, 2}) {
     double mx = -1e30, z = 0;
-    for (int64_t c = 0; c < C; ++c) mx = std::max(mx, static_cast<double>(xv[static_cast<size_t>(r * C + c)]));
+    for (int64_t c = 0; c < C; ++c)
+      mx = std::max(mx, static_cast<double>(xv[static_cast<size_t>(r * C + c)]));
     for (int64_t c = 0; c < C; ++c) z += std::exp(xv[static_cast<size_t>(r * C + c)] - mx);
     ref += (mx + std::log(z) - xv[static_cast<size_t>(r * C + t[r])]) / 2;
   }
@@ -529,48 +566,59 @@ TEST_CASE("ops/forward: elementwise, norms, softmax, cross_entropy match scalar 
 }
 
 TEST_CASE("ops/forward: matmul and linear match a naive product at parallel sizes, every layout") {
-  // Big enough that the GEMMs split into several row or column blocks.
-  const int64_t N = 300, K = 70, M = 130;
-  const std::vector<float> xv = random_vec(N * K, 1), wv = random_vec(K * M, 2), bv = random_vec(M, 3);
-  const std::vector<float> dyv = random_vec(N * M, 4);
-  for (bool tw : {false, true}) {
-    CAPTURE(tw);
-    ParamStore store(1);
-    Parameter& x = store.add("x", N, K, Init::kZeros);
-    Parameter& w = tw ? store.add("w", M, K, Init::kZeros) : store.add("w", K, M, Init::kZeros);
-    Parameter& b = store.add("b", 1, M, Init::kZeros);
-    std::memcpy(x.value.data, xv.data(), sizeof(float) * xv.size());
-    std::memcpy(b.value.data, bv.data(), sizeof(float) * bv.size());
-    auto W = [&](int64_t kk, int64_t mm) -> float& {
-      return tw ? w.value.data[mm * K + kk] : w.value.data[kk * M + mm];
-    };
-    for (int64_t kk = 0; kk < K; ++kk)
-      for (int64_t mm = 0; mm < M; ++mm) W(kk, mm) = wv[static_cast<size_t>(kk * M + mm)];
-    Graph g;
-    Var y = linear(g, g.param(x), g.param(w), g.param(b), tw);
-    std::vector<float> yr(static_cast<size_t>(N * M)), dxr(static_cast<size_t>(N * K), 0.0f),
-        dwr(static_cast<size_t>(K * M), 0.0f), dbr(static_cast<size_t>(M), 0.0f);
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t mm = 0; mm < M; ++mm) {
-        double s = bv[static_cast<size_t>(mm)];
-        for (int64_t kk = 0; kk < K; ++kk) s += static_cast<double>(xv[static_cast<size_t>(n * K + kk)]) * W(kk, mm);
-        yr[static_cast<size_t>(n * M + mm)] = static_cast<float>(s);
-        const double d = dyv[static_cast<size_t>(n * M + mm)];
-        dbr[static_cast<size_t>(mm)] += static_cast<float>(d);
-        for (int64_t kk = 0; kk < K; ++kk) {
-          dxr[static_cast<size_t>(n * K + kk)] += static_cast<float>(d * W(kk, mm));
-          dwr[static_cast<size_t>(kk * M + mm)] += static_cast<float>(d * xv[static_cast<size_t>(n * K + kk)]);
+  // Big enough that the GEMMs split into blocks: tall shapes split rows, wide ones columns.
+  struct Shape {
+    int64_t N, K, M;
+  };
+  for (const Shape sh : {Shape{600, 70, 130}, Shape{64, 80, 1000}}) {
+    for (bool tw : {false, true}) {
+      const int64_t N = sh.N, K = sh.K, M = sh.M;
+      CAPTURE(N);
+      CAPTURE(M);
+      CAPTURE(tw);
+      const std::vector<float> xv = random_vec(N * K, 1), wv = random_vec(K * M, 2),
+                               bv = random_vec(M, 3);
+      const std::vector<float> dyv = random_vec(N * M, 4);
+      ParamStore store(1);
+      Parameter& x = store.add("x", N, K, Init::kZeros);
+      Parameter& w = tw ? store.add("w", M, K, Init::kZeros) : store.add("w", K, M, Init::kZeros);
+      Parameter& b = store.add("b", 1, M, Init::kZeros);
+      std::memcpy(x.value.data, xv.data(), sizeof(float) * xv.size());
+      std::memcpy(b.value.data, bv.data(), sizeof(float) * bv.size());
+      auto W = [&](int64_t kk, int64_t mm) -> float& {
+        return tw ? w.value.data[mm * K + kk] : w.value.data[kk * M + mm];
+      };
+      for (int64_t kk = 0; kk < K; ++kk)
+        for (int64_t mm = 0; mm < M; ++mm) W(kk, mm) = wv[static_cast<size_t>(kk * M + mm)];
+      Graph g;
+      Var y = linear(g, g.param(x), g.param(w), g.param(b), tw);
+      std::vector<float> yr(static_cast<size_t>(N * M)), dxr(static_cast<size_t>(N * K), 0.0f),
+          dwr(static_cast<size_t>(K * M), 0.0f), dbr(static_cast<size_t>(M), 0.0f);
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t mm = 0; mm < M; ++mm) {
+          double s = bv[static_cast<size_t>(mm)];
+          for (int64_t kk = 0; kk < K; ++kk)
+            s += static_cast<double>(xv[static_cast<size_t>(n * K + kk)]) * W(kk, mm);
+          yr[static_cast<size_t>(n * M + mm)] = static_cast<float>(s);
+          const double d = dyv[static_cast<size_t>(n * M + mm)];
+          dbr[static_cast<size_t>(mm)] += static_cast<float>(d);
+          for (int64_t kk = 0; kk < K; ++kk) {
+            dxr[static_cast<size_t>(n * K + kk)] += static_cast<float>(d * W(kk, mm));
+            dwr[static_cast<size_t>(kk * M + mm)] +=
+                static_cast<float>(d * xv[static_cast<size_t>(n * K + kk)]);
+          }
         }
-      }
-    check_close(to_vec(g.value(y)), yr, 1e-5);
-    backward_with_seed(g, y, dyv);
-    check_close(to_vec(x.grad), dxr, 1e-4);
-    std::vector<float> dw(static_cast<size_t>(K * M));
-    for (int64_t kk = 0; kk < K; ++kk)
-      for (int64_t mm = 0; mm < M; ++mm)
-        dw[static_cast<size_t>(kk * M + mm)] = tw ? w.grad.data[mm * K + kk] : w.grad.data[kk * M + mm];
-    check_close(dw, dwr, 1e-4);
-    check_close(to_vec(b.grad), dbr, 1e-4);
+      check_close(to_vec(g.value(y)), yr, 1e-5);
+      backward_with_seed(g, y, dyv);
+      check_close(to_vec(x.grad), dxr, 1e-4);
+      std::vector<float> dw(static_cast<size_t>(K * M));
+      for (int64_t kk = 0; kk < K; ++kk)
+        for (int64_t mm = 0; mm < M; ++mm)
+          dw[static_cast<size_t>(kk * M + mm)] =
+              tw ? w.grad.data[mm * K + kk] : w.grad.data[kk * M + mm];
+      check_close(dw, dwr, 1e-4);
+      check_close(to_vec(b.grad), dbr, 1e-4);
+    }
   }
 }
 
@@ -584,8 +632,9 @@ TEST_CASE("ops/attention: forward matches a naive implementation") {
     int64_t NKV;
     bool causal, slopes, mask;
   };
-  for (const Case& c : {Case{4, true, false, false}, Case{2, false, false, false}, Case{1, true, true, false},
-                        Case{2, true, true, true}, Case{4, false, false, true}}) {
+  for (const Case& c :
+       {Case{4, true, false, false}, Case{2, false, false, false}, Case{1, true, true, false},
+        Case{2, true, true, true}, Case{4, false, false, true}}) {
     CAPTURE(c.NKV);
     CAPTURE(c.causal);
     CAPTURE(c.slopes);
@@ -600,11 +649,12 @@ TEST_CASE("ops/attention: forward matches a naive implementation") {
     std::vector<float> w(static_cast<size_t>(B * NH * T * T));
     s.weights_out = w.data();
     Graph g;
-    Var y = attention(g, g.constant(q.data(), B * T, NH * HS), g.constant(k.data(), B * T, c.NKV * HS),
-                      g.constant(v.data(), B * T, c.NKV * HS), s);
+    Var y =
+        attention(g, g.constant(q.data(), B * T, NH * HS), g.constant(k.data(), B * T, c.NKV * HS),
+                  g.constant(v.data(), B * T, c.NKV * HS), s);
     std::vector<float> wr;
-    const std::vector<float> ref = naive_attention(q, k, v, B, T, T, NH, c.NKV, HS, c.causal, s.slopes,
-                                                   s.key_mask, 0, &wr);
+    const std::vector<float> ref =
+        naive_attention(q, k, v, B, T, T, NH, c.NKV, HS, c.causal, s.slopes, s.key_mask, 0, &wr);
     check_close(to_vec(g.value(y)), ref, 1e-5);
     check_close(w, wr, 1e-5);
   }
@@ -612,7 +662,8 @@ TEST_CASE("ops/attention: forward matches a naive implementation") {
 
 TEST_CASE("ops/attention: weights rows sum to 1 and are 0 above the diagonal when causal") {
   const int64_t B = 2, T = 33, NH = 3, HS = 8;
-  const std::vector<float> q = random_vec(B * T * NH * HS, 4, 3.0f), k = random_vec(B * T * NH * HS, 5, 3.0f),
+  const std::vector<float> q = random_vec(B * T * NH * HS, 4, 3.0f),
+                           k = random_vec(B * T * NH * HS, 5, 3.0f),
                            v = random_vec(B * T * NH * HS, 6);
   AttentionSpec s = spec_of(B, T, NH, NH, HS, true);
   std::vector<float> w(static_cast<size_t>(B * NH * T * T), -1.0f);
@@ -625,8 +676,10 @@ TEST_CASE("ops/attention: weights rows sum to 1 and are 0 above the diagonal whe
     double total = 0;
     for (int64_t j = 0; j < T; ++j) {
       const float p = w[static_cast<size_t>(row * T + j)];
-      if (j > i) CHECK(p == 0.0f);
-      else CHECK(p >= 0.0f);
+      if (j > i)
+        CHECK(p == 0.0f);
+      else
+        CHECK(p >= 0.0f);
       total += p;
     }
     CHECK(total == doctest::Approx(1.0).epsilon(1e-5));
@@ -638,49 +691,59 @@ TEST_CASE("ops/attention: a KV cache fed token by token equals full causal atten
   const float slopes[4] = {0.5f, 0.2f, 0.1f, 0.05f};
   for (bool use_slopes : {false, true}) {
     CAPTURE(use_slopes);
-    const std::vector<float> q = random_vec(B * T * NH * HS, 7), k = random_vec(B * T * NKV * HS, 8),
+    const std::vector<float> q = random_vec(B * T * NH * HS, 7),
+                             k = random_vec(B * T * NKV * HS, 8),
                              v = random_vec(B * T * NKV * HS, 9);
     Graph g;
     AttentionSpec full = spec_of(B, T, NH, NKV, HS, true);
     if (use_slopes) full.slopes = slopes;
-    const std::vector<float> ref = to_vec(g.value(attention(g, g.constant(q.data(), B * T, NH * HS),
-                                                           g.constant(k.data(), B * T, NKV * HS),
-                                                           g.constant(v.data(), B * T, NKV * HS), full)));
-    // Prefill 5 tokens, then one token per call.
-    KVCache cache;
-    cache.init(B, T, NKV * HS);
-    std::vector<float> got(ref.size());
-    int64_t t0 = 0;
-    while (t0 < T) {
-      const int64_t n = t0 == 0 ? 5 : 1;
-      std::vector<float> qc, kc, vc;
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t t = t0; t < t0 + n; ++t) {
-          qc.insert(qc.end(), q.begin() + (b * T + t) * NH * HS, q.begin() + (b * T + t + 1) * NH * HS);
-          kc.insert(kc.end(), k.begin() + (b * T + t) * NKV * HS, k.begin() + (b * T + t + 1) * NKV * HS);
-          vc.insert(vc.end(), v.begin() + (b * T + t) * NKV * HS, v.begin() + (b * T + t + 1) * NKV * HS);
-        }
-      AttentionSpec s = spec_of(B, n, NH, NKV, HS, true);
-      if (use_slopes) s.slopes = slopes;
+    const std::vector<float> ref = to_vec(g.value(
+        attention(g, g.constant(q.data(), B * T, NH * HS), g.constant(k.data(), B * T, NKV * HS),
+                  g.constant(v.data(), B * T, NKV * HS), full)));
+    // One token per call, or a prefill of 5 tokens and then one per call.
+    for (int64_t first : {1, 5}) {
+      CAPTURE(first);
+      KVCache cache;
+      cache.init(B, T, NKV * HS);
+      std::vector<float> got(ref.size());
+      int64_t t0 = 0;
+      while (t0 < T) {
+        const int64_t n = t0 == 0 ? first : 1;
+        std::vector<float> qc, kc, vc;
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t t = t0; t < t0 + n; ++t) {
+            qc.insert(qc.end(), q.begin() + (b * T + t) * NH * HS,
+                      q.begin() + (b * T + t + 1) * NH * HS);
+            kc.insert(kc.end(), k.begin() + (b * T + t) * NKV * HS,
+                      k.begin() + (b * T + t + 1) * NKV * HS);
+            vc.insert(vc.end(), v.begin() + (b * T + t) * NKV * HS,
+                      v.begin() + (b * T + t + 1) * NKV * HS);
+          }
+        AttentionSpec s = spec_of(B, n, NH, NKV, HS, true);
+        if (use_slopes) s.slopes = slopes;
+        s.cache = &cache;
+        g.reset();
+        NoGrad ng(g);
+        Var y = attention(g, g.constant(qc.data(), B * n, NH * HS),
+                          g.constant(kc.data(), B * n, NKV * HS),
+                          g.constant(vc.data(), B * n, NKV * HS), s);
+        CHECK_FALSE(g.requires_grad(y));
+        for (int64_t b = 0; b < B; ++b)
+          std::memcpy(got.data() + (b * T + t0) * NH * HS, g.value(y).row(b * n),
+                      sizeof(float) * static_cast<size_t>(n * NH * HS));
+        t0 += n;
+        CHECK(cache.length == t0);
+      }
+      check_close(got, ref, 1e-6);
+      // The cache is full now.
+      AttentionSpec s = spec_of(B, 1, NH, NKV, HS, true);
       s.cache = &cache;
       g.reset();
-      NoGrad ng(g);
-      Var y = attention(g, g.constant(qc.data(), B * n, NH * HS), g.constant(kc.data(), B * n, NKV * HS),
-                        g.constant(vc.data(), B * n, NKV * HS), s);
-      CHECK_FALSE(g.requires_grad(y));
-      for (int64_t b = 0; b < B; ++b)
-        std::memcpy(got.data() + (b * T + t0) * NH * HS, g.value(y).row(b * n), sizeof(float) * static_cast<size_t>(n * NH * HS));
-      t0 += n;
-      CHECK(cache.length == t0);
+      CHECK_THROWS_AS(
+          attention(g, g.constant(q.data(), B, NH * HS), g.constant(k.data(), B, NKV * HS),
+                    g.constant(v.data(), B, NKV * HS), s),
+          Error);
     }
-    check_close(got, ref, 1e-6);
-    // The cache is full now.
-    AttentionSpec s = spec_of(B, 1, NH, NKV, HS, true);
-    s.cache = &cache;
-    g.reset();
-    CHECK_THROWS_AS(attention(g, g.constant(q.data(), B, NH * HS), g.constant(k.data(), B, NKV * HS),
-                              g.constant(v.data(), B, NKV * HS), s),
-                    Error);
   }
 }
 
@@ -706,7 +769,8 @@ TEST_CASE("ops/rope: preserves every head's norm; pos0 continues a longer sequen
   std::vector<float> tail;
   for (int64_t b = 0; b < B; ++b)
     tail.insert(tail.end(), xv.begin() + (b * T + 4) * NH * HS, xv.begin() + (b * T + T) * NH * HS);
-  const Tensor yt = g.value(rope(g, g.constant(tail.data(), B * (T - 4), NH * HS), B, T - 4, NH, HS, 4, 10000.0f));
+  const Tensor yt = g.value(
+      rope(g, g.constant(tail.data(), B * (T - 4), NH * HS), B, T - 4, NH, HS, 4, 10000.0f));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 4; t < T; ++t)
       for (int64_t c = 0; c < NH * HS; ++c)
@@ -793,9 +857,10 @@ TEST_CASE("ops/errors: shape mismatches and bad ids name the shapes and values")
   CHECK_THROWS_AS(linear(g, a, g.input(3, 2), g.input(1, 3)), Error);
   CHECK_THROWS_AS(layernorm(g, a, g.input(1, 4), Var{}), Error);
   CHECK_THROWS_AS(slice_cols(g, a, 2, 2), Error);
-  CHECK_THROWS_AS(attention(g, a, a, a, spec_of(1, 4, 2, 2, 2, true)), Error);   // 3 != NH*HS
-  CHECK_THROWS_AS(attention(g, g.input(4, 6), g.input(4, 6), g.input(4, 6), spec_of(1, 4, 3, 2, 2, true)),
-                  Error);  // NKV does not divide NH
+  CHECK_THROWS_AS(attention(g, a, a, a, spec_of(1, 4, 2, 2, 2, true)), Error);  // 3 != NH*HS
+  CHECK_THROWS_AS(
+      attention(g, g.input(4, 6), g.input(4, 6), g.input(4, 6), spec_of(1, 4, 3, 2, 2, true)),
+      Error);  // NKV does not divide NH
   const int32_t ids[2] = {1, 4};
   try {
     embedding(g, a, ids, 2);

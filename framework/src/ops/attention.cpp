@@ -1,7 +1,8 @@
-// Fused scaled-dot-product attention (Vaswani et al. 2017) per (batch, head): scores,
-// mask (causal / key padding), ALiBi-style slopes (Press et al. 2022), softmax and the
-// weighted sum of values in one pass over cache-resident copies of K and V; grouped-query
-// heads (Ainslie et al. 2023); an optional KV cache for incremental decoding.
+// Fused scaled-dot-product attention (Vaswani et al. 2017), one task per (batch, head):
+// per block of 32 query rows, scores q k^T, mask (causal / key padding), ALiBi-style
+// slopes (Press et al. 2022), softmax and the weighted sum of values, all in per-thread
+// scratch that stays in cache; the two products are small GEMMs on Eigen's kernel.
+// Grouped-query heads (Ainslie et al. 2023); an optional KV cache for decoding.
 // q (B*T, NH*HS), k v (B*T, NKV*HS) -> (B*T, NH*HS). Only the log-sum-exp of every
 // score row (B,NH,T) is kept; backward recomputes the probabilities (as FlashAttention).
 #include <cmath>
@@ -37,10 +38,10 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 // that the same code serves the graph's k, v and a KVCache.
 struct Attn {
   int64_t B, T, NH, NKV, HS;
-  int64_t Tk;        // keys visible to the last query
-  int64_t offset;    // absolute position of query 0 (cache length before this call)
+  int64_t Tk;      // keys visible to the last query
+  int64_t offset;  // absolute position of query 0 (cache length before this call)
   bool causal;
-  float scale;       // 1/sqrt(HS)
+  float scale;              // 1/sqrt(HS)
   const float* slopes;      // (NH) or null
   const uint8_t* key_mask;  // (B*Tk) or null
   const float* q;           // (B*T, NH*HS)
@@ -50,7 +51,9 @@ struct Attn {
   int64_t group() const { return NH / NKV; }
   // Keys [0, visible(i)) are visible to query i.
   int64_t visible(int64_t i) const { return causal ? std::min(Tk, offset + i + 1) : Tk; }
-  const float* q_at(int64_t b, int64_t h, int64_t i) const { return q + (b * T + i) * NH * HS + h * HS; }
+  const float* q_at(int64_t b, int64_t h, int64_t i) const {
+    return q + (b * T + i) * NH * HS + h * HS;
+  }
   const float* k_at(int64_t b, int64_t kh) const { return k + b * kv_bstride + kh * HS; }
   const float* v_at(int64_t b, int64_t kh) const { return v + b * kv_bstride + kh * HS; }
 };
@@ -155,11 +158,12 @@ void backward_group(const Attn& a, int64_t b, int64_t kh, const float* out, cons
                     const float* lse, float* dq, float* dk, float* dv) {
   const int64_t C = a.NH * a.HS, HS = a.HS, kvC = a.kv_rstride;
   const int64_t Tkp = padded(a.Tk), block = kBlockQ * Tkp;
-  float* p = thread_scratch(kSlotAttention, static_cast<size_t>(2 * block + 2 * HS * Tkp + HS * kBlockQ));
-  float* ds = p + block;       // (nq, ld)
-  float* dkt = ds + block;     // (HS, Tkp): dk^T of this kv head, summed over the group
-  float* dvt = dkt + HS * Tkp; // (HS, Tkp)
-  float* dqt = dvt + HS * Tkp; // (HS, nq)
+  float* p =
+      thread_scratch(kSlotAttention, static_cast<size_t>(2 * block + 2 * HS * Tkp + HS * kBlockQ));
+  float* ds = p + block;        // (nq, ld)
+  float* dkt = ds + block;      // (HS, Tkp): dk^T of this kv head, summed over the group
+  float* dvt = dkt + HS * Tkp;  // (HS, Tkp)
+  float* dqt = dvt + HS * Tkp;  // (HS, nq)
   std::memset(dkt, 0, sizeof(float) * static_cast<size_t>(2 * HS * Tkp));
   for (int64_t h = kh * a.group(); h < (kh + 1) * a.group(); ++h) {
     for (int64_t i0 = 0; i0 < a.T; i0 += kBlockQ) {
@@ -241,7 +245,7 @@ void attention_backward(Graph& g, int id) {
   float* dk = g.requires_grad(n.in[1]) ? g.grad(n.in[1]).data : nullptr;
   float* dv = g.requires_grad(n.in[2]) ? g.grad(n.in[2]).data : nullptr;
   const int64_t cost = a.group() * a.T * a.Tk * a.HS * 5;
-  parallel_chunks(a.B * a.NKV, chunk_for(1, cost), [&](int64_t t0, int64_t t1) {
+  parallel_chunks(a.B * a.NKV, items_per_task(cost), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t)
       backward_group(a, t / a.NKV, t % a.NKV, out, dout, lse, dq, dk, dv);
   });
@@ -255,10 +259,11 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
   const int64_t B = spec.batch, T = spec.time, NH = spec.n_heads, NKV = spec.n_kv_heads,
                 HS = spec.head_size;
   if (B <= 0 || T <= 0 || NH <= 0 || NKV <= 0 || HS <= 0 || NH % NKV != 0)
-    throw Error("attention: need positive batch, time, heads and head size with n_kv_heads "
-                "dividing n_heads; got B=" + std::to_string(B) + " T=" + std::to_string(T) +
-                " NH=" + std::to_string(NH) + " NKV=" + std::to_string(NKV) +
-                " HS=" + std::to_string(HS));
+    throw Error(
+        "attention: need positive batch, time, heads and head size with n_kv_heads "
+        "dividing n_heads; got B=" +
+        std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH) +
+        " NKV=" + std::to_string(NKV) + " HS=" + std::to_string(HS));
   const Tensor Q = g.value(q), K = g.value(k), V = g.value(v);
   const Tensor want_q{nullptr, B * T, NH * HS}, want_kv{nullptr, B * T, NKV * HS};
   if (Q.rows != want_q.rows || Q.cols != want_q.cols)
@@ -342,7 +347,7 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
   }
   float* y = n.value.data;
   const int64_t cost = T * a.Tk * HS * 3;
-  parallel_chunks(B * NH, chunk_for(1, cost), [&](int64_t t0, int64_t t1) {
+  parallel_chunks(B * NH, items_per_task(cost), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) forward_head(a, t / NH, t % NH, y, lse, spec.weights_out);
   });
   if (cache) cache->length += T;

@@ -12,7 +12,7 @@ using namespace kernels;
 
 // Rows per task for a row-wise loop over (N,C).
 int64_t rows_chunk(int64_t cols, int64_t cost_per_elem) {
-  return chunk_for(1, std::max<int64_t>(1, cols) * cost_per_elem);
+  return items_per_task(std::max<int64_t>(1, cols) * cost_per_elem);
 }
 
 // ---- add / mul --------------------------------------------------------------------
@@ -36,7 +36,7 @@ void add_backward(Graph& g, int id) {
   const int64_t N = dy.rows, C = dy.cols;
   if (g.requires_grad(n.in[0])) {
     float* da = g.grad(n.in[0]).data;  // (N,C)
-    parallel_chunks(N * C, chunk_for(1, 1), [&](int64_t i0, int64_t i1) {
+    parallel_chunks(N * C, items_per_task(1), [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) da[i] += dy.data[i];
     });
   }
@@ -45,7 +45,7 @@ void add_backward(Graph& g, int id) {
     if (n.i[0]) {
       add_column_sums(dy.data, N, C, C, db);
     } else {
-      parallel_chunks(N * C, chunk_for(1, 1), [&](int64_t i0, int64_t i1) {
+      parallel_chunks(N * C, items_per_task(1), [&](int64_t i0, int64_t i1) {
         for (int64_t i = i0; i < i1; ++i) db[i] += dy.data[i];
       });
     }
@@ -55,9 +55,9 @@ void add_backward(Graph& g, int id) {
 // node: in = {a, b}; i[0] = broadcast.
 void mul_backward(Graph& g, int id) {
   Node& n = g.node(id);
-  const Tensor dy = n.grad;                  // (N,C)
-  const Tensor a = g.node(n.in[0]).value;    // (N,C)
-  const Tensor b = g.node(n.in[1]).value;    // (N,C) or (1,C)
+  const Tensor dy = n.grad;                // (N,C)
+  const Tensor a = g.node(n.in[0]).value;  // (N,C)
+  const Tensor b = g.node(n.in[1]).value;  // (N,C) or (1,C)
   const bool bc = n.i[0] != 0;
   const int64_t N = dy.rows, C = dy.cols;
   if (g.requires_grad(n.in[0])) {
@@ -76,7 +76,7 @@ void mul_backward(Graph& g, int id) {
     if (bc) {
       add_column_sums(dy.data, N, C, C, db, a.data);
     } else {
-      parallel_chunks(N * C, chunk_for(1, 1), [&](int64_t i0, int64_t i1) {
+      parallel_chunks(N * C, items_per_task(1), [&](int64_t i0, int64_t i1) {
         for (int64_t i = i0; i < i1; ++i) db[i] += dy.data[i] * a.data[i];
       });
     }
@@ -113,7 +113,7 @@ void scale_backward(Graph& g, int id) {
   const Tensor dy = n.grad;
   const float s = n.f[0];
   float* dx = g.grad(n.in[0]).data;
-  parallel_chunks(dy.numel(), chunk_for(1, 1), [&](int64_t i0, int64_t i1) {
+  parallel_chunks(dy.numel(), items_per_task(1), [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) dx[i] += s * dy.data[i];
   });
 }
@@ -121,7 +121,7 @@ void scale_backward(Graph& g, int id) {
 // ---- activations ------------------------------------------------------------------
 // Each is y = f(x) elementwise; backward dx += f'(x) dy, reading x from the input node.
 
-constexpr int64_t kSpan = 256;              // elements per inner block (stack temporaries)
+constexpr int64_t kSpan = 256;                 // elements per inner block (stack temporaries)
 constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/pi)
 constexpr float kGeluA = 0.044715f;
 constexpr float kInvSqrt2 = 0.7071067811865476f;
@@ -130,7 +130,7 @@ constexpr float kInvSqrt2Pi = 0.3989422804014327f;
 // Runs f(x, y, len) over [0,n) in parallel chunks of at most kSpan elements each call.
 template <class F>
 void for_spans(int64_t n, int64_t cost, const F& f) {
-  parallel_chunks(n, round_up(chunk_for(1, cost), kSpan), [&](int64_t i0, int64_t i1) {
+  parallel_chunks(n, round_up(items_per_task(cost), kSpan), [&](int64_t i0, int64_t i1) {
     for (int64_t s = i0; s < i1; s += kSpan) f(s, std::min(kSpan, i1 - s));
   });
 }
@@ -155,9 +155,9 @@ struct Gelu {  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
     ConstArrMap x(xp, w);
     ArrMap t(tb, w);
     t = (kGeluC * (x + kGeluA * x.cube())).tanh();
-    ArrMap(dxp, w) += ConstArrMap(dyp, w) *
-                      (0.5f * (1.0f + t) +
-                       0.5f * x * (1.0f - t.square()) * kGeluC * (1.0f + 3.0f * kGeluA * x.square()));
+    ArrMap(dxp, w) +=
+        ConstArrMap(dyp, w) * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t.square()) * kGeluC *
+                                                       (1.0f + 3.0f * kGeluA * x.square()));
   }
   static constexpr int64_t kCost = 30;
 };
@@ -247,9 +247,8 @@ void dropout_backward(Graph& g, int id) {
   const uint8_t* keep = static_cast<const uint8_t*>(n.p[0]);
   const float s = n.f[0];
   float* dx = g.grad(n.in[0]).data;
-  parallel_chunks(n.grad.numel(), chunk_for(1, 1), [&](int64_t i0, int64_t i1) {
-    dropout_grad_span(dy, keep, dx, i0, i1, s);
-  });
+  parallel_chunks(n.grad.numel(), items_per_task(1),
+                  [&](int64_t i0, int64_t i1) { dropout_grad_span(dy, keep, dx, i0, i1, s); });
 }
 }  // namespace
 
@@ -268,7 +267,7 @@ Var scale(Graph& g, Var a, float s) {
   Node& n = g.node(out);
   n.f[0] = s;
   float* y = n.value.data;
-  parallel_chunks(A.numel(), chunk_for(1, 1), [&](int64_t i0, int64_t i1) {
+  parallel_chunks(A.numel(), items_per_task(1), [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) y[i] = s * A.data[i];
   });
   return out;
@@ -294,7 +293,7 @@ Var dropout(Graph& g, Var x, float p) {
   n.f[0] = s;
   n.p[0] = keep;
   float* y = n.value.data;
-  parallel_chunks(X.numel(), chunk_for(1, 8), [&](int64_t i0, int64_t i1) {
+  parallel_chunks(X.numel(), items_per_task(8), [&](int64_t i0, int64_t i1) {
     dropout_span(X.data, y, keep, i0, i1, seed, node_id, p, s);
   });
   return out;

@@ -61,7 +61,7 @@ class ScratchBlocking : public Eigen::internal::level3_blocking<float, float> {
     this->m_nc = m;
     this->m_kc = k;
     Eigen::internal::computeProductBlockingSizes<float, float, 1>(this->m_kc, this->m_mc,
-                                                                   this->m_nc, Index{1});
+                                                                  this->m_nc, Index{1});
     const size_t size_a = static_cast<size_t>(round_up(this->m_kc * this->m_mc, 16));
     const size_t size_b = static_cast<size_t>(this->m_kc * this->m_nc);
     float* buf = thread_scratch(kSlotGemm, size_a + size_b);
@@ -86,10 +86,14 @@ void gemm_acc(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
   if (m <= 0 || n <= 0 || k <= 0) return;
   // A row-major (k,m) matrix read as its transpose is a column-major (m,k) one.
   constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
-  if (!trans_a && !trans_b) gemm_run<R, R>(m, n, k, alpha, a, lda, b, ldb, c, ldc);
-  else if (!trans_a && trans_b) gemm_run<R, C>(m, n, k, alpha, a, lda, b, ldb, c, ldc);
-  else if (trans_a && !trans_b) gemm_run<C, R>(m, n, k, alpha, a, lda, b, ldb, c, ldc);
-  else gemm_run<C, C>(m, n, k, alpha, a, lda, b, ldb, c, ldc);
+  if (!trans_a && !trans_b)
+    gemm_run<R, R>(m, n, k, alpha, a, lda, b, ldb, c, ldc);
+  else if (!trans_a && trans_b)
+    gemm_run<R, C>(m, n, k, alpha, a, lda, b, ldb, c, ldc);
+  else if (trans_a && !trans_b)
+    gemm_run<C, R>(m, n, k, alpha, a, lda, b, ldb, c, ldc);
+  else
+    gemm_run<C, C>(m, n, k, alpha, a, lda, b, ldb, c, ldc);
 }
 
 void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
@@ -107,29 +111,29 @@ void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
         for (int64_t j = c0; j < c1; ++j) cr[j] = 0.0f;
     }
   };
-  // About 4 MFLOP per task, and at least 64 rows or columns: each task packs the shared
-  // operand again, which costs about 1/block of its product (measured: blocks of 16
-  // lost 30% to packing at 2048x96x384). Few enough tasks for TBB's overhead, enough to
-  // balance two cores.
-  constexpr int64_t kMacsPerTask = int64_t{1} << 21;
-  constexpr int64_t kAlign = 16;
-  constexpr int64_t kMinBlock = 64;
-  if (m * n * std::max<int64_t>(k, 1) <= 2 * kMacsPerTask) {
+  // Every task packs the shared operand again, at a cost of about 1/block of its product
+  // (blocks of 16 rows lost 30% at 2048x96x384; 256 rows are within a few % of one
+  // GEMM), so blocks are about 256 wide: an even number of them (2 to 16) so that two
+  // cores balance. Products under ~8 MFLOP run as one GEMM.
+  constexpr int64_t kMinMacs = int64_t{1} << 22;
+  constexpr int64_t kBlock = 256;
+  const bool split_rows = m >= n;
+  const int64_t dim = split_rows ? m : n;
+  int64_t nblocks = std::min<int64_t>(16, dim / kBlock);
+  nblocks = std::max<int64_t>(2, nblocks - nblocks % 2);
+  if (m * n * std::max<int64_t>(k, 1) < kMinMacs || dim < 2 * 16) {
     set_block(0, m, 0, n);
     gemm_acc(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc);
     return;
   }
-  if (m >= n) {
-    const int64_t block =
-        std::max(kMinBlock, round_up(ceil_div(kMacsPerTask, n * std::max<int64_t>(k, 1)), kAlign));
+  const int64_t block = round_up(ceil_div(dim, nblocks), 16);
+  if (split_rows) {
     parallel_chunks(m, block, [&](int64_t r0, int64_t r1) {
       set_block(r0, r1, 0, n);
       const float* a0 = trans_a ? a + r0 : a + r0 * lda;
       gemm_acc(trans_a, trans_b, r1 - r0, n, k, alpha, a0, lda, b, ldb, c + r0 * ldc, ldc);
     });
   } else {
-    const int64_t block =
-        std::max(kMinBlock, round_up(ceil_div(kMacsPerTask, m * std::max<int64_t>(k, 1)), kAlign));
     parallel_chunks(n, block, [&](int64_t c0, int64_t c1) {
       set_block(0, m, c0, c1);
       const float* b0 = trans_b ? b + c0 * ldb : b + c0;

@@ -52,9 +52,9 @@ void parallel_chunks(int64_t n, int64_t chunk, const F& f) {
                     });
 }
 
-// Chunk length for a loop of n items costing `cost` flops-ish each: about 32k units of
-// work per task, and a single chunk when the whole loop is smaller than that.
-inline int64_t chunk_for(int64_t n, int64_t cost) {
+// Items per task for a loop whose items cost `cost` flops-ish each: about 32k units of
+// work per task, so a loop smaller than that runs as one chunk without TBB.
+inline int64_t items_per_task(int64_t cost) {
   constexpr int64_t kWorkPerTask = int64_t{1} << 15;
   return std::max<int64_t>(1, kWorkPerTask / std::max<int64_t>(1, cost));
 }
@@ -69,7 +69,8 @@ float* thread_scratch(ScratchSlot slot, size_t n_floats);
 // hash_uniform (tensor.cpp) inlined, so that mask loops vectorise; the two must agree
 // bitwise (tests/test_ops.cpp checks it).
 inline float hash_uniform_inline(uint64_t seed, uint64_t a, uint64_t b) {
-  uint64_t z = (seed ^ (a * 0xD6E8FEB86659FD93ull) ^ (b * 0x9E3779B97F4A7C15ull)) + 0x9E3779B97F4A7C15ull;
+  uint64_t z =
+      (seed ^ (a * 0xD6E8FEB86659FD93ull) ^ (b * 0x9E3779B97F4A7C15ull)) + 0x9E3779B97F4A7C15ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   z ^= z >> 31;

@@ -11,20 +11,20 @@ using namespace kernels;
 // node: in = {x, w, bias or -1}; i[0] = transpose_w.
 void linear_backward(Graph& g, int id) {
   Node& n = g.node(id);
-  const Tensor dy = n.grad;                  // (N,M)
-  const Tensor x = g.node(n.in[0]).value;    // (N,K)
-  const Tensor w = g.node(n.in[1]).value;    // (K,M), or (M,K) when transposed
+  const Tensor dy = n.grad;                // (N,M)
+  const Tensor x = g.node(n.in[0]).value;  // (N,K)
+  const Tensor w = g.node(n.in[1]).value;  // (K,M), or (M,K) when transposed
   const bool tw = n.i[0] != 0;
   const int64_t N = x.rows, K = x.cols, M = dy.cols;
   if (g.requires_grad(n.in[0])) {
-    float* dx = g.grad(n.in[0]).data;        // (N,K) += dy (N,M) . op(w)^T (M,K)
+    float* dx = g.grad(n.in[0]).data;  // (N,K) += dy (N,M) . op(w)^T (M,K)
     gemm_acc_parallel(false, !tw, N, K, M, 1.0f, dy.data, M, w.data, tw ? K : M, dx, K);
   }
   if (g.requires_grad(n.in[1])) {
     float* dw = g.grad(n.in[1]).data;
     if (!tw)  // dw (K,M) += x^T (K,N) . dy (N,M)
       gemm_acc_parallel(true, false, K, M, N, 1.0f, x.data, K, dy.data, M, dw, M);
-    else      // dw (M,K) += dy^T (M,N) . x (N,K)
+    else  // dw (M,K) += dy^T (M,N) . x (N,K)
       gemm_acc_parallel(true, false, M, K, N, 1.0f, dy.data, M, x.data, K, dw, K);
   }
   if (g.requires_grad(n.in[2])) add_column_sums(dy.data, N, M, M, g.grad(n.in[2]).data);  // (1,M)
@@ -47,8 +47,7 @@ Var linear_impl(const char* op, const char* xn, const char* wn, Graph& g, Var x,
   if (bias.valid()) {
     check_var(op, "bias", g, bias);
     const Tensor Bt = g.value(bias);
-    if (Bt.rows != 1 || Bt.cols != M)
-      shape_error(op, "bias must be (1, out)", "bias", Bt, wn, W);
+    if (Bt.rows != 1 || Bt.cols != M) shape_error(op, "bias must be (1, out)", "bias", Bt, wn, W);
     b = Bt.data;
   }
   Var out = g.make(N, M, &linear_backward, {x, w, bias});

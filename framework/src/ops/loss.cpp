@@ -26,13 +26,15 @@ void cross_entropy_backward(Graph& g, int id) {
   const int32_t ignore = static_cast<int32_t>(n.i[0]);
   const float d = n.grad.data[0] * n.f[0];
   const int64_t V = L.cols;
-  parallel_chunks(L.rows, chunk_for(1, 8 * V), [&](int64_t r0, int64_t r1) {
+  parallel_chunks(L.rows, items_per_task(8 * V), [&](int64_t r0, int64_t r1) {
     // softmax = exp(logits - lse), exponentiated over the whole chunk at once
     float* e = thread_scratch(kSlotMisc, static_cast<size_t>((r1 - r0) * V));
     for (int64_t r = r0; r < r1; ++r) {
       RowMut er(e + (r - r0) * V, V);
-      if (targets[r] == ignore) er.setZero();
-      else er = Row(L.row(r), V) - lse[r];
+      if (targets[r] == ignore)
+        er.setZero();
+      else
+        er = Row(L.row(r), V) - lse[r];
     }
     ArrMap chunk(e, (r1 - r0) * V);
     chunk = chunk.exp();
@@ -77,7 +79,7 @@ Var cross_entropy(Graph& g, Var logits, const int32_t* targets, int64_t n, int32
   nd.p[0] = lse;
   nd.i[0] = ignore;
   nd.f[0] = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;
-  parallel_chunks(N, chunk_for(1, 8 * V), [&](int64_t r0, int64_t r1) {
+  parallel_chunks(N, items_per_task(8 * V), [&](int64_t r0, int64_t r1) {
     // e = exp(logits - row max), exponentiated over the whole chunk at once; row_loss
     // holds the row max meanwhile.
     float* e = thread_scratch(kSlotMisc, static_cast<size_t>((r1 - r0) * V));

@@ -34,8 +34,8 @@ const float* filled_row(Graph& g, int64_t C, float v) {
 // p[2] = gain values or a row of ones (C).
 void layernorm_backward(Graph& g, int id) {
   Node& n = g.node(id);
-  const Tensor dy = n.grad;                 // (N,C)
-  const Tensor x = g.node(n.in[0]).value;   // (N,C)
+  const Tensor dy = n.grad;                // (N,C)
+  const Tensor x = g.node(n.in[0]).value;  // (N,C)
   const float* mean = static_cast<const float*>(n.p[0]);
   const float* rstd = static_cast<const float*>(n.p[1]);
   const Row gain(static_cast<const float*>(n.p[2]), x.cols);
@@ -44,7 +44,7 @@ void layernorm_backward(Graph& g, int id) {
   float* xhat = need_xhat ? g.alloc(static_cast<size_t>(N * C)) : nullptr;  // (N,C)
   float* dx = g.requires_grad(n.in[0]) ? g.grad(n.in[0]).data : nullptr;
   if (dx || xhat) {
-    parallel_chunks(N, chunk_for(1, 8 * C), [&](int64_t r0, int64_t r1) {
+    parallel_chunks(N, items_per_task(8 * C), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const Row xr(x.row(r), C), dyr(dy.row(r), C);
         const float m = mean[r], s = rstd[r];
@@ -67,8 +67,8 @@ void layernorm_backward(Graph& g, int id) {
 // node: in = {x, gain|-1}; f[0] = eps; p[1] = rstd (N), p[2] = gain values or ones (C).
 void rmsnorm_backward(Graph& g, int id) {
   Node& n = g.node(id);
-  const Tensor dy = n.grad;                 // (N,C)
-  const Tensor x = g.node(n.in[0]).value;   // (N,C)
+  const Tensor dy = n.grad;                // (N,C)
+  const Tensor x = g.node(n.in[0]).value;  // (N,C)
   const float* rstd = static_cast<const float*>(n.p[1]);
   const Row gain(static_cast<const float*>(n.p[2]), x.cols);
   const int64_t N = x.rows, C = x.cols;
@@ -76,7 +76,7 @@ void rmsnorm_backward(Graph& g, int id) {
   float* xhat = need_xhat ? g.alloc(static_cast<size_t>(N * C)) : nullptr;
   float* dx = g.requires_grad(n.in[0]) ? g.grad(n.in[0]).data : nullptr;
   if (dx || xhat) {
-    parallel_chunks(N, chunk_for(1, 6 * C), [&](int64_t r0, int64_t r1) {
+    parallel_chunks(N, items_per_task(6 * C), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const Row xr(x.row(r), C), dyr(dy.row(r), C);
         const float s = rstd[r];
@@ -98,10 +98,10 @@ void rmsnorm_backward(Graph& g, int id) {
 void softmax_backward(Graph& g, int id) {
   Node& n = g.node(id);
   if (!g.requires_grad(n.in[0])) return;
-  const Tensor dy = n.grad, y = n.value;    // (N,C)
+  const Tensor dy = n.grad, y = n.value;  // (N,C)
   Tensor dx = g.grad(n.in[0]);
   const int64_t C = y.cols;
-  parallel_chunks(y.rows, chunk_for(1, 4 * C), [&](int64_t r0, int64_t r1) {
+  parallel_chunks(y.rows, items_per_task(4 * C), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const Row yr(y.row(r), C), dyr(dy.row(r), C);
       const float d = (dyr * yr).sum();
@@ -130,7 +130,7 @@ Var layernorm(Graph& g, Var x, Var gain, Var bias, float eps) {
   n.p[2] = const_cast<float*>(gp);
   const Tensor Y = n.value;
   const Row gr(gp, C), br(bp, C);
-  parallel_chunks(N, chunk_for(1, 6 * C), [&](int64_t r0, int64_t r1) {
+  parallel_chunks(N, items_per_task(6 * C), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const Row xr(X.row(r), C);
       const float m = xr.sum() / static_cast<float>(C);
@@ -161,7 +161,7 @@ Var rmsnorm(Graph& g, Var x, Var gain, float eps) {
   n.p[2] = const_cast<float*>(gp);
   const Tensor Y = n.value;
   const Row gr(gp, C);
-  parallel_chunks(N, chunk_for(1, 4 * C), [&](int64_t r0, int64_t r1) {
+  parallel_chunks(N, items_per_task(4 * C), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const Row xr(X.row(r), C);
       const float s = 1.0f / std::sqrt(xr.square().sum() / static_cast<float>(C) + eps);
@@ -178,7 +178,7 @@ Var softmax(Graph& g, Var x) {
   const int64_t C = X.cols;
   Var out = g.make(X.rows, C, &softmax_backward, {x});
   const Tensor Y = g.value(out);
-  parallel_chunks(X.rows, chunk_for(1, 8 * C), [&](int64_t r0, int64_t r1) {
+  parallel_chunks(X.rows, items_per_task(8 * C), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const Row xr(X.row(r), C);
       RowMut(Y.row(r), C) = xr - xr.maxCoeff();

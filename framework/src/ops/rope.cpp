@@ -14,7 +14,7 @@ using namespace kernels;
 void rotate(const float* x, float* y, bool accumulate, const float* cs, int64_t B, int64_t T,
             int64_t NH, int64_t HS, float sign) {
   const int64_t H2 = HS / 2, C = NH * HS;
-  parallel_chunks(B * T, chunk_for(1, 4 * C), [&](int64_t r0, int64_t r1) {
+  parallel_chunks(B * T, items_per_task(4 * C), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t t = r % T;
       const float* cosv = cs + t * 2 * H2;  // (H2)
@@ -57,20 +57,21 @@ Var rope(Graph& g, Var x, int64_t batch, int64_t time, int64_t n_heads, int64_t 
   const Tensor X = g.value(x);  // (B*T, NH*HS)
   if (batch <= 0 || time <= 0 || n_heads <= 0 || head_size <= 0 || head_size % 2 != 0)
     throw Error("rope: need positive batch, time, n_heads and an even head_size; got B=" +
-                std::to_string(batch) + " T=" + std::to_string(time) + " NH=" +
-                std::to_string(n_heads) + " HS=" + std::to_string(head_size));
+                std::to_string(batch) + " T=" + std::to_string(time) +
+                " NH=" + std::to_string(n_heads) + " HS=" + std::to_string(head_size));
   if (X.rows != batch * time || X.cols != n_heads * head_size)
     throw Error("rope: x is " + shape_str(X) + " but B*T = " + std::to_string(batch * time) +
                 " rows and NH*HS = " + std::to_string(n_heads * head_size) + " columns were given");
   if (!(base > 0.0f)) throw Error("rope: base must be positive, got " + std::to_string(base));
   const int64_t H2 = head_size / 2;
   float* table = g.alloc(static_cast<size_t>(time * 2 * H2));  // (T, 2*H2)
-  parallel_chunks(time, chunk_for(1, 100 * H2), [&](int64_t t0, int64_t t1) {
+  parallel_chunks(time, items_per_task(100 * H2), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const double pos = static_cast<double>(pos0 + t);
       for (int64_t i = 0; i < H2; ++i) {
-        const double ang = pos * std::pow(static_cast<double>(base),
-                                          -2.0 * static_cast<double>(i) / static_cast<double>(head_size));
+        const double ang =
+            pos * std::pow(static_cast<double>(base),
+                           -2.0 * static_cast<double>(i) / static_cast<double>(head_size));
         table[t * 2 * H2 + i] = static_cast<float>(std::cos(ang));
         table[t * 2 * H2 + H2 + i] = static_cast<float>(std::sin(ang));
       }

@@ -12,10 +12,10 @@ using namespace kernels;
 void slice_cols_backward(Graph& g, int id) {
   Node& n = g.node(id);
   if (!g.requires_grad(n.in[0])) return;
-  const Tensor dy = n.grad;            // (N,W)
-  Tensor dx = g.grad(n.in[0]);         // (N,C)
+  const Tensor dy = n.grad;     // (N,W)
+  Tensor dx = g.grad(n.in[0]);  // (N,C)
   const int64_t start = n.i[0], W = dy.cols;
-  parallel_chunks(dy.rows, chunk_for(1, W), [&](int64_t r0, int64_t r1) {
+  parallel_chunks(dy.rows, items_per_task(W), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* s = dy.row(r);
       float* d = dx.row(r) + start;
@@ -28,8 +28,8 @@ void slice_cols_backward(Graph& g, int id) {
 void embedding_backward(Graph& g, int id) {
   Node& n = g.node(id);
   if (!g.requires_grad(n.in[0])) return;
-  const Tensor dy = n.grad;            // (n,C)
-  Tensor dt = g.grad(n.in[0]);         // (R,C)
+  const Tensor dy = n.grad;     // (n,C)
+  Tensor dt = g.grad(n.in[0]);  // (R,C)
   const int32_t* ids = static_cast<const int32_t*>(n.p[0]);
   const int64_t count = n.i[0], C = dy.cols;
   // Repeated ids add up in row order; parallel over column blocks only.
@@ -49,7 +49,7 @@ void sum_backward(Graph& g, int id) {
   if (!g.requires_grad(n.in[0])) return;
   const float d = n.grad.data[0];
   float* dx = g.grad(n.in[0]).data;
-  parallel_chunks(g.node(n.in[0]).value.numel(), chunk_for(1, 1), [&](int64_t i0, int64_t i1) {
+  parallel_chunks(g.node(n.in[0]).value.numel(), items_per_task(1), [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) dx[i] += d;
   });
 }
@@ -66,7 +66,7 @@ Var slice_cols(Graph& g, Var x, int64_t start, int64_t width) {
   Node& n = g.node(out);
   n.i[0] = start;
   const Tensor Y = n.value;  // (N,W)
-  parallel_chunks(X.rows, chunk_for(1, width), [&](int64_t r0, int64_t r1) {
+  parallel_chunks(X.rows, items_per_task(width), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r)
       std::memcpy(Y.row(r), X.row(r) + start, sizeof(float) * static_cast<size_t>(width));
   });
@@ -76,7 +76,8 @@ Var slice_cols(Graph& g, Var x, int64_t start, int64_t width) {
 Var embedding(Graph& g, Var table, const int32_t* ids, int64_t n) {
   check_var("embedding", "table", g, table);
   const Tensor Tb = g.value(table);  // (R,C)
-  if (n < 0 || (n > 0 && !ids)) throw Error("embedding: no ids given (n = " + std::to_string(n) + ")");
+  if (n < 0 || (n > 0 && !ids))
+    throw Error("embedding: no ids given (n = " + std::to_string(n) + ")");
   for (int64_t r = 0; r < n; ++r)
     if (ids[r] < 0 || ids[r] >= Tb.rows)
       throw Error("embedding: id " + std::to_string(ids[r]) + " at position " + std::to_string(r) +
@@ -93,7 +94,7 @@ Var embedding(Graph& g, Var table, const int32_t* ids, int64_t n) {
   }
   const Tensor Y = nd.value;  // (n,C)
   const size_t row_bytes = sizeof(float) * static_cast<size_t>(Tb.cols);
-  parallel_chunks(n, chunk_for(1, Tb.cols), [&](int64_t r0, int64_t r1) {
+  parallel_chunks(n, items_per_task(Tb.cols), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) std::memcpy(Y.row(r), Tb.row(ids[r]), row_bytes);
   });
   return out;
