@@ -81,9 +81,26 @@ void gemm_run(Index m, Index n, Index k, float alpha, const float* a, Index lda,
 }
 }  // namespace
 
+// A few rows (incremental decoding): matrix-vector products per row. Level-3 GEMM
+// would pack the whole of B for each call, which costs more than the product itself.
+void gemv_rows(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+               int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
+  using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using Strided = Eigen::Map<const Eigen::VectorXf, 0, Eigen::InnerStride<>>;
+  Eigen::Map<const RowMat, 0, Eigen::OuterStride<>> B(b, trans_b ? n : k, trans_b ? k : n, Eigen::OuterStride<>(ldb));
+  for (int64_t i = 0; i < m; ++i) {
+    // Row i of op(A): contiguous for row-major A, strided for its transpose.
+    Strided ai(trans_a ? a + i : a + i * lda, k, Eigen::InnerStride<>(trans_a ? lda : 1));
+    Eigen::Map<Eigen::VectorXf> ci(c + i * ldc, n);
+    if (trans_b) ci.noalias() += alpha * (B * ai);
+    else ci.noalias() += alpha * (B.transpose() * ai);
+  }
+}
+
 void gemm_acc(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
               const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
   if (m <= 0 || n <= 0 || k <= 0) return;
+  if (m <= 4) return gemv_rows(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc);
   // A row-major (k,m) matrix read as its transpose is a column-major (m,k) one.
   constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
   if (!trans_a && !trans_b)
