@@ -1,9 +1,12 @@
-// Conformance of every "attention" variant, alone and with every positional variant:
-// shapes, determinism, gradients, incremental decoding with a KV cache, attention weights,
-// options. Plus the causal variant's mask, checks and the GPT-1 seed's parameter count.
+// Conformance of every "attention" variant, alone and with every positional variant
+// (conformance.cpp: shapes, determinism, gradients, KV-cache decoding, weights, padding
+// masks, options). Plus the causal mask, grouped-query heads, the bidirectional variant,
+// padding masks and attention weights through the model, and the GPT-1 seed's counts.
 #include <doctest/doctest.h>
 
 #include <memory>
+
+#include "ablate/model.hpp"
 
 #include "ablate/attention.hpp"
 #include "ablate/ffn.hpp"
@@ -32,83 +35,10 @@ std::vector<float> run(Attention& a, PositionalEncoding* pos, const std::vector<
   return ptest::values(g, y);
 }
 
-// The positional variants to combine with, "" meaning none at all.
-std::vector<std::string> positionals() {
-  std::vector<std::string> p{""};
-  for (const std::string& n : ptest::variants("positional")) p.push_back(n);
-  return p;
-}
-
 }  // namespace
 
 TEST_CASE("attention/conformance: every variant with every positional encoding") {
-  const int64_t B = 2, T = 5;
-  const auto d = ptest::dims(kC, kNH, 16);
-  for (const std::string& name : ptest::variants("attention")) {
-    for (const std::string& pname : positionals()) {
-      INFO("attention '" << name << "' with positional '" << pname << "'");
-      ptest::Built<PositionalEncoding> pos;
-      if (!pname.empty()) pos = ptest::build<PositionalEncoding>(ptest::type_yaml(pname), d, 7, "model.positional");
-      PositionalEncoding* pp = pos.obj.get();
-      auto a = ptest::build<Attention>(ptest::type_yaml(name), d);
-      auto b = ptest::build<Attention>(ptest::type_yaml(name), d);
-      CHECK(a->n_heads() > 0);
-      CHECK(a->kv_width() > 0);
-
-      const auto x = ptest::randn(static_cast<size_t>(B * T * kC), 3);
-      std::vector<float> w(static_cast<size_t>(B * a->n_heads() * T * T), -1.0f);
-      const auto ya = run(*a.obj, pp, x, B, T, w.data());
-      CHECK(ya == run(*a.obj, pp, x, B, T));
-      CHECK(ya == run(*b.obj, pp, x, B, T));
-      for (float v : ya) REQUIRE(std::isfinite(v));
-      const std::vector<uint8_t> all_real(static_cast<size_t>(B * T), 1);
-      CHECK(run(*a.obj, pp, x, B, T, nullptr, all_real.data()) == ya);  // a mask without padding changes nothing
-      // Attention probabilities: each query's row sums to 1.
-      for (int64_t r = 0; r < B * a->n_heads() * T; ++r) {
-        double s = 0;
-        for (int64_t j = 0; j < T; ++j) {
-          const float p = w[static_cast<size_t>(r * T + j)];
-          CHECK((p >= 0.0f && p <= 1.0f));
-          s += p;
-        }
-        CHECK(s == doctest::Approx(1.0).epsilon(1e-5));
-      }
-
-      // Decoding one token at a time with a KV cache reproduces the full forward.
-      {
-        ablate::KVCache cache;
-        cache.init(1, T, a->kv_width());
-        ablate::Graph g;
-        ablate::NoGrad ng(g);
-        for (int64_t t = 0; t < T; ++t) {
-          g.reset();
-          AttentionInput in;
-          in.pos = {1, 1, t};
-          in.positional = pp;
-          in.cache = &cache;
-          ablate::Var y = a->forward(g, g.constant(x.data() + t * kC, 1, kC), in);
-          const auto yt = ptest::values(g, y);
-          for (int64_t c = 0; c < kC; ++c) CHECK(yt[static_cast<size_t>(c)] == doctest::Approx(ya[static_cast<size_t>(t * kC + c)]).epsilon(1e-4));
-        }
-        CHECK(cache.length == T);
-      }
-
-      ptest::randomize(*a.store, 5, 0.3f);
-      ablate::ParamStore inputs(11);
-      ablate::Parameter& xp = inputs.add("x", B * T, kC, ablate::Init::kNormal, 1.0f);
-      std::vector<ablate::Parameter*> wrt = a.store->all();
-      wrt.push_back(&xp);
-      ptest::require_gradients(
-          [&](ablate::Graph& g) {
-            AttentionInput in;
-            in.pos = {B, T, 0};
-            in.positional = pp;
-            return ptest::Outputs{a->forward(g, g.param(xp), in)};
-          },
-          wrt);
-    }
-    ptest::check_option_validation<Attention>("attention", name, d);
-  }
+  ptest::check_conformance("attention");
 }
 
 TEST_CASE("attention/causal: output at t ignores later tokens; weights are lower triangular") {
@@ -171,5 +101,174 @@ TEST_CASE("attention/causal: d_model must be divisible by n_heads") {
     FAIL("accepted n_heads = 4 for d_model = 10");
   } catch (const ablate::ConfigError& e) {
     CHECK(std::string(e.what()).find("does not divide d_model = 10") != std::string::npos);
+  }
+}
+
+TEST_CASE("attention/gqa: n_kv_heads sizes K and V as NKV*HS; 1 is multi-query; must divide n_heads") {
+  // C = 16, NH = 4, HS = 4: the fused projection is (C, C + 2*NKV*HS).
+  const auto d = ptest::dims(16, 4, 16, false);
+  for (int64_t nkv : {4, 2, 1}) {
+    INFO("n_kv_heads " << nkv);
+    auto a = ptest::build<Attention>("{type: causal, n_kv_heads: " + std::to_string(nkv) + "}", d);
+    CHECK(a.store->count() == 16 * (16 + 2 * nkv * 4) + 16 * 16);
+    CHECK(a->kv_width() == nkv * 4);
+    CHECK(a->n_heads() == 4);
+  }
+  // 0 (the default) is plain multi-head attention, the same parameters as n_kv_heads = n_heads.
+  CHECK(ptest::build<Attention>("{type: causal}", d).store->count() == 4 * 16 * 16);
+  CHECK(ptest::build<Attention>("{type: bidirectional, n_kv_heads: 1}", d).store->count() == 16 * 24 + 16 * 16);
+  try {
+    ptest::build<Attention>("{type: causal, n_kv_heads: 3}", d);
+    FAIL("accepted n_kv_heads = 3 with 4 heads");
+  } catch (const ablate::ConfigError& e) {
+    CHECK(std::string(e.what()).find("model.plugin.n_kv_heads") != std::string::npos);
+    CHECK(std::string(e.what()).find("does not divide n_heads = 4") != std::string::npos);
+  }
+}
+
+TEST_CASE("attention/gqa: KV-cache decoding equals the full forward, with every head count") {
+  const int64_t C = 16, NH = 4, T = 7;
+  const auto d = ptest::dims(C, NH, 16, true);
+  const auto x = ptest::randn(static_cast<size_t>(T * C), 8);
+  for (int64_t nkv : {1, 2, 4}) {
+    INFO("n_kv_heads " << nkv);
+    auto a = ptest::build<Attention>("{type: causal, n_kv_heads: " + std::to_string(nkv) + "}", d);
+    ptest::randomize(*a.store, 3, 0.3f);
+    auto rope = ptest::build<PositionalEncoding>("{type: rope}", d);
+    ablate::Graph g;
+    AttentionInput in;
+    in.pos = {1, T, 0};
+    in.positional = rope.obj.get();
+    const auto full = ptest::values(g, a->forward(g, g.constant(x.data(), T, C), in));
+    ablate::KVCache cache;
+    cache.init(1, T, a->kv_width());
+    CHECK(cache.width == nkv * (C / NH));
+    ablate::NoGrad ng(g);
+    for (int64_t t = 0; t < T; ++t) {
+      g.reset();
+      AttentionInput step;
+      step.pos = {1, 1, t};
+      step.positional = rope.obj.get();
+      step.cache = &cache;
+      const auto y = ptest::values(g, a->forward(g, g.constant(x.data() + t * C, 1, C), step));
+      for (int64_t c = 0; c < C; ++c) CHECK(y[static_cast<size_t>(c)] == doctest::Approx(full[static_cast<size_t>(t * C + c)]).epsilon(1e-4));
+    }
+  }
+}
+
+TEST_CASE("attention/bidirectional: differs from causal, sees the future, same parameters") {
+  const int64_t T = 6;
+  const auto d = ptest::dims(kC, kNH, 16);
+  auto enc = ptest::build<Attention>("{type: bidirectional}", d);
+  auto dec = ptest::build<Attention>("{type: causal}", d);
+  REQUIRE(enc.store->count() == dec.store->count());
+  ptest::randomize(*enc.store, 2, 0.3f);
+  ptest::randomize(*dec.store, 2, 0.3f);  // same seed: the same weights
+  for (size_t i = 0; i < enc.store->all().size(); ++i)
+    REQUIRE(std::equal(enc.store->all()[i]->value.data, enc.store->all()[i]->value.data + enc.store->all()[i]->value.numel(),
+                       dec.store->all()[i]->value.data));
+  auto x = ptest::randn(static_cast<size_t>(T * kC), 4);
+  std::vector<float> we(static_cast<size_t>(kNH * T * T)), wd(we.size());
+  const auto ye = run(*enc.obj, nullptr, x, 1, T, we.data());
+  const auto yd = run(*dec.obj, nullptr, x, 1, T, wd.data());
+  // The last position sees everything in both; earlier ones see more with the encoder.
+  for (int64_t c = 0; c < kC; ++c) CHECK(ye[static_cast<size_t>((T - 1) * kC + c)] == doctest::Approx(yd[static_cast<size_t>((T - 1) * kC + c)]));
+  CHECK(ye[0] != doctest::Approx(yd[0]));
+  // The first query attends to the last key.
+  CHECK(we[T - 1] > 0.0f);
+  CHECK(wd[T - 1] == 0.0f);
+  // Changing the last token changes the encoder's first output.
+  for (int64_t c = 0; c < kC; ++c) x[static_cast<size_t>((T - 1) * kC + c)] += 1.0f;
+  const auto ye2 = run(*enc.obj, nullptr, x, 1, T);
+  CHECK(ye2[0] != doctest::Approx(ye[0]));
+  // ALiBi's one-sided bias is refused rather than misapplied.
+  auto alibi = ptest::build<PositionalEncoding>("{type: alibi}", d);
+  CHECK_THROWS_AS(run(*enc.obj, alibi.obj.get(), x, 1, T), ablate::Error);
+}
+
+TEST_CASE("attention/key_mask: padded keys are excluded; real tokens' outputs ignore padding content") {
+  const int64_t B = 2, T = 6;
+  const auto d = ptest::dims(kC, kNH, 16);
+  for (const char* type : {"causal", "bidirectional"}) {
+    INFO(type);
+    auto a = ptest::build<Attention>(std::string("{type: ") + type + "}", d);
+    ptest::randomize(*a.store, 2, 0.3f);
+    // Sequence 0: 4 real tokens then 2 padding (right padding); sequence 1: 2 padding first.
+    const std::vector<uint8_t> mask{1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1};
+    auto x = ptest::randn(static_cast<size_t>(B * T * kC), 5);
+    std::vector<float> w(static_cast<size_t>(B * kNH * T * T));
+    const auto y1 = run(*a.obj, nullptr, x, B, T, w.data(), mask.data());
+    for (int64_t r : {4, 5, 6, 7})
+      for (int64_t c = 0; c < kC; ++c) x[static_cast<size_t>(r * kC + c)] = 100.0f * static_cast<float>(c + 1);
+    const auto y2 = run(*a.obj, nullptr, x, B, T, nullptr, mask.data());
+    for (int64_t r = 0; r < B * T; ++r)
+      if (mask[static_cast<size_t>(r)])
+        for (int64_t c = 0; c < kC; ++c) CHECK(y1[static_cast<size_t>(r * kC + c)] == doctest::Approx(y2[static_cast<size_t>(r * kC + c)]));
+    // A real query's weights on padded keys are exactly 0, and its row still sums to 1.
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < kNH; ++h)
+        for (int64_t i = 0; i < T; ++i) {
+          if (!mask[static_cast<size_t>(b * T + i)]) continue;
+          double sum = 0;
+          for (int64_t j = 0; j < T; ++j) {
+            const float p = w[static_cast<size_t>(((b * kNH + h) * T + i) * T + j)];
+            if (!mask[static_cast<size_t>(b * T + j)]) CHECK(p == 0.0f);
+            sum += p;
+          }
+          CHECK(sum == doctest::Approx(1.0));
+        }
+    // The bidirectional sequence 0 is the same function as the unpadded 4-token sequence.
+    if (std::string(type) == "bidirectional") {
+      const std::vector<float> x4(x.begin(), x.begin() + 4 * kC);
+      const auto y4 = run(*a.obj, nullptr, x4, 1, 4);
+      for (int64_t i = 0; i < 4 * kC; ++i) CHECK(y4[static_cast<size_t>(i)] == doctest::Approx(y1[static_cast<size_t>(i)]).epsilon(1e-5));
+    }
+  }
+}
+
+TEST_CASE("attention/model: ForwardArgs key_mask and attention_weights reach every layer") {
+  ptest::registry();
+  for (const char* attn : {"causal", "bidirectional", "{type: causal, n_kv_heads: 1}"}) {
+    INFO(attn);
+    ablate::Options o = ptest::opts(std::string("{d_model: 16, n_heads: 4, n_layers: 2, context: 8, attention: ") + attn + "}", "model");
+    ablate::Model m(o, 13, 1);
+    const int64_t B = 2, T = 5, NH = 4, L = 2;
+    const std::vector<int32_t> ids{1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    std::vector<std::vector<float>> buf(L, std::vector<float>(static_cast<size_t>(B * NH * T * T), -1.0f));
+    std::vector<float*> ptrs{buf[0].data(), buf[1].data()};
+    const std::vector<uint8_t> mask{1, 1, 1, 0, 0, 1, 1, 1, 1, 1};
+    ablate::Graph g;
+    ablate::ForwardArgs a;
+    a.ids = ids.data();
+    a.batch = B;
+    a.time = T;
+    a.key_mask = mask.data();
+    a.attention_weights = &ptrs;
+    ablate::Var logits = m.forward(g, a);
+    CHECK(g.value(logits).rows == B * T);
+    const auto first = ptest::values(g, logits);
+    for (int64_t l = 0; l < L; ++l)
+      for (int64_t h = 0; h < NH; ++h)
+        for (int64_t i = 0; i < 3; ++i) {
+          double sum = 0;
+          for (int64_t j = 0; j < T; ++j) {
+            const float p = buf[static_cast<size_t>(l)][static_cast<size_t>(((0 * NH + h) * T + i) * T + j)];
+            CHECK((p >= 0.0f && p <= 1.0f));
+            if (j >= 3) CHECK(p == 0.0f);
+            sum += p;
+          }
+          CHECK(sum == doctest::Approx(1.0));
+        }
+    // Changing the padded tokens leaves the real tokens' logits unchanged.
+    std::vector<int32_t> ids2 = ids;
+    ids2[3] = 11;
+    ids2[4] = 12;
+    a.ids = ids2.data();
+    a.attention_weights = nullptr;
+    g.reset();
+    const auto second = ptest::values(g, m.forward(g, a));
+    for (int64_t r : {0, 1, 2, 5, 6, 7, 8, 9})
+      for (int64_t v = 0; v < 13; ++v)
+        CHECK(first[static_cast<size_t>(r * 13 + v)] == doctest::Approx(second[static_cast<size_t>(r * 13 + v)]).epsilon(1e-5));
   }
 }

@@ -20,29 +20,7 @@ std::vector<float> run(Ffn& f, const std::vector<float>& x, int64_t rows, int64_
 }  // namespace
 
 TEST_CASE("ffn/conformance: shapes, determinism, gradients and options of every variant") {
-  const int64_t C = 12, rows = 6;
-  for (const std::string& name : ptest::variants("ffn")) {
-    INFO("ffn '" << name << "'");
-    for (bool bias : {false, true}) {
-      auto d = ptest::dims(C, 2, 16, bias);
-      auto a = ptest::build<Ffn>(ptest::type_yaml(name), d);
-      auto b = ptest::build<Ffn>(ptest::type_yaml(name), d);
-      CHECK(a.store->count() > 0);
-      const std::vector<float> x = ptest::randn(static_cast<size_t>(rows * C), 3);
-      const std::vector<float> ya = run(*a.obj, x, rows, C);
-      CHECK(ya == run(*a.obj, x, rows, C));  // same object, same input
-      CHECK(ya == run(*b.obj, x, rows, C));  // same seed, same parameters
-      for (float v : ya) REQUIRE(std::isfinite(v));
-
-      ptest::randomize(*a.store, 5);
-      ablate::ParamStore inputs(11);
-      ablate::Parameter& xp = inputs.add("x", rows, C, ablate::Init::kNormal, 1.0f);
-      std::vector<ablate::Parameter*> wrt = a.store->all();
-      wrt.push_back(&xp);
-      ptest::require_gradients([&](ablate::Graph& g) { return ptest::Outputs{a->forward(g, g.param(xp))}; }, wrt);
-    }
-    ptest::check_option_validation<Ffn>("ffn", name);
-  }
+  ptest::check_conformance("ffn");
 }
 
 TEST_CASE("ffn/hidden: explicit hidden width sets every hidden dimension") {

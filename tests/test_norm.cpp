@@ -20,26 +20,7 @@ std::vector<float> run(Norm& n, const std::vector<float>& x, int64_t rows, int64
 }  // namespace
 
 TEST_CASE("norm/conformance: shapes, determinism, gradients and options of every variant") {
-  const int64_t C = 10, rows = 5;
-  for (const std::string& name : ptest::variants("norm")) {
-    INFO("norm '" << name << "'");
-    const auto d = ptest::dims(C, 2);
-    auto a = ptest::build<Norm>(ptest::type_yaml(name), d);
-    auto b = ptest::build<Norm>(ptest::type_yaml(name), d);
-    const auto x = ptest::randn(static_cast<size_t>(rows * C), 3, 2.0f);
-    const auto ya = run(*a.obj, x, rows, C);
-    CHECK(ya == run(*a.obj, x, rows, C));
-    CHECK(ya == run(*b.obj, x, rows, C));
-    for (float v : ya) REQUIRE(std::isfinite(v));
-
-    ptest::randomize(*a.store, 5, 1.0f);
-    ablate::ParamStore inputs(11);
-    ablate::Parameter& xp = inputs.add("x", rows, C, ablate::Init::kNormal, 1.0f);
-    std::vector<ablate::Parameter*> wrt = a.store->all();
-    wrt.push_back(&xp);
-    ptest::require_gradients([&](ablate::Graph& g) { return ptest::Outputs{a->forward(g, g.param(xp))}; }, wrt);
-    ptest::check_option_validation<Norm>("norm", name);
-  }
+  ptest::check_conformance("norm");
 }
 
 TEST_CASE("norm/layernorm: zero mean, unit variance per row; scale and shift options") {

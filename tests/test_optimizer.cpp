@@ -13,43 +13,6 @@ using ablate::Optimizer;
 
 namespace {
 
-// Two parameters (one decayed, one not) and a diagonal quadratic 0.5 * sum c (p - t)^2.
-struct Quadratic {
-  ablate::ParamStore store{3};
-  std::vector<float> target, curv;
-  Quadratic() {
-    store.add("w", 3, 4, ablate::Init::kNormal, 1.0f, true);
-    store.add("b", 1, 4, ablate::Init::kNormal, 1.0f, false);
-    target = ptest::randn(16, 4);
-    curv = ptest::randn(16, 5);
-    for (float& c : curv) c = 0.5f + std::fabs(c);
-  }
-  // Sets the gradients, returns the loss.
-  double grad() {
-    double loss = 0;
-    size_t k = 0;
-    for (ablate::Parameter* p : store.all())
-      for (int64_t i = 0; i < p->value.numel(); ++i, ++k) {
-        const double r = p->value.data[i] - target[k];
-        loss += 0.5 * curv[k] * r * r;
-        p->grad.data[i] = static_cast<float>(curv[k] * r);
-      }
-    return loss;
-  }
-  std::vector<float> flat() const {
-    std::vector<float> v;
-    for (ablate::Parameter* p : store.all()) v.insert(v.end(), p->value.data, p->value.data + p->value.numel());
-    return v;
-  }
-};
-
-void run(Optimizer& o, Quadratic& q, int64_t first, int64_t n) {
-  for (int64_t s = first; s < first + n; ++s) {
-    q.grad();
-    o.step(q.store.all(), o.base_lr(), s);
-  }
-}
-
 ptest::Built<Optimizer> make(const std::string& yaml) { return ptest::build<Optimizer>(yaml, ptest::dims(), 7, "train.optimizer"); }
 
 // One scalar parameter p = 1 (decayed or not), stepped with the given gradients.
@@ -71,58 +34,7 @@ std::pair<float, std::vector<float>> steps(const std::string& yaml, bool decay, 
 }  // namespace
 
 TEST_CASE("optimizer/conformance: every variant minimises a quadratic and resumes bitwise from its state") {
-  for (const std::string& name : ptest::variants("optimizer")) {
-    INFO("optimizer '" << name << "'");
-    auto o = make(ptest::type_yaml(name));
-    CHECK(o->base_lr() > 0.0f);
-    Quadratic q;
-    o->init(q.store.all());
-    const double before = q.grad();
-    run(*o.obj, q, 1, 100);
-    const double after = q.grad();
-    CHECK(after < before);
-    for (float v : q.flat()) REQUIRE(std::isfinite(v));
-
-    // State buffers: unique names, each as large as one parameter.
-    std::set<std::string> names;
-    std::multiset<size_t> sizes;
-    for (ablate::Parameter* p : q.store.all()) sizes.insert(static_cast<size_t>(p->value.numel()));
-    for (const ablate::StateBuffer& b : o->state()) {
-      CHECK(names.insert(b.name).second);
-      REQUIRE(b.data != nullptr);
-      CHECK(sizes.count(b.data->size()) > 0);
-    }
-
-    // Determinism, and resume: parameters and state buffers saved after 10 steps and loaded
-    // into a fresh optimizer give the same next steps, bit for bit.
-    Quadratic q1, q2;
-    auto o1 = make(ptest::type_yaml(name));
-    auto o2 = make(ptest::type_yaml(name));
-    o1->init(q1.store.all());
-    o2->init(q2.store.all());
-    run(*o1.obj, q1, 1, 10);
-    run(*o2.obj, q2, 1, 10);
-    CHECK(q1.flat() == q2.flat());
-    std::map<std::string, std::vector<float>> saved;
-    for (const auto& b : o1->state()) saved[b.name] = *b.data;
-    const std::vector<float> params = q1.flat();
-    run(*o1.obj, q1, 11, 5);
-
-    Quadratic q3;
-    size_t k = 0;
-    for (ablate::Parameter* p : q3.store.all())
-      for (int64_t i = 0; i < p->value.numel(); ++i) p->value.data[i] = params[k++];
-    auto o3 = make(ptest::type_yaml(name));
-    o3->init(q3.store.all());
-    for (const auto& b : o3->state()) {
-      REQUIRE(saved.count(b.name));
-      *b.data = saved[b.name];
-    }
-    run(*o3.obj, q3, 11, 5);
-    CHECK(q3.flat() == q1.flat());
-
-    ptest::check_option_validation<Optimizer>("optimizer", name);
-  }
+  ptest::check_conformance("optimizer");
 }
 
 TEST_CASE("optimizer/adamw: two steps by hand (lr 0.1, betas 0.9/0.999, wd 0.1, decoupled)") {

@@ -43,62 +43,7 @@ std::vector<float> rows(const std::vector<float>& v, int64_t from, int64_t n, in
 }  // namespace
 
 TEST_CASE("positional/conformance: every variant's hooks, gradients, offsets and options") {
-  const int64_t B = 2, T = 5;
-  for (const std::string& name : ptest::variants("positional")) {
-    INFO("positional '" << name << "'");
-    const auto d = ptest::dims(kC, kNH, 16);
-    auto a = ptest::build<PositionalEncoding>(ptest::type_yaml(name), d);
-    auto b = ptest::build<PositionalEncoding>(ptest::type_yaml(name), d);
-
-    // embed: deterministic, and position-absolute: a window starting at pos0 sees the same
-    // positions as the same rows of a longer sequence (what KV-cache decoding relies on).
-    const auto x = ptest::randn(static_cast<size_t>(B * T * kC), 3);
-    const auto ya = embed(*a.obj, x, B, T, 0);
-    CHECK(ya == embed(*a.obj, x, B, T, 0));
-    CHECK(ya == embed(*b.obj, x, B, T, 0));
-    const auto x1 = rows(x, 0, T, kC);
-    const auto full = embed(*a.obj, x1, 1, T, 0);
-    const auto tail = embed(*a.obj, rows(x1, 2, T - 2, kC), 1, T - 2, 2);
-    const auto ref = rows(full, 2, T - 2, kC);
-    for (size_t i = 0; i < tail.size(); ++i) CHECK(tail[i] == doctest::Approx(ref[i]).epsilon(1e-5));
-
-    // rotate: the same for q and k (with fewer kv heads than query heads).
-    const auto q = ptest::randn(static_cast<size_t>(B * T * kNH * kHS), 4), k = ptest::randn(static_cast<size_t>(B * T * kNKV * kHS), 5);
-    const auto r = rotate(*a.obj, q, k, B, T, 0);
-    CHECK(r == rotate(*b.obj, q, k, B, T, 0));
-    const auto r1 = rotate(*a.obj, rows(q, 0, T, kNH * kHS), rows(k, 0, T, kNKV * kHS), 1, T, 0);
-    const auto r2 = rotate(*a.obj, rows(q, 3, 2, kNH * kHS), rows(k, 3, 2, kNKV * kHS), 1, 2, 3);
-    for (int64_t i = 0; i < 2 * kNH * kHS; ++i) CHECK(r2[static_cast<size_t>(i)] == doctest::Approx(r1[static_cast<size_t>(3 * kNH * kHS + i)]).epsilon(1e-5));
-
-    if (const float* s = a->attention_slopes())
-      for (int64_t h = 0; h < kNH; ++h) CHECK((std::isfinite(s[h]) && s[h] >= 0.0f));
-
-    if (a->max_positions() >= 0) {
-      const int64_t m = a->max_positions();
-      CHECK(m >= d.context);
-      std::vector<float> xm(static_cast<size_t>(m * kC), 0.5f);
-      CHECK_NOTHROW(embed(*a.obj, xm, 1, m, 0));
-      CHECK_THROWS_AS(embed(*a.obj, std::vector<float>(2 * kC, 0.5f), 1, 2, m - 1), ablate::Error);
-    }
-
-    // Gradients through both hooks, w.r.t. the inputs and any parameters.
-    ptest::randomize(*a.store, 6);
-    ablate::ParamStore inputs(12);
-    ablate::Parameter& xp = inputs.add("x", B * T, kC, ablate::Init::kNormal, 1.0f);
-    ablate::Parameter& qp = inputs.add("q", B * T, kNH * kHS, ablate::Init::kNormal, 1.0f);
-    ablate::Parameter& kp = inputs.add("k", B * T, kNKV * kHS, ablate::Init::kNormal, 1.0f);
-    std::vector<ablate::Parameter*> wrt = a.store->all();
-    for (auto* p : {&xp, &qp, &kp}) wrt.push_back(p);
-    ptest::require_gradients(
-        [&](ablate::Graph& g) {
-          ablate::Var vq = g.param(qp), vk = g.param(kp);
-          a->rotate(g, vq, vk, PosContext{B, T, 1}, kNH, kNKV, kHS);
-          return ptest::Outputs{a->embed(g, g.param(xp), PosContext{B, T, 1}), vq, vk};
-        },
-        wrt);
-
-    ptest::check_option_validation<PositionalEncoding>("positional", name, d);
-  }
+  ptest::check_conformance("positional");
 }
 
 TEST_CASE("positional/sinusoidal: PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(same)") {

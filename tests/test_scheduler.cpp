@@ -14,23 +14,7 @@ ptest::Built<Scheduler> make(const std::string& yaml) { return ptest::build<Sche
 }  // namespace
 
 TEST_CASE("scheduler/conformance: every variant gives finite factors in [0, 1] over a run") {
-  for (const std::string& name : ptest::variants("scheduler")) {
-    INFO("scheduler '" << name << "'");
-    auto s = make(ptest::type_yaml(name));
-    for (int64_t total : {1, 2, 10, 1000, 60000}) {
-      const int64_t stride = std::max<int64_t>(1, total / 500);
-      for (int64_t step = 0; step <= total + 10; step += stride) {
-        const float f = s->factor(step, total);
-        INFO("step " << step << " of " << total);
-        REQUIRE(std::isfinite(f));
-        REQUIRE(f >= 0.0f);
-        REQUIRE(f <= 1.0001f);
-      }
-      CHECK(s->factor(total / 2, total) > 0.0f);
-      CHECK(s->factor(0, total) == make(ptest::type_yaml(name))->factor(0, total));
-    }
-    ptest::check_option_validation<Scheduler>("scheduler", name);
-  }
+  ptest::check_conformance("scheduler");
 }
 
 TEST_CASE("scheduler/cosine: GPT-2 recipe, warmup 2000 of 60000 steps, floor 0.1") {

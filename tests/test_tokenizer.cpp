@@ -32,40 +32,9 @@ ptest::Built<Tokenizer> fitted(const std::string& yaml, const std::string& text)
 }  // namespace
 
 TEST_CASE("tokenizer/conformance: round trip, save/load, determinism and options of every variant") {
-  const std::string text = shakespeare();
-  const std::string train = text.substr(0, text.size() * 9 / 10), held = text.substr(text.size() * 9 / 10);
-  for (const std::string& name : ptest::variants("tokenizer")) {
-    INFO("tokenizer '" << name << "'");
-    auto t = fitted(ptest::type_yaml(name), train);
-    const int64_t V = t->vocab_size();
-    CHECK(V > 0);
-    const auto ids = t->encode(train);
-    CHECK(!ids.empty());
-    CHECK(ids.size() <= train.size());
-    for (int32_t id : ids) REQUIRE((id >= 0 && id < V));
-    CHECK(t->decode(ids) == train);
-    for (int32_t id : t->encode(held)) REQUIRE((id >= 0 && id < V));
-    if (t->pad_id() >= 0) CHECK(t->pad_id() < V);
-
-    // Same text, same tokenizer; and the saved state restores it exactly.
-    auto again = fitted(ptest::type_yaml(name), train);
-    CHECK(again->save() == t->save());
-    auto loaded = ptest::build<Tokenizer>(ptest::type_yaml(name), ptest::dims(), 7, "tokenizer");
-    loaded->load(t->save());
-    CHECK(loaded->vocab_size() == V);
-    CHECK(loaded->encode(held) == t->encode(held));
-    CHECK(loaded->save() == t->save());
-
-    // Text never seen and ids out of range do not throw; empty text is empty.
-    const std::string unseen = "\x01 caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80 \xFF";
-    for (int32_t id : t->encode(unseen)) CHECK((id >= 0 && id < V));
-    CHECK_NOTHROW(t->decode({-1, static_cast<int32_t>(V), 1 << 30}));
-    CHECK(t->encode("").empty());
-    CHECK(t->decode({}).empty());
-    CHECK_THROWS_AS(loaded->load("garbage"), ablate::Error);
-
-    ptest::check_option_validation<Tokenizer>("tokenizer", name);
-  }
+  ablate::conformance::Settings s;
+  s.sample_text = shakespeare();
+  ptest::check_conformance("tokenizer", s);
 }
 
 TEST_CASE("tokenizer/char: sorted characters of the text, then the unknown symbol") {
@@ -173,7 +142,7 @@ TEST_CASE("tokenizer/bpe: whitespace round-trips exactly") {
   std::string corpus;
   for (int i = 0; i < 3; ++i) corpus += "the cat sat on the mat\n\nthe dog  sat\ton the log \n<w/> trailing leading x\r\n";
   auto t = fitted("{type: bpe, merges: 200}", corpus);
-  for (const std::string s : {corpus, std::string(" leading"), std::string("trailing "), std::string("cat\r\nmat"),
+  for (const std::string& s : {corpus, std::string(" leading"), std::string("trailing "), std::string("cat\r\nmat"),
                               std::string("   "), std::string("\n"), std::string("x"), std::string("the\vcat\f"), std::string("")})
     CHECK(t->decode(t->encode(s)) == s);
   // Newline runs are tokens of their own ("\n\n" merges); single spaces between words are free.

@@ -3,17 +3,21 @@
 # those), then configures and builds an optimised Release in ./build.
 #   tools/bootstrap.sh            # packages + build
 #   tools/bootstrap.sh --tests    # also what the test suite uses (h5py, h5dump, chromium)
+#   tools/bootstrap.sh --fuzz     # clang + libFuzzer; builds only the fuzz targets, in ./build-fuzz
 #   ABLATE_BUILD_DIR=dir tools/bootstrap.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${ABLATE_BUILD_DIR:-$root/build}
+fuzz=0
 
 packages=(g++ cmake make git libboost-program-options-dev libboost-dev libboost-filesystem-dev
           libeigen3-dev libtbb-dev libyaml-cpp-dev libhdf5-dev doctest-dev)
 for arg in "$@"; do
   case $arg in
     --tests) packages+=(hdf5-tools python3-h5py python3-numpy chromium) ;;
-    *) echo "bootstrap: unknown option '$arg' (known: --tests)" >&2; exit 2 ;;
+    # libFuzzer's runtime is only a recommendation of clang's: name it.
+    --fuzz) packages+=(clang libclang-rt-dev); fuzz=1 ;;
+    *) echo "bootstrap: unknown option '$arg' (known: --tests, --fuzz)" >&2; exit 2 ;;
   esac
 done
 missing=()
@@ -33,5 +37,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   done
 fi
 
+if [ $fuzz -eq 1 ]; then
+  build=${ABLATE_FUZZ_BUILD_DIR:-$root/build-fuzz}
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+        -DABLATE_FUZZ=ON -DABLATE_BUILD_TESTS=OFF >/dev/null
+  cmake --build "$build" -j"$(nproc)"
+  exit 0
+fi
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j"$(nproc)"

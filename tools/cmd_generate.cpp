@@ -1,4 +1,5 @@
 // ablate generate RUN --prompt TEXT: samples text from a trained run.
+#include <cmath>
 #include <iostream>
 
 #include "ablate/generate.hpp"
@@ -17,7 +18,7 @@ static int cmd_generate(const std::vector<std::string>& args) {
     ("top-k", po::value<int64_t>()->default_value(0), "sample among the k most likely tokens (0: all)")
     ("top-p", po::value<float>()->default_value(1.0f), "nucleus sampling threshold (1: off)")
     ("greedy", po::bool_switch(), "always take the most likely token")
-    ("seed", po::value<uint64_t>()->default_value(1), "random seed")
+    ("seed", po::value<int64_t>()->default_value(1), "random seed (>= 0)")
     ("plugin-dir", po::value<std::vector<std::string>>()->composing(), "extra plugin directory (repeatable)");
   po::positional_options_description pos;
   pos.add("run", 1);
@@ -31,14 +32,18 @@ static int cmd_generate(const std::vector<std::string>& args) {
   s.top_p = vm["top-p"].as<float>();
   s.greedy = vm["greedy"].as<bool>();
   int64_t n = vm["tokens"].as<int64_t>();
-  if (s.temperature < 0) throw ablate::cli::UsageError("--temperature must be >= 0, got " + std::to_string(s.temperature));
+  // Negated comparisons, so that NaN is refused too.
+  if (!(s.temperature >= 0 && std::isfinite(s.temperature)))
+    throw ablate::cli::UsageError("--temperature must be a finite number >= 0, got " + std::to_string(s.temperature));
   if (s.top_k < 0) throw ablate::cli::UsageError("--top-k must be >= 0, got " + std::to_string(s.top_k));
   if (!(s.top_p > 0 && s.top_p <= 1)) throw ablate::cli::UsageError("--top-p must be in (0, 1], got " + std::to_string(s.top_p));
   if (n < 0) throw ablate::cli::UsageError("--tokens must be >= 0, got " + std::to_string(n));
+  const int64_t seed = vm["seed"].as<int64_t>();
+  if (seed < 0) throw ablate::cli::UsageError("--seed must be >= 0, got " + std::to_string(seed));
   auto run = ablate::load_run(vm["run"].as<std::string>());
   std::string prompt = vm["prompt"].as<std::string>();
   auto ids = run.tokenizer->encode(prompt);
-  ablate::Rng rng(vm["seed"].as<uint64_t>());
+  ablate::Rng rng(static_cast<uint64_t>(seed));
   std::cout << prompt << std::flush;
   ablate::generate(*run.model, ids, n, s, rng, [&](int32_t t) { std::cout << run.tokenizer->decode({t}) << std::flush; });
   std::cout << "\n";

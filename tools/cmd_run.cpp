@@ -39,7 +39,7 @@ static int cmd_run(const std::vector<std::string>& args) {
   }
   auto exp = ablate::Experiment::load(vm["experiment"].as<std::string>(), overrides);
   auto sum = ablate::run_experiment(exp, ro);
-  std::cout << "run " << sum.run_dir << ": " << sum.steps << " steps, train loss " << sum.train_loss << ", val loss "
+  std::cout << "run " << sum.run_dir << ": " << sum.n_params << " parameters, " << sum.steps << " steps, train loss " << sum.train_loss << ", val loss "
             << sum.val_loss << " (ppl " << std::exp(sum.val_loss) << "), " << static_cast<int64_t>(sum.tokens_per_s)
             << " tokens/s\n";
   if (!sum.sample.empty()) std::cout << "--- sample ---\n" << sum.sample << "\n--------------\n";

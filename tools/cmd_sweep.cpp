@@ -56,9 +56,13 @@ void print_dry_run(const ablate::Sweep& s, const std::vector<ablate::PointCheck>
   }
   size_t done = 0;
   for (const auto& c : checks) done += c.state.status == "done";
-  std::cout << "\n" << s.points.size() << " points (" << (s.variants.empty() ? 1 : s.variants.size()) << " variant(s) x "
-            << s.points.size() / std::max<size_t>(1, (s.variants.empty() ? 1 : s.variants.size()) * s.seeds.size())
-            << " grid/zip combination(s) x " << s.seeds.size() << " seed(s)), " << done << " already done; " << si(total)
+  const size_t nv = s.variants.empty() ? 1 : s.variants.size();
+  const size_t combos = s.points.size() / std::max<size_t>(1, nv * s.seeds.size());
+  std::vector<std::string> dims;
+  if (!s.variants.empty()) dims.push_back(std::to_string(nv) + " variants");
+  if (combos > 1) dims.push_back(std::to_string(combos) + " grid/zip combinations");
+  dims.push_back(std::to_string(s.seeds.size()) + (s.seeds.size() == 1 ? " seed" : " seeds"));
+  std::cout << "\n" << s.points.size() << " points (" << ablate::join(dims, " x ") << "), " << done << " already done; " << si(total)
             << "FLOPs of training in all (6N + attention per token, evaluation not counted).\n"
             << "results: " << s.dir << "  (nothing was run: --dry-run)\n";
 }

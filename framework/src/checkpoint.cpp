@@ -13,6 +13,7 @@
 #include <filesystem>
 
 #include "ablate/error.hpp"
+#include "ablate/fault.hpp"
 
 namespace ablate {
 namespace {
@@ -283,13 +284,18 @@ void write_checkpoint(const std::string& path, const Checkpoint& ck) {
         buf.insert(buf.end(), p, p + n);
     };
     serialize_to(ck, sink);
-    write_all(fd, buf.data(), buf.size(), tmp);
+    // In two halves: the crash tests kill the process in between (fault.hpp).
+    const size_t half = buf.size() / 2;
+    write_all(fd, buf.data(), half, tmp);
+    fault_point("checkpoint.partial");
+    write_all(fd, buf.data() + half, buf.size() - half, tmp);
     if (::fsync(fd) != 0) throw Error(sys_error(tmp, "cannot fsync checkpoint"));
     if (::close(fd) != 0) {
       fd = -1;
       throw Error(sys_error(tmp, "cannot close checkpoint"));
     }
     fd = -1;
+    fault_point("checkpoint.rename");
     if (::rename(tmp.c_str(), path.c_str()) != 0) throw Error(sys_error(path, "cannot rename " + tmp + " to it"));
   } catch (...) {
     if (fd >= 0) ::close(fd);

@@ -56,11 +56,12 @@ std::vector<std::string> PluginRegistry::directories() const {
       start = end + 1;
     }
   }
-  dirs.push_back(ABLATE_DEFAULT_PLUGIN_DIR);
-  dirs.push_back(ABLATE_INSTALL_PLUGIN_DIR);
-  // Installed layout relative to the core library: <prefix>/lib/ablate/plugins.
+  // Installed layout relative to the core library: <prefix>/lib/ablate/plugins. First, so
+  // that an installed ablate uses its own plugins even while its build tree still exists.
   boost::dll::fs::path self = boost::dll::this_line_location();
   dirs.push_back((self.parent_path() / "ablate" / "plugins").string());
+  dirs.push_back(ABLATE_DEFAULT_PLUGIN_DIR);
+  dirs.push_back(ABLATE_INSTALL_PLUGIN_DIR);
   std::vector<std::string> unique;
   for (auto& d : dirs) {
     std::error_code ec;

@@ -218,9 +218,25 @@ std::string line_plot(const LinePlot& p) {
   size_t longest = 0;
   for (const auto& s : p.series) longest = std::max(longest, s.label.size());
   const bool legend = p.legend && !p.series.empty() && longest > 0;
-  const double legend_w = legend ? std::min(240.0, 36.0 + 7.0 * static_cast<double>(longest)) : 0;
-  const double L = 64, R = 16 + legend_w, T = p.title.empty() ? 14 : 36, B = p.x.label.empty() ? 30 : 48;
-  const double pw = std::max(20.0, W - L - R), ph = std::max(20.0, H - T - B);
+  // Short labels go right of the plot; long ones below it, in rows, so the plot keeps its width.
+  const bool legend_right = legend && longest <= 18;
+  const double legend_w = legend_right ? 36.0 + 7.0 * static_cast<double>(longest) : 0;
+  const double L = 64, R = 16 + legend_w, T = p.title.empty() ? 14 : 36, B0 = p.x.label.empty() ? 30 : 48;
+  const double pw = std::max(20.0, W - L - R);
+  std::vector<std::pair<double, double>> below;  // legend entry positions (x, y offset below the axis label)
+  double legend_h = 0;
+  if (legend && !legend_right) {
+    double x = 0, row = 0;
+    for (const auto& s : p.series) {
+      const double w = 40.0 + 7.0 * static_cast<double>(s.label.size());
+      if (x > 0 && x + w > pw) x = 0, row += 1;
+      below.emplace_back(x, row * 18.0);
+      x += w;
+    }
+    legend_h = (row + 1) * 18.0 + 6;
+  }
+  const double B = B0 + legend_h;
+  const double ph = std::max(20.0, H - T - B);
 
   Range xr, yr;
   for (const auto& s : p.series) {
@@ -268,7 +284,7 @@ std::string line_plot(const LinePlot& p) {
   o << "<rect x=\"" << px(L) << "\" y=\"" << px(T) << "\" width=\"" << px(pw) << "\" height=\"" << px(ph)
     << "\" fill=\"none\" stroke=\"#888888\"/>\n";
   if (!p.x.label.empty())
-    o << "<text x=\"" << px(L + pw / 2) << "\" y=\"" << px(H - 10) << "\" text-anchor=\"middle\">" << escape(p.x.label)
+    o << "<text x=\"" << px(L + pw / 2) << "\" y=\"" << px(T + ph + B0 - 10) << "\" text-anchor=\"middle\">" << escape(p.x.label)
       << (p.x.log ? " (log)" : "") << "</text>\n";
   if (!p.y.label.empty())
     o << "<text transform=\"translate(16 " << px(T + ph / 2) << ") rotate(-90)\" text-anchor=\"middle\">" << escape(p.y.label)
@@ -302,12 +318,12 @@ std::string line_plot(const LinePlot& p) {
   o << "</g>\n";
 
   if (legend) {
-    const double lx = L + pw + 14;
     o << "<g class=\"legend\">\n";
     for (size_t i = 0; i < p.series.size(); ++i) {
       const Series& s = p.series[i];
       const std::string c = s.color.empty() ? palette(i) : s.color;
-      const double ly = T + 8 + 20.0 * static_cast<double>(i);
+      const double lx = legend_right ? L + pw + 14 : L + below[i].first;
+      const double ly = legend_right ? T + 8 + 20.0 * static_cast<double>(i) : T + ph + B0 + 4 + below[i].second;
       if (!s.lo.empty())
         o << "<rect x=\"" << px(lx) << "\" y=\"" << px(ly - 6) << "\" width=\"24\" height=\"12\" fill=\"" << c
           << "\" fill-opacity=\"0.2\"/>\n";

@@ -431,7 +431,7 @@ Sweep parse_sweep(const std::string& text, const std::string& file, const std::s
             const std::string& key = dims[d].keys[k];
             p.values.emplace_back(key, display_value(val));
             p.overrides.push_back({key, override_value(val), where_of(file, val)});
-            parts.push_back(id_part(short_key(key) + "=" + display_value(val)));
+            parts.push_back(id_part(short_key(key)) + "=" + id_part(display_value(val)));
           }
         p.seed_index = static_cast<int64_t>(si);
         p.seed = s.seeds[si];
@@ -671,11 +671,19 @@ bool run_point(const Sweep& s, const SweepPoint& p, RunOptions ro) {
   }
   ro.resume = true;
   std::error_code ec;
-  if (!changes.empty() || st.status == "unreadable") {
-    // Left by another config, or a broken run file: start afresh, not from its checkpoint.
+  if (!changes.empty()) {
+    // Left by another config: start afresh, not from its checkpoint.
     fs::remove(checkpoint_path(p.run_dir), ec);
-    if (st.status == "unreadable") fs::rename(run_file_path(p.run_dir), run_file_path(p.run_dir) + ".unreadable", ec);
     ro.resume = false;
+  }
+  if (fs::exists(run_file_path(p.run_dir))) {
+    try {
+      read_run_file(run_file_path(p.run_dir));
+    } catch (const Error&) {
+      // A run file broken by a crash: keep it aside and start the run file afresh.
+      fs::rename(run_file_path(p.run_dir), run_file_path(p.run_dir) + ".unreadable", ec);
+      ro.resume = false;
+    }
   }
   fs::remove(fs::path(p.run_dir) / "failed.txt", ec);
   try {

@@ -25,6 +25,10 @@ Parameter& ParamStore::add(const std::string& name, int64_t rows, int64_t cols, 
   if (rows <= 0 || cols <= 0)
     throw Error("parameter '" + name + "' has an empty shape (" + std::to_string(rows) + ", " +
                 std::to_string(cols) + ")");
+  // Guards rows * cols against overflow (a plugin given an absurd size must fail cleanly).
+  if (rows > (int64_t{1} << 40) / cols)
+    throw Error("parameter '" + name + "' of shape (" + std::to_string(rows) + ", " + std::to_string(cols) +
+                ") is too large (more than 2^40 values)");
   if (find(name)) throw Error("parameter '" + name + "' is created twice");
   auto p = std::make_unique<Parameter>();
   p->name = name;

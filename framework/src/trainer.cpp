@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +18,7 @@
 #include "ablate/checkpoint.hpp"
 #include "ablate/data.hpp"
 #include "ablate/evaluator.hpp"
+#include "ablate/fault.hpp"
 #include "ablate/generate.hpp"
 #include "ablate/ops.hpp"
 #include "ablate/registry.hpp"
@@ -66,6 +68,19 @@ std::string hms(double s) {
   return buf;
 }
 
+// The tokenizer when the config names none; load_run must pick the same one.
+constexpr const char* kDefaultTokenizer = "char";
+
+// The options of the plugin family at `key`, with `type: def` when the config gives no type.
+Options plugin_options(const Options& root, const char* key, const char* def) {
+  Options c = root.child(key);
+  if (!c.has("type")) {
+    YAML::Node n = c.node();
+    n["type"] = def;
+  }
+  return c;
+}
+
 // Everything the loop needs, built (and so validated) before any training starts.
 struct Setup {
   std::unique_ptr<Tokenizer> tokenizer;
@@ -91,17 +106,9 @@ Setup build(const Experiment& exp, const RunOptions& ro) {
   s.seed = static_cast<uint64_t>(root.get_in<int64_t>("seed", 1, 0, int64_t{1} << 62, "seed of every random stream"));
   Options model_opts = root.child("model");
   int64_t context = model_opts.get_in<int64_t>("context", 64, 1, 1 << 20, "context length T (tokens)");
-  // Defaults for a family left out are written into the config, as the model does.
-  auto plugin_opts = [&](const char* key, const char* def) {
-    Options c = root.child(key);
-    if (!c.has("type")) {
-      YAML::Node n = c.node();
-      n["type"] = def;
-    }
-    return c;
-  };
+  auto plugin_opts = [&](const char* key, const char* def) { return plugin_options(root, key, def); };
   BuildContext none{ModelDims{}, ParamScope(*s.no_params, ""), s.seed};
-  s.tokenizer = reg.create<Tokenizer>(plugin_opts("tokenizer", "char"), none);
+  s.tokenizer = reg.create<Tokenizer>(plugin_opts("tokenizer", kDefaultTokenizer), none);
   s.data = load_text_data(root.child("data"), exp.dir(), *s.tokenizer, context);
   s.model = std::make_unique<Model>(model_opts, s.tokenizer->vocab_size(), s.seed);
   s.train = read_train(root.child("train"));
@@ -139,12 +146,33 @@ double global_grad_norm(const std::vector<Parameter*>& params) {
   return std::sqrt(sq);
 }
 
-const Parameter* first_non_finite(const std::vector<Parameter*>& params) {
-  for (const Parameter* p : params)
-    for (int64_t i = 0; i < p->grad.numel(); ++i)
-      if (!std::isfinite(p->grad.data[i])) return p;
+// The first parameter (in creation order) whose gradient (grad = true) or value has a
+// non-finite entry.
+const Parameter* first_non_finite(const std::vector<Parameter*>& params, bool grad) {
+  for (const Parameter* p : params) {
+    const Tensor& t = grad ? p->grad : p->value;
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (!std::isfinite(t.data[i])) return p;
+  }
   return nullptr;
 }
+
+// The parameter with the largest |value| and that value (what overflowed, when every
+// value is still finite but the forward pass is not).
+std::pair<const Parameter*, float> largest_value(const std::vector<Parameter*>& params) {
+  std::pair<const Parameter*, float> best{nullptr, 0.0f};
+  for (const Parameter* p : params)
+    for (int64_t i = 0; i < p->value.numel(); ++i)
+      if (std::fabs(p->value.data[i]) > best.second) best = {p, std::fabs(p->value.data[i])};
+  return best;
+}
+
+// The train-metric row averages the steps since the last row; a checkpoint between two
+// rows carries that partial window so that a resumed run logs the same row.
+struct LossWindow {
+  double loss = 0;
+  int64_t steps = 0;
+};
 
 // Mean loss over a fixed set of batches (the same batches at every evaluation, so that
 // evaluations of one run, and of runs with the same seed, are directly comparable).
@@ -166,7 +194,8 @@ double evaluate(Model& m, Graph& g, const TextData& data, bool train, const Trai
   return total / static_cast<double>(t.eval_batches);
 }
 
-void save_checkpoint(const std::string& dir, const Experiment& exp, Setup& s, int64_t step, const Rng& data_rng) {
+void save_checkpoint(const std::string& dir, const Experiment& exp, Setup& s, int64_t step, const Rng& data_rng,
+                     const LossWindow& window) {
   Checkpoint ck;
   ck.texts["config"] = exp.yaml();
   ck.texts["tokenizer"] = s.tokenizer->save();
@@ -176,6 +205,10 @@ void save_checkpoint(const std::string& dir, const Experiment& exp, Setup& s, in
   ck.ints["step"] = static_cast<uint64_t>(step);
   ck.ints["rng/data"] = data_rng.state();
   ck.ints["seed"] = s.seed;
+  uint64_t loss_bits;
+  std::memcpy(&loss_bits, &window.loss, sizeof loss_bits);
+  ck.ints["train/window_loss"] = loss_bits;
+  ck.ints["train/window_steps"] = static_cast<uint64_t>(window.steps);
   write_checkpoint(checkpoint_path(dir), ck);
 }
 
@@ -248,13 +281,25 @@ RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
   fs::create_directories(s.out_dir);
   const std::string ck_path = checkpoint_path(s.out_dir), h5_path = run_file_path(s.out_dir);
   Rng data_rng(s.seed ^ 0xDA7Aull);
+  LossWindow window;
   int64_t start = 0;
   std::optional<RunFile> rf_holder;
   bool resumed = ro.resume && fs::exists(ck_path) && fs::exists(h5_path);
   Progress progress(ro.quiet, t.steps);
   if (resumed) {
     Checkpoint ck = read_checkpoint(ck_path);
-    YAML::Node old = YAML::Load(ck.texts["config"]);
+    for (const char* key : {"step", "rng/data"})
+      if (!ck.ints.count(key))
+        throw Error(ck_path + ": checkpoint lacks '" + key + "'; not written by 'ablate run', cannot resume from it");
+    for (const char* key : {"config", "tokenizer"})
+      if (!ck.texts.count(key))
+        throw Error(ck_path + ": checkpoint lacks '" + key + "'; not written by 'ablate run', cannot resume from it");
+    YAML::Node old;
+    try {
+      old = YAML::Load(ck.texts["config"]);
+    } catch (const YAML::Exception& e) {
+      throw Error(ck_path + ": the config stored in the checkpoint does not parse: " + e.what());
+    }
     auto a = flatten(old), b = flatten(exp.node());
     if (a != b && !ro.allow_config_change) {
       std::vector<std::string> changed;
@@ -280,10 +325,16 @@ RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
     }
     start = static_cast<int64_t>(ck.ints["step"]);
     data_rng.set_state(ck.ints["rng/data"]);
+    uint64_t loss_bits = ck.ints["train/window_loss"];  // 0 (= 0.0) in older checkpoints
+    std::memcpy(&window.loss, &loss_bits, sizeof loss_bits);
+    window.steps = static_cast<int64_t>(ck.ints["train/window_steps"]);
     rf_holder.emplace(RunFile::open_append(h5_path));
     rf_holder->truncate_after_step(static_cast<double>(start));
     progress.line("resuming " + s.out_dir + " at step " + std::to_string(start));
   } else {
+    if (ro.resume)
+      progress.line("nothing to resume in " + s.out_dir + " (" + (fs::exists(ck_path) ? "no run.h5" : "no checkpoint") +
+                    "): starting at step 0");
     rf_holder.emplace(RunFile::create(h5_path));
     rf_holder->set_attr("started", now_iso());
   }
@@ -318,8 +369,8 @@ RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
   sum.n_params = model.n_params();
   using clock = std::chrono::steady_clock;
   auto t0 = clock::now();
-  double train_seconds = 0, window_loss = 0;
-  int64_t window_steps = 0, trained_steps = 0;
+  double train_seconds = 0;
+  int64_t trained_steps = 0;
   auto fail = [&](const std::string& msg) {
     rf.set_attr("status", "failed");
     rf.set_attr("error", msg);
@@ -329,6 +380,7 @@ RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
   };
   try {
     for (int64_t step = start + 1; step <= t.steps; ++step) {
+      fault_point("step");
       auto ts = clock::now();
       float lr = s.optimizer->base_lr() * s.scheduler->factor(step - 1, t.steps);
       model.params().zero_grad();
@@ -346,10 +398,18 @@ RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
       }
       double norm = global_grad_norm(params);
       if (!std::isfinite(loss_sum) || !std::isfinite(norm)) {
-        const Parameter* bad = first_non_finite(params);
+        // A non-finite value (the previous update overflowed) is the cause; a non-finite
+        // gradient with finite values is the symptom seen at this step.
+        const Parameter* bad_value = first_non_finite(params, false);
+        const Parameter* bad_grad = first_non_finite(params, true);
+        auto [big, big_value] = largest_value(params);
+        char big_text[32];
+        std::snprintf(big_text, sizeof big_text, "%.3g", static_cast<double>(big_value));
         fail("step " + std::to_string(step) + ": " + (std::isfinite(loss_sum) ? "gradient" : "loss") +
-             " is not finite (loss " + std::to_string(loss_sum) + ")" +
-             (bad ? "; first parameter with a non-finite gradient: '" + bad->name + "'" : "") +
+             " is not finite (loss " + std::to_string(loss_sum) + ", gradient norm " + std::to_string(norm) + ")" +
+             (bad_value ? "; first parameter with non-finite values: '" + bad_value->name + "'" : "") +
+             (bad_grad ? "; first parameter with a non-finite gradient: '" + bad_grad->name + "'" : "") +
+             (!bad_value && big ? "; largest parameter value: " + std::string(big_text) + " in '" + big->name + "'" : "") +
              ". Lower the learning rate, enable train.grad_clip, or check the data");
       }
       if (t.grad_clip > 0 && norm > t.grad_clip) {
@@ -361,16 +421,15 @@ RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
       double dt = std::chrono::duration<double>(clock::now() - ts).count();
       train_seconds += dt;
       ++trained_steps;
-      window_loss += loss_sum;
-      ++window_steps;
+      window.loss += loss_sum;
+      ++window.steps;
       double tok_s = static_cast<double>(B * T * t.accum) * static_cast<double>(trained_steps) / train_seconds;
       if (step % t.log_every == 0 || step == t.steps) {
-        rf.append("train", {{"step", double(step)}, {"loss", window_loss / double(window_steps)}, {"lr", lr},
+        rf.append("train", {{"step", double(step)}, {"loss", window.loss / double(window.steps)}, {"lr", lr},
                             {"grad_norm", norm}, {"tokens_per_s", tok_s}});
-        progress.step(step, window_loss / double(window_steps), lr, tok_s,
+        progress.step(step, window.loss / double(window.steps), lr, tok_s,
                       std::chrono::duration<double>(clock::now() - t0).count(), train_seconds / double(trained_steps));
-        window_loss = 0;
-        window_steps = 0;
+        window = LossWindow{};
       }
       if (step % t.eval_every == 0 || step == t.steps) {
         double tl = evaluate(model, g, s.data, true, t, T, s.seed, x, y);
@@ -395,7 +454,7 @@ RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
       }
       if (step % t.checkpoint_every == 0 || step == t.steps) {
         rf.flush();
-        save_checkpoint(s.out_dir, exp, s, step, data_rng);
+        save_checkpoint(s.out_dir, exp, s, step, data_rng, window);
       }
     }
   } catch (const std::exception& e) {
@@ -437,7 +496,7 @@ LoadedRun load_run(const std::string& dir) {
   auto& reg = PluginRegistry::instance();
   ParamStore no_params;
   BuildContext none{ModelDims{}, ParamScope(no_params, ""), 0};
-  r.tokenizer = reg.create<Tokenizer>(root.child("tokenizer"), none);
+  r.tokenizer = reg.create<Tokenizer>(plugin_options(root, "tokenizer", kDefaultTokenizer), none);
   r.tokenizer->load(ck.texts["tokenizer"]);
   uint64_t seed = static_cast<uint64_t>(root.get<int64_t>("seed", 1));
   r.model = std::make_unique<Model>(root.child("model"), r.tokenizer->vocab_size(), seed);

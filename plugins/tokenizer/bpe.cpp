@@ -187,8 +187,10 @@ class Bpe final : public ablate::Tokenizer {
     std::vector<std::pair<int32_t, int32_t>> merges(n);
     for (size_t i = 0; i < n; ++i)
       if (!(s >> merges[i].first >> merges[i].second)) throw bad("merge " + std::to_string(i) + " is malformed");
-    unknown_ = unknown;
-    set_vocab(std::move(base), merges, bad);
+    Bpe next(*this);  // all or nothing: a bad state leaves this tokenizer as it was
+    next.unknown_ = unknown;
+    next.set_vocab(std::move(base), merges, bad);
+    *this = std::move(next);
   }
 
   // Symbols of the vocabulary as text with </w>, for tests and inspection.

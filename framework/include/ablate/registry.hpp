@@ -1,6 +1,7 @@
 // Finds, loads and instantiates plugins. Libraries are searched in: directories given
 // with add_directory() (the CLI's --plugin-dir), those in ABLATE_PLUGIN_PATH, the
-// build's plugin directory and the installed plugin directory. Loaded libraries stay
+// installed plugin directory next to the core library (<libdir>/ablate/plugins), then the
+// build's plugin directory. Loaded libraries stay
 // loaded for the life of the process (plugin objects' vtables live in them).
 #pragma once
 #include <memory>

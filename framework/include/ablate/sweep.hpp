@@ -5,7 +5,6 @@
 // `ablate sweep FILE --point i` (a local job, a Slurm array task). Format: docs/SWEEPS.md.
 #pragma once
 #include <cstdint>
-#include <iosfwd>
 #include <map>
 #include <string>
 #include <utility>

@@ -1,0 +1,434 @@
+// Sweep comparison: values per run, groups, seed-paired tests, text/Markdown/CSV output
+// (see compare.hpp).
+#include "ablate/compare.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "ablate/error.hpp"
+#include "ablate/trainer.hpp"
+
+namespace ablate {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::string last_component(const std::string& key) {
+  auto dot = key.rfind('.');
+  return dot == std::string::npos ? key : key.substr(dot + 1);
+}
+
+std::string fmt(double v, const char* f = "%.4f") {
+  if (std::isnan(v)) return "n/a";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char b[64];
+  const double a = std::fabs(v);
+  if (a != 0 && (a >= 1e5 || a < 1e-4)) std::snprintf(b, sizeof b, f[1] == '+' ? "%+.3e" : "%.3e", v);
+  else std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+std::string fmt_p(double p) {
+  if (std::isnan(p)) return "n/a";
+  char b[32];
+  if (p < 1e-4) std::snprintf(b, sizeof b, "%.1e", p);
+  else std::snprintf(b, sizeof b, "%.4f", p);
+  return b;
+}
+
+std::string fmt_params(const GroupResult& g) {
+  if (std::isnan(g.params_min)) return "n/a";
+  char b[64];
+  if (g.params_min == g.params_max) std::snprintf(b, sizeof b, "%.0f", g.params_min);
+  else std::snprintf(b, sizeof b, "%.0f-%.0f", g.params_min, g.params_max);
+  return b;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string o = "\"";
+  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return o + "\"";
+}
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+// Where a metric lives: the given table, else eval, then train, then the other tables.
+std::string find_table(const SweepResults& r, const std::string& metric, const std::string& table) {
+  std::set<std::string> tables;
+  std::map<std::string, std::set<std::string>> columns;  // column -> tables
+  for (const auto& run : r.runs)
+    for (const auto& [t, cols] : run.data.tables) {
+      tables.insert(t);
+      for (const auto& [c, v] : cols)
+        if (c != "step") columns[c].insert(t);
+    }
+  if (!table.empty()) {
+    if (!tables.empty() && !tables.count(table)) {
+      std::vector<std::string> all(tables.begin(), tables.end());
+      std::string dym = did_you_mean(table, all);
+      throw Error("no run of " + r.sweep.dir + " has a table '" + table + "'. Tables: " + join(all) +
+                  (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
+    }
+    return table;
+  }
+  auto it = columns.find(metric);
+  bool any_done = false;
+  for (const auto& run : r.runs) any_done |= run.state.status == "done";
+  // Nothing finished yet: no table to learn the metric's from; report every run instead.
+  if (it == columns.end() && !any_done) return "eval";
+  if (it == columns.end()) {
+    std::vector<std::string> all;
+    for (const auto& [c, ts] : columns) all.push_back(c);
+    if (all.empty()) throw Error(r.sweep.dir + ": no run has any metrics yet (nothing finished?)");
+    std::string dym = did_you_mean(metric, all);
+    throw Error("no table of " + r.sweep.dir + " has a metric '" + metric + "'. Metrics: " + join(all) +
+                (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
+  }
+  for (const char* pref : {"eval", "train"})
+    if (it->second.count(pref)) return pref;
+  if (it->second.size() > 1)
+    throw Error("metric '" + metric + "' is in several tables (" + join(std::vector<std::string>(it->second.begin(), it->second.end())) +
+                "); choose one with --table");
+  return *it->second.begin();
+}
+
+}  // namespace
+
+bool metric_higher_is_better(const std::string& metric) {
+  std::string m = metric;
+  std::transform(m.begin(), m.end(), m.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const char* low : {"loss", "ppl", "perplexity", "error", "err", "bpc", "bits"})
+    if (m.find(low) != std::string::npos) return false;
+  for (const char* high : {"acc", "exact", "match", "f1", "bleu", "score", "precision", "recall", "tokens_per_s"})
+    if (m.find(high) != std::string::npos) return true;
+  return false;
+}
+
+std::pair<std::vector<double>, std::vector<double>> metric_series(const RunData& d, const std::string& table,
+                                                                  const std::string& metric) {
+  auto t = d.tables.find(table);
+  if (t == d.tables.end()) return {};
+  auto s = t->second.find("step"), m = t->second.find(metric);
+  if (s == t->second.end() || m == t->second.end()) return {};
+  size_t n = std::min(s->second.size(), m->second.size());
+  return {std::vector<double>(s->second.begin(), s->second.begin() + static_cast<std::ptrdiff_t>(n)),
+          std::vector<double>(m->second.begin(), m->second.begin() + static_cast<std::ptrdiff_t>(n))};
+}
+
+SweepResults load_sweep_results(const std::string& sweep_dir) {
+  SweepResults r;
+  r.sweep = read_manifest(sweep_dir);
+  r.runs.resize(r.sweep.points.size());
+  for (size_t i = 0; i < r.sweep.points.size(); ++i) {
+    SweepRun& run = r.runs[i];
+    run.point = &r.sweep.points[i];
+    run.state = run_state(run.point->run_dir);
+    if (fs::exists(run_file_path(run.point->run_dir))) {
+      try {
+        run.data = read_run_file(run_file_path(run.point->run_dir));
+        run.readable = true;
+      } catch (const Error&) {
+      }
+    }
+  }
+  return r;
+}
+
+Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
+  const Sweep& s = r.sweep;
+  Comparison c;
+  c.metric = o.metric;
+  c.level = o.level;
+  c.higher_is_better = o.higher_is_better < 0 ? metric_higher_is_better(o.metric) : o.higher_is_better > 0;
+  c.table = find_table(r, o.metric, o.table);
+
+  // --at
+  c.at = o.at;
+  int64_t at_step = -1;
+  if (o.at.rfind("step=", 0) == 0) {
+    try {
+      size_t used = 0;
+      at_step = std::stoll(o.at.substr(5), &used);
+      if (used != o.at.size() - 5 || at_step < 0) throw std::invalid_argument("");
+    } catch (const std::exception&) {
+      throw Error("--at '" + o.at + "': expected final, best or step=N with N a step number (e.g. step=2500)");
+    }
+  } else if (o.at != "final" && o.at != "best") {
+    std::string dym = did_you_mean(o.at, {"final", "best"});
+    throw Error("--at '" + o.at + "': expected final, best or step=N" + (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
+  }
+
+  // --by: variant, point, or a swept key.
+  const std::vector<std::string> swept = s.swept_keys();
+  std::set<std::string> variant_keys;  // keys whose value the variant decides
+  for (const auto& p : s.points)
+    for (const auto& ov : p.overrides)
+      if (ov.key != "seed" && std::find(s.grid_keys.begin(), s.grid_keys.end(), ov.key) == s.grid_keys.end() &&
+          std::find(s.zip_keys.begin(), s.zip_keys.end(), ov.key) == s.zip_keys.end())
+        variant_keys.insert(ov.key);
+  c.by = o.by;
+  if (c.by.empty()) {
+    std::vector<std::string> dims = s.grid_keys;
+    dims.insert(dims.end(), s.zip_keys.begin(), s.zip_keys.end());
+    c.by = !s.variants.empty() ? "variant" : (dims.size() == 1 ? dims[0] : "point");
+  }
+  if (c.by != "variant" && c.by != "point" && std::find(swept.begin(), swept.end(), c.by) == swept.end()) {
+    std::vector<std::string> allowed = {"variant", "point"};
+    allowed.insert(allowed.end(), swept.begin(), swept.end());
+    if (s.variants.empty()) allowed.erase(allowed.begin());
+    std::string dym = did_you_mean(c.by, allowed);
+    throw Error("--by '" + c.by + "': not a swept key of " + s.dir + ". Allowed: " + join(allowed) +
+                (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
+  }
+  if (c.by == "variant" && s.variants.empty()) throw Error("--by variant: the sweep " + s.dir + " has no variants; use --by point or a swept key");
+  const bool by_grid = std::find(s.grid_keys.begin(), s.grid_keys.end(), c.by) != s.grid_keys.end() ||
+                       std::find(s.zip_keys.begin(), s.zip_keys.end(), c.by) != s.zip_keys.end();
+  const bool by_variant_key = !by_grid && variant_keys.count(c.by);
+
+  // Label of a run's group, and the key that pairs it with a run of the baseline group.
+  std::vector<std::string> value_keys = s.grid_keys;
+  value_keys.insert(value_keys.end(), s.zip_keys.begin(), s.zip_keys.end());
+  auto label_of = [&](const SweepPoint& p) -> std::string {
+    if (c.by == "variant") return p.variant;
+    if (c.by == "point") {
+      std::vector<std::string> parts;
+      if (!p.variant.empty()) parts.push_back(p.variant);
+      for (const auto& [k, v] : p.values) parts.push_back(last_component(k) + "=" + v);
+      return parts.empty() ? "(all)" : join(parts, " ");
+    }
+    const std::string v = p.value_of(c.by);
+    return v.empty() ? "(base value)" : v;
+  };
+  auto pair_key_of = [&](const SweepPoint& p) {
+    std::string key = "seed=" + std::to_string(p.seed);
+    if (c.by == "point") return key;
+    if (c.by != "variant" && !by_variant_key) key += "|variant=" + p.variant;
+    for (const auto& [k, v] : p.values)
+      if (k != c.by) key += "|" + k + "=" + v;
+    return key;
+  };
+
+  // Groups in point order.
+  std::vector<std::map<std::string, double>> pair_values;  // per group: pair key -> value
+  for (const auto& run : r.runs) {
+    const std::string label = label_of(*run.point);
+    auto it = std::find_if(c.groups.begin(), c.groups.end(), [&](const GroupResult& g) { return g.label == label; });
+    if (it == c.groups.end()) {
+      c.groups.emplace_back();
+      c.groups.back().label = label;
+      pair_values.emplace_back();
+      it = c.groups.end() - 1;
+    }
+    GroupResult& g = *it;
+    auto& pv = pair_values[static_cast<size_t>(it - c.groups.begin())];
+    g.runs.push_back(&run);
+    const std::string id = run.point->id;
+    auto problem = [&](const std::string& why) { g.problems.push_back(id + ": " + why); };
+    if (run.readable && run.data.num_attrs.count("n_params")) {
+      double np = run.data.num_attrs.at("n_params");
+      g.params_min = std::isnan(g.params_min) ? np : std::min(g.params_min, np);
+      g.params_max = std::isnan(g.params_max) ? np : std::max(g.params_max, np);
+    }
+    const std::string& st = run.state.status;
+    if (!run.readable) {
+      problem(st == "missing" ? "missing (not run yet)" : st + (run.state.error.empty() ? "" : ": " + first_line(run.state.error)));
+      continue;
+    }
+    if (at_step < 0 && st != "done") {
+      problem(st == "failed" ? "failed: " + first_line(run.state.error) : st + " (unfinished)");
+      continue;
+    }
+    auto [steps, vals] = metric_series(run.data, c.table, c.metric);
+    if (vals.empty()) {
+      problem(st == "failed" ? "failed: " + first_line(run.state.error)
+                             : (st == "done" ? "no " : st + ": no ") + c.table + "/" + c.metric + " values" + (st == "done" ? "" : " yet"));
+      continue;
+    }
+    double v = kNaN;
+    if (c.at == "final") {
+      v = vals.back();
+    } else if (c.at == "best") {
+      for (double x : vals)
+        if (std::isfinite(x) && (std::isnan(v) || (c.higher_is_better ? x > v : x < v))) v = x;
+    } else {
+      for (size_t i = 0; i < steps.size(); ++i)
+        if (steps[i] == static_cast<double>(at_step)) v = vals[i];
+      if (std::isnan(v)) {
+        problem("no " + c.table + " row at step " + std::to_string(at_step) + " (its steps: " + fmt(steps.front(), "%.0f") +
+                " to " + fmt(steps.back(), "%.0f") + ")" + (st == "failed" ? "; failed: " + first_line(run.state.error) : ""));
+        continue;
+      }
+    }
+    if (!std::isfinite(v)) {
+      problem(c.metric + " is " + fmt(v));
+      continue;
+    }
+    g.valued.push_back(&run);
+    g.values.push_back(v);
+    pv[pair_key_of(*run.point)] = v;
+  }
+
+  // Baseline.
+  std::vector<std::string> labels;
+  for (const auto& g : c.groups) labels.push_back(g.label);
+  c.baseline = o.baseline;
+  if (c.baseline.empty()) c.baseline = (c.by == "variant" && !s.baseline.empty()) ? s.baseline : labels.front();
+  auto bit = std::find(labels.begin(), labels.end(), c.baseline);
+  if (bit == labels.end()) {
+    std::string dym = did_you_mean(c.baseline, labels);
+    throw Error("--baseline '" + c.baseline + "' is not a group of --by " + c.by + ". Groups: " + join(labels) +
+                (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
+  }
+  const size_t base = static_cast<size_t>(bit - labels.begin());
+  for (size_t gi = 0; gi < c.groups.size(); ++gi) {
+    GroupResult& g = c.groups[gi];
+    g.summary = stats::summarize(g.values, o.level);
+    g.is_baseline = gi == base;
+    if (g.is_baseline) continue;
+    std::vector<double> a, b;
+    for (const auto& [k, v] : pair_values[gi]) {
+      auto m = pair_values[base].find(k);
+      if (m == pair_values[base].end()) continue;
+      a.push_back(v);
+      b.push_back(m->second);
+      g.wins += c.higher_is_better ? v > m->second : v < m->second;
+    }
+    g.has_test = !a.empty();
+    if (g.has_test) g.test = stats::paired_t_test(a, b, o.level);
+  }
+
+  char lvl[40];
+  std::snprintf(lvl, sizeof lvl, "%g%%", o.level * 100);
+  const std::string pairing = c.by == "point" ? "the same seed"
+                              : "the same seed" + std::string(value_keys.empty() || (value_keys.size() == 1 && by_grid) ? "" : " and the same other swept values");
+  c.notes.push_back(std::string(c.higher_is_better ? "higher" : "lower") + " is better (" +
+                    (o.higher_is_better < 0 ? "from the metric name" : "as given") + "); wins: pairs where the group beats " +
+                    c.baseline + ".");
+  c.notes.push_back("p: two-sided paired t-test (Student's t, n-1 degrees of freedom) on the per-pair differences (group - " +
+                    c.baseline + "), runs paired by " + pairing + ". " + lvl + " CIs from the t distribution.");
+  return c;
+}
+
+std::string format_comparison(const Comparison& c, const std::string& format) {
+  if (format != "table" && format != "markdown" && format != "csv") {
+    std::string dym = did_you_mean(format, {"table", "markdown", "csv"});
+    throw Error("--format '" + format + "': expected table, markdown or csv" + (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
+  }
+  std::ostringstream out;
+  char lvl[40];
+  std::snprintf(lvl, sizeof lvl, "%g%% CI", c.level * 100);
+  const std::string at = c.at == "final" ? "final value" : (c.at == "best" ? "best value" : "value at " + c.at);
+  if (format == "csv") {
+    out << "group,n,runs,mean,std,ci_low,ci_high,baseline,diff_mean,diff_ci_low,diff_ci_high,p_value,test,pairs,wins,n_params,"
+           "metric,table,at,by,higher_is_better,problems\n";
+    for (const auto& g : c.groups) {
+      auto num = [](double v) {
+        if (std::isnan(v)) return std::string();
+        char b[40];
+        std::snprintf(b, sizeof b, "%.10g", v);
+        return std::string(b);
+      };
+      out << csv_field(g.label) << "," << g.summary.n << "," << g.runs.size() << "," << num(g.summary.mean) << "," << num(g.summary.std)
+          << "," << num(g.summary.ci_low) << "," << num(g.summary.ci_high) << "," << csv_field(c.baseline) << ",";
+      if (g.has_test)
+        out << num(g.test.mean_diff) << "," << num(g.test.ci_low) << "," << num(g.test.ci_high) << "," << num(g.test.p)
+            << ",paired t-test," << g.test.n << "," << g.wins;
+      else
+        out << ",,,,,,";
+      out << "," << (std::isnan(g.params_min) ? "" : fmt_params(g)) << "," << csv_field(c.metric) << "," << csv_field(c.table) << ","
+          << csv_field(c.at) << "," << csv_field(c.by) << "," << (c.higher_is_better ? "true" : "false") << ","
+          << csv_field(join(g.problems, "; ")) << "\n";
+    }
+    return out.str();
+  }
+
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({c.by, "n", "mean ± std", lvl, "Δ vs " + c.baseline + " [" + lvl + "]", "p (paired t)", "wins", "params"});
+  for (const auto& g : c.groups) {
+    std::string n = std::to_string(g.summary.n) + (g.summary.n != static_cast<int64_t>(g.runs.size()) ? "/" + std::to_string(g.runs.size()) : "");
+    std::string ms = fmt(g.summary.mean) + (g.summary.n > 1 ? " ± " + fmt(g.summary.std) : "");
+    std::string ci = g.summary.n > 1 ? "[" + fmt(g.summary.ci_low) + ", " + fmt(g.summary.ci_high) + "]" : "n/a";
+    std::string d = "baseline", p = "", w = "";
+    if (!g.is_baseline) {
+      if (g.has_test) {
+        d = fmt(g.test.mean_diff, "%+.4f") + (g.test.n > 1 ? " [" + fmt(g.test.ci_low, "%+.4f") + ", " + fmt(g.test.ci_high, "%+.4f") + "]" : "");
+        p = fmt_p(g.test.p);
+        w = std::to_string(g.wins) + "/" + std::to_string(g.test.n);
+      } else {
+        d = "no pairs";
+        p = "n/a";
+        w = "n/a";
+      }
+    }
+    if (g.summary.n == 0) ms = "n/a";
+    rows.push_back({g.label, n, ms, ci, d, p, w, fmt_params(g)});
+  }
+  const std::string title = c.metric + " (" + c.table + ", " + at + "; " + (c.higher_is_better ? "higher" : "lower") +
+                            " is better) by " + c.by + ", baseline " + c.baseline;
+  std::vector<std::string> problems;
+  for (const auto& g : c.groups)
+    for (const auto& pr : g.problems) problems.push_back(pr);
+
+  if (format == "markdown") {
+    out << "**" << title << "**\n\n";
+    for (size_t r = 0; r < rows.size(); ++r) {
+      out << "|";
+      for (const auto& cell : rows[r]) {
+        std::string e;
+        for (char ch : cell) e += ch == '|' ? std::string("\\|") : std::string(1, ch);
+        out << " " << e << " |";
+      }
+      out << "\n";
+      if (r == 0) {
+        out << "|";
+        for (size_t i = 0; i < rows[0].size(); ++i) out << (i == 0 ? "---" : "---:") << "|";
+        out << "\n";
+      }
+    }
+    out << "\n";
+    for (const auto& n : c.notes) out << "- " << n << "\n";
+    if (!problems.empty()) {
+      out << "- Not included (" << problems.size() << "):\n";
+      for (const auto& pr : problems) out << "  - " << pr << "\n";
+    }
+    return out.str();
+  }
+
+  // Aligned text; widths in characters (± and Δ are one column each).
+  auto width = [](const std::string& s) {
+    size_t w = 0;
+    for (unsigned char ch : s) w += (ch & 0xC0) != 0x80;
+    return w;
+  };
+  std::vector<size_t> w(rows[0].size(), 0);
+  for (const auto& r : rows)
+    for (size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], width(r[i]));
+  out << title << "\n\n";
+  for (const auto& r : rows) {
+    std::string line;
+    for (size_t i = 0; i < r.size(); ++i) {
+      const size_t padn = w[i] - width(r[i]);
+      const bool right = i == 1 || i == 5 || i == 6 || i == 7;
+      line += (i ? "  " : "") + (right ? std::string(padn, ' ') + r[i] : r[i] + (i + 1 < r.size() ? std::string(padn, ' ') : ""));
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out << line << "\n";
+  }
+  out << "\n";
+  for (const auto& n : c.notes) out << n << "\n";
+  if (!problems.empty()) {
+    out << "not included (" << problems.size() << "):\n";
+    for (const auto& pr : problems) out << "  " << pr << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace ablate

@@ -1,0 +1,394 @@
+// The HTML report of a sweep (see report.hpp). Plots come from svg.hpp; numbers from
+// compare.hpp, so the page and `ablate compare` always agree.
+#include "ablate/report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "ablate/svg.hpp"
+
+namespace ablate {
+
+namespace {
+
+using svg::escape;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::string num(double v, int digits = 4) { return svg::format_number(v, digits); }
+
+std::string fixed(double v, const char* f = "%.4f") {
+  if (!std::isfinite(v)) return std::isnan(v) ? "n/a" : (v > 0 ? "inf" : "-inf");
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+std::string p_text(double p) {
+  if (std::isnan(p)) return "n/a";
+  char b[32];
+  std::snprintf(b, sizeof b, p < 1e-4 ? "%.1e" : "%.4f", p);
+  return b;
+}
+
+const char* kStyle = R"(
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px auto; max-width: 1320px; color: #222; padding: 0 16px; }
+h1 { font-size: 24px; margin-bottom: 4px; } h2 { font-size: 19px; margin-top: 32px; border-bottom: 1px solid #ddd; padding-bottom: 4px; }
+h3 { font-size: 15px; margin: 18px 0 6px; }
+.meta { color: #555; font-size: 13px; line-height: 1.6; }
+table { border-collapse: collapse; font-size: 13px; margin: 8px 0; }
+th, td { border: 1px solid #d8d8d8; padding: 4px 9px; text-align: left; vertical-align: top; }
+th { background: #f3f4f6; } td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+tr.baseline td { background: #f7fbff; }
+.better { color: #1a7f37; font-weight: 600; } .worse { color: #b42318; font-weight: 600; }
+.status-done { color: #1a7f37; } .status-failed { color: #b42318; font-weight: 600; } .status-missing, .status-running { color: #9a6700; }
+.plots { display: flex; flex-wrap: wrap; gap: 16px; } .plots figure { margin: 0; }
+figcaption { font-size: 12px; color: #555; max-width: 560px; }
+.notes { font-size: 12px; color: #555; } .problems { font-size: 12px; color: #b42318; }
+details { margin: 3px 0; } summary { cursor: pointer; font-size: 13px; }
+pre { background: #f6f8fa; padding: 8px 10px; font-size: 12px; overflow-x: auto; border-radius: 4px; }
+code { font-size: 12px; } td.id { white-space: nowrap; }
+)";
+
+// Mean and min-max over the runs of a group at every step any of them has.
+svg::Series group_series(const std::string& label, const std::vector<const SweepRun*>& runs, const std::string& table,
+                         const std::string& metric) {
+  std::map<double, std::vector<double>> at;
+  for (const SweepRun* r : runs) {
+    auto [steps, vals] = metric_series(r->data, table, metric);
+    for (size_t i = 0; i < steps.size(); ++i)
+      if (std::isfinite(vals[i])) at[steps[i]].push_back(vals[i]);
+  }
+  svg::Series s;
+  s.label = label;
+  bool band = false;
+  for (const auto& [step, v] : at) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    s.x.push_back(step);
+    s.y.push_back(sum / static_cast<double>(v.size()));
+    s.lo.push_back(*std::min_element(v.begin(), v.end()));
+    s.hi.push_back(*std::max_element(v.begin(), v.end()));
+    band |= v.size() > 1;
+  }
+  if (!band) s.lo.clear(), s.hi.clear();
+  return s;
+}
+
+// The runs a group's curves are drawn from: its finished runs, else whatever it has.
+std::vector<const SweepRun*> curve_runs(const GroupResult& g) {
+  std::vector<const SweepRun*> done, any;
+  for (const SweepRun* r : g.runs) {
+    if (!r->readable) continue;
+    any.push_back(r);
+    if (r->state.status == "done") done.push_back(r);
+  }
+  return done.empty() ? any : done;
+}
+
+// A loss-like curve starts far above where it ends: cut the y axis at the largest value
+// after the first 5% of steps so that the differences that matter stay visible.
+void robust_top(svg::LinePlot& p, bool& cut) {
+  double x0 = INFINITY, x1 = -INFINITY;
+  size_t points = 0;
+  for (const auto& s : p.series) {
+    for (double x : s.x) x0 = std::min(x0, x), x1 = std::max(x1, x);
+    points = std::max(points, s.x.size());
+  }
+  if (!(x1 > x0) || points < 20) return;  // a short curve shows its start
+  double top = -INFINITY, all = -INFINITY;
+  for (const auto& s : p.series)
+    for (size_t i = 0; i < s.x.size(); ++i) {
+      double v = s.hi.empty() ? s.y[i] : s.hi[i];
+      all = std::max(all, v);
+      if (s.x[i] >= x0 + 0.05 * (x1 - x0)) top = std::max(top, v);
+    }
+  double lo_all = INFINITY;
+  for (const auto& s : p.series)
+    for (size_t i = 0; i < s.x.size(); ++i) lo_all = std::min(lo_all, s.lo.empty() ? s.y[i] : s.lo[i]);
+  // Only when the start dominates the range (more than half of it).
+  if (std::isfinite(top) && all - lo_all > 2.0 * (top - lo_all)) {
+    p.y.max = top + 0.04 * (top - lo_all);
+    cut = true;
+  }
+}
+
+std::string curve_figure(const Comparison& c, const std::string& table, const std::string& metric, const std::string& title,
+                         const std::string& y_label, bool loss_like) {
+  svg::LinePlot p;
+  p.width = 560;
+  p.height = 360;
+  p.title = title;
+  p.x.label = "step";
+  p.y.label = y_label;
+  size_t drawn = 0;
+  std::set<size_t> banded;
+  for (size_t gi = 0; gi < c.groups.size(); ++gi) {
+    svg::Series s = group_series(c.groups[gi].label, curve_runs(c.groups[gi]), table, metric);
+    s.color = svg::palette(gi);
+    if (!s.x.empty()) ++drawn;
+    else s.label += " (no data)";
+    if (!s.lo.empty()) banded.insert(gi);
+    p.series.push_back(std::move(s));
+  }
+  if (drawn == 0) return "";
+  bool cut = false;
+  if (loss_like) robust_top(p, cut);
+  std::string cap = "Mean over seeds per " + c.by + (banded.empty() ? "" : "; shaded: min to max over seeds") + ". Table " + table +
+                    ", column " + metric + "." + (cut ? " The y axis is cut above the values after the first 5% of steps." : "");
+  return "<figure>" + svg::line_plot(p) + "<figcaption>" + escape(cap) + "</figcaption></figure>\n";
+}
+
+std::string comparison_html(const Comparison& c) {
+  std::ostringstream o;
+  char lvl[40];
+  std::snprintf(lvl, sizeof lvl, "%g%%", c.level * 100);
+  const std::string at = c.at == "final" ? "final value" : (c.at == "best" ? "best value" : "value at " + c.at);
+  o << "<h3>" << escape(c.metric) << " <span class=\"notes\">(" << escape(c.table) << ", " << escape(at) << "; "
+    << (c.higher_is_better ? "higher" : "lower") << " is better; by " << escape(c.by) << ", baseline " << escape(c.baseline)
+    << ")</span></h3>\n<table class=\"comparison\">\n<tr><th>" << escape(c.by) << "</th><th>n</th><th>mean ± std</th><th>" << lvl
+    << " CI</th><th>Δ vs " << escape(c.baseline) << " [" << lvl << " CI]</th><th>p (paired t-test)</th><th>wins</th><th>params</th></tr>\n";
+  for (const auto& g : c.groups) {
+    o << "<tr" << (g.is_baseline ? " class=\"baseline\"" : "") << "><td>" << escape(g.label) << "</td><td class=\"n\">" << g.summary.n;
+    if (g.summary.n != static_cast<int64_t>(g.runs.size())) o << "/" << g.runs.size();
+    o << "</td><td class=\"n\">" << (g.summary.n ? fixed(g.summary.mean) : "n/a") << (g.summary.n > 1 ? " ± " + fixed(g.summary.std) : "")
+      << "</td><td class=\"n\">" << (g.summary.n > 1 ? "[" + fixed(g.summary.ci_low) + ", " + fixed(g.summary.ci_high) + "]" : "n/a") << "</td>";
+    if (g.is_baseline) {
+      o << "<td>baseline</td><td></td><td></td>";
+    } else if (!g.has_test) {
+      o << "<td>no pairs</td><td class=\"n\">n/a</td><td class=\"n\">n/a</td>";
+    } else {
+      const bool better = c.higher_is_better ? g.test.mean_diff > 0 : g.test.mean_diff < 0;
+      const bool sig = g.test.p < 0.05;
+      o << "<td class=\"n" << (sig ? (better ? " better" : " worse") : "") << "\">" << fixed(g.test.mean_diff, "%+.4f");
+      if (g.test.n > 1) o << " [" << fixed(g.test.ci_low, "%+.4f") << ", " << fixed(g.test.ci_high, "%+.4f") << "]";
+      o << "</td><td class=\"n\">" << p_text(g.test.p) << "</td><td class=\"n\">" << g.wins << "/" << g.test.n << "</td>";
+    }
+    o << "<td class=\"n\">";
+    if (std::isnan(g.params_min)) o << "n/a";
+    else if (g.params_min == g.params_max) o << fixed(g.params_min, "%.0f");
+    else o << fixed(g.params_min, "%.0f") << "-" << fixed(g.params_max, "%.0f");
+    o << "</td></tr>\n";
+  }
+  o << "</table>\n<div class=\"notes\">";
+  for (const auto& n : c.notes) o << escape(n) << "<br>";
+  o << "</div>\n";
+  std::vector<std::string> problems;
+  for (const auto& g : c.groups)
+    for (const auto& p : g.problems) problems.push_back(p);
+  if (!problems.empty()) {
+    o << "<div class=\"problems\">Not included (" << problems.size() << "):<ul>";
+    for (const auto& p : problems) o << "<li>" << escape(p) << "</li>";
+    o << "</ul></div>\n";
+  }
+  return o.str();
+}
+
+// Groups that vary along exactly two dimensions (variant and/or swept keys) -> heat map.
+std::string heat_map_html(const SweepResults& r, const Comparison& c) {
+  const Sweep& s = r.sweep;
+  // Dimensions: the variant, each grid key, and the zipped keys as one (they move together).
+  const std::string zip_dim = join(s.zip_keys, " + ");
+  std::vector<std::string> dims;
+  if (s.variants.size() > 1) dims.push_back("variant");
+  for (const auto& k : s.grid_keys) dims.push_back(k);
+  if (!s.zip_keys.empty()) dims.push_back(zip_dim);
+  auto value = [&](const SweepPoint& p, const std::string& d) {
+    if (d == "variant") return p.variant;
+    if (d != zip_dim) return p.value_of(d);
+    std::vector<std::string> parts;
+    for (const auto& k : s.zip_keys) parts.push_back((s.zip_keys.size() > 1 ? k.substr(k.rfind('.') + 1) + "=" : "") + p.value_of(k));
+    return join(parts, " ");
+  };
+  std::vector<std::string> varying;
+  for (const auto& d : dims) {
+    std::set<std::string> vals;
+    for (const auto& p : s.points) vals.insert(value(p, d));
+    if (vals.size() > 1) varying.push_back(d);
+  }
+  if (varying.size() != 2) return "";
+  std::vector<std::string> rows, cols;
+  for (const auto& p : s.points) {
+    std::string a = value(p, varying[0]), b = value(p, varying[1]);
+    if (std::find(rows.begin(), rows.end(), a) == rows.end()) rows.push_back(a);
+    if (std::find(cols.begin(), cols.end(), b) == cols.end()) cols.push_back(b);
+  }
+  // Mean of the comparison's metric over the valued runs of each cell.
+  std::map<std::pair<std::string, std::string>, std::vector<double>> cell;
+  for (const auto& g : c.groups)
+    for (size_t i = 0; i < g.valued.size(); ++i)
+      cell[{value(*g.valued[i]->point, varying[0]), value(*g.valued[i]->point, varying[1])}].push_back(g.values[i]);
+  svg::HeatMap h;
+  h.title = c.metric + " (" + (c.at == "final" ? "final" : c.at) + ", mean over seeds)";
+  h.y_label = varying[0];
+  h.x_label = varying[1];
+  h.row_labels = rows;
+  h.col_labels = cols;
+  h.low_is_bright = !c.higher_is_better;
+  for (const auto& a : rows) {
+    std::vector<double> row;
+    for (const auto& b : cols) {
+      auto it = cell.find({a, b});
+      double m = kNaN;
+      if (it != cell.end() && !it->second.empty()) {
+        m = 0;
+        for (double v : it->second) m += v;
+        m /= static_cast<double>(it->second.size());
+      }
+      row.push_back(m);
+    }
+    h.values.push_back(row);
+  }
+  return "<h2>Heat map</h2>\n<figure>" + svg::heat_map(h) + "<figcaption>Brightest: best. Grey: no finished run.</figcaption></figure>\n";
+}
+
+std::string attr(const SweepRun& r, const char* k) {
+  auto it = r.data.str_attrs.find(k);
+  return it == r.data.str_attrs.end() ? "" : it->second;
+}
+double num_attr(const SweepRun& r, const char* k) {
+  auto it = r.data.num_attrs.find(k);
+  return it == r.data.num_attrs.end() ? kNaN : it->second;
+}
+
+}  // namespace
+
+std::string render_report(const SweepResults& r, const ReportOptions& opt) {
+  const Sweep& s = r.sweep;
+  const Comparison main = compare_sweep(r, opt.compare);
+  const std::string title = opt.title.empty() ? "Sweep " + s.name : opt.title;
+
+  std::map<std::string, int> counts;
+  for (const auto& run : r.runs) counts[run.state.status]++;
+  std::string version, commit;
+  for (const auto& run : r.runs)
+    if (run.readable && version.empty()) version = attr(run, "ablate_version"), commit = attr(run, "git_commit");
+  std::time_t now = std::time(nullptr);
+  char when[32];
+  std::strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
+
+  std::ostringstream o;
+  o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" << escape(title) << "</title>\n<style>" << kStyle
+    << "</style>\n</head>\n<body>\n<h1>" << escape(title) << "</h1>\n<div class=\"meta\">";
+  o << "sweep file <code>" << escape(s.file) << "</code>, base <code>" << escape(s.base) << "</code>, results <code>" << escape(s.dir)
+    << "</code><br>" << s.points.size() << " points";
+  if (!s.variants.empty()) o << ", variants " << escape(join(s.variants)) << " (baseline " << escape(s.baseline) << ")";
+  if (!s.grid_keys.empty()) o << ", grid " << escape(join(s.grid_keys));
+  if (!s.zip_keys.empty()) o << ", zipped " << escape(join(s.zip_keys));
+  o << ", " << s.seeds.size() << " seed" << (s.seeds.size() == 1 ? "" : "s") << "<br>status:";
+  for (const auto& [st, n] : counts) o << " <span class=\"status-" << escape(st) << "\">" << n << " " << escape(st) << "</span>";
+  o << "<br>generated " << when << (version.empty() ? "" : " from runs of ablate " + escape(version)) << (commit.empty() ? "" : " (" + escape(commit) + ")")
+    << "; reproduce: <code>ablate sweep " << escape(s.file) << " --jobs N</code>, <code>ablate compare " << escape(s.dir) << "</code></div>\n";
+
+  // Comparisons: the main one, then every metric of every evaluator table.
+  o << "<h2>Comparison</h2>\n" << comparison_html(main);
+  std::set<std::string> extra_tables;
+  for (const auto& run : r.runs)
+    for (const auto& [t, cols] : run.data.tables)
+      if (t.rfind("eval/", 0) == 0) extra_tables.insert(t);
+  for (const auto& t : extra_tables) {
+    std::set<std::string> cols;
+    for (const auto& run : r.runs) {
+      auto it = run.data.tables.find(t);
+      if (it != run.data.tables.end())
+        for (const auto& [col, v] : it->second)
+          if (col != "step") cols.insert(col);
+    }
+    for (const auto& col : cols) {
+      CompareOptions co = opt.compare;
+      co.table = t;
+      co.metric = col;
+      co.higher_is_better = -1;
+      try {
+        o << comparison_html(compare_sweep(r, co));
+      } catch (const Error& e) {
+        o << "<p class=\"problems\">" << escape(t + "/" + col + ": " + e.what()) << "</p>\n";
+      }
+    }
+  }
+  o << heat_map_html(r, main);
+
+  // Curves.
+  o << "<h2>Curves</h2>\n<div class=\"plots\">\n";
+  o << curve_figure(main, "eval", "val_loss", "Validation loss", "val_loss", false);
+  o << curve_figure(main, "train", "loss", "Training loss", "loss (mean since the last row)", true);
+  o << curve_figure(main, "eval", "train_loss", "Training loss (evaluation batches)", "train_loss", false);
+  for (const auto& t : extra_tables) {
+    std::set<std::string> cols;
+    for (const auto& run : r.runs) {
+      auto it = run.data.tables.find(t);
+      if (it != run.data.tables.end())
+        for (const auto& [col, v] : it->second)
+          if (col != "step") cols.insert(col);
+    }
+    for (const auto& col : cols) o << curve_figure(main, t, col, t + ": " + col, col, false);
+  }
+  o << "</div>\n";
+
+  // Sizes and speed per group.
+  o << "<h2>Parameters and speed</h2>\n<table>\n<tr><th>" << escape(main.by)
+    << "</th><th>params</th><th>FLOPs/token</th><th>tokens/s (mean)</th><th>train time (mean)</th><th>threads</th></tr>\n";
+  for (const auto& g : main.groups) {
+    double np = kNaN, fpt = kNaN, tps = 0, secs = 0, threads = kNaN;
+    int n = 0;
+    for (const SweepRun* run : g.runs) {
+      if (!run->readable) continue;
+      np = num_attr(*run, "n_params");
+      fpt = num_attr(*run, "flops_per_token");
+      threads = num_attr(*run, "threads");
+      auto [steps, v] = metric_series(run->data, "train", "tokens_per_s");
+      double ts = num_attr(*run, "train_seconds");
+      if (!v.empty() && std::isfinite(ts)) tps += v.back(), secs += ts, ++n;
+    }
+    o << "<tr><td>" << escape(g.label) << "</td><td class=\"n\">" << fixed(np, "%.0f") << "</td><td class=\"n\">" << num(fpt, 4)
+      << "</td><td class=\"n\">" << (n ? fixed(tps / n, "%.0f") : "n/a") << "</td><td class=\"n\">" << (n ? fixed(secs / n, "%.1f") + " s" : "n/a")
+      << "</td><td class=\"n\">" << fixed(threads, "%.0f") << "</td></tr>\n";
+  }
+  o << "</table>\n";
+
+  // Every run.
+  o << "<h2>Runs</h2>\n<table>\n<tr><th>#</th><th>id</th><th>" << escape(main.by)
+    << "</th><th>seed</th><th>status</th><th>steps</th><th>final val_loss</th><th>params</th><th>error</th></tr>\n";
+  for (const auto& run : r.runs) {
+    const SweepPoint& p = *run.point;
+    std::string group;
+    for (const auto& g : main.groups)
+      for (const SweepRun* x : g.runs)
+        if (x == &run) group = g.label;
+    auto [steps, vals] = metric_series(run.data, "train", "loss");
+    auto [es, ev] = metric_series(run.data, "eval", "val_loss");
+    o << "<tr><td class=\"n\">" << p.index << "</td><td class=\"id\">" << escape(p.id) << "</td><td>" << escape(group) << "</td><td class=\"n\">" << p.seed
+      << "</td><td class=\"status-" << escape(run.state.status) << "\">" << escape(run.state.status) << "</td><td class=\"n\">"
+      << (steps.empty() ? "-" : fixed(steps.back(), "%.0f")) << "</td><td class=\"n\">" << (ev.empty() ? "-" : fixed(ev.back()))
+      << "</td><td class=\"n\">" << (run.readable ? fixed(num_attr(run, "n_params"), "%.0f") : "-") << "</td><td>"
+      << escape(run.state.error.substr(0, 300)) << "</td></tr>\n";
+  }
+  o << "</table>\n";
+
+  // Configs and samples, collapsed.
+  o << "<h2>Configs</h2>\n";
+  for (const auto& run : r.runs) {
+    const SweepPoint& p = *run.point;
+    std::string cfg = attr(run, "config");
+    o << "<details><summary><b>" << escape(p.id) << "</b> &mdash; <code>" << escape(join(p.override_texts(), "  ")) << "</code></summary>\n<pre>"
+      << escape(cfg.empty() ? "(no run file yet)" : cfg) << "</pre></details>\n";
+  }
+  bool any_sample = false;
+  for (const auto& g : main.groups)
+    for (const SweepRun* run : g.runs)
+      if (run->data.texts.count("samples/final")) {
+        if (!any_sample) o << "<h2>Samples</h2>\n";
+        any_sample = true;
+        o << "<details><summary>" << escape(g.label) << " (" << escape(run->point->id) << ")</summary>\n<pre>"
+          << escape(run->data.texts.at("samples/final")) << "</pre></details>\n";
+        break;
+      }
+  o << "</body>\n</html>\n";
+  return o.str();
+}
+
+}  // namespace ablate

@@ -1,0 +1,364 @@
+// SVG charts, sweep comparisons on synthetic runs with hand-computed statistics, and the
+// HTML report rendered by headless Chromium (skipped with a message when absent).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <regex>
+
+#include "ablate/compare.hpp"
+#include "ablate/report.hpp"
+#include "ablate/runfile.hpp"
+#include "ablate/svg.hpp"
+#include "ablate/sweep.hpp"
+#include "test_util.hpp"
+
+namespace fs = std::filesystem;
+using ablate::test::TempDir;
+
+namespace {
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+// A finished (or failed) run directory without training: eval rows at steps 100, 200,
+// 300 ending in `final`, train rows every 50 steps.
+void fake_run(const std::string& dir, double final, double n_params, const std::string& status = "done") {
+  fs::create_directories(dir);
+  auto rf = ablate::RunFile::create(ablate::run_file_path(dir));
+  rf.set_attr("status", status);
+  rf.set_attr("error", status == "failed" ? "step 150: loss is not finite" : "");
+  rf.set_attr("config", "model: {d_model: 8}\n");
+  rf.set_attr("n_params", n_params);
+  rf.set_attr("flops_per_token", 6 * n_params);
+  rf.set_attr("threads", int64_t{1});
+  rf.set_attr("train_seconds", 12.5);
+  for (int s = 50; s <= (status == "failed" ? 150 : 300); s += 50)
+    rf.append("train", {{"step", s}, {"loss", final + 3.0 * std::exp(-s / 40.0)}, {"lr", 1e-3}, {"grad_norm", 1}, {"tokens_per_s", 5000}});
+  if (status != "failed")
+    for (int s = 100; s <= 300; s += 100) {
+      double v = final + 0.3 * (300 - s) / 200.0;
+      rf.append("eval", {{"step", s}, {"train_loss", v - 0.05}, {"val_loss", v}, {"val_ppl", std::exp(v)}});
+      rf.append("eval/arithmetic", {{"step", s}, {"exact_match", 0.1 * s / 300.0 + (final < 1.73 ? 0.05 : 0.0)}});
+    }
+  rf.write_text("samples/final", "ROMEO: <b>hi</b>");
+  rf.close();
+}
+
+// relu, swiglu: 3 seeds each; gelu: one finished, one failed, one never run.
+std::string synthetic_sweep(const TempDir& d) {
+  ablate::Sweep s = ablate::parse_sweep(
+      "name: syn\nbase: {name: x}\nsweep:\n  variants: {relu: {model.ffn: relu}, swiglu: {model.ffn: swiglu}, gelu: {model.ffn: gelu}}\n"
+      "  seeds: [1, 2, 3]\n",
+      "syn.yaml", d.path.string(), d / "syn");
+  ablate::write_manifest(s);
+  const double relu[] = {1.76, 1.75, 1.77}, swiglu[] = {1.71, 1.72, 1.70};
+  for (int i = 0; i < 3; ++i) {
+    fake_run(s.points[static_cast<size_t>(i)].run_dir, relu[i], 1000);
+    fake_run(s.points[static_cast<size_t>(3 + i)].run_dir, swiglu[i], 990);
+  }
+  fake_run(s.points[6].run_dir, 1.74, 1000);
+  fake_run(s.points[7].run_dir, 9.9, 1000, "failed");
+  return d / "syn";
+}
+
+// Chromium screenshot statistics: width height non_white blue orange (Tableau blue
+// #4e79a7 and orange #f28e2b are the first two series' colours). A PNG decoder in
+// Python's standard library (zlib + the five PNG row filters), so nothing is installed.
+const char* kPngStats = R"(import sys, zlib, struct
+data = open(sys.argv[1], 'rb').read()
+assert data[:8] == b'\x89PNG\r\n\x1a\n', 'not a PNG'
+pos, idat = 8, b''
+while pos < len(data):
+    n, typ = struct.unpack('>I4s', data[pos:pos + 8])
+    body = data[pos + 8:pos + 8 + n]
+    pos += 12 + n
+    if typ == b'IHDR':
+        w, h, depth, ctype = struct.unpack('>IIBB', body[:10])
+    elif typ == b'IDAT':
+        idat += body
+assert depth == 8 and ctype in (2, 6), 'unexpected PNG type'
+bpp = 3 if ctype == 2 else 4
+raw, stride = zlib.decompress(idat), w * bpp
+prev, i = bytearray(stride), 0
+nonwhite = blue = orange = 0
+for y in range(h):
+    f, line = raw[i], bytearray(raw[i + 1:i + 1 + stride])
+    i += 1 + stride
+    if f == 2:
+        line = bytearray((a + b) & 255 for a, b in zip(line, prev))
+    elif f != 0:
+        for x in range(stride):
+            a = line[x - bpp] if x >= bpp else 0
+            b = prev[x]
+            c = prev[x - bpp] if x >= bpp else 0
+            if f == 1: line[x] = (line[x] + a) & 255
+            elif f == 3: line[x] = (line[x] + ((a + b) >> 1)) & 255
+            else:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[x] = (line[x] + (a if pa <= pb and pa <= pc else (b if pb <= pc else c))) & 255
+    for x in range(0, stride, bpp):
+        r, g, b = line[x], line[x + 1], line[x + 2]
+        if r < 240 or g < 240 or b < 240: nonwhite += 1
+        if abs(r - 78) < 16 and abs(g - 121) < 16 and abs(b - 167) < 16: blue += 1
+        if abs(r - 242) < 16 and abs(g - 142) < 16 and abs(b - 43) < 24: orange += 1
+    prev = line
+print(w, h, nonwhite, blue, orange)
+)";
+
+std::string chromium_flags(const TempDir& d) {
+  return "chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking "
+         "--disable-component-update --disable-sync --user-data-dir=" + (d / "chromium-profile") + " ";
+}
+
+}  // namespace
+
+TEST_CASE("report/svg line plot: lines, bands, axes, legend, escaping, gaps") {
+  ablate::svg::LinePlot p;
+  p.id = "t1";
+  p.title = "Loss <train & val>";
+  p.x.label = "step";
+  p.y.label = "loss";
+  ablate::svg::Series a;
+  a.label = "relu";
+  a.x = {0, 10, 20, 30};
+  a.y = {4, 3, NAN, 2};  // the NaN breaks the line in two
+  a.lo = {3.9, 2.9, NAN, 1.9};
+  a.hi = {4.1, 3.1, NAN, 2.1};
+  ablate::svg::Series b;
+  b.label = "swi<glu>";
+  b.x = {0, 10, 20, 30};
+  b.y = {4, 2.5, 2.2, 1.8};
+  b.dashed = true;
+  p.series = {a, b};
+  const std::string svg = ablate::svg::line_plot(p);
+  CHECK(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0) == 0);
+  CHECK(count(svg, "<path class=\"line\"") == 2);
+  CHECK(count(svg, "<path class=\"band\"") == 1);
+  std::smatch m;
+  REQUIRE(std::regex_search(svg, m, std::regex("class=\"line\" d=\"([^\"]*)\"")));
+  CHECK(count(m[1], "M") == 2);  // two segments around the NaN
+  CHECK(count(m[1], "L") == 1);
+  REQUIRE(std::regex_search(svg, m, std::regex("class=\"band\" d=\"([^\"]*)\"")));
+  CHECK(count(m[1], "Z") == 2);
+  CHECK(svg.find("Loss &lt;train &amp; val&gt;") != std::string::npos);
+  CHECK(svg.find("swi&lt;glu&gt;") != std::string::npos);
+  CHECK(svg.find("<glu>") == std::string::npos);
+  CHECK(svg.find("stroke-dasharray") != std::string::npos);
+  CHECK(svg.find("clip-path=\"url(#t1-clip)\"") != std::string::npos);
+  CHECK(svg.find(">step</text>") != std::string::npos);
+  // Tick labels: 0..30 on x; y ticks inside [~1.7, ~4.2].
+  CHECK(svg.find(">30</text>") != std::string::npos);
+  CHECK(svg.find(">3</text>") != std::string::npos);
+  // Every coordinate inside the canvas.
+  const std::regex coord(" ([xy][12]?)=\"(-?[0-9.]+)\"");
+  for (std::sregex_iterator it(svg.begin(), svg.end(), coord), end; it != end; ++it) {
+    double v = std::stod((*it)[2]);
+    CHECK(v >= 0);
+    CHECK(v <= ((*it)[1].str()[0] == 'x' ? p.width : p.height));
+  }
+  // No data at all: axes and a note, no lines.
+  ablate::svg::LinePlot empty;
+  empty.series = {ablate::svg::Series{}};
+  const std::string e = ablate::svg::line_plot(empty);
+  CHECK(e.find("no data") != std::string::npos);
+  CHECK(count(e, "class=\"line\"") == 0);
+  // A log axis drops values <= 0 and labels decades.
+  ablate::svg::LinePlot lg;
+  lg.y.log = true;
+  lg.series = {ablate::svg::Series{"s", {1, 2, 3, 4}, {0.001, 0.1, 10, -1}, {}, {}, "", false}};
+  const std::string l = ablate::svg::line_plot(lg);
+  CHECK(l.find(">0.1</text>") != std::string::npos);
+  CHECK(l.find(">10</text>") != std::string::npos);
+}
+
+TEST_CASE("report/svg ticks, numbers, colours and heat maps") {
+  using ablate::svg::nice_ticks;
+  CHECK(nice_ticks(0, 10, 5) == std::vector<double>{0, 2, 4, 6, 8, 10});
+  CHECK(nice_ticks(1.71, 1.79, 4) == std::vector<double>{1.72, 1.74, 1.76, 1.78});
+  auto t = nice_ticks(0, 1000, 4);
+  CHECK(t == std::vector<double>{0, 250, 500, 750, 1000});
+  CHECK(nice_ticks(3, 3).size() == 1);
+  CHECK(ablate::svg::format_number(1.75812) == "1.758");
+  CHECK(ablate::svg::format_number(0.25) == "0.25");
+  CHECK(ablate::svg::format_number(12000) == "12000");
+  CHECK(ablate::svg::format_number(2.5e-5) == "2.5e-5");
+  CHECK(ablate::svg::format_number(3.2e7, 3) == "3.2e7");
+  CHECK(ablate::svg::format_number(NAN) == "n/a");
+  CHECK(ablate::svg::viridis(0) == "#440154");
+  CHECK(ablate::svg::viridis(1) == "#fde725");
+  CHECK(ablate::svg::escape("a<b>&\"'") == "a&lt;b&gt;&amp;&quot;&#39;");
+  CHECK(std::string(ablate::svg::palette(0)) != ablate::svg::palette(1));
+
+  ablate::svg::HeatMap h;
+  h.title = "val_loss";
+  h.row_labels = {"pre", "post"};
+  h.col_labels = {"layernorm", "rmsnorm"};
+  h.values = {{1.70, 1.72}, {1.80, NAN}};
+  h.low_is_bright = true;
+  const std::string svg = ablate::svg::heat_map(h);
+  CHECK(count(svg, "<rect class=\"cell\"") == 4);
+  CHECK(svg.find("fill=\"#dddddd\"") != std::string::npos);       // the missing cell
+  CHECK(svg.find("fill=\"" + ablate::svg::viridis(1) + "\"") != std::string::npos);  // best (lowest) is brightest
+  CHECK(svg.find(">1.7</text>") != std::string::npos);
+  CHECK(svg.find(">n/a</text>") != std::string::npos);
+  CHECK(svg.find("linearGradient") != std::string::npos);
+}
+
+TEST_CASE("report/compare on synthetic runs matches hand-computed statistics") {
+  TempDir d;
+  ablate::SweepResults r = ablate::load_sweep_results(synthetic_sweep(d));
+  ablate::Comparison c = ablate::compare_sweep(r, {});
+  CHECK(c.by == "variant");
+  CHECK(c.baseline == "relu");
+  CHECK(c.table == "eval");
+  CHECK_FALSE(c.higher_is_better);
+  REQUIRE(c.groups.size() == 3);
+  const auto& relu = c.groups[0];
+  const auto& swiglu = c.groups[1];
+  const auto& gelu = c.groups[2];
+  CHECK(relu.is_baseline);
+  CHECK(relu.summary.mean == doctest::Approx(1.76));
+  CHECK(relu.summary.std == doctest::Approx(0.01));
+  CHECK(relu.summary.ci_high - relu.summary.mean == doctest::Approx(4.302652729749464 * 0.01 / std::sqrt(3.0)));
+  // Differences -0.05, -0.03, -0.07: mean -0.05, sd 0.02, t = -0.05 / (0.02 / sqrt 3) with
+  // 2 degrees of freedom, whose two-sided p is 1 - |t| / sqrt(2 + t^2).
+  REQUIRE(swiglu.has_test);
+  const double tt = -0.05 / (0.02 / std::sqrt(3.0));
+  CHECK(swiglu.test.n == 3);
+  CHECK(swiglu.test.mean_diff == doctest::Approx(-0.05));
+  CHECK(swiglu.test.t == doctest::Approx(tt));
+  CHECK(swiglu.test.p == doctest::Approx(1 - std::fabs(tt) / std::sqrt(2 + tt * tt)));
+  CHECK(swiglu.test.p == doctest::Approx(0.0494).epsilon(1e-3));
+  CHECK(swiglu.wins == 3);
+  CHECK(swiglu.params_min == 990);
+  // gelu: one value, one failed run, one missing run; all reported.
+  CHECK(gelu.summary.n == 1);
+  CHECK(gelu.runs.size() == 3);
+  CHECK(gelu.test.n == 1);
+  CHECK(std::isnan(gelu.test.p));
+  CHECK(gelu.wins == 1);
+  REQUIRE(gelu.problems.size() == 2);
+  CHECK(gelu.problems[0] == "gelu-seed2: failed: step 150: loss is not finite");
+  CHECK(gelu.problems[1] == "gelu-seed3: missing (not run yet)");
+
+  // At a step, best, another table, higher-is-better by name, another baseline.
+  ablate::CompareOptions o;
+  o.at = "step=200";
+  c = ablate::compare_sweep(r, o);
+  CHECK(c.groups[0].summary.mean == doctest::Approx(1.76 + 0.15));
+  o.at = "best";
+  CHECK(ablate::compare_sweep(r, o).groups[1].summary.mean == doctest::Approx(1.71));
+  o = {};
+  o.metric = "exact_match";
+  c = ablate::compare_sweep(r, o);
+  CHECK(c.table == "eval/arithmetic");
+  CHECK(c.higher_is_better);
+  CHECK(c.groups[1].wins == 3);
+  CHECK(c.groups[1].test.mean_diff == doctest::Approx(0.05));
+  o = {};
+  o.baseline = "swiglu";
+  c = ablate::compare_sweep(r, o);
+  CHECK(c.groups[0].test.mean_diff == doctest::Approx(0.05));
+  CHECK(c.groups[0].wins == 0);
+  o.by = "point";
+  o.baseline = "";
+  CHECK(ablate::compare_sweep(r, o).baseline == "relu");
+  o = {};
+  o.at = "step=7";
+  c = ablate::compare_sweep(r, o);
+  CHECK(c.groups[0].summary.n == 0);
+  CHECK(c.groups[0].problems[0].find("no eval row at step 7 (its steps: 100 to 300)") != std::string::npos);
+  o.at = "last";
+  CHECK_THROWS_WITH_AS(ablate::compare_sweep(r, o), doctest::Contains("expected final, best or step=N"), ablate::Error);
+  o = {};
+  o.baseline = "swigl";
+  CHECK_THROWS_WITH_AS(ablate::compare_sweep(r, o), doctest::Contains("Did you mean 'swiglu'?"), ablate::Error);
+
+  // Text formats.
+  const std::string md = ablate::format_comparison(ablate::compare_sweep(r, {}), "markdown");
+  CAPTURE(md);
+  CHECK(md.find("| swiglu | 3 | 1.7100 ± 0.0100 | [1.6852, 1.7348] | -0.0500 [-0.0997, -0.0003] | 0.0494 | 3/3 | 990 |") != std::string::npos);
+  CHECK(md.find("| gelu | 1/3 | 1.7400 | n/a | -0.0200 | n/a | 1/1 | 1000 |") != std::string::npos);
+  CHECK(md.find("- Not included (2):") != std::string::npos);
+}
+
+TEST_CASE("report/the HTML page renders in headless Chromium with its plots drawn") {
+  TempDir d;
+  const std::string dir = synthetic_sweep(d);
+  auto rep = ablate::test::run_command(ablate::test::ablate_binary() + " report " + dir + " -o " + (d / "report.html"));
+  CAPTURE(rep.output);
+  REQUIRE(rep.status == 0);
+  const std::string html = ablate::test::read_file(d / "report.html");
+  CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
+  CHECK(html.find("<script") == std::string::npos);
+  CHECK(html.find("ROMEO: &lt;b&gt;hi&lt;/b&gt;") != std::string::npos);  // escaped sample
+  CHECK(html.find("gelu-seed2: failed: step 150") != std::string::npos);
+  CHECK(html.find("<th>p (paired t-test)</th>") != std::string::npos);
+  CHECK(html.find("exact_match") != std::string::npos);
+  CHECK(count(html, "<details>") == 9 + 3);  // 9 configs, one sample per variant with runs
+  CHECK(count(html, "<svg") >= 4);
+
+  if (ablate::test::run_command("command -v chromium").status != 0) {
+    MESSAGE("chromium is not installed: skipping the rendering check (tools/bootstrap.sh installs it)");
+    return;
+  }
+  // The DOM after rendering holds the plots' paths...
+  auto dom = ablate::test::run_command(chromium_flags(d) + "--dump-dom file://" + (d / "report.html") + " 2>/dev/null");
+  REQUIRE(dom.status == 0);
+  CHECK(count(dom.output, "<path class=\"line\"") >= 6);
+  CHECK(count(dom.output, "<path class=\"band\"") >= 4);
+  // ...and the screenshot shows them: many non-white pixels, and pixels in the colours
+  // of the first two series.
+  auto shot = ablate::test::run_command(chromium_flags(d) + "--screenshot=" + (d / "report.png") +
+                                        " --window-size=1000,1500 file://" + (d / "report.html"));
+  CAPTURE(shot.output);
+  REQUIRE(fs::exists(d / "report.png"));
+  d.write("png_stats.py", kPngStats);
+  auto st = ablate::test::run_command("/usr/bin/python3 " + (d / "png_stats.py") + " " + (d / "report.png"));
+  CAPTURE(st.output);
+  REQUIRE(st.status == 0);
+  std::istringstream in(st.output);
+  long w = 0, h = 0, nonwhite = 0, blue = 0, orange = 0;
+  in >> w >> h >> nonwhite >> blue >> orange;
+  CHECK(w == 1000);
+  CHECK(h == 1500);
+  CHECK(nonwhite > w * h / 50);
+  CHECK(blue > 300);
+  CHECK(orange > 300);
+}
+
+TEST_CASE("report/a two-dimensional grid gets a heat map") {
+  TempDir d;
+  ablate::Sweep s = ablate::parse_sweep(
+      "name: norms\nbase: {name: x}\nsweep:\n  grid: {model.norm.placement: [pre, post], model.norm.type: [layernorm, rmsnorm]}\n"
+      "  seeds: [1, 2]\n",
+      "n.yaml", d.path.string(), d / "norms");
+  ablate::write_manifest(s);
+  for (const auto& p : s.points) fake_run(p.run_dir, 1.7 + 0.01 * static_cast<double>(p.index / 2), 1000);
+  ablate::SweepResults r = ablate::load_sweep_results(d / "norms");
+  ablate::Comparison c = ablate::compare_sweep(r, {});
+  CHECK(c.by == "point");
+  CHECK(c.groups.size() == 4);
+  CHECK(c.groups[3].label == "placement=post type=rmsnorm");
+  const std::string html = ablate::render_report(r);
+  CHECK(count(html, "class=\"ablate-heatmap\"") == 1);
+  CHECK(count(html, "<rect class=\"cell\"") == 4);
+  CHECK(html.find("model.norm.placement") != std::string::npos);
+
+  // Zipped keys move together: they are one dimension of the heat map.
+  ablate::Sweep z = ablate::parse_sweep(
+      "name: zipped\nbase: {name: x}\nsweep:\n  grid: {model.norm.type: [layernorm, rmsnorm]}\n"
+      "  zip: {model.norm.placement: [pre, post], model.norm.final: [true, false]}\n  seeds: [1]\n",
+      "z.yaml", d.path.string(), d / "zipped");
+  ablate::write_manifest(z);
+  for (const auto& p : z.points) fake_run(p.run_dir, 1.7 + 0.01 * static_cast<double>(p.index), 1000);
+  const std::string zh = ablate::render_report(ablate::load_sweep_results(d / "zipped"));
+  CHECK(count(zh, "<rect class=\"cell\"") == 4);
+  CHECK(zh.find("model.norm.placement + model.norm.final") != std::string::npos);
+  CHECK(zh.find(">placement=post final=false</text>") != std::string::npos);
+}

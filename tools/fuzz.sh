@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (tools/bootstrap.sh --fuzz: clang, ./build-fuzz) and runs
+# each for ABLATE_FUZZ_SECONDS (default 60) through ctest's `fuzz` label. New corpus
+# entries stay in build-fuzz/fuzz-corpus, crash inputs in build-fuzz/fuzz-artifacts.
+#   tools/fuzz.sh                       # all targets, 60 s each
+#   ABLATE_FUZZ_SECONDS=600 tools/fuzz.sh -R checkpoint
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${ABLATE_FUZZ_BUILD_DIR:-$root/build-fuzz}
+"$root/tools/bootstrap.sh" --fuzz
+cmake -S "$root" -B "$build" -DABLATE_FUZZ_SECONDS="${ABLATE_FUZZ_SECONDS:-60}" >/dev/null
+# Leaks are findings too; the fuzzer's own RSS limit stands in for an allocation limit.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+ctest --test-dir "$build" -L fuzz --output-on-failure "$@"

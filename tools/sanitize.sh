@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds the test suite with AddressSanitizer + UndefinedBehaviorSanitizer (CMake preset
+# `asan`, directory build-asan) and runs it. Every child process the tests start (the
+# `ablate` binary, dlopened plugins) is instrumented too. Extra arguments go to ctest
+# (e.g. -R 'reliability' or -j1).
+#   tools/sanitize.sh
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+start=$(date +%s)
+cmake --preset asan >/dev/null
+cmake --build --preset asan -j"$(nproc)"
+built=$(date +%s)
+status=0
+ctest --test-dir build-asan --output-on-failure -j"$(nproc)" "$@" || status=$?
+end=$(date +%s)
+echo "sanitize: build $((built - start)) s, tests $((end - built)) s, exit $status" >&2
+exit $status
