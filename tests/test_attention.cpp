@@ -181,9 +181,11 @@ TEST_CASE("attention/bidirectional: differs from causal, sees the future, same p
   for (int64_t c = 0; c < kC; ++c) x[static_cast<size_t>((T - 1) * kC + c)] += 1.0f;
   const auto ye2 = run(*enc.obj, nullptr, x, 1, T);
   CHECK(ye2[0] != doctest::Approx(ye[0]));
-  // ALiBi's one-sided bias is refused rather than misapplied.
+  // ALiBi's bias is symmetric in the distance here: it changes the output, stays finite.
   auto alibi = ptest::build<PositionalEncoding>("{type: alibi}", d);
-  CHECK_THROWS_AS(run(*enc.obj, alibi.obj.get(), x, 1, T), ablate::Error);
+  const auto ya = run(*enc.obj, alibi.obj.get(), x, 1, T);
+  for (float v : ya) CHECK(std::isfinite(v));
+  CHECK(ya[0] != doctest::Approx(ye2[0]));
 }
 
 TEST_CASE("attention/key_mask: padded keys are excluded; real tokens' outputs ignore padding content") {

@@ -223,7 +223,7 @@ std::vector<float> naive_attention(const std::vector<float>& q, const std::vecto
             d += static_cast<double>(q[static_cast<size_t>((b * T + i) * NH * HS + h * HS + c)]) *
                  k[static_cast<size_t>((b * Tk + j) * NKV * HS + kh * HS + c)];
           d *= scale;
-          if (slopes) d -= static_cast<double>(slopes[h]) * static_cast<double>(pos - j);
+          if (slopes) d -= static_cast<double>(slopes[h]) * std::fabs(static_cast<double>(pos - j));
           s[static_cast<size_t>(j)] = d;
           mx = std::max(mx, d);
         }

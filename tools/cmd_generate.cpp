@@ -44,8 +44,19 @@ static int cmd_generate(const std::vector<std::string>& args) {
   std::string prompt = vm["prompt"].as<std::string>();
   auto ids = run.tokenizer->encode(prompt);
   ablate::Rng rng(static_cast<uint64_t>(seed));
-  std::cout << prompt << std::flush;
-  ablate::generate(*run.model, ids, n, s, rng, [&](int32_t t) { std::cout << run.tokenizer->decode({t}) << std::flush; });
+  // Streams the text as it grows; decoding the whole sequence each time keeps what a
+  // tokenizer puts between tokens (BPE's implied spaces) and whole UTF-8 characters.
+  std::vector<int32_t> seq = ids;
+  std::string shown = run.tokenizer->decode(seq);
+  std::cout << shown << std::flush;
+  ablate::generate(*run.model, ids, n, s, rng, [&](int32_t t) {
+    seq.push_back(t);
+    std::string text = run.tokenizer->decode(seq);
+    if (text.size() >= shown.size() && text.compare(0, shown.size(), shown) == 0) std::cout << text.substr(shown.size());
+    else std::cout << text;  // a tokenizer that rewrote earlier text: show it whole
+    std::cout << std::flush;
+    shown = std::move(text);
+  });
   std::cout << "\n";
   return 0;
 }

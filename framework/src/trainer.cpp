@@ -471,7 +471,9 @@ RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
     Rng rng(s.seed ^ 0x5A3Bull);
     std::vector<int32_t> prompt = s.tokenizer->encode(s.sample_prompt);
     auto out = generate(model, prompt, s.sample_tokens, s.sampling, rng);
-    sum.sample = s.sample_prompt + s.tokenizer->decode(out);
+    // Decoded together with the prompt: a tokenizer may join them (BPE's implied spaces).
+    prompt.insert(prompt.end(), out.begin(), out.end());
+    sum.sample = s.tokenizer->decode(prompt);
     rf.write_text("samples/final", sum.sample);
     std::ofstream(fs::path(s.out_dir) / "sample.txt") << sum.sample << "\n";
   }

@@ -60,11 +60,6 @@ class MultiHeadAttention : public Attention {
     spec.head_size = HS_;
     spec.causal = causal_;
     spec.slopes = in.positional ? in.positional->attention_slopes() : nullptr;
-    // The op's linear bias -m (i - j) is one-sided: right for causal masks, wrong for keys
-    // after the query. Refuse rather than silently reward looking far ahead.
-    if (spec.slopes && !causal_)
-      throw Error("bidirectional attention cannot use attention-logit slopes (ALiBi): the bias -m*(i-j) is defined "
-                  "for causal attention only; choose another positional encoding (e.g. rope or sinusoidal)");
     spec.key_mask = in.key_mask;
     spec.weights_out = in.weights_out;
     spec.cache = in.cache;

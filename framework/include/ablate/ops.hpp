@@ -58,7 +58,7 @@ struct AttentionSpec {
   int64_t batch = 1, time = 1;        // B, T of the query
   int64_t n_heads = 1, n_kv_heads = 1, head_size = 1;  // NH, NKV (divides NH), HS
   bool causal = true;                 // false: bidirectional (encoder)
-  const float* slopes = nullptr;      // per query head m_h: adds -m_h*(i-j) to logits (ALiBi-style)
+  const float* slopes = nullptr;      // per query head m_h: adds -m_h*|i-j| to logits (ALiBi-style)
   const uint8_t* key_mask = nullptr;  // (B*T) 1 = attend, 0 = padding (ignored with a cache)
   float* weights_out = nullptr;       // if set: (B, NH, Tq, Tk) attention probabilities
   KVCache* cache = nullptr;           // if set: k,v are appended; forward only

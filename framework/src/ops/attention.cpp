@@ -64,7 +64,7 @@ using AlignedRow = Eigen::Map<Eigen::ArrayXf, Eigen::Aligned64>;
 inline int64_t padded(int64_t n) { return round_up(n, 16); }
 
 // Logits of the query rows [i0, i1) of head h against keys [0, jm), jm = visible(i1-1):
-// s (i1-i0, ld) = q k^T / sqrt(HS), minus m_h (pos_i - j) with slopes; keys that are not
+// s (i1-i0, ld) = q k^T / sqrt(HS), minus m_h |pos_i - j| with slopes; keys that are not
 // visible (causal, padding columns up to ld) or padded (key_mask) get -inf.
 void score_block(const Attn& a, int64_t b, int64_t h, int64_t i0, int64_t i1, int64_t jm,
                  int64_t ld, float* s) {
@@ -79,7 +79,8 @@ void score_block(const Attn& a, int64_t b, int64_t h, int64_t i0, int64_t i1, in
     if (a.slopes) {
       const float m = a.slopes[h];
       const float pos = static_cast<float>(a.offset + i);
-      for (int64_t j = 0; j < jn; ++j) sr[j] -= m * (pos - static_cast<float>(j));
+      // |i - j|: the same as i - j under a causal mask, symmetric for bidirectional attention.
+      for (int64_t j = 0; j < jn; ++j) sr[j] -= m * std::fabs(pos - static_cast<float>(j));
     }
     if (km)
       for (int64_t j = 0; j < jn; ++j) sr[j] = km[j] ? sr[j] : -kInf;
