@@ -204,16 +204,17 @@ Generator::Generator(const GeneratorOptions& o) : o_(o), rng_(o.seed ^ 0xA817ull
     throw Error("arithmetic: decimal fraction " + std::to_string(o.decimal_fraction) + " is not in [0, 1]");
   if (o.format.width < 1 || o.format.answer_width < 1 || o.format.width > 40 || o.format.answer_width > 40)
     throw Error("arithmetic: widths must be in 1..40");
-  auto check_grid = [&](int places, const char* kind) {
+  // Operands of a kind without a grid point in range are drawn as the other kind.
+  auto grid_hi = [&](int places) {
     double p = std::pow(10.0, places);
-    if (std::ceil(o.min * p - 1e-6) > std::floor(o.max * p + 1e-6))
-      throw Error(std::string("arithmetic: no ") + kind + " operand lies in [" + std::to_string(o.min) + ", " +
-                  std::to_string(o.max) + "]; widen the range or change the decimals");
+    return std::ceil(o.min * p - 1e-6) <= std::floor(o.max * p + 1e-6) ? std::floor(o.max * p + 1e-6) : -1.0;
   };
-  if (o.decimals == 0 || o.decimal_fraction < 1) check_grid(0, "integer");
-  if (o.decimals > 0 && o.decimal_fraction > 0) check_grid(o.decimals, "decimal");
-  if (o.ops.find('/') != std::string::npos && o.max == 0)
-    throw Error("arithmetic: division needs non-zero operands; raise the operand maximum");
+  const double int_hi = grid_hi(0), dec_hi = o.decimals > 0 ? grid_hi(o.decimals) : -1.0;
+  if (int_hi < 0 && dec_hi < 0)
+    throw Error("arithmetic: no operand with " + std::to_string(o.decimals) + " decimals or fewer lies in [" +
+                std::to_string(o.min) + ", " + std::to_string(o.max) + "]; widen the range or raise the decimals");
+  if (o.ops.find('/') != std::string::npos && int_hi <= 0 && dec_hi <= 0)
+    throw Error("arithmetic: division needs non-zero divisors, but every operand in range is 0; raise the operand maximum");
 }
 
 Decimal Generator::draw_operand() {
