@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <future>
@@ -281,13 +282,15 @@ sweep:
   CHECK(run.output.find("4 done, 0 already done, 2 failed") != std::string::npos);
   CHECK(run.output.find("failed: point 4 (broken-seed0): step ") != std::string::npos);
   CHECK(run.output.find("not finite") != std::string::npos);
-  CHECK(run.output.find("2 at a time with 1 thread each") != std::string::npos);
+  // Threads per job: max(1, cores / jobs).
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency() / 2);
+  CHECK(run.output.find("2 at a time with " + std::to_string(threads) + " thread") != std::string::npos);
   CHECK(run.output.find("running") != std::string::npos);  // progress lines
   for (const char* id : {"relu-seed0", "relu-seed1", "swiglu-seed0", "swiglu-seed1"}) {
     CAPTURE(id);
     auto data = ablate::read_run_file(d / ("out/runs/" + std::string(id) + "/run.h5"));
     CHECK(data.str_attrs.at("status") == "done");
-    CHECK(data.num_attrs.at("threads") == 1);
+    CHECK(data.num_attrs.at("threads") == threads);
     CHECK(data.tables.at("eval").at("step") == std::vector<double>{20, 40, 60});
     CHECK(fs::exists(d / ("out/logs/" + std::string(id) + ".log")));
   }
