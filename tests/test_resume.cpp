@@ -159,7 +159,9 @@ void check_killed_run(const std::string& dir, const ablate::RunData& want, int64
   if (ck_step == 0 && flushed == 0) return;  // killed before anything had to be durable
   ablate::RunData got;
   REQUIRE_NOTHROW(got = ablate::read_run_file(ablate::run_file_path(dir)));
-  CHECK(got.str_attrs.at("status") == "running");
+  // "done" when a timed kill lands after the run file was closed, before the process exits.
+  const std::string& status = got.str_attrs.at("status");
+  CHECK((status == "running" || status == "done"));
   check_tables(want, got, static_cast<double>(std::max(ck_step, flushed)), /*exact_length=*/false);
 }
 
