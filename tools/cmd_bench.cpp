@@ -30,6 +30,10 @@ struct BenchResult {
   int64_t params = 0;
   double flops_per_token = 0, train_tok_s = 0, gflops = 0, gen_tok_s = 0, step_ms = 0;
   uint64_t allocs_per_step = 0;
+  double arena_mib = 0;  // the graph's arena after the steps (activations, grads, saved state)
+  ablate::OpProfile profile;
+  double profile_step_s = 0, profile_optimizer_s = 0;  // summed over the profiled steps
+  int64_t profile_steps = 0;
   double torch_train_tok_s = 0, torch_gen_tok_s = 0;
   std::string torch_threads;
 };
@@ -39,7 +43,7 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-BenchResult bench_one(const std::string& file, int64_t steps, int64_t warmup, int64_t gen_tokens) {
+BenchResult bench_one(const std::string& file, int64_t steps, int64_t warmup, int64_t gen_tokens, bool profile) {
   auto exp = ablate::Experiment::load(file);
   ablate::Options root = exp.root();
   BenchResult r;
@@ -65,23 +69,36 @@ BenchResult bench_one(const std::string& file, int64_t steps, int64_t warmup, in
   std::vector<int32_t> x(static_cast<size_t>(B * T)), y(x.size());
   std::vector<double> ms;
   uint64_t allocs = 0;
-  for (int64_t it = 0; it < warmup + steps; ++it) {
+  // Warm-up, timed steps, then (--profile) as many steps again with per-op timing, so
+  // that the clock reads of the profile do not touch the timed steps.
+  const int64_t profiled = profile ? steps : 0;
+  for (int64_t it = 0; it < warmup + steps + profiled; ++it) {
+    const bool prof = it >= warmup + steps;
     for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<int32_t>(rng.below(static_cast<uint64_t>(V)));
     for (size_t i = 0; i < y.size(); ++i) y[i] = static_cast<int32_t>(rng.below(static_cast<uint64_t>(V)));
     uint64_t a0 = ablate::cli::allocation_count();
     auto t0 = clock_type::now();
     g.reset();
+    g.profile = prof ? &r.profile : nullptr;
     ablate::ForwardArgs fa{x.data(), B, T};
     ablate::Var loss = ablate::cross_entropy(g, model.forward(g, fa), y.data(), B * T);
     model.params().zero_grad();
     g.backward(loss);
+    auto t1 = clock_type::now();
     opt->step(params, opt->base_lr(), it + 1);
-    double dt = std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
-    if (it >= warmup) {
+    auto t2 = clock_type::now();
+    double dt = std::chrono::duration<double, std::milli>(t2 - t0).count();
+    if (prof) {
+      r.profile_steps += 1;
+      r.profile_step_s += dt / 1e3;
+      r.profile_optimizer_s += std::chrono::duration<double>(t2 - t1).count();
+    } else if (it >= warmup) {
       ms.push_back(dt);
       allocs = std::max(allocs, ablate::cli::allocation_count() - a0);
     }
   }
+  g.profile = nullptr;
+  r.arena_mib = static_cast<double>(g.arena_bytes()) / (1 << 20);
   r.step_ms = median(ms);
   r.train_tok_s = static_cast<double>(B * T) / (r.step_ms / 1e3);
   r.gflops = r.flops_per_token * r.train_tok_s / 1e9;
@@ -140,6 +157,7 @@ static int cmd_bench(const std::vector<std::string>& args) {
     ("torch", po::value<std::string>(), "path of torch_ref.sh to run side by side (default: ../shared/bench/torch_ref.sh if present)")
     ("no-torch", po::bool_switch(), "do not run PyTorch")
     ("markdown", po::bool_switch(), "print the table as Markdown")
+    ("profile", po::bool_switch(), "also time each op family, forward and backward, over as many extra steps")
     ("plugin-dir", po::value<std::vector<std::string>>()->composing(), "extra plugin directory (repeatable)");
   po::positional_options_description pos;
   pos.add("config", -1);
@@ -171,7 +189,8 @@ static int cmd_bench(const std::vector<std::string>& args) {
   std::vector<BenchResult> results;
   for (const auto& f : files) {
     std::cerr << "bench: " << f << " ..." << std::flush;
-    BenchResult r = bench_one(f, vm["steps"].as<int64_t>(), vm["warmup"].as<int64_t>(), vm["gen-tokens"].as<int64_t>());
+    BenchResult r = bench_one(f, vm["steps"].as<int64_t>(), vm["warmup"].as<int64_t>(), vm["gen-tokens"].as<int64_t>(),
+                              vm["profile"].as<bool>());
     std::cerr << " ablate " << static_cast<int64_t>(r.train_tok_s) << " tok/s";
     if (!torch.empty() && !r.torch_name.empty()) {
       run_torch(r, torch);
@@ -198,14 +217,38 @@ static int cmd_bench(const std::vector<std::string>& args) {
     std::snprintf(b, sizeof b, "%.*f", prec, v);
     return std::string(b);
   };
-  row({"config", "params", "tok/s", "GFLOP/s", "torch tok/s", "ratio", "gen tok/s", "torch gen", "gen ratio", "allocs/step"});
-  if (md) row({"---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:"});
+  row({"config", "params", "tok/s", "GFLOP/s", "torch tok/s", "ratio", "gen tok/s", "torch gen", "gen ratio", "allocs/step", "arena MiB"});
+  if (md) row({"---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:"});
   for (const auto& r : results) {
     bool t = r.torch_train_tok_s > 0, tg = r.torch_gen_tok_s > 0;
     row({r.name, std::to_string(r.params), num(r.train_tok_s, 0), num(r.gflops, 1), t ? num(r.torch_train_tok_s, 0) : "-",
          t ? num(r.train_tok_s / r.torch_train_tok_s, 2) + "x" : "-", num(r.gen_tok_s, 0),
          tg ? num(r.torch_gen_tok_s, 0) : "-", tg ? num(r.gen_tok_s / r.torch_gen_tok_s, 1) + "x" : "-",
-         std::to_string(r.allocs_per_step)});
+         std::to_string(r.allocs_per_step), num(r.arena_mib, 0)});
+  }
+  for (const auto& r : results) {
+    if (r.profile_steps == 0) continue;
+    const double n = static_cast<double>(r.profile_steps), step_ms = r.profile_step_s / n * 1e3;
+    std::cout << "\n" << (md ? "#### " : "") << r.name << ": where a training step's " << num(step_ms, 2) << " ms go ("
+              << r.profile_steps << " profiled steps, " << threads << " threads)\n\n";
+    row({"op family", "forward ms", "backward ms", "total ms", "% of step", "calls/step"});
+    if (md) row({"---", "---:", "---:", "---:", "---:", "---:"});
+    std::vector<std::pair<std::string, ablate::OpProfile::Entry>> ops(r.profile.ops.begin(), r.profile.ops.end());
+    std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) {
+      return a.second.forward_s + a.second.backward_s > b.second.forward_s + b.second.backward_s;
+    });
+    double fwd = 0, bwd = 0;
+    for (const auto& [op, e] : ops) {
+      fwd += e.forward_s, bwd += e.backward_s;
+      const double tot = (e.forward_s + e.backward_s) / n * 1e3;
+      row({op, num(e.forward_s / n * 1e3, 3), num(e.backward_s / n * 1e3, 3), num(tot, 3), num(100 * tot / step_ms, 1),
+           num(static_cast<double>(e.calls) / n, 0)});
+    }
+    const double opt_ms = r.profile_optimizer_s / n * 1e3, other = step_ms - (fwd + bwd) / n * 1e3 - opt_ms;
+    row({"optimizer step", "-", "-", num(opt_ms, 3), num(100 * opt_ms / step_ms, 1), "1"});
+    row({"other (zero_grad, reset)", "-", "-", num(other, 3), num(100 * other / step_ms, 1), "-"});
+    row({"all ops", num(fwd / n * 1e3, 3), num(bwd / n * 1e3, 3), num((fwd + bwd) / n * 1e3, 3),
+         num(100 * (fwd + bwd) / n * 1e3 / step_ms, 1), "-"});
   }
   std::cout << "\nablate: " << threads << " threads, float32; PyTorch: best of 1, 2 and 2 threads with 1 BLAS thread"
             << " (torch_ref.sh); peak RSS " << ru.ru_maxrss / 1024 << " MiB\n";

@@ -25,6 +25,7 @@ Graph::Graph() { nodes_.reserve(1024); }
 Graph::~Graph() = default;
 
 void Graph::reset() {
+  open_op_ = nullptr;
   nodes_.clear();
   peak_ = std::max(peak_, current_);
   current_ = 0;
@@ -66,7 +67,23 @@ size_t Graph::arena_bytes() const {
   return s;
 }
 
+void Graph::profile_tick(const char* next_op) {
+  auto now = std::chrono::steady_clock::now();
+  if (open_op_) {
+    auto& e = profile->ops[open_op_];
+    e.forward_s += std::chrono::duration<double>(now - open_since_).count();
+    e.calls += 1;
+  }
+  open_op_ = next_op;
+  open_since_ = now;
+}
+
+void Graph::profile_flush() {
+  if (profile) profile_tick(nullptr);
+}
+
 Var Graph::param(Parameter& p) {
+  if (profile) profile_tick("input");
   Node n;
   n.value = p.value;
   n.grad = p.grad;
@@ -83,6 +100,7 @@ Var Graph::constant(const float* data, int64_t rows, int64_t cols) {
 }
 
 Var Graph::input(int64_t rows, int64_t cols) {
+  if (profile) profile_tick("input");
   Node n;
   n.value = Tensor{alloc(static_cast<size_t>(rows * cols)), rows, cols};
   std::memset(n.value.data, 0, sizeof(float) * static_cast<size_t>(rows * cols));
@@ -90,9 +108,12 @@ Var Graph::input(int64_t rows, int64_t cols) {
   return Var{static_cast<int>(nodes_.size() - 1)};
 }
 
-Var Graph::make(int64_t rows, int64_t cols, BackwardFn backward, std::initializer_list<Var> inputs) {
+Var Graph::make(int64_t rows, int64_t cols, BackwardFn backward, std::initializer_list<Var> inputs,
+                const char* op) {
   if (inputs.size() > 4) throw Error("Graph::make: at most 4 inputs");
+  if (profile) profile_tick(op);
   Node n;
+  n.op = op;
   n.value = Tensor{alloc(static_cast<size_t>(rows * cols)), rows, cols};
   n.backward = backward;
   int k = 0;
@@ -119,9 +140,17 @@ void Graph::backward(Var loss) {
   if (!requires_grad(loss)) throw Error("Graph::backward: the loss does not depend on any parameter");
   Tensor& g = grad(loss);
   for (int64_t i = 0; i < g.numel(); ++i) g.data[i] = 1.0f;
+  profile_flush();
   for (int id = loss.id; id >= 0; --id) {
     Node& n = nodes_[static_cast<size_t>(id)];
-    if (n.requires_grad && n.backward && n.grad.data) n.backward(*this, id);
+    if (!(n.requires_grad && n.backward && n.grad.data)) continue;
+    if (!profile) {
+      n.backward(*this, id);
+      continue;
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    n.backward(*this, id);
+    profile->ops[n.op].backward_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 }
 

@@ -5,8 +5,11 @@
 // written from built-in ops needs no backward of its own.
 #pragma once
 #include <cstddef>
+#include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "ablate/tensor.hpp"
@@ -33,6 +36,19 @@ struct Node {
   float f[4] = {0, 0, 0, 0};     // saved float attributes
   int64_t i[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // saved integer attributes
   void* p[4] = {nullptr, nullptr, nullptr, nullptr};  // saved buffers (arena) or pointers
+  const char* op = "input";      // op family, for profiles ("linear", "attention", ...)
+};
+
+// Wall time per op family, forward and backward, summed over the steps a Graph was
+// profiled (Graph::profile). Forward time of a node is the time from its creation to the
+// creation of the next node (ops compute their value right after Graph::make), so code
+// between ops is charged to the op before it; leaves are charged to "input".
+struct OpProfile {
+  struct Entry {
+    double forward_s = 0, backward_s = 0;
+    int64_t calls = 0;
+  };
+  std::map<std::string, Entry> ops;
 };
 
 class Graph {
@@ -52,7 +68,9 @@ class Graph {
 
   // Node creation for ops: value is allocated (uninitialised) in the arena; the node
   // requires grad if any input does and grad is enabled.
-  Var make(int64_t rows, int64_t cols, BackwardFn backward, std::initializer_list<Var> inputs);
+  // `op` names the op family in profiles (a string literal).
+  Var make(int64_t rows, int64_t cols, BackwardFn backward, std::initializer_list<Var> inputs,
+           const char* op = "op");
 
   Node& node(Var v) { return nodes_[static_cast<size_t>(v.id)]; }
   Node& node(int id) { return nodes_[static_cast<size_t>(id)]; }
@@ -80,6 +98,12 @@ class Graph {
   uint64_t seed = 0;
   uint64_t step = 0;
 
+  // When set, forward and backward time per op family is added to *profile (costs a
+  // clock read per node). Call profile_flush() after the forward pass of a step when no
+  // backward follows (backward() does it itself).
+  OpProfile* profile = nullptr;
+  void profile_flush();
+
   size_t arena_bytes() const;
   size_t num_nodes() const { return nodes_.size(); }
 
@@ -91,6 +115,9 @@ class Graph {
   };
   std::vector<Node> nodes_;
   std::vector<Block> blocks_;
+  void profile_tick(const char* next_op);
+  const char* open_op_ = nullptr;  // op whose forward time is being measured
+  std::chrono::steady_clock::time_point open_since_;
   size_t peak_ = 0;     // floats used in the largest step so far
   size_t current_ = 0;  // floats used in this step
 };

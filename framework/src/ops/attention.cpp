@@ -319,7 +319,7 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
   }
   a.slopes = spec.slopes;
 
-  Var out = g.make(B * T, NH * HS, cache ? nullptr : &attention_backward, {q, k, v});
+  Var out = g.make(B * T, NH * HS, cache ? nullptr : &attention_backward, {q, k, v}, "attention");
   Node& n = g.node(out);
   float* lse = nullptr;
   if (n.requires_grad) {

@@ -88,7 +88,7 @@ Var binary(const char* op, Graph& g, Var a, Var b, BackwardFn bw, F f) {
   const bool bc = check_binary(op, g, a, b);
   const Tensor A = g.value(a);  // (N,C)
   const Tensor B = g.value(b);  // (N,C) or (1,C)
-  Var out = g.make(A.rows, A.cols, bw, {a, b});
+  Var out = g.make(A.rows, A.cols, bw, {a, b}, op);
   Node& n = g.node(out);
   n.i[0] = bc ? 1 : 0;
   const int64_t C = A.cols;
@@ -205,7 +205,7 @@ template <class A>
 Var activation(const char* op, Graph& g, Var x) {
   check_var(op, "x", g, x);
   const Tensor X = g.value(x);
-  Var out = g.make(X.rows, X.cols, &activation_backward<A>, {x});
+  Var out = g.make(X.rows, X.cols, &activation_backward<A>, {x}, op);
   float* y = g.value(out).data;
   for_spans(X.numel(), A::kCost, [&](int64_t i, int64_t w) { A::fwd(X.data + i, y + i, w); });
   return out;
@@ -263,7 +263,7 @@ Var mul(Graph& g, Var a, Var b) {
 Var scale(Graph& g, Var a, float s) {
   check_var("scale", "a", g, a);
   const Tensor A = g.value(a);
-  Var out = g.make(A.rows, A.cols, &scale_backward, {a});
+  Var out = g.make(A.rows, A.cols, &scale_backward, {a}, "scale");
   Node& n = g.node(out);
   n.f[0] = s;
   float* y = n.value.data;
@@ -284,7 +284,7 @@ Var dropout(Graph& g, Var x, float p) {
     throw Error("dropout: probability " + std::to_string(p) + " is outside [0, 1)");
   if (!g.training || p == 0.0f) return x;
   const Tensor X = g.value(x);
-  Var out = g.make(X.rows, X.cols, &dropout_backward, {x});
+  Var out = g.make(X.rows, X.cols, &dropout_backward, {x}, "dropout");
   Node& n = g.node(out);
   const float s = 1.0f / (1.0f - p);
   const uint64_t seed = dropout_seed(g);

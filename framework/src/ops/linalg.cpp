@@ -50,7 +50,7 @@ Var linear_impl(const char* op, const char* xn, const char* wn, Graph& g, Var x,
     if (Bt.rows != 1 || Bt.cols != M) shape_error(op, "bias must be (1, out)", "bias", Bt, wn, W);
     b = Bt.data;
   }
-  Var out = g.make(N, M, &linear_backward, {x, w, bias});
+  Var out = g.make(N, M, &linear_backward, {x, w, bias}, op);
   Node& n = g.node(out);
   n.i[0] = tw ? 1 : 0;
   // y (N,M) = b + x (N,K) . op(w) (K,M)

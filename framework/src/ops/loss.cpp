@@ -66,7 +66,7 @@ Var cross_entropy(Graph& g, Var logits, const int32_t* targets, int64_t n, int32
                   std::to_string(ignore) + " (is the vocabulary size right?)");
     ++count;
   }
-  Var out = g.make(1, 1, &cross_entropy_backward, {logits});
+  Var out = g.make(1, 1, &cross_entropy_backward, {logits}, "cross_entropy");
   Node& nd = g.node(out);
   const bool save = nd.requires_grad;
   float* row_loss = g.alloc(static_cast<size_t>(N));  // (N)

@@ -117,7 +117,7 @@ Var layernorm(Graph& g, Var x, Var gain, Var bias, float eps) {
   check_row_param("layernorm", "gain", g, gain, X);
   check_row_param("layernorm", "bias", g, bias, X);
   const int64_t N = X.rows, C = X.cols;
-  Var out = g.make(N, C, &layernorm_backward, {x, gain, bias});
+  Var out = g.make(N, C, &layernorm_backward, {x, gain, bias}, "layernorm");
   Node& n = g.node(out);
   const bool save = n.requires_grad;
   const float* gp = gain.valid() ? g.value(gain).data : filled_row(g, C, 1.0f);
@@ -151,7 +151,7 @@ Var rmsnorm(Graph& g, Var x, Var gain, float eps) {
   const Tensor X = g.value(x);  // (N,C)
   check_row_param("rmsnorm", "gain", g, gain, X);
   const int64_t N = X.rows, C = X.cols;
-  Var out = g.make(N, C, &rmsnorm_backward, {x, gain});
+  Var out = g.make(N, C, &rmsnorm_backward, {x, gain}, "rmsnorm");
   Node& n = g.node(out);
   const bool save = n.requires_grad;
   const float* gp = gain.valid() ? g.value(gain).data : filled_row(g, C, 1.0f);
@@ -176,7 +176,7 @@ Var softmax(Graph& g, Var x) {
   check_var("softmax", "x", g, x);
   const Tensor X = g.value(x);  // (N,C)
   const int64_t C = X.cols;
-  Var out = g.make(X.rows, C, &softmax_backward, {x});
+  Var out = g.make(X.rows, C, &softmax_backward, {x}, "softmax");
   const Tensor Y = g.value(out);
   parallel_chunks(X.rows, items_per_task(8 * C), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {

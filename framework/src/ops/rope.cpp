@@ -77,7 +77,7 @@ Var rope(Graph& g, Var x, int64_t batch, int64_t time, int64_t n_heads, int64_t 
       }
     }
   });
-  Var out = g.make(X.rows, X.cols, &rope_backward, {x});
+  Var out = g.make(X.rows, X.cols, &rope_backward, {x}, "rope");
   Node& n = g.node(out);
   n.i[0] = batch;
   n.i[1] = time;

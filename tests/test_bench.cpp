@@ -1,0 +1,97 @@
+// The per-op profile of the graph and the `ablate bench` command that prints it.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ablate/graph.hpp"
+#include "ablate/ops.hpp"
+#include "ablate/tensor.hpp"
+#include "test_util.hpp"
+
+namespace {
+using namespace ablate;
+
+// A small attention block and its loss: linear -> attention -> linear -> cross entropy.
+struct TinyBlock {
+  static constexpr int64_t B = 2, T = 8, NH = 2, HS = 4, C = NH * HS, V = 5;
+  ParamStore store{7};
+  Parameter *wqkv, *wo, *emb;
+  std::vector<int32_t> tokens, targets;
+  TinyBlock() {
+    Rng rng(7);
+    emb = &store.add("emb", V, C, Init::kNormal, 0.5f);
+    wqkv = &store.add("wqkv", C, 3 * C, Init::kNormal, 0.3f);
+    wo = &store.add("wo", C, V, Init::kNormal, 0.3f);
+    for (int64_t i = 0; i < B * T; ++i) {
+      tokens.push_back(static_cast<int32_t>(rng.below(V)));
+      targets.push_back(static_cast<int32_t>(rng.below(V)));
+    }
+  }
+  std::vector<float> grads(OpProfile* profile) {
+    store.zero_grad();
+    Graph g;
+    g.profile = profile;
+    Var x = embedding(g, g.param(*emb), tokens.data(), B * T);
+    Var qkv = linear(g, x, g.param(*wqkv));
+    AttentionSpec spec;
+    spec.batch = B, spec.time = T, spec.n_heads = NH, spec.n_kv_heads = NH, spec.head_size = HS;
+    Var a = attention(g, slice_cols(g, qkv, 0, C), slice_cols(g, qkv, C, C), slice_cols(g, qkv, 2 * C, C), spec);
+    g.backward(cross_entropy(g, linear(g, a, g.param(*wo)), targets.data(), B * T));
+    std::vector<float> out;
+    for (Parameter* p : {emb, wqkv, wo}) out.insert(out.end(), p->grad.data, p->grad.data + p->grad.numel());
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("graph/profile: every op family gets forward and backward time; results unchanged") {
+  TinyBlock m;
+  const std::vector<float> plain = m.grads(nullptr);
+  OpProfile prof;
+  const std::vector<float> profiled = m.grads(&prof);
+  REQUIRE(plain.size() == profiled.size());
+  CHECK(std::memcmp(plain.data(), profiled.data(), plain.size() * sizeof(float)) == 0);
+  for (const char* op : {"embedding", "linear", "slice_cols", "attention", "cross_entropy"}) {
+    CAPTURE(op);
+    REQUIRE(prof.ops.count(op) == 1);
+    CHECK(prof.ops.at(op).forward_s > 0);
+    CHECK(prof.ops.at(op).backward_s > 0);
+  }
+  CHECK(prof.ops.at("linear").calls == 2);
+  CHECK(prof.ops.at("slice_cols").calls == 3);
+  CHECK(prof.ops.at("attention").calls == 1);
+  CHECK(prof.ops.count("input") == 1);  // the three parameter leaves
+  CHECK(prof.ops.at("input").backward_s == 0);
+  // A second profiled step adds to the same entries.
+  m.grads(&prof);
+  CHECK(prof.ops.at("linear").calls == 4);
+}
+
+TEST_CASE("bench/the command prints throughput, allocations per step and the op profile") {
+  ablate::test::TempDir dir;
+  const std::string cfg = dir.write("tiny.yaml", R"(name: tiny
+vocab: 11
+model: {d_model: 16, n_heads: 2, n_layers: 1, context: 16, positional: learned, attention: causal, ffn: relu,
+        norm: {type: layernorm, placement: pre, final: true}}
+train: {batch_size: 4}
+optimizer: {type: adamw, lr: 1.0e-3}
+)");
+  auto r = ablate::test::run_command(ablate::test::ablate_binary() + " bench " + cfg +
+                                     " --no-torch --steps 3 --warmup 2 --gen-tokens 8 --profile -j 1");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("tiny ") != std::string::npos);
+  CHECK(r.output.find("allocs/step") != std::string::npos);
+  CHECK(r.output.find("where a training step's") != std::string::npos);
+  for (const char* op : {"\nlinear ", "\nattention ", "\nlayernorm ", "\ncross_entropy ", "\noptimizer step "})
+    CHECK(r.output.find(op) != std::string::npos);
+  // An unknown key in a bench file is an error, not a silent default.
+  const std::string bad = dir.write("bad.yaml", "name: bad\nvocab: 11\nmodel: {d_model: 16, n_heads: 2, n_layers: 1, context: 16}\n"
+                                                 "train: {batch_size: 4, bach: 2}\noptimizer: {type: adamw}\n");
+  auto b = ablate::test::run_command(ablate::test::ablate_binary() + " bench " + bad + " --no-torch --gen-tokens 0");
+  CHECK(b.status != 0);
+  CHECK(b.output.find("bach") != std::string::npos);
+}
