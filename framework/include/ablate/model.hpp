@@ -44,6 +44,12 @@ class Model {
   double flops_per_token() const;
   const std::string& placement() const { return placement_; }
 
+  // For inspection (ablate inspect): the positional encoding, the token embedding
+  // (V, C) and the LM head weight (C, V), null when tied to the embedding.
+  PositionalEncoding& positional() { return *positional_; }
+  const Tensor& token_embedding() const { return tok_emb_->value; }
+  const Tensor* lm_head_weight() const { return head_w_ ? &head_w_->value : nullptr; }
+
  private:
   struct Block {
     std::unique_ptr<Norm> norm1, norm2;
