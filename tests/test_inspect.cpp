@@ -289,6 +289,8 @@ assert labels[10] == '\u2423', labels
 V = len(f['vocab/labels'])
 assert f['embedding/token/pca'].shape == (V, 2)
 assert f['embedding/token/tsne'].shape == (V, 2)
+e = f['embedding/token/pca_explained'][...]
+assert e.shape == (2,) and 0 < e[1] <= e[0] < 1, e
 assert f['embedding/lm_head/matrix'].shape == (V, 32)
 c = f['positional/learned/cosine'][...]
 assert c.shape == (24, 24) and np.allclose(np.diag(c), 1)

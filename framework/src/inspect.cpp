@@ -88,10 +88,9 @@ std::vector<PositionalView> probe(PositionalEncoding& pe, const std::string& var
     Var q = g.input(P, HS), k = g.input(P, HS);
     std::fill(g.value(q).data, g.value(q).data + P * HS, 1.0f);
     std::fill(g.value(k).data, g.value(k).data + P * HS, 1.0f);
-    Var q0 = q;
     pe.rotate(g, q, k, pc, 1, 1, HS);
     Eigen::MatrixXd qm = to_matrix(g.value(q), false), km = to_matrix(g.value(k), false);
-    if (q.id != q0.id && (qm.array() != 1.0).any()) {
+    if ((qm.array() != 1.0).any() || (km.array() != 1.0).any()) {
       PositionalView pv;
       pv.key = "rotary_kernel";
       pv.variant = variant;
@@ -301,7 +300,7 @@ Inspection inspect_run(LoadedRun& run, const InspectOptions& o) {
       continue;
     }
     if (scratch.count() > 0) {
-      in.notes.push_back("reference " + name + ": left out, it has trained parameters (inspect a run trained with it)");
+      in.notes.push_back("reference " + name + ": left out, its positions are parameters, untrained here (inspect a run trained with it)");
       continue;
     }
     auto views = probe(*pe, name, P, d.d_model, NH, HS);

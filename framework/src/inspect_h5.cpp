@@ -42,6 +42,13 @@ void matrix(H5::Group& g, const std::string& name, const Eigen::MatrixXd& m) {
   g.createDataSet(name, H5::PredType::IEEE_F64LE, space).write(r.data(), H5::PredType::NATIVE_DOUBLE);
 }
 
+void doubles(H5::Group& g, const std::string& name, const std::vector<double>& v) {
+  const hsize_t n = v.size();
+  H5::DataSpace space(1, &n);
+  H5::DataSet ds = g.createDataSet(name, H5::PredType::IEEE_F64LE, space);
+  if (!v.empty()) ds.write(v.data(), H5::PredType::NATIVE_DOUBLE);
+}
+
 void ints(H5::Group& g, const std::string& name, const std::vector<int32_t>& v) {
   const hsize_t n = v.size();
   H5::DataSpace space(1, &n);
@@ -62,7 +69,7 @@ void token_map(H5::Group parent, const std::string& name, const TokenMap& m, con
   H5::Group g = parent.createGroup(name);
   matrix(g, "matrix", m.matrix);
   matrix(g, "pca", m.pca.points);
-  matrix(g, "pca_explained", Eigen::Map<const Eigen::VectorXd>(m.pca.explained.data(), 2));
+  doubles(g, "pca_explained", m.pca.explained);
   ints(g, "tsne_ids", m.shown);
   if (m.tsne.points.rows() > 0) {
     matrix(g, "tsne", m.tsne.points);

@@ -2,6 +2,7 @@
 // stylesheet; no script. Every figure carries data-plot="<kind>" so that tests and
 // readers can find it.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <numeric>
 #include <sstream>
@@ -20,8 +21,8 @@ std::string figure(const std::string& kind, const std::string& svg_text, const s
          "</figure>\n";
 }
 
-// Heat-map cell size: about 400 px for the whole matrix (two maps side by side), 8 to 28 px a cell.
-int cell_size(int64_t n) { return static_cast<int>(std::clamp<int64_t>(400 / std::max<int64_t>(1, n), 8, 28)); }
+// Heat-map cell size: about 380 px for the whole matrix (two maps side by side), 7 to 28 px a cell.
+int cell_size(int64_t n) { return static_cast<int>(std::clamp<int64_t>(380 / std::max<int64_t>(1, n), 7, 28)); }
 
 // Point colours by the kind of the token's first character.
 std::string token_color(const std::string& label) {

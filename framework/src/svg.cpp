@@ -347,19 +347,20 @@ std::string heat_map(const HeatMap& h) {
   for (const auto& r : h.row_labels) row_chars = std::max(row_chars, r.size());
   for (const auto& c : h.col_labels) col_chars = std::max(col_chars, c.size());
   // Column labels wider than their cell are written vertically.
-  const bool vertical = static_cast<double>(col_chars) * fs * 0.6 > cw;
+  const bool vertical = static_cast<double>(col_chars) * fs * 0.62 + 3 > cw;
   const double col_label_h = vertical ? 8 + static_cast<double>(col_chars) * fs * 0.6 : fs + 6;
   const double L = 20 + (h.y_label.empty() ? 0 : 20) + fs * 0.6 * static_cast<double>(row_chars), T = h.title.empty() ? 12 : 36;
   const double gw = cw * static_cast<double>(cols), gh = ch * static_cast<double>(rows);
   const double bar_h = std::max(gh - gap, 40.0);
-  const double bar_x = L + gw + 24, W = std::max(bar_x + 16 + 70, L + 20 + 8.0 * static_cast<double>(h.title.size()));
-  const double H = T + std::max(gh, bar_h) + col_label_h + 8 + (h.x_label.empty() ? 4 : 22);
-
   Range r;
   for (const auto& row : h.values)
     for (double v : row) r.add(v);
   if (std::isfinite(h.min)) r.lo = h.min;
   if (std::isfinite(h.max)) r.hi = h.max;
+  const std::string hi_label = r.empty() ? "" : format_number(r.hi, h.digits), lo_label = r.empty() ? "" : format_number(r.lo, h.digits);
+  const double bar_labels_w = 7.0 * static_cast<double>(std::max(hi_label.size(), lo_label.size())) + 8;
+  const double bar_x = L + gw + 24, W = std::max(bar_x + 18 + bar_labels_w, L + 20 + 8.0 * static_cast<double>(h.title.size()));
+  const double H = T + std::max(gh, bar_h) + col_label_h + 8 + (h.x_label.empty() ? 4 : 22);
   auto t_of = [&](double v) {
     double t = r.hi > r.lo ? std::clamp((v - r.lo) / (r.hi - r.lo), 0.0, 1.0) : 0.5;
     return h.low_is_bright ? 1.0 - t : t;
@@ -417,8 +418,8 @@ std::string heat_map(const HeatMap& h) {
   if (!r.empty()) {
     o << "<rect x=\"" << px(bar_x) << "\" y=\"" << px(T) << "\" width=\"14\" height=\"" << px(bar_h) << "\" fill=\"url(#" << escape(id)
       << "-bar)\"/>\n";
-    o << "<text x=\"" << px(bar_x + 18) << "\" y=\"" << px(T + 10) << "\">" << format_number(r.hi, h.digits) << "</text>\n";
-    o << "<text x=\"" << px(bar_x + 18) << "\" y=\"" << px(T + bar_h - 2) << "\">" << format_number(r.lo, h.digits) << "</text>\n";
+    o << "<text x=\"" << px(bar_x + 18) << "\" y=\"" << px(T + 10) << "\">" << hi_label << "</text>\n";
+    o << "<text x=\"" << px(bar_x + 18) << "\" y=\"" << px(T + bar_h - 2) << "\">" << lo_label << "</text>\n";
   }
   o << "</svg>\n";
   return o.str();
