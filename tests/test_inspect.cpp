@@ -26,6 +26,7 @@ size_t count(const std::string& text, const std::string& what) {
   return n;
 }
 
+// No model.positional: the default (learned) must still be named on the page.
 const char* kTiny = R"(name: tiny-inspect
 seed: 3
 data: {path: shakespeare_16k.txt, train_fraction: 0.9}
@@ -35,7 +36,6 @@ model:
   n_heads: 2
   n_layers: 2
   context: 24
-  positional: learned
   attention: causal
   ffn: relu
 train: {steps: 80, batch_size: 16, eval_every: 40, eval_batches: 2, checkpoint_every: 80, log_every: 20, threads: 2}
@@ -167,6 +167,7 @@ TEST_CASE("inspect/a trained causal run: attention rows, zeros above the diagona
   CHECK(in.embedding.tsne.points.rows() == in.vocab);
   CHECK(in.head.tsne.points.rows() == in.vocab);
   CHECK_FALSE(in.tied);
+  CHECK(in.positional_type == "learned");
 
   // The run's own learned vectors, and references found through the registry.
   std::map<std::string, const ablate::PositionalView*> views;
@@ -304,6 +305,32 @@ print('ok', V)
   CHECK(py.output.rfind("ok ", 0) == 0);
 }
 
+TEST_CASE("inspect/--h5 names the numbers' file; a tied head is drawn once") {
+  TempDir d;
+  auto r = ablate::test::run_command(ablate::test::ablate_binary() + " inspect " + tiny_run() + " --text 'ROMEO:' --top 5 -o " +
+                                     (d / "page.html") + " --h5 " + (d / "numbers.h5"));
+  CAPTURE(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(fs::exists(d / "numbers.h5"));
+  CHECK_FALSE(fs::exists(d / "page.h5"));
+  const std::string html = ablate::test::read_file(d / "page.html");
+  CHECK(html.find("<code>numbers.h5</code>") != std::string::npos);
+  CHECK(count(html, "<rect class=\"bar\"") == 5);
+
+  // The same run with the LM head tied to the embedding: no separate LM-head maps.
+  auto run = ablate::load_run(tiny_run());
+  ablate::InspectOptions o;
+  o.text = "ROMEO:";
+  o.perplexity = 5;
+  o.tsne_iterations = 50;
+  auto in = ablate::inspect_run(run, o);
+  in.tied = true;
+  const std::string tied = ablate::render_inspection(in);
+  CHECK(count(tied, "data-plot=\"lm-head-") == 0);
+  CHECK(tied.find("The LM head is tied to the token embedding") != std::string::npos);
+  CHECK(count(ablate::render_inspection(ablate::inspect_run(run, o)), "data-plot=\"lm-head-") == 2);
+}
+
 TEST_CASE("inspect/bad input names the flag, the value and a fix") {
   TempDir d;
   const std::string run = tiny_run(), bin = ablate::test::ablate_binary() + " inspect ";
@@ -328,6 +355,11 @@ TEST_CASE("inspect/bad input names the flag, the value and a fix") {
   auto no_ckpt = ablate::test::run_command(bin + d.path.string() + " --text ab -o " + (d / "a.html"));
   CHECK(no_ckpt.status != 0);
   CHECK(no_ckpt.output.find("no checkpoint here") != std::string::npos);
+
+  auto no_dir = ablate::test::run_command(bin + run + " --text ab -o " + (d / "missing/a.html"));
+  CHECK(no_dir.status == 2);
+  CHECK(no_dir.output.find("-o " + (d / "missing/a.html") + ": the directory") != std::string::npos);
+  CHECK(no_dir.output.find("mkdir -p") != std::string::npos);
 
   auto no_text = ablate::test::run_command(bin + run);
   CHECK(no_text.status == 2);

@@ -64,6 +64,13 @@ int cmd_inspect(const std::vector<std::string>& args) {
   const std::string h5_path = vm.count("h5") ? vm["h5"].as<std::string>() : fs::path(html_path).replace_extension(".h5").string();
   if (fs::absolute(h5_path) == fs::absolute(html_path))
     throw UsageError("--h5 " + h5_path + " is the HTML page itself; give another file name, e.g. --h5 inspect.h5");
+  // Both files or neither: check their directories before any work.
+  for (const auto& [flag, file] : {std::pair<std::string, std::string>{"-o", html_path}, {"--h5", h5_path}}) {
+    const fs::path dir = fs::absolute(file).parent_path();
+    if (!fs::is_directory(dir))
+      throw UsageError(flag + " " + file + ": the directory " + dir.string() + " does not exist; create it first (mkdir -p " +
+                       dir.string() + ")");
+  }
 
   auto run = ablate::load_run(vm["run"].as<std::string>());
   const int64_t mapped = std::min(run.tokenizer->vocab_size(), o.map_tokens);

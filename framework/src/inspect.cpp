@@ -191,11 +191,7 @@ Inspection inspect_run(LoadedRun& run, const InspectOptions& o) {
   in.context = d.context;
   Options root = run.experiment->root();
   in.run_name = root.get<std::string>("name", "");
-  try {
-    in.positional_type = PluginRegistry::type_of(root.child("model").child("positional"));
-  } catch (const Error&) {
-    in.positional_type = "";
-  }
+  in.positional_type = model.positional_type();
 
   if (o.text.empty()) throw Error("the text is empty: give at least one character");
   auto unknown = unknown_characters(tok, o.text);
