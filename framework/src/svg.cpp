@@ -392,9 +392,13 @@ std::string heat_map(const HeatMap& h) {
       const std::string fill = blank ? "#ffffff" : ok ? viridis(t) : "#dddddd";
       o << "<rect class=\"cell\" data-row=\"" << i << "\" data-col=\"" << j << "\" data-value=\""
         << (ok ? format_number(v, 6) : std::string("nan")) << "\" x=\"" << px(x) << "\" y=\"" << px(y) << "\" width=\"" << px(cw - gap)
-        << "\" height=\"" << px(ch - gap) << "\" fill=\"" << fill << "\"" << (blank ? " stroke=\"#eeeeee\" stroke-width=\"0.5\"" : "")
-        << "><title>" << escape(h.row_labels[i]) << ", " << escape(h.col_labels[j]) << ": " << format_number(v, h.digits)
-        << "</title></rect>\n";
+        << "\" height=\"" << px(ch - gap) << "\" fill=\"" << fill << "\"";
+      // Blank cells are most of a causal attention map: no tooltip, to keep pages small.
+      if (blank)
+        o << "/>\n";
+      else
+        o << "><title>" << escape(h.row_labels[i]) << ", " << escape(h.col_labels[j]) << ": " << format_number(v, h.digits)
+          << "</title></rect>\n";
       if (h.show_values && !blank)
         o << "<text x=\"" << px(x + cw / 2 - gap / 2) << "\" y=\"" << px(y + ch / 2 + 3) << "\" text-anchor=\"middle\" fill=\""
           << (ok && t < 0.6 ? "#ffffff" : "#111111") << "\">" << escape(ok ? format_number(v, h.digits) : "n/a") << "</text>\n";
