@@ -8,6 +8,7 @@
 
 #include "ablate/error.hpp"
 #include "ablate/registry.hpp"
+#include "ablate/svg.hpp"
 
 namespace ablate {
 namespace {
@@ -112,7 +113,7 @@ std::vector<PositionalView> probe(PositionalEncoding& pe, const std::string& var
                         "with their slopes m_h; columns: distance i - j.";
     pv.values.resize(NH, P);
     for (int64_t h = 0; h < NH; ++h) {
-      pv.row_labels.push_back("head " + std::to_string(h) + " (m=" + std::to_string(slopes[h]).substr(0, 6) + ")");
+      pv.row_labels.push_back("head " + std::to_string(h) + " (m=" + svg::format_number(slopes[h], 3) + ")");
       for (int64_t d = 0; d < P; ++d) pv.values(h, d) = -static_cast<double>(slopes[h]) * static_cast<double>(d);
     }
     pv.col_labels = positions;
