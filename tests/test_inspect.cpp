@@ -305,7 +305,7 @@ print('ok', V)
   CHECK(py.output.rfind("ok ", 0) == 0);
 }
 
-TEST_CASE("inspect/--h5 names the numbers' file; a tied head is drawn once") {
+TEST_CASE("inspect/--h5 names the numbers' file and a tied head is drawn once") {
   TempDir d;
   auto r = ablate::test::run_command(ablate::test::ablate_binary() + " inspect " + tiny_run() + " --text 'ROMEO:' --top 5 -o " +
                                      (d / "page.html") + " --h5 " + (d / "numbers.h5"));
