@@ -69,4 +69,58 @@ inline std::string read_file(const std::string& path) {
   return s.str();
 }
 
+// Headless Chromium for rendering checks (test_report, test_inspect).
+inline bool have_chromium() { return run_command("command -v chromium").status == 0; }
+
+// Chromium screenshot statistics: width height non_white blue orange yellow (Tableau blue
+// #4e79a7 and orange #f28e2b are the first two series' colours; yellow is the top of viridis). A PNG decoder in
+// Python's standard library (zlib + the five PNG row filters), so nothing is installed.
+inline constexpr const char* kPngStats = R"(import sys, zlib, struct
+data = open(sys.argv[1], 'rb').read()
+assert data[:8] == b'\x89PNG\r\n\x1a\n', 'not a PNG'
+pos, idat = 8, b''
+while pos < len(data):
+    n, typ = struct.unpack('>I4s', data[pos:pos + 8])
+    body = data[pos + 8:pos + 8 + n]
+    pos += 12 + n
+    if typ == b'IHDR':
+        w, h, depth, ctype = struct.unpack('>IIBB', body[:10])
+    elif typ == b'IDAT':
+        idat += body
+assert depth == 8 and ctype in (2, 6), 'unexpected PNG type'
+bpp = 3 if ctype == 2 else 4
+raw, stride = zlib.decompress(idat), w * bpp
+prev, i = bytearray(stride), 0
+nonwhite = blue = orange = yellow = 0
+for y in range(h):
+    f, line = raw[i], bytearray(raw[i + 1:i + 1 + stride])
+    i += 1 + stride
+    if f == 2:
+        line = bytearray((a + b) & 255 for a, b in zip(line, prev))
+    elif f != 0:
+        for x in range(stride):
+            a = line[x - bpp] if x >= bpp else 0
+            b = prev[x]
+            c = prev[x - bpp] if x >= bpp else 0
+            if f == 1: line[x] = (line[x] + a) & 255
+            elif f == 3: line[x] = (line[x] + ((a + b) >> 1)) & 255
+            else:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[x] = (line[x] + (a if pa <= pb and pa <= pc else (b if pb <= pc else c))) & 255
+    for x in range(0, stride, bpp):
+        r, g, b = line[x], line[x + 1], line[x + 2]
+        if r < 240 or g < 240 or b < 240: nonwhite += 1
+        if abs(r - 78) < 16 and abs(g - 121) < 16 and abs(b - 167) < 16: blue += 1
+        if abs(r - 242) < 16 and abs(g - 142) < 16 and abs(b - 43) < 24: orange += 1
+        if r > 200 and g > 200 and b < 90: yellow += 1
+    prev = line
+print(w, h, nonwhite, blue, orange, yellow)
+)";
+
+inline std::string chromium_flags(const TempDir& d) {
+  return "chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking "
+         "--disable-component-update --disable-sync --user-data-dir=" + (d / "chromium-profile") + " ";
+}
+
 }  // namespace ablate::test

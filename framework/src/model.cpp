@@ -44,6 +44,7 @@ Model::Model(const Options& o, int64_t vocab_size, uint64_t seed) : params_(seed
   tok_emb_ = &params_.add("tok_emb.weight", vocab_size, dims_.d_model, Init::kNormal, 0.02f, false);
   Options pos_opts = plugin_opts("positional", "learned");
   positional_ = reg.create<PositionalEncoding>(pos_opts, ctx("pos.", -1));
+  positional_type_ = PluginRegistry::type_of(pos_opts);
   position_params_ = params_.count() - tok_emb_->value.numel();
   int64_t max_pos = positional_->max_positions();
   if (max_pos >= 0 && dims_.context > max_pos)

@@ -257,6 +257,8 @@ double num_attr(const SweepRun& r, const char* k) {
 
 }  // namespace
 
+const char* report_css() { return kStyle; }
+
 std::string render_report(const SweepResults& r, const ReportOptions& opt) {
   const Sweep& s = r.sweep;
   const Comparison main = compare_sweep(r, opt.compare);

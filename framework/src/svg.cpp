@@ -1,4 +1,4 @@
-// SVG line plots and heat maps (see svg.hpp). Coordinates are written with one decimal,
+// SVG line plots, heat maps, bar charts and scatter plots (see svg.hpp). Coordinates are written with one decimal,
 // which is below a pixel at any zoom a report is read at.
 #include "ablate/svg.hpp"
 
@@ -340,18 +340,29 @@ std::string line_plot(const LinePlot& p) {
 std::string heat_map(const HeatMap& h) {
   const std::string id = gen_id(h.id, "heat");
   const size_t rows = h.row_labels.size(), cols = h.col_labels.size();
-  size_t row_chars = 0;
-  for (const auto& r : h.row_labels) row_chars = std::max(row_chars, r.size());
   const double cw = h.cell_width, ch = h.cell_height;
-  const double L = 20 + (h.y_label.empty() ? 0 : 20) + 7.0 * static_cast<double>(row_chars), T = h.title.empty() ? 12 : 36;
+  // Small cells get small labels; a 1-px gap keeps them apart, 2 px for the large ones.
+  const double fs = std::clamp(std::min(cw, ch) * 0.75, 7.0, 12.0), gap = std::min(cw, ch) >= 20 ? 2.0 : (std::min(cw, ch) >= 8 ? 1.0 : 0.0);
+  size_t row_chars = 0, col_chars = 0;
+  for (const auto& r : h.row_labels) row_chars = std::max(row_chars, r.size());
+  for (const auto& c : h.col_labels) col_chars = std::max(col_chars, c.size());
+  // Column labels wider than their cell are written vertically.
+  const bool vertical = static_cast<double>(col_chars) * fs * 0.62 + 3 > cw;
+  const double col_label_h = vertical ? 8 + static_cast<double>(col_chars) * fs * 0.6 : fs + 6;
+  const double L = 20 + (h.y_label.empty() ? 0 : 20) + fs * 0.6 * static_cast<double>(row_chars), T = h.title.empty() ? 12 : 36;
   const double gw = cw * static_cast<double>(cols), gh = ch * static_cast<double>(rows);
-  const double bar_x = L + gw + 24, W = bar_x + 16 + 70, H = T + gh + 26 + (h.x_label.empty() ? 4 : 22);
-
+  const double bar_h = std::max(gh - gap, 40.0);
   Range r;
   for (const auto& row : h.values)
     for (double v : row) r.add(v);
+  if (std::isfinite(h.min)) r.lo = h.min;
+  if (std::isfinite(h.max)) r.hi = h.max;
+  const std::string hi_label = r.empty() ? "" : format_number(r.hi, h.digits), lo_label = r.empty() ? "" : format_number(r.lo, h.digits);
+  const double bar_labels_w = 7.0 * static_cast<double>(std::max(hi_label.size(), lo_label.size())) + 8;
+  const double bar_x = L + gw + 24, W = std::max(bar_x + 18 + bar_labels_w, L + 20 + 8.0 * static_cast<double>(h.title.size()));
+  const double H = T + std::max(gh, bar_h) + col_label_h + 8 + (h.x_label.empty() ? 4 : 22);
   auto t_of = [&](double v) {
-    double t = r.hi > r.lo ? (v - r.lo) / (r.hi - r.lo) : 0.5;
+    double t = r.hi > r.lo ? std::clamp((v - r.lo) / (r.hi - r.lo), 0.0, 1.0) : 0.5;
     return h.low_is_bright ? 1.0 - t : t;
   };
 
@@ -371,36 +382,154 @@ std::string heat_map(const HeatMap& h) {
       << escape(h.title) << "</text>\n";
   for (size_t i = 0; i < rows; ++i) {
     const double y = T + ch * static_cast<double>(i);
-    o << "<text x=\"" << px(L - 6) << "\" y=\"" << px(y + ch / 2 + 4) << "\" text-anchor=\"end\">" << escape(h.row_labels[i])
-      << "</text>\n";
+    o << "<text x=\"" << px(L - 6) << "\" y=\"" << px(y + ch / 2 + fs * 0.35) << "\" text-anchor=\"end\" font-size=\"" << px(fs) << "\">"
+      << escape(h.row_labels[i]) << "</text>\n";
     for (size_t j = 0; j < cols; ++j) {
       const double x = L + cw * static_cast<double>(j);
       double v = (i < h.values.size() && j < h.values[i].size()) ? h.values[i][j] : std::numeric_limits<double>::quiet_NaN();
-      const bool ok = std::isfinite(v);
+      const bool ok = std::isfinite(v), blank = ok && h.zero_is_blank && v == 0.0;
       const double t = ok ? t_of(v) : 0;
-      o << "<rect class=\"cell\" x=\"" << px(x) << "\" y=\"" << px(y) << "\" width=\"" << px(cw - 2) << "\" height=\"" << px(ch - 2)
-        << "\" fill=\"" << (ok ? viridis(t) : std::string("#dddddd")) << "\"><title>" << escape(h.row_labels[i]) << ", "
-        << escape(h.col_labels[j]) << ": " << format_number(v, h.digits) << "</title></rect>\n";
-      o << "<text x=\"" << px(x + cw / 2 - 1) << "\" y=\"" << px(y + ch / 2 + 3) << "\" text-anchor=\"middle\" fill=\""
-        << (ok && t < 0.6 ? "#ffffff" : "#111111") << "\">" << escape(ok ? format_number(v, h.digits) : "n/a") << "</text>\n";
+      const std::string fill = blank ? "#ffffff" : ok ? viridis(t) : "#dddddd";
+      o << "<rect class=\"cell\" data-row=\"" << i << "\" data-col=\"" << j << "\" data-value=\""
+        << (ok ? format_number(v, 6) : std::string("nan")) << "\" x=\"" << px(x) << "\" y=\"" << px(y) << "\" width=\"" << px(cw - gap)
+        << "\" height=\"" << px(ch - gap) << "\" fill=\"" << fill << "\"";
+      // Blank cells are most of a causal attention map: no tooltip, to keep pages small.
+      if (blank)
+        o << "/>\n";
+      else
+        o << "><title>" << escape(h.row_labels[i]) << ", " << escape(h.col_labels[j]) << ": " << format_number(v, h.digits)
+          << "</title></rect>\n";
+      if (h.show_values && !blank)
+        o << "<text x=\"" << px(x + cw / 2 - gap / 2) << "\" y=\"" << px(y + ch / 2 + 3) << "\" text-anchor=\"middle\" fill=\""
+          << (ok && t < 0.6 ? "#ffffff" : "#111111") << "\">" << escape(ok ? format_number(v, h.digits) : "n/a") << "</text>\n";
     }
   }
-  for (size_t j = 0; j < cols; ++j)
-    o << "<text x=\"" << px(L + cw * static_cast<double>(j) + cw / 2 - 1) << "\" y=\"" << px(T + gh + 14)
-      << "\" text-anchor=\"middle\">" << escape(h.col_labels[j]) << "</text>\n";
+  for (size_t j = 0; j < cols; ++j) {
+    const double cx = L + cw * static_cast<double>(j) + cw / 2 - gap / 2;
+    if (vertical)
+      o << "<text transform=\"translate(" << px(cx + fs * 0.35) << " " << px(T + gh + 6) << ") rotate(-90)\" text-anchor=\"end\" font-size=\""
+        << px(fs) << "\">" << escape(h.col_labels[j]) << "</text>\n";
+    else
+      o << "<text x=\"" << px(cx) << "\" y=\"" << px(T + gh + fs + 2) << "\" text-anchor=\"middle\" font-size=\"" << px(fs) << "\">"
+        << escape(h.col_labels[j]) << "</text>\n";
+  }
   if (!h.x_label.empty())
-    o << "<text x=\"" << px(L + gw / 2) << "\" y=\"" << px(T + gh + 34) << "\" text-anchor=\"middle\" font-weight=\"bold\">"
+    o << "<text x=\"" << px(L + gw / 2) << "\" y=\"" << px(T + gh + col_label_h + 16) << "\" text-anchor=\"middle\" font-weight=\"bold\">"
       << escape(h.x_label) << "</text>\n";
   if (!h.y_label.empty())
     o << "<text transform=\"translate(14 " << px(T + gh / 2) << ") rotate(-90)\" text-anchor=\"middle\" font-weight=\"bold\">"
       << escape(h.y_label) << "</text>\n";
   if (!r.empty()) {
-    o << "<rect x=\"" << px(bar_x) << "\" y=\"" << px(T) << "\" width=\"14\" height=\"" << px(gh - 2) << "\" fill=\"url(#" << escape(id)
+    o << "<rect x=\"" << px(bar_x) << "\" y=\"" << px(T) << "\" width=\"14\" height=\"" << px(bar_h) << "\" fill=\"url(#" << escape(id)
       << "-bar)\"/>\n";
-    o << "<text x=\"" << px(bar_x + 18) << "\" y=\"" << px(T + 10) << "\">" << format_number(r.hi, h.digits) << "</text>\n";
-    o << "<text x=\"" << px(bar_x + 18) << "\" y=\"" << px(T + gh - 4) << "\">" << format_number(r.lo, h.digits) << "</text>\n";
+    o << "<text x=\"" << px(bar_x + 18) << "\" y=\"" << px(T + 10) << "\">" << hi_label << "</text>\n";
+    o << "<text x=\"" << px(bar_x + 18) << "\" y=\"" << px(T + bar_h - 2) << "\">" << lo_label << "</text>\n";
   }
   o << "</svg>\n";
+  return o.str();
+}
+
+std::string bar_chart(const BarChart& b) {
+  const size_t n = std::min(b.labels.size(), b.values.size());
+  size_t label_chars = 0;
+  for (size_t i = 0; i < n; ++i) label_chars = std::max(label_chars, b.labels[i].size());
+  const double L = 16 + 7.5 * static_cast<double>(label_chars), R = 64, T = b.title.empty() ? 12 : 36;
+  const double bh = b.bar_height, W = b.width, pw = std::max(40.0, W - L - R);
+  const double H = T + bh * static_cast<double>(n) + (b.value_label.empty() ? 28 : 46);
+  Range r;
+  r.add(0);
+  for (size_t i = 0; i < n; ++i) r.add(b.values[i]);
+  if (r.hi <= r.lo) r.hi = r.lo + 1;
+  const Scale sx{r.lo, r.hi, L, L + pw};
+  const std::string color = b.color.empty() ? palette(0) : b.color;
+
+  std::ostringstream o;
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"ablate-bars\" width=\"" << px(W) << "\" height=\"" << px(H) << "\" viewBox=\"0 0 "
+    << px(W) << " " << px(H) << "\" font-family=\"sans-serif\" font-size=\"12\" role=\"img\">\n";
+  o << "<title>" << escape(b.title.empty() ? "bar chart" : b.title) << "</title>\n";
+  o << "<rect x=\"0\" y=\"0\" width=\"" << px(W) << "\" height=\"" << px(H) << "\" fill=\"#ffffff\"/>\n";
+  if (!b.title.empty())
+    o << "<text x=\"" << px(L + pw / 2) << "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\" font-weight=\"bold\">" << escape(b.title)
+      << "</text>\n";
+  const double bottom = T + bh * static_cast<double>(n);
+  auto ticks = axis_ticks(r, false, std::max(2, static_cast<int>(pw / 90)));
+  o << "<g class=\"grid\" stroke=\"#e6e6e6\">\n";
+  for (const auto& [v, label] : ticks)
+    o << "<line x1=\"" << px(sx(v)) << "\" y1=\"" << px(T) << "\" x2=\"" << px(sx(v)) << "\" y2=\"" << px(bottom) << "\"/>\n";
+  o << "</g>\n<g class=\"ticks\" fill=\"#444444\">\n";
+  for (const auto& [v, label] : ticks)
+    o << "<text x=\"" << px(sx(v)) << "\" y=\"" << px(bottom + 15) << "\" text-anchor=\"middle\">" << escape(label) << "</text>\n";
+  o << "</g>\n";
+  for (size_t i = 0; i < n; ++i) {
+    const double y = T + bh * static_cast<double>(i), v = b.values[i];
+    const double x0 = sx(std::isfinite(v) ? std::min(0.0, v) : 0), x1 = sx(std::isfinite(v) ? std::max(0.0, v) : 0);
+    o << "<text x=\"" << px(L - 6) << "\" y=\"" << px(y + bh / 2 + 4) << "\" text-anchor=\"end\">" << escape(b.labels[i]) << "</text>\n";
+    o << "<rect class=\"bar\" data-label=\"" << escape(b.labels[i]) << "\" data-value=\"" << format_number(v, 6) << "\" x=\"" << px(x0)
+      << "\" y=\"" << px(y + 2) << "\" width=\"" << px(std::max(0.0, x1 - x0)) << "\" height=\"" << px(bh - 4) << "\" fill=\"" << color
+      << "\"><title>" << escape(b.labels[i]) << ": " << format_number(v, b.digits) << "</title></rect>\n";
+    o << "<text x=\"" << px(x1 + 4) << "\" y=\"" << px(y + bh / 2 + 4) << "\" fill=\"#444444\">" << format_number(v, b.digits) << "</text>\n";
+  }
+  o << "<line x1=\"" << px(sx(0)) << "\" y1=\"" << px(T) << "\" x2=\"" << px(sx(0)) << "\" y2=\"" << px(bottom) << "\" stroke=\"#888888\"/>\n";
+  if (!b.value_label.empty())
+    o << "<text x=\"" << px(L + pw / 2) << "\" y=\"" << px(bottom + 36) << "\" text-anchor=\"middle\">" << escape(b.value_label) << "</text>\n";
+  o << "</svg>\n";
+  return o.str();
+}
+
+std::string scatter_plot(const ScatterPlot& p) {
+  const double W = p.width, H = p.height;
+  const double L = 56, R = 16, T = p.title.empty() ? 14 : 36, B = p.x.label.empty() ? 30 : 48;
+  const double pw = std::max(20.0, W - L - R), ph = std::max(20.0, H - T - B);
+  const size_t n = std::min(p.xs.size(), p.ys.size());
+  Range xr, yr;
+  for (size_t i = 0; i < n; ++i)
+    if (std::isfinite(p.xs[i]) && std::isfinite(p.ys[i])) xr.add(p.xs[i]), yr.add(p.ys[i]);
+  const bool no_data = xr.empty();
+  finish_range(xr, p.x, true);
+  finish_range(yr, p.y, true);
+  const Scale sx{xr.lo, xr.hi, L, L + pw}, sy{yr.lo, yr.hi, T + ph, T};
+
+  std::ostringstream o;
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"ablate-scatter\" width=\"" << p.width << "\" height=\"" << p.height
+    << "\" viewBox=\"0 0 " << p.width << " " << p.height << "\" font-family=\"sans-serif\" font-size=\"12\" role=\"img\">\n";
+  o << "<title>" << escape(p.title.empty() ? "scatter plot" : p.title) << "</title>\n";
+  o << "<rect x=\"0\" y=\"0\" width=\"" << p.width << "\" height=\"" << p.height << "\" fill=\"#ffffff\"/>\n";
+  if (!p.title.empty())
+    o << "<text x=\"" << px(L + pw / 2) << "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\" font-weight=\"bold\">" << escape(p.title)
+      << "</text>\n";
+  auto xticks = axis_ticks(xr, false, std::max(2, static_cast<int>(pw / 90))), yticks = axis_ticks(yr, false, std::max(2, static_cast<int>(ph / 50)));
+  o << "<g class=\"grid\" stroke=\"#eeeeee\">\n";
+  for (const auto& [v, label] : xticks)
+    o << "<line x1=\"" << px(sx(v)) << "\" y1=\"" << px(T) << "\" x2=\"" << px(sx(v)) << "\" y2=\"" << px(T + ph) << "\"/>\n";
+  for (const auto& [v, label] : yticks)
+    o << "<line x1=\"" << px(L) << "\" y1=\"" << px(sy(v)) << "\" x2=\"" << px(L + pw) << "\" y2=\"" << px(sy(v)) << "\"/>\n";
+  o << "</g>\n<g class=\"ticks\" fill=\"#444444\">\n";
+  for (const auto& [v, label] : xticks)
+    o << "<text x=\"" << px(sx(v)) << "\" y=\"" << px(T + ph + 16) << "\" text-anchor=\"middle\">" << escape(label) << "</text>\n";
+  for (const auto& [v, label] : yticks)
+    o << "<text x=\"" << px(L - 6) << "\" y=\"" << px(sy(v) + 4) << "\" text-anchor=\"end\">" << escape(label) << "</text>\n";
+  o << "</g>\n";
+  o << "<rect x=\"" << px(L) << "\" y=\"" << px(T) << "\" width=\"" << px(pw) << "\" height=\"" << px(ph)
+    << "\" fill=\"none\" stroke=\"#888888\"/>\n";
+  if (!p.x.label.empty())
+    o << "<text x=\"" << px(L + pw / 2) << "\" y=\"" << px(T + ph + B - 10) << "\" text-anchor=\"middle\">" << escape(p.x.label) << "</text>\n";
+  if (!p.y.label.empty())
+    o << "<text transform=\"translate(16 " << px(T + ph / 2) << ") rotate(-90)\" text-anchor=\"middle\">" << escape(p.y.label) << "</text>\n";
+  if (no_data)
+    o << "<text x=\"" << px(L + pw / 2) << "\" y=\"" << px(T + ph / 2) << "\" text-anchor=\"middle\" fill=\"#888888\">no data</text>\n";
+  o << "<g class=\"points\">\n";
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(p.xs[i]) || !std::isfinite(p.ys[i])) continue;
+    const std::string label = i < p.labels.size() ? p.labels[i] : "";
+    const std::string c = i < p.colors.size() && !p.colors[i].empty() ? p.colors[i] : palette(0);
+    const double x = sx(p.xs[i]), y = sy(p.ys[i]);
+    o << "<circle class=\"point\" data-label=\"" << escape(label) << "\" cx=\"" << px(x) << "\" cy=\"" << px(y) << "\" r=\"2.5\" fill=\"" << c
+      << "\" fill-opacity=\"0.7\"><title>" << escape(label) << " (" << format_number(p.xs[i], 4) << ", " << format_number(p.ys[i], 4)
+      << ")</title></circle>\n";
+    if (!label.empty())
+      o << "<text x=\"" << px(x + 3.5) << "\" y=\"" << px(y - 3) << "\" font-size=\"11\" fill=\"#222222\">" << escape(label) << "</text>\n";
+  }
+  o << "</g>\n</svg>\n";
   return o.str();
 }
 

@@ -44,6 +44,13 @@ class Model {
   double flops_per_token() const;
   const std::string& placement() const { return placement_; }
 
+  // For inspection (ablate inspect): the positional encoding, the token embedding
+  // (V, C) and the LM head weight (C, V), null when tied to the embedding.
+  PositionalEncoding& positional() { return *positional_; }
+  const std::string& positional_type() const { return positional_type_; }  // its registered name
+  const Tensor& token_embedding() const { return tok_emb_->value; }
+  const Tensor* lm_head_weight() const { return head_w_ ? &head_w_->value : nullptr; }
+
  private:
   struct Block {
     std::unique_ptr<Norm> norm1, norm2;
@@ -58,6 +65,7 @@ class Model {
   Parameter* head_w_ = nullptr;
   Parameter* head_b_ = nullptr;
   std::unique_ptr<PositionalEncoding> positional_;
+  std::string positional_type_;
   std::vector<Block> blocks_;
   std::unique_ptr<Norm> final_norm_;
   int64_t position_params_ = 0;

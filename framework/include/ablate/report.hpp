@@ -16,4 +16,7 @@ struct ReportOptions {
 
 std::string render_report(const SweepResults& r, const ReportOptions& o = {});
 
+// The pages' shared stylesheet (also used by ablate inspect).
+const char* report_css();
+
 }  // namespace ablate

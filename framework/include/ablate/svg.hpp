@@ -1,7 +1,7 @@
 // Self-contained SVG charts for HTML reports (sweep reports, run inspection): line plots
 // with optional bands (mean line, min-max or +-std band), axes with "nice" ticks, a
-// legend and labels; heat maps with a colour bar. Output is a standalone <svg> element:
-// no script, no external fonts or styles.
+// legend and labels; heat maps with a colour bar; horizontal bar charts; labelled scatter
+// plots. Output is a standalone <svg> element: no script, no external fonts or styles.
 #pragma once
 #include <cmath>
 #include <limits>
@@ -37,7 +37,9 @@ struct LinePlot {
 };
 std::string line_plot(const LinePlot& plot);
 
-// A matrix of values as coloured cells (viridis), values printed in the cells.
+// A matrix of values as coloured cells (viridis), values printed in the cells. Every
+// cell is a <rect class="cell" data-row data-col data-value> (data-value "nan" or the
+// value with 6 significant digits), so that tests and scripts can read the numbers back.
 struct HeatMap {
   std::string id, title, x_label, y_label;
   std::vector<std::string> row_labels, col_labels;
@@ -45,8 +47,36 @@ struct HeatMap {
   bool low_is_bright = false;               // e.g. losses: the best (lowest) cell brightest
   int cell_width = 96, cell_height = 44;
   int digits = 4;                           // significant digits of the printed values
+  bool show_values = true;                  // false: colour only (large matrices)
+  bool zero_is_blank = false;               // exact zeros drawn white (masked attention)
+  double min = std::numeric_limits<double>::quiet_NaN();  // colour range; NaN = from the data
+  double max = std::numeric_limits<double>::quiet_NaN();
 };
 std::string heat_map(const HeatMap& map);
+
+// Horizontal bars, one row per label (top to bottom), values from 0 (or a negative min).
+// Each bar is a <rect class="bar" data-label data-value>.
+struct BarChart {
+  std::string id, title, value_label;
+  std::vector<std::string> labels;
+  std::vector<double> values;
+  std::string color;   // "" = palette(0)
+  int width = 520, bar_height = 18;
+  int digits = 3;
+};
+std::string bar_chart(const BarChart& chart);
+
+// Points with a text label next to each (e.g. tokens in a 2-D embedding map). Each point
+// is a <circle class="point" data-label>.
+struct ScatterPlot {
+  std::string id, title;
+  Axis x, y;
+  std::vector<double> xs, ys;
+  std::vector<std::string> labels;  // one per point, or empty
+  std::vector<std::string> colors;  // one per point, or empty (palette(0))
+  int width = 560, height = 480;
+};
+std::string scatter_plot(const ScatterPlot& plot);
 
 // Helpers, exposed for tests and for other pages.
 std::string escape(const std::string& text);  // XML/HTML text and attribute escaping
