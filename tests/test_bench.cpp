@@ -85,6 +85,8 @@ optimizer: {type: adamw, lr: 1.0e-3}
   REQUIRE(r.status == 0);
   CHECK(r.output.find("tiny ") != std::string::npos);
   CHECK(r.output.find("allocs/step") != std::string::npos);
+  CHECK(r.output.find("FP32 FMA peak measured") != std::string::npos);
+  CHECK(r.output.find("% peak") != std::string::npos);
   CHECK(r.output.find("where a training step's") != std::string::npos);
   for (const char* op : {"\nlinear ", "\nattention ", "\nlayernorm ", "\ncross_entropy ", "\noptimizer step "})
     CHECK(r.output.find(op) != std::string::npos);

@@ -1,7 +1,9 @@
 // ablate bench: training and generation throughput of named model configurations,
 // side by side with the PyTorch reference (../shared/bench/torch_ref.sh) in one run.
+#include <immintrin.h>
 #include <sys/resource.h>
 #include <tbb/global_control.h>
+#include <tbb/parallel_for.h>
 
 #include <algorithm>
 #include <chrono>
@@ -118,6 +120,59 @@ BenchResult bench_one(const std::string& file, int64_t steps, int64_t warmup, in
   return r;
 }
 
+// FP32 multiply-add peak of `threads` cores: each thread runs 12 independent chains of
+// fused multiply-adds on the widest vectors this build targets, for about `seconds`.
+double measure_fma_peak(int64_t threads, double seconds) {
+#if defined(__AVX512F__)
+  using vec = __m512;
+  constexpr int kLanes = 16;
+  auto fma = [](vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); };
+  auto set1 = [](float x) { return _mm512_set1_ps(x); };
+  auto sum = [](vec a) { return _mm512_reduce_add_ps(a); };
+#elif defined(__AVX2__) && defined(__FMA__)
+  using vec = __m256;
+  constexpr int kLanes = 8;
+  auto fma = [](vec a, vec b, vec c) { return _mm256_fmadd_ps(a, b, c); };
+  auto set1 = [](float x) { return _mm256_set1_ps(x); };
+  auto sum = [](vec a) {
+    alignas(32) float t[8];
+    _mm256_store_ps(t, a);
+    return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+  };
+#else
+  using vec = float;
+  constexpr int kLanes = 1;
+  auto fma = [](vec a, vec b, vec c) { return a * b + c; };
+  auto set1 = [](float x) { return x; };
+  auto sum = [](vec a) { return a; };
+#endif
+  constexpr int kChains = 12;
+  constexpr int64_t kInner = 1 << 16;
+  std::vector<double> gflops(static_cast<size_t>(threads), 0.0);
+  std::vector<float> sink(static_cast<size_t>(threads), 0.0f);
+  tbb::parallel_for(int64_t{0}, threads, [&](int64_t t) {
+    vec acc[kChains];
+    for (int c = 0; c < kChains; ++c) acc[c] = set1(0.001f * static_cast<float>(c + t));
+    const vec a = set1(0.999999f), b = set1(1e-7f);
+    int64_t iters = 0;
+    auto t0 = clock_type::now();
+    double elapsed = 0;
+    while (elapsed < seconds) {
+      for (int64_t i = 0; i < kInner; ++i)
+        for (int c = 0; c < kChains; ++c) acc[c] = fma(acc[c], a, b);
+      iters += kInner;
+      elapsed = std::chrono::duration<double>(clock_type::now() - t0).count();
+    }
+    float s = 0;
+    for (int c = 0; c < kChains; ++c) s += sum(acc[c]);
+    sink[static_cast<size_t>(t)] = s;  // keeps the loop
+    gflops[static_cast<size_t>(t)] = 2.0 * kLanes * kChains * static_cast<double>(iters) / elapsed / 1e9;
+  }, tbb::static_partitioner());
+  double total = 0;
+  for (size_t t = 0; t < gflops.size(); ++t) total += gflops[t] + (sink[t] == 12345.0f ? 1e-9 : 0.0);
+  return total;
+}
+
 // Runs torch_ref.sh and reads its {"best": ...} line.
 void run_torch(BenchResult& r, const std::string& script) {
   std::string cmd = script + " " + r.torch_name + " best 2>/dev/null";
@@ -186,6 +241,9 @@ static int cmd_bench(const std::vector<std::string>& args) {
   int64_t threads = vm["threads"].as<int64_t>();
   if (threads < 1) throw ablate::cli::UsageError("--threads must be >= 1");
   tbb::global_control gc(tbb::global_control::max_allowed_parallelism, static_cast<size_t>(threads));
+  std::cerr << "bench: FP32 FMA peak of " << threads << " threads ..." << std::flush;
+  const double peak = measure_fma_peak(threads, 1.0);
+  std::cerr << " " << static_cast<int64_t>(peak) << " GFLOP/s\n";
   std::vector<BenchResult> results;
   for (const auto& f : files) {
     std::cerr << "bench: " << f << " ..." << std::flush;
@@ -217,11 +275,11 @@ static int cmd_bench(const std::vector<std::string>& args) {
     std::snprintf(b, sizeof b, "%.*f", prec, v);
     return std::string(b);
   };
-  row({"config", "params", "tok/s", "GFLOP/s", "torch tok/s", "ratio", "gen tok/s", "torch gen", "gen ratio", "allocs/step", "arena MiB"});
-  if (md) row({"---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:"});
+  row({"config", "params", "tok/s", "GFLOP/s", "% peak", "torch tok/s", "ratio", "gen tok/s", "torch gen", "gen ratio", "allocs/step", "arena MiB"});
+  if (md) row({"---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:"});
   for (const auto& r : results) {
     bool t = r.torch_train_tok_s > 0, tg = r.torch_gen_tok_s > 0;
-    row({r.name, std::to_string(r.params), num(r.train_tok_s, 0), num(r.gflops, 1), t ? num(r.torch_train_tok_s, 0) : "-",
+    row({r.name, std::to_string(r.params), num(r.train_tok_s, 0), num(r.gflops, 1), num(100 * r.gflops / peak, 0) + "%", t ? num(r.torch_train_tok_s, 0) : "-",
          t ? num(r.train_tok_s / r.torch_train_tok_s, 2) + "x" : "-", num(r.gen_tok_s, 0),
          tg ? num(r.torch_gen_tok_s, 0) : "-", tg ? num(r.gen_tok_s / r.torch_gen_tok_s, 1) + "x" : "-",
          std::to_string(r.allocs_per_step), num(r.arena_mib, 0)});
@@ -250,7 +308,7 @@ static int cmd_bench(const std::vector<std::string>& args) {
     row({"all ops", num(fwd / n * 1e3, 3), num(bwd / n * 1e3, 3), num((fwd + bwd) / n * 1e3, 3),
          num(100 * (fwd + bwd) / n * 1e3 / step_ms, 1), "-"});
   }
-  std::cout << "\nablate: " << threads << " threads, float32; PyTorch: best of 1, 2 and 2 threads with 1 BLAS thread"
+  std::cout << "\nablate: " << threads << " threads, float32, FP32 FMA peak measured " << num(peak, 0) << " GFLOP/s; PyTorch: best of 1, 2 and 2 threads with 1 BLAS thread"
             << " (torch_ref.sh); peak RSS " << ru.ru_maxrss / 1024 << " MiB\n";
   return 0;
 }
