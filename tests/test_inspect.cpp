@@ -20,11 +20,7 @@ using ablate::test::TempDir;
 
 namespace {
 
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
-  return n;
-}
+using ablate::test::count;
 
 // No model.positional: the default (learned) must still be named on the page.
 const char* kTiny = R"(name: tiny-inspect

@@ -18,11 +18,7 @@ using ablate::test::TempDir;
 
 namespace {
 
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
-  return n;
-}
+using ablate::test::count;
 
 // A finished (or failed) run directory without training: eval rows at steps 100, 200,
 // 300 ending in `final`, train rows every 50 steps.

@@ -34,6 +34,13 @@ struct TempDir {
   }
 };
 
+// How often `what` occurs in `text` (overlapping occurrences count).
+inline size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
 struct CommandResult {
   int status = -1;     // exit code
   std::string output;  // stdout and stderr together

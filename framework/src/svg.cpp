@@ -143,6 +143,47 @@ std::string band(const std::vector<double>& xs, const std::vector<double>& lo, c
   return d;
 }
 
+
+// Where the plot area sits in the picture: left and top offsets, width, height, and the
+// height of the margin below it.
+struct Frame {
+  double L, T, pw, ph, B;
+};
+
+// Everything of an x-y plot but its marks: title, grid, tick labels, border, axis labels
+// (log axes say so) and "no data" when there is nothing to draw.
+void draw_frame(std::ostringstream& o, const std::string& title, const Axis& x, const Axis& y, const Range& xr, const Range& yr,
+                const Scale& sx, const Scale& sy, const Frame& f, bool no_data) {
+  const double L = f.L, T = f.T, pw = f.pw, ph = f.ph, B = f.B;
+  if (!title.empty())
+    o << "<text x=\"" << px(L + pw / 2) << "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\" font-weight=\"bold\">"
+      << escape(title) << "</text>\n";
+  // Grid and ticks.
+  const int xt = std::max(2, static_cast<int>(pw / 90)), yt = std::max(2, static_cast<int>(ph / 50));
+  o << "<g class=\"grid\" stroke=\"#e6e6e6\" stroke-width=\"1\">\n";
+  auto xticks = axis_ticks(xr, x.log, xt), yticks = axis_ticks(yr, y.log, yt);
+  for (const auto& [v, label] : xticks)
+    o << "<line x1=\"" << px(sx(v)) << "\" y1=\"" << px(T) << "\" x2=\"" << px(sx(v)) << "\" y2=\"" << px(T + ph) << "\"/>\n";
+  for (const auto& [v, label] : yticks)
+    o << "<line x1=\"" << px(L) << "\" y1=\"" << px(sy(v)) << "\" x2=\"" << px(L + pw) << "\" y2=\"" << px(sy(v)) << "\"/>\n";
+  o << "</g>\n<g class=\"ticks\" fill=\"#444444\">\n";
+  for (const auto& [v, label] : xticks)
+    o << "<text x=\"" << px(sx(v)) << "\" y=\"" << px(T + ph + 16) << "\" text-anchor=\"middle\">" << escape(label) << "</text>\n";
+  for (const auto& [v, label] : yticks)
+    o << "<text x=\"" << px(L - 6) << "\" y=\"" << px(sy(v) + 4) << "\" text-anchor=\"end\">" << escape(label) << "</text>\n";
+  o << "</g>\n";
+  o << "<rect x=\"" << px(L) << "\" y=\"" << px(T) << "\" width=\"" << px(pw) << "\" height=\"" << px(ph)
+    << "\" fill=\"none\" stroke=\"#888888\"/>\n";
+  if (!x.label.empty())
+    o << "<text x=\"" << px(L + pw / 2) << "\" y=\"" << px(T + ph + B - 10) << "\" text-anchor=\"middle\">" << escape(x.label)
+      << (x.log ? " (log)" : "") << "</text>\n";
+  if (!y.label.empty())
+    o << "<text transform=\"translate(16 " << px(T + ph / 2) << ") rotate(-90)\" text-anchor=\"middle\">" << escape(y.label)
+      << (y.log ? " (log)" : "") << "</text>\n";
+  if (no_data)
+    o << "<text x=\"" << px(L + pw / 2) << "\" y=\"" << px(T + ph / 2) << "\" text-anchor=\"middle\" fill=\"#888888\">no data</text>\n";
+}
+
 }  // namespace
 
 std::string escape(const std::string& t) {
@@ -264,33 +305,7 @@ std::string line_plot(const LinePlot& p) {
   o << "<defs><clipPath id=\"" << escape(id) << "-clip\"><rect x=\"" << px(L) << "\" y=\"" << px(T) << "\" width=\"" << px(pw)
     << "\" height=\"" << px(ph) << "\"/></clipPath></defs>\n";
   o << "<rect x=\"0\" y=\"0\" width=\"" << p.width << "\" height=\"" << p.height << "\" fill=\"#ffffff\"/>\n";
-  if (!p.title.empty())
-    o << "<text x=\"" << px(L + pw / 2) << "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\" font-weight=\"bold\">"
-      << escape(p.title) << "</text>\n";
-  // Grid and ticks.
-  const int xt = std::max(2, static_cast<int>(pw / 90)), yt = std::max(2, static_cast<int>(ph / 50));
-  o << "<g class=\"grid\" stroke=\"#e6e6e6\" stroke-width=\"1\">\n";
-  auto xticks = axis_ticks(xr, p.x.log, xt), yticks = axis_ticks(yr, p.y.log, yt);
-  for (const auto& [v, label] : xticks)
-    o << "<line x1=\"" << px(sx(v)) << "\" y1=\"" << px(T) << "\" x2=\"" << px(sx(v)) << "\" y2=\"" << px(T + ph) << "\"/>\n";
-  for (const auto& [v, label] : yticks)
-    o << "<line x1=\"" << px(L) << "\" y1=\"" << px(sy(v)) << "\" x2=\"" << px(L + pw) << "\" y2=\"" << px(sy(v)) << "\"/>\n";
-  o << "</g>\n<g class=\"ticks\" fill=\"#444444\">\n";
-  for (const auto& [v, label] : xticks)
-    o << "<text x=\"" << px(sx(v)) << "\" y=\"" << px(T + ph + 16) << "\" text-anchor=\"middle\">" << escape(label) << "</text>\n";
-  for (const auto& [v, label] : yticks)
-    o << "<text x=\"" << px(L - 6) << "\" y=\"" << px(sy(v) + 4) << "\" text-anchor=\"end\">" << escape(label) << "</text>\n";
-  o << "</g>\n";
-  o << "<rect x=\"" << px(L) << "\" y=\"" << px(T) << "\" width=\"" << px(pw) << "\" height=\"" << px(ph)
-    << "\" fill=\"none\" stroke=\"#888888\"/>\n";
-  if (!p.x.label.empty())
-    o << "<text x=\"" << px(L + pw / 2) << "\" y=\"" << px(T + ph + B0 - 10) << "\" text-anchor=\"middle\">" << escape(p.x.label)
-      << (p.x.log ? " (log)" : "") << "</text>\n";
-  if (!p.y.label.empty())
-    o << "<text transform=\"translate(16 " << px(T + ph / 2) << ") rotate(-90)\" text-anchor=\"middle\">" << escape(p.y.label)
-      << (p.y.log ? " (log)" : "") << "</text>\n";
-  if (no_data)
-    o << "<text x=\"" << px(L + pw / 2) << "\" y=\"" << px(T + ph / 2) << "\" text-anchor=\"middle\" fill=\"#888888\">no data</text>\n";
+  draw_frame(o, p.title, p.x, p.y, xr, yr, sx, sy, {L, T, pw, ph, B0}, no_data);
 
   // Bands under all lines, then the lines.
   auto axis_values = [](const std::vector<double>& v, bool log) {
@@ -494,29 +509,7 @@ std::string scatter_plot(const ScatterPlot& p) {
     << "\" viewBox=\"0 0 " << p.width << " " << p.height << "\" font-family=\"sans-serif\" font-size=\"12\" role=\"img\">\n";
   o << "<title>" << escape(p.title.empty() ? "scatter plot" : p.title) << "</title>\n";
   o << "<rect x=\"0\" y=\"0\" width=\"" << p.width << "\" height=\"" << p.height << "\" fill=\"#ffffff\"/>\n";
-  if (!p.title.empty())
-    o << "<text x=\"" << px(L + pw / 2) << "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\" font-weight=\"bold\">" << escape(p.title)
-      << "</text>\n";
-  auto xticks = axis_ticks(xr, false, std::max(2, static_cast<int>(pw / 90))), yticks = axis_ticks(yr, false, std::max(2, static_cast<int>(ph / 50)));
-  o << "<g class=\"grid\" stroke=\"#eeeeee\">\n";
-  for (const auto& [v, label] : xticks)
-    o << "<line x1=\"" << px(sx(v)) << "\" y1=\"" << px(T) << "\" x2=\"" << px(sx(v)) << "\" y2=\"" << px(T + ph) << "\"/>\n";
-  for (const auto& [v, label] : yticks)
-    o << "<line x1=\"" << px(L) << "\" y1=\"" << px(sy(v)) << "\" x2=\"" << px(L + pw) << "\" y2=\"" << px(sy(v)) << "\"/>\n";
-  o << "</g>\n<g class=\"ticks\" fill=\"#444444\">\n";
-  for (const auto& [v, label] : xticks)
-    o << "<text x=\"" << px(sx(v)) << "\" y=\"" << px(T + ph + 16) << "\" text-anchor=\"middle\">" << escape(label) << "</text>\n";
-  for (const auto& [v, label] : yticks)
-    o << "<text x=\"" << px(L - 6) << "\" y=\"" << px(sy(v) + 4) << "\" text-anchor=\"end\">" << escape(label) << "</text>\n";
-  o << "</g>\n";
-  o << "<rect x=\"" << px(L) << "\" y=\"" << px(T) << "\" width=\"" << px(pw) << "\" height=\"" << px(ph)
-    << "\" fill=\"none\" stroke=\"#888888\"/>\n";
-  if (!p.x.label.empty())
-    o << "<text x=\"" << px(L + pw / 2) << "\" y=\"" << px(T + ph + B - 10) << "\" text-anchor=\"middle\">" << escape(p.x.label) << "</text>\n";
-  if (!p.y.label.empty())
-    o << "<text transform=\"translate(16 " << px(T + ph / 2) << ") rotate(-90)\" text-anchor=\"middle\">" << escape(p.y.label) << "</text>\n";
-  if (no_data)
-    o << "<text x=\"" << px(L + pw / 2) << "\" y=\"" << px(T + ph / 2) << "\" text-anchor=\"middle\" fill=\"#888888\">no data</text>\n";
+  draw_frame(o, p.title, p.x, p.y, xr, yr, sx, sy, {L, T, pw, ph, B}, no_data);
   o << "<g class=\"points\">\n";
   for (size_t i = 0; i < n; ++i) {
     if (!std::isfinite(p.xs[i]) || !std::isfinite(p.ys[i])) continue;
