@@ -93,6 +93,14 @@ class Graph {
   std::vector<Block> blocks_;
   size_t peak_ = 0;     // floats used in the largest step so far
   size_t current_ = 0;  // floats used in this step
+
+ public:
+  // Data-parallel training: this graph computes sequences [batch_offset, batch_offset +
+  // batch_rows) of a larger batch, and stochastic ops draw what those sequences would draw
+  // in the whole batch. 0 rows: the batch is whole. (Last, so that older plugins' view of
+  // the members above is unchanged.)
+  int64_t batch_rows = 0;
+  int64_t batch_offset = 0;
 };
 
 // Disables grad recording in a scope (evaluation, generation).
