@@ -39,7 +39,7 @@ case $cmd in
   *) echo "slurm_local.sh: unknown command '$cmd' (start|stop)" >&2; exit 2 ;;
 esac
 
-for p in slurmctld slurmd sbatch munged; do
+for p in slurmctld slurmd sbatch munged munge; do
   command -v $p >/dev/null || [ -x /usr/sbin/$p ] || {
     echo "slurm_local.sh: $p not found; install slurmctld slurmd slurm-client munge (tools/bootstrap.sh --cluster)" >&2; exit 3; }
 done
@@ -77,11 +77,13 @@ NodeName=$host CPUs=$cpus RealMemory=$mem State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
 CONF
 
-if ! pgrep -x munged >/dev/null; then
+# A munged that answers (not a process name: a dead daemon may linger as a zombie).
+if ! munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1; then
   mkdir -p /run/munge /var/log/munge /var/lib/munge
   chown munge:munge /run/munge /var/log/munge /var/lib/munge
-  runuser -u munge -- /usr/sbin/munged
+  runuser -u munge -- /usr/sbin/munged --force
   touch "$dir/munged.started"
+  for _ in $(seq 50); do munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1 && break; sleep 0.1; done
 fi
 /usr/sbin/slurmctld -f "$SLURM_CONF"
 /usr/sbin/slurmd -f "$SLURM_CONF"

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <regex>
@@ -64,6 +65,11 @@ sample: {tokens: 20, prompt: "ROMEO:", temperature: 0.8}
 std::string ablate_cmd(const TempDir& d, const std::string& args, const std::string& env = "") {
   return "cd " + d.path.string() + " && " + env + " ABLATE_DATA_PATH=" + ABLATE_TEST_DATA_DIR + " " + ablate::test::ablate_binary() +
          " " + args;
+}
+
+// A shell command in d with the test data on the data path (Slurm passes the environment on).
+std::string in_dir(const TempDir& d, const std::string& cmd) {
+  return "cd " + d.path.string() + " && export ABLATE_DATA_PATH=" + ABLATE_TEST_DATA_DIR + " && " + cmd;
 }
 
 // Polls `--status` until no point is pending or running; returns the last output and every
@@ -155,4 +161,37 @@ sweep:
   std::string ks = wait_for(d, "one.yaml --dir killed", seen);
   CHECK_MESSAGE(ks.find("1 points: 1 failed") != std::string::npos, ks);
   CHECK_MESSAGE(ks.find("Slurm: FAILED") != std::string::npos, ks);
+}
+
+TEST_CASE("cluster/slurm: a data-parallel run under Slurm (srun --mpi=pmix, mpirun inside sbatch)") {
+  REQUIRE_MESSAGE(ABLATE_HAVE_MPI, "this build has no MPI: install libopenmpi-dev openmpi-bin (tools/bootstrap.sh --cluster) and reconfigure");
+  REQUIRE(getuid() == 0);
+  LocalSlurm slurm;
+  REQUIRE_MESSAGE(slurm.up, slurm.error);
+  TempDir d;
+  d.write("dp.yaml", R"(name: dp
+seed: 5
+data: {path: shakespeare_16k.txt}
+model: {d_model: 32, n_heads: 4, n_layers: 2, context: 32, dropout: 0.1}
+train: {steps: 30, batch_size: 16, eval_every: 15, eval_batches: 3, checkpoint_every: 15, log_every: 5}
+sample: {tokens: 0}
+)");
+  const std::string bin = ablate::test::ablate_binary() + " run " + (d / "dp.yaml") + " --threads 1 --quiet -o ";
+  auto one = run_command(ablate_cmd(d, "run dp.yaml --threads 1 --quiet -o one"));
+  REQUIRE_MESSAGE(one.status == 0, one.output);
+  auto srun = run_command(in_dir(d, "timeout 300 srun --mpi=pmix -n 2 " + bin + (d / "srun")));
+  REQUIRE_MESSAGE(srun.status == 0, srun.output);
+  d.write("mpi.sbatch", "#!/bin/bash\n#SBATCH --ntasks=2\n#SBATCH --output=" + (d / "mpi.log") +
+                            "\nmpirun --allow-run-as-root " + bin + (d / "sbatch") + "\n");
+  auto sb = run_command(in_dir(d, "timeout 300 sbatch --wait " + (d / "mpi.sbatch")));
+  REQUIRE_MESSAGE(sb.status == 0, sb.output << ablate::test::read_file(d / "mpi.log"));
+  const auto a = ablate::read_run_file(d / "one/run.h5");
+  for (const char* dir : {"srun", "sbatch"}) {
+    const auto b = ablate::read_run_file(d / (std::string(dir) + "/run.h5"));
+    CHECK_MESSAGE(b.num_attrs.at("ranks") == 2, dir);
+    const auto& la = a.tables.at("train").at("loss");
+    const auto& lb = b.tables.at("train").at("loss");
+    REQUIRE(la.size() == lb.size());
+    for (size_t i = 0; i < la.size(); ++i) CHECK_MESSAGE(std::fabs(la[i] - lb[i]) < 1e-4 * la[i], dir << " step row " << i);
+  }
 }
