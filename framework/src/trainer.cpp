@@ -484,7 +484,7 @@ RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
   sum.n_params = model.n_params();
   using clock = std::chrono::steady_clock;
   auto t0 = clock::now();
-  double train_seconds = 0;
+  double train_seconds = 0, allreduce_seconds = 0;  // this run's part (not of a resumed one)
   int64_t trained_steps = 0;
   auto fail = [&](const std::string& msg) {
     if (rfp) {
@@ -527,8 +527,10 @@ RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
         g.backward(loss);
       }
       if (comm.size() > 1) {
+        auto tc = clock::now();
         sync.sum();
         comm.allreduce_sum(&loss_sum, 1);
+        allreduce_seconds += std::chrono::duration<double>(clock::now() - tc).count();
       }
       double norm = global_grad_norm(params);
       if (!std::isfinite(loss_sum) || !std::isfinite(norm)) {
@@ -632,6 +634,7 @@ RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
   rf.set_attr("status", "done");
   rf.set_attr("finished", now_iso());
   rf.set_attr("train_seconds", train_seconds);
+  if (comm.size() > 1) rf.set_attr("allreduce_seconds", allreduce_seconds);  // rank 0's wait included
   rf.close();
   return sum;
 }
