@@ -112,6 +112,9 @@ int submit(const ablate::Sweep& s, const std::vector<ablate::PointCheck>& checks
     o.cpus_per_task = vm["cpus-per-task"].as<int64_t>();
     if (o.cpus_per_task < 1) throw ablate::cli::UsageError("--cpus-per-task must be at least 1, got " + std::to_string(o.cpus_per_task));
   }
+  if (!vm["jobs"].defaulted()) o.max_running = vm["jobs"].as<int64_t>();
+  if (vm.count("threads"))
+    throw ablate::cli::UsageError("with --launcher slurm each point's threads are its --cpus-per-task; drop --threads");
   if (vm.count("sbatch-arg")) o.sbatch_args = vm["sbatch-arg"].as<std::vector<std::string>>();
   o.binary = fs::read_symlink("/proc/self/exe").string();
   o.extra_args = plugin_dir_args(vm);
@@ -135,7 +138,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
   opts.add_options()
     ("sweep", po::value<std::string>(), "sweep YAML file")
     ("dry-run,n", po::bool_switch(), "validate and list the points with parameter counts and FLOPs; run nothing")
-    ("jobs", po::value<int64_t>()->default_value(1), "points run at once (child processes)")
+    ("jobs", po::value<int64_t>()->default_value(1), "points run at once (child processes; with --launcher slurm: --array=...%N)")
     ("threads,j", po::value<int64_t>(), "threads per point (default: max(1, cores / jobs))")
     ("point,p", po::value<int64_t>(), "run only point I in this process (what each job, e.g. a Slurm array task, runs)")
     ("dir,d", po::value<std::string>(), "result directory (default: the sweep's dir:, else sweeps/<name>)")

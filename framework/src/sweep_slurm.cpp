@@ -252,7 +252,7 @@ SlurmSubmission submit_slurm(const Sweep& s, const std::vector<PointCheck>& chec
      << " points as one Slurm array job,\n# written by 'ablate sweep --launcher slurm' at " << now_iso()
      << ". Array task i runs point i (" << (dir / "manifest.yaml").string() << ").\n"
      << "#SBATCH --job-name=" << shell_quote("ablate-" + s.name) << "\n"
-     << "#SBATCH --array=" << array_spec(sub.submitted) << "\n"
+     << "#SBATCH --array=" << array_spec(sub.submitted) << (o.max_running > 0 ? "%" + std::to_string(o.max_running) : "") << "\n"
      << "#SBATCH --output=" << (dir / "logs" / "slurm-%A_%a.log").string() << "\n"
      << "#SBATCH --ntasks=1\n";
   if (!o.partition.empty()) sc << "#SBATCH --partition=" << o.partition << "\n";

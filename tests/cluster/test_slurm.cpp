@@ -109,14 +109,14 @@ sweep:
   seeds: 2
 )");
 
-  auto sub = run_command(ablate_cmd(d, "sweep sweep.yaml --launcher slurm --dir out --cpus-per-task 1 --time 10:00"));
+  auto sub = run_command(ablate_cmd(d, "sweep sweep.yaml --launcher slurm --dir out --cpus-per-task 1 --time 10:00 --jobs 2"));
   REQUIRE_MESSAGE(sub.status == 0, sub.output);
   std::smatch m;
   REQUIRE_MESSAGE(std::regex_search(sub.output, m, std::regex(R"(submitted 4 as Slurm array job (\d+) \(--array=0-3\))")), sub.output);
   const std::string job = m[1];
   // The script stays readable in the sweep directory, and the job is recorded.
   const std::string script = ablate::test::read_file(d / "out/slurm/submit-1.sbatch");
-  CHECK(script.find("#SBATCH --array=0-3") != std::string::npos);
+  CHECK(script.find("#SBATCH --array=0-3%2\n") != std::string::npos);  // --jobs 2: at most 2 at once
   CHECK(script.find("#SBATCH --time=10:00") != std::string::npos);
   CHECK(script.find("#SBATCH --cpus-per-task=1") != std::string::npos);
   CHECK(script.find("--point \"$SLURM_ARRAY_TASK_ID\"") != std::string::npos);

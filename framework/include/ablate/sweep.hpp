@@ -134,6 +134,7 @@ SweepRunResult run_sweep(const Sweep& s, const std::vector<PointCheck>& checks, 
 struct SlurmOptions {
   std::string partition, time, mem;     // sbatch --partition/--time/--mem ("" = cluster default)
   int64_t cpus_per_task = 0;            // sbatch --cpus-per-task and ablate --threads (0: Slurm's default, 1 thread)
+  int64_t max_running = 0;              // --array=...%N: at most N tasks at once (0: no limit)
   std::string binary;                   // the ablate executable the tasks run
   std::vector<std::string> extra_args;  // passed to every task (e.g. --plugin-dir D)
   std::vector<std::string> sbatch_args; // more sbatch options, verbatim
