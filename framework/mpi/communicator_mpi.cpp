@@ -68,16 +68,22 @@ class MpiCommunicator final : public Communicator {
                           MPI_COMM_WORLD),
             "MPI_Allreduce");
   }
-  void allreduce_sum_buckets(const std::vector<std::pair<float*, size_t>>& buckets) override {
-    std::vector<MPI_Request> reqs;
-    for (const auto& [data, n] : buckets)
-      for (size_t i = 0; i < n; i += kMaxCount) {
-        reqs.emplace_back();
-        check(MPI_Iallreduce(MPI_IN_PLACE, data + i, static_cast<int>(std::min(kMaxCount, n - i)), MPI_FLOAT, MPI_SUM,
-                             MPI_COMM_WORLD, &reqs.back()),
-              "MPI_Iallreduce");
-      }
-    check(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+  void start_sum(float* data, size_t n) override {
+    for (size_t i = 0; i < n; i += kMaxCount) {
+      reqs_.emplace_back();
+      check(MPI_Iallreduce(MPI_IN_PLACE, data + i, static_cast<int>(std::min(kMaxCount, n - i)), MPI_FLOAT, MPI_SUM,
+                           MPI_COMM_WORLD, &reqs_.back()),
+            "MPI_Iallreduce");
+    }
+  }
+  void poll() override {
+    if (reqs_.empty()) return;
+    int done = 0;
+    check(MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+  }
+  void wait_all() override {
+    check(MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+    reqs_.clear();
   }
   void broadcast(float* data, size_t n, int root) override {
     for (size_t i = 0; i < n; i += kMaxCount)
@@ -94,6 +100,7 @@ class MpiCommunicator final : public Communicator {
  private:
   int rank_ = 0, size_ = 1, local_size_ = 1;
   std::string library_;
+  std::vector<MPI_Request> reqs_;  // started by start_sum, not yet waited for
 };
 
 }  // namespace

@@ -122,6 +122,7 @@ void Graph::backward(Var loss) {
   for (int id = loss.id; id >= 0; --id) {
     Node& n = nodes_[static_cast<size_t>(id)];
     if (n.requires_grad && n.backward && n.grad.data) n.backward(*this, id);
+    if (after_backward_node) after_backward_node(after_backward_ctx, id);
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -20,6 +21,7 @@
 #include "ablate/data.hpp"
 #include "ablate/evaluator.hpp"
 #include "ablate/fault.hpp"
+#include "ablate/grad_sync.hpp"
 #include "ablate/generate.hpp"
 #include "ablate/ops.hpp"
 #include "ablate/registry.hpp"
@@ -225,56 +227,6 @@ double evaluate(Model& m, Graph& g, const TextData& data, bool train, const Trai
   return total / static_cast<double>(t.eval_batches);
 }
 
-// Gradients summed over the ranks in buckets of about kBucketFloats (the parameters in
-// reverse creation order, the order backward finishes them), every bucket's allreduce in
-// flight at once.
-class GradientSync {
- public:
-  static constexpr size_t kBucketFloats = size_t{1} << 20;  // 4 MB
-  GradientSync(Communicator& comm, const std::vector<Parameter*>& params) : comm_(comm) {
-    if (comm.size() == 1) return;
-    size_t n = 0;
-    for (auto it = params.rbegin(); it != params.rend(); ++it) {
-      if (buckets_.empty() || n >= kBucketFloats) {
-        buckets_.emplace_back();
-        n = 0;
-      }
-      buckets_.back().params.push_back(*it);
-      n += static_cast<size_t>((*it)->grad.numel());
-    }
-    for (Bucket& b : buckets_) {
-      size_t total = 0;
-      for (Parameter* p : b.params) total += static_cast<size_t>(p->grad.numel());
-      b.flat.resize(total);
-    }
-  }
-  void sum() {
-    if (buckets_.empty()) return;
-    std::vector<std::pair<float*, size_t>> views;
-    for (Bucket& b : buckets_) {
-      float* dst = b.flat.data();
-      for (Parameter* p : b.params) dst = std::copy(p->grad.data, p->grad.data + p->grad.numel(), dst);
-      views.emplace_back(b.flat.data(), b.flat.size());
-    }
-    comm_.allreduce_sum_buckets(views);
-    for (Bucket& b : buckets_) {
-      const float* src = b.flat.data();
-      for (Parameter* p : b.params) {
-        std::copy(src, src + p->grad.numel(), p->grad.data);
-        src += p->grad.numel();
-      }
-    }
-  }
-
- private:
-  struct Bucket {
-    std::vector<Parameter*> params;
-    std::vector<float> flat;
-  };
-  Communicator& comm_;
-  std::vector<Bucket> buckets_;
-};
-
 // FNV-1a over the bits of every parameter: equal on every rank while their weights are.
 uint64_t weights_hash(const std::vector<Parameter*>& params) {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -477,7 +429,9 @@ RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
   Graph g;
   g.seed = s.seed;
   const Slice sl = batch_slice(B, comm);
-  GradientSync sync(comm, params);
+  // ABLATE_ALLREDUCE_OVERLAP=0: start every bucket after backward (to measure the overlap).
+  const char* overlap_env = std::getenv("ABLATE_ALLREDUCE_OVERLAP");
+  GradientSync sync(comm, params, !(overlap_env && std::string(overlap_env) == "0"));
   std::vector<int32_t> x(static_cast<size_t>(B * T)), y(static_cast<size_t>(B * T));
   RunSummary sum;
   sum.run_dir = s.out_dir;
@@ -524,11 +478,12 @@ RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
         Var loss = cross_entropy(g, model.forward(g, a), targets, a.batch * T);
         if (weight != 1.0f) loss = scale(g, loss, weight);
         loss_sum += g.value(loss).data[0];
+        if (comm.size() > 1 && m + 1 == t.accum) sync.attach(g);
         g.backward(loss);
       }
       if (comm.size() > 1) {
         auto tc = clock::now();
-        sync.sum();
+        sync.finish();
         comm.allreduce_sum(&loss_sum, 1);
         allreduce_seconds += std::chrono::duration<double>(clock::now() - tc).count();
       }
@@ -634,7 +589,11 @@ RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
   rf.set_attr("status", "done");
   rf.set_attr("finished", now_iso());
   rf.set_attr("train_seconds", train_seconds);
-  if (comm.size() > 1) rf.set_attr("allreduce_seconds", allreduce_seconds);  // rank 0's wait included
+  if (comm.size() > 1) {
+    rf.set_attr("allreduce_seconds", allreduce_seconds);  // rank 0's wait included
+    rf.set_attr("allreduce_buckets", static_cast<int64_t>(sync.buckets()));
+    rf.set_attr("allreduce_buckets_during_backward", static_cast<int64_t>(sync.started_during_backward()));  // last step
+  }
   rf.close();
   return sum;
 }

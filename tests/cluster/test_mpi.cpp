@@ -1,6 +1,6 @@
 // Data-parallel training under mpirun: N ranks with global batch B reproduce 1 rank with
 // batch B (dropout, gradient accumulation, padded line windows split unevenly), rank 0
-// alone writes, a killed run resumes, and a bad setup fails on every rank without hanging.
+// alone writes, overlapping the allreduce with backward changes nothing, a killed run resumes, and a bad setup fails on every rank without hanging.
 // Needs an MPI build (libopenmpi-dev) and mpirun (openmpi-bin): tools/bootstrap.sh --cluster.
 #include <doctest/doctest.h>
 
@@ -72,6 +72,22 @@ TEST_CASE("cluster/mpi: 2 ranks x B/2 give the loss curve of 1 rank x B; rank 0 
   REQUIRE(a.tables["train"]["loss"].size() == 8);
   check_same_curves(a, b, 5e-4);
   CHECK(fs::exists(d / "two/checkpoint.ckpt"));
+
+  // A model of several gradient buckets (1 MB each): their allreduces start during
+  // backward, and starting them after it instead sums the same numbers the same way.
+  const std::string wide = "dp.yaml model.d_model=128 train.steps=10 train.eval_every=10 train.checkpoint_every=10 -o ";
+  auto w1 = run_command(run_cmd(d, 0, wide + "w1"));
+  REQUIRE_MESSAGE(w1.status == 0, w1.output);
+  auto w2 = run_command(run_cmd(d, 2, wide + "w2"));
+  REQUIRE_MESSAGE(w2.status == 0, w2.output);
+  auto w3 = run_command(run_cmd(d, 2, wide + "w3", "ABLATE_ALLREDUCE_OVERLAP=0"));
+  REQUIRE_MESSAGE(w3.status == 0, w3.output);
+  ablate::RunData r1 = run_data(d / "w1"), r2 = run_data(d / "w2"), r3 = run_data(d / "w3");
+  CHECK(r2.num_attrs["allreduce_buckets"] >= 2);
+  CHECK(r2.num_attrs["allreduce_buckets_during_backward"] == r2.num_attrs["allreduce_buckets"]);
+  CHECK(r3.num_attrs["allreduce_buckets_during_backward"] == 0);
+  check_same_curves(r2, r3, 0.0);
+  check_same_curves(r1, r2, 5e-4);
 
   // Killed at step 25 (every rank: the fault counts per process), resumed with 2 ranks
   // from the step-20 checkpoint: still the 1-rank curve.

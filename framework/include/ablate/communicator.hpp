@@ -21,9 +21,12 @@ class Communicator {
 
   // Elementwise sums over all ranks, in place; every rank gets the same bits.
   virtual void allreduce_sum(double* data, size_t n) {}
-  // The same for several float buffers at once (gradient buckets): all are started
-  // before any is waited for, so that the transfers overlap one another.
-  virtual void allreduce_sum_buckets(const std::vector<std::pair<float*, size_t>>& buckets) {}
+  // Non-blocking sums of float buffers (gradient buckets): start_sum starts one, poll lets
+  // the started ones progress, wait_all completes them all. Every rank must start the
+  // same buffers in the same order.
+  virtual void start_sum(float* data, size_t n) {}
+  virtual void poll() {}
+  virtual void wait_all() {}
   // Replaces data on every rank with root's.
   virtual void broadcast(float* data, size_t n, int root = 0) {}
   virtual void broadcast(uint64_t* data, size_t n, int root = 0) {}

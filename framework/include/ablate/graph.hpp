@@ -101,6 +101,10 @@ class Graph {
   // the members above is unchanged.)
   int64_t batch_rows = 0;
   int64_t batch_offset = 0;
+  // Called by backward() after it visits each node, with the node's id (gradient
+  // transfers start from here while backward goes on; grad_sync.hpp). Null: nothing.
+  void (*after_backward_node)(void* ctx, int id) = nullptr;
+  void* after_backward_ctx = nullptr;
 };
 
 // Disables grad recording in a scope (evaluation, generation).
