@@ -515,9 +515,10 @@ RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
       window.loss += loss_sum;
       ++window.steps;
       double tok_s = static_cast<double>(B * T * t.accum) * static_cast<double>(trained_steps) / train_seconds;
-      if ((step % t.log_every == 0 || step == t.steps) && rfp) {
-        rfp->append("train", {{"step", double(step)}, {"loss", window.loss / double(window.steps)}, {"lr", lr},
-                            {"grad_norm", norm}, {"tokens_per_s", tok_s}});
+      if (step % t.log_every == 0 || step == t.steps) {
+        if (rfp)
+          rfp->append("train", {{"step", double(step)}, {"loss", window.loss / double(window.steps)}, {"lr", lr},
+                                {"grad_norm", norm}, {"tokens_per_s", tok_s}});
         progress.step(step, window.loss / double(window.steps), lr, tok_s,
                       std::chrono::duration<double>(clock::now() - t0).count(), train_seconds / double(trained_steps));
         window = LossWindow{};
