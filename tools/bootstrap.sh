@@ -4,6 +4,8 @@
 #   tools/bootstrap.sh            # packages + build
 #   tools/bootstrap.sh --tests    # also what the test suite uses (h5py, h5dump, chromium)
 #   tools/bootstrap.sh --fuzz     # clang + libFuzzer; builds only the fuzz targets, in ./build-fuzz
+#   tools/bootstrap.sh --cluster  # Slurm (slurmctld slurmd slurm-client munge) and Open MPI, for
+#                                 # the `cluster` tests and data-parallel runs (docs/CLUSTER.md)
 #   ABLATE_BUILD_DIR=dir tools/bootstrap.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,7 +19,8 @@ for arg in "$@"; do
     --tests) packages+=(hdf5-tools python3-h5py python3-numpy chromium) ;;
     # libFuzzer's runtime is only a recommendation of clang's: name it.
     --fuzz) packages+=(clang libclang-rt-dev); fuzz=1 ;;
-    *) echo "bootstrap: unknown option '$arg' (known: --tests, --fuzz)" >&2; exit 2 ;;
+    --cluster) packages+=(slurmctld slurmd slurm-client munge openmpi-bin libopenmpi-dev) ;;
+    *) echo "bootstrap: unknown option '$arg' (known: --tests, --fuzz, --cluster)" >&2; exit 2 ;;
   esac
 done
 missing=()

@@ -1,6 +1,8 @@
-// ablate run FILE [key.path=value ...]: trains one experiment.
+// ablate run FILE [key.path=value ...]: trains one experiment; under mpirun (or srun
+// --mpi=pmix) data-parallel over the ranks, rank 0 writing everything (docs/CLUSTER.md).
 #include <iostream>
 
+#include "ablate/communicator.hpp"
 #include "ablate/trainer.hpp"
 #include "commands.hpp"
 
@@ -14,7 +16,7 @@ static int cmd_run(const std::vector<std::string>& args) {
     ("out,o", po::value<std::string>(), "run directory (default: output.dir, else runs/<name>)")
     ("resume", po::bool_switch(), "continue from the run directory's last checkpoint")
     ("allow-config-change", po::bool_switch(), "with --resume: accept a config that differs from the checkpoint's")
-    ("threads,j", po::value<int64_t>(), "worker threads (default: train.threads, else all cores)")
+    ("threads,j", po::value<int64_t>(), "worker threads (default: train.threads, else all cores / ranks on this machine)")
     ("quiet,q", po::bool_switch(), "no progress line")
     ("plugin-dir", po::value<std::vector<std::string>>()->composing(), "extra plugin directory (repeatable)");
   po::positional_options_description pos;
@@ -39,6 +41,7 @@ static int cmd_run(const std::vector<std::string>& args) {
   }
   auto exp = ablate::Experiment::load(vm["experiment"].as<std::string>(), overrides);
   auto sum = ablate::run_experiment(exp, ro);
+  if (!ablate::world().root()) return 0;
   std::cout << "run " << sum.run_dir << ": " << sum.n_params << " parameters, " << sum.steps << " steps, train loss " << sum.train_loss << ", val loss "
             << sum.val_loss << " (ppl " << std::exp(sum.val_loss) << "), " << static_cast<int64_t>(sum.tokens_per_s)
             << " tokens/s\n";

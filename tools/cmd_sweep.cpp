@@ -1,10 +1,12 @@
 // ablate sweep FILE: validates every point of a sweep, then runs the points that are not
-// done (--jobs N in parallel, as child processes), or one point (--point I), or only
-// lists them (--dry-run). Format of sweep files: docs/SWEEPS.md.
+// done (--jobs N in parallel, as child processes; or --launcher slurm: as one Slurm array
+// job), or one point (--point I), or only lists them (--dry-run), or shows where each point
+// is (--status). Format of sweep files: docs/SWEEPS.md; Slurm: docs/CLUSTER.md.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
 
 #include "ablate/sweep.hpp"
 #include "commands.hpp"
@@ -67,22 +69,93 @@ void print_dry_run(const ablate::Sweep& s, const std::vector<ablate::PointCheck>
             << "results: " << s.dir << "  (nothing was run: --dry-run)\n";
 }
 
+std::vector<std::string> plugin_dir_args(const po::variables_map& vm) {
+  std::vector<std::string> out;
+  if (vm.count("plugin-dir"))
+    for (const auto& d : vm["plugin-dir"].as<std::vector<std::string>>()) {
+      out.push_back("--plugin-dir");
+      out.push_back(fs::absolute(d).string());
+    }
+  return out;
+}
+
+int print_status(const ablate::Sweep& s) {
+  std::vector<ablate::PointStatus> st = ablate::sweep_status(s);
+  std::vector<std::vector<std::string>> rows = {{"#", "id", "state", "slurm", "detail"}};
+  std::map<std::string, size_t> counts;
+  for (const auto& p : s.points) {
+    const auto& x = st[static_cast<size_t>(p.index)];
+    ++counts[x.state];
+    rows.push_back({std::to_string(p.index), p.id, x.state, x.slurm.empty() ? "-" : x.slurm, x.detail});
+  }
+  std::vector<size_t> w(rows[0].size(), 0);
+  for (const auto& r : rows)
+    for (size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], r[i].size());
+  for (const auto& r : rows) {
+    std::string line;
+    for (size_t i = 0; i < r.size(); ++i) line += (i ? "  " : "") + (i + 1 == r.size() ? r[i] : pad(r[i], w[i], i == 0));
+    std::cout << line << "\n";
+  }
+  std::vector<std::string> summary;
+  for (const char* k : {"done", "running", "pending", "failed", "not started"})
+    if (counts[k]) summary.push_back(std::to_string(counts[k]) + " " + k);
+  std::cout << "\n" << s.points.size() << " points: " << ablate::join(summary) << " -> " << s.dir << "\n";
+  return 0;
+}
+
+int submit(const ablate::Sweep& s, const std::vector<ablate::PointCheck>& checks, const po::variables_map& vm) {
+  ablate::SlurmOptions o;
+  if (vm.count("partition")) o.partition = vm["partition"].as<std::string>();
+  if (vm.count("time")) o.time = vm["time"].as<std::string>();
+  if (vm.count("mem")) o.mem = vm["mem"].as<std::string>();
+  if (vm.count("cpus-per-task")) {
+    o.cpus_per_task = vm["cpus-per-task"].as<int64_t>();
+    if (o.cpus_per_task < 1) throw ablate::cli::UsageError("--cpus-per-task must be at least 1, got " + std::to_string(o.cpus_per_task));
+  }
+  if (!vm["jobs"].defaulted()) o.max_running = vm["jobs"].as<int64_t>();
+  if (vm.count("threads"))
+    throw ablate::cli::UsageError("with --launcher slurm each point's threads are its --cpus-per-task; drop --threads");
+  if (vm.count("sbatch-arg")) o.sbatch_args = vm["sbatch-arg"].as<std::vector<std::string>>();
+  o.binary = fs::read_symlink("/proc/self/exe").string();
+  o.extra_args = plugin_dir_args(vm);
+  ablate::SlurmSubmission sub = ablate::submit_slurm(s, checks, o);
+  std::cout << "sweep " << s.name << ": " << s.points.size() << " points, " << sub.done.size() << " already done";
+  if (!sub.queued.empty()) std::cout << ", " << sub.queued.size() << " still queued or running in Slurm (" << ablate::array_spec(sub.queued) << ")";
+  if (sub.job_id.empty()) {
+    std::cout << "; nothing to submit -> " << s.dir << "\n";
+  } else {
+    std::cout << "; submitted " << sub.submitted.size() << " as Slurm array job " << sub.job_id << " (--array="
+              << ablate::array_spec(sub.submitted) << ")\n"
+              << "  script: " << sub.script << "\n  logs:   " << (fs::path(s.dir) / "logs").string() << "/slurm-" << sub.job_id << "_<point>.log\n";
+  }
+  std::cout << "status:  ablate sweep " << s.file << " --dir " << s.dir << " --status\n"
+            << "compare: ablate compare " << s.dir << " --metric val_loss\n";
+  return 0;
+}
+
 int cmd_sweep(const std::vector<std::string>& args) {
   po::options_description opts("options");
   opts.add_options()
     ("sweep", po::value<std::string>(), "sweep YAML file")
     ("dry-run,n", po::bool_switch(), "validate and list the points with parameter counts and FLOPs; run nothing")
-    ("jobs", po::value<int64_t>()->default_value(1), "points run at once (child processes)")
+    ("jobs", po::value<int64_t>()->default_value(1), "points run at once (child processes; with --launcher slurm: --array=...%N)")
     ("threads,j", po::value<int64_t>(), "threads per point (default: max(1, cores / jobs))")
     ("point,p", po::value<int64_t>(), "run only point I in this process (what each job, e.g. a Slurm array task, runs)")
     ("dir,d", po::value<std::string>(), "result directory (default: the sweep's dir:, else sweeps/<name>)")
     ("quiet,q", po::bool_switch(), "no progress display")
     ("progress-every", po::value<double>(), "seconds between progress updates (default 2 on a terminal, 15 otherwise)")
-    ("plugin-dir", po::value<std::vector<std::string>>()->composing(), "extra plugin directory (repeatable)");
+    ("plugin-dir", po::value<std::vector<std::string>>()->composing(), "extra plugin directory (repeatable)")
+    ("launcher", po::value<std::string>()->default_value("local"), "local (child processes here) or slurm (one sbatch array job, a task per point not done)")
+    ("status", po::bool_switch(), "show each point as pending / running / done / failed (run files and Slurm's view); run nothing")
+    ("partition", po::value<std::string>(), "slurm: sbatch --partition")
+    ("time", po::value<std::string>(), "slurm: sbatch --time per point (e.g. 2:00:00)")
+    ("cpus-per-task", po::value<int64_t>(), "slurm: sbatch --cpus-per-task, also each point's --threads (default 1)")
+    ("mem", po::value<std::string>(), "slurm: sbatch --mem per point (e.g. 4G)")
+    ("sbatch-arg", po::value<std::vector<std::string>>()->composing(), "slurm: another sbatch option, verbatim (repeatable), e.g. --sbatch-arg=--account=abc");
   po::positional_options_description pos;
   pos.add("sweep", 1);
   po::variables_map vm;
-  if (!ablate::cli::parse(args, "ablate sweep FILE [--dry-run | --jobs N | --point I] [options]", opts, pos, vm)) return 0;
+  if (!ablate::cli::parse(args, "ablate sweep FILE [--dry-run | --status | --jobs N | --launcher slurm | --point I] [options]", opts, pos, vm)) return 0;
   if (!vm.count("sweep")) throw ablate::cli::UsageError("missing the sweep file (e.g. experiments/ablations/swiglu_vs_relu.yaml)");
   ablate::cli::add_plugin_dirs(vm);
   const int64_t jobs = vm["jobs"].as<int64_t>();
@@ -109,6 +182,15 @@ int cmd_sweep(const std::vector<std::string>& args) {
     return 0;
   }
 
+  const std::string launcher = vm["launcher"].as<std::string>();
+  if (launcher != "local" && launcher != "slurm")
+    throw ablate::cli::UsageError("--launcher must be local or slurm, got '" + launcher + "'");
+  if (launcher != "slurm")
+    for (const char* k : {"partition", "time", "cpus-per-task", "mem", "sbatch-arg"})
+      if (vm.count(k)) throw ablate::cli::UsageError(std::string("--") + k + " is an sbatch option: it needs --launcher slurm");
+
+  if (vm["status"].as<bool>()) return print_status(s);
+
   if (!quiet) std::cerr << "validating " << s.points.size() << " point" << (s.points.size() == 1 ? "" : "s") << " of " << s.file << "\n";
   std::vector<ablate::PointCheck> checks = ablate::validate_sweep(s);
   if (vm["dry-run"].as<bool>()) {
@@ -116,17 +198,15 @@ int cmd_sweep(const std::vector<std::string>& args) {
     return 0;
   }
 
+  if (launcher == "slurm") return submit(s, checks, vm);
+
   ablate::SweepRunOptions ro;
   ro.jobs = jobs;
   ro.threads = threads;
   ro.quiet = quiet;
   ro.binary = fs::read_symlink("/proc/self/exe").string();
   if (vm.count("progress-every")) ro.progress_every = vm["progress-every"].as<double>();
-  if (vm.count("plugin-dir"))
-    for (const auto& d : vm["plugin-dir"].as<std::vector<std::string>>()) {
-      ro.extra_args.push_back("--plugin-dir");
-      ro.extra_args.push_back(fs::absolute(d).string());
-    }
+  ro.extra_args = plugin_dir_args(vm);
   ablate::SweepRunResult r = ablate::run_sweep(s, checks, ro);
 
   std::cout << "sweep " << s.name << ": " << r.done.size() << " done, " << r.skipped.size() << " already done, " << r.failed.size()

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "ablate/communicator.hpp"
 #include "ablate/error.hpp"
 #include "commands.hpp"
 
@@ -38,16 +39,27 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::vector<std::string> args(argv + 2, argv + argc);
+  // Under an MPI launcher an error on one rank ends them all: the others may be waiting
+  // for it in a collective, and MPI_Finalize would wait for them.
+  auto fail = [](int code) {
+    if (ablate::launched_by_mpi()) {
+      try {
+        ablate::world().abort(code);
+      } catch (const std::exception&) {
+      }
+    }
+    return code;
+  };
   try {
     return it->second.run(args);
   } catch (const ablate::cli::UsageError& e) {
     std::cerr << "ablate " << name << ": " << e.what() << "\n(see 'ablate " << name << " --help')\n";
-    return 2;
+    return fail(2);
   } catch (const ablate::Error& e) {
     std::cerr << "error: " << e.what() << "\n";
-    return 1;
+    return fail(1);
   } catch (const std::exception& e) {
     std::cerr << "internal error: " << e.what() << "\n";
-    return 70;
+    return fail(70);
   }
 }

@@ -143,14 +143,16 @@ void Graph::backward(Var loss) {
   profile_flush();
   for (int id = loss.id; id >= 0; --id) {
     Node& n = nodes_[static_cast<size_t>(id)];
-    if (!(n.requires_grad && n.backward && n.grad.data)) continue;
-    if (!profile) {
-      n.backward(*this, id);
-      continue;
+    if (n.requires_grad && n.backward && n.grad.data) {
+      if (!profile) {
+        n.backward(*this, id);
+      } else {
+        auto t0 = std::chrono::steady_clock::now();
+        n.backward(*this, id);
+        profile->ops[n.op].backward_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
     }
-    auto t0 = std::chrono::steady_clock::now();
-    n.backward(*this, id);
-    profile->ops[n.op].backward_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (after_backward_node) after_backward_node(after_backward_ctx, id);
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -16,9 +17,11 @@
 #include <thread>
 
 #include "ablate/checkpoint.hpp"
+#include "ablate/communicator.hpp"
 #include "ablate/data.hpp"
 #include "ablate/evaluator.hpp"
 #include "ablate/fault.hpp"
+#include "ablate/grad_sync.hpp"
 #include "ablate/generate.hpp"
 #include "ablate/ops.hpp"
 #include "ablate/registry.hpp"
@@ -174,24 +177,64 @@ struct LossWindow {
   int64_t steps = 0;
 };
 
+// The rows of a global batch of B sequences that rank r of n computes: [lo, hi).
+struct Slice {
+  int64_t lo = 0, hi = 0;
+};
+Slice batch_slice(int64_t B, const Communicator& c) {
+  return {B * c.rank() / c.size(), B * (c.rank() + 1) / c.size()};
+}
+
+// Targets that count in the loss (not padding) among n.
+int64_t counted_targets(const int32_t* y, int64_t n) {
+  int64_t c = 0;
+  for (int64_t i = 0; i < n; ++i) c += y[i] >= 0;
+  return c;
+}
+
 // Mean loss over a fixed set of batches (the same batches at every evaluation, so that
-// evaluations of one run, and of runs with the same seed, are directly comparable).
+// evaluations of one run, and of runs with the same seed, are directly comparable). With
+// several ranks each computes its slice of every batch, weighted as in the whole batch.
 double evaluate(Model& m, Graph& g, const TextData& data, bool train, const TrainConfig& t, int64_t T,
-                uint64_t seed, std::vector<int32_t>& x, std::vector<int32_t>& y) {
+                uint64_t seed, std::vector<int32_t>& x, std::vector<int32_t>& y, Communicator& comm) {
   Rng rng(seed * 0x9E3779B97F4A7C15ull + 0xE7A1);
   NoGrad ng(g);
   bool was = g.training;
   g.training = false;
-  double total = 0;
+  const Slice sl = batch_slice(t.batch, comm);
+  std::vector<double> parts(static_cast<size_t>(t.eval_batches), 0.0);  // this rank's share of each batch mean
   for (int64_t b = 0; b < t.eval_batches; ++b) {
     sample_batch(data, train, t.batch, T, rng, x.data(), y.data());
+    if (comm.size() == 1) {
+      g.reset();
+      ForwardArgs a{x.data(), t.batch, T};
+      Var loss = cross_entropy(g, m.forward(g, a), y.data(), t.batch * T);
+      parts[static_cast<size_t>(b)] = g.value(loss).data[0];
+      continue;
+    }
+    const int64_t n_all = counted_targets(y.data(), t.batch * T);
+    const int64_t n_mine = counted_targets(y.data() + sl.lo * T, (sl.hi - sl.lo) * T);
+    if (n_mine == 0) continue;
     g.reset();
-    ForwardArgs a{x.data(), t.batch, T};
-    Var loss = cross_entropy(g, m.forward(g, a), y.data(), t.batch * T);
-    total += g.value(loss).data[0];
+    ForwardArgs a{x.data() + sl.lo * T, sl.hi - sl.lo, T};
+    Var loss = cross_entropy(g, m.forward(g, a), y.data() + sl.lo * T, (sl.hi - sl.lo) * T);
+    parts[static_cast<size_t>(b)] = g.value(loss).data[0] * static_cast<double>(n_mine) / static_cast<double>(n_all);
   }
+  comm.allreduce_sum(parts.data(), parts.size());
+  double total = 0;
+  for (double v : parts) total += v;
   g.training = was;
   return total / static_cast<double>(t.eval_batches);
+}
+
+// FNV-1a over the bits of every parameter: equal on every rank while their weights are.
+uint64_t weights_hash(const std::vector<Parameter*>& params) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const Parameter* p : params) {
+    const unsigned char* b = reinterpret_cast<const unsigned char*>(p->value.data);
+    for (size_t i = 0; i < static_cast<size_t>(p->value.numel()) * sizeof(float); ++i) h = (h ^ b[i]) * 0x100000001b3ull;
+  }
+  return h;
 }
 
 void save_checkpoint(const std::string& dir, const Experiment& exp, Setup& s, int64_t step, const Rng& data_rng,
@@ -269,23 +312,34 @@ ExperimentInfo describe_experiment(const Experiment& exp, const RunOptions& ro) 
 }
 
 RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
+  Communicator& comm = ro.comm ? *ro.comm : world();
+  const bool root = comm.root();
   Setup s = build(exp, ro);
   const TrainConfig& t = s.train;
-  const int64_t threads = ro.threads > 0 ? ro.threads : (t.threads > 0 ? t.threads : static_cast<int64_t>(std::thread::hardware_concurrency()));
+  // Ranks on one machine share its cores unless told otherwise.
+  const int64_t cores = std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()) / comm.local_size());
+  const int64_t threads = ro.threads > 0 ? ro.threads : (t.threads > 0 ? t.threads : cores);
+  if (t.batch < comm.size())
+    throw Error("train.batch_size " + std::to_string(t.batch) + " is smaller than the " + std::to_string(comm.size()) +
+                " ranks it is split across; give every rank at least one sequence (batch_size >= " + std::to_string(comm.size()) + ")");
   tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism, static_cast<size_t>(threads));
   Model& model = *s.model;
   const int64_t B = t.batch, T = model.dims().context;
   auto params = model.params().all();
   s.optimizer->init(params);
 
-  fs::create_directories(s.out_dir);
+  if (root) fs::create_directories(s.out_dir);
   const std::string ck_path = checkpoint_path(s.out_dir), h5_path = run_file_path(s.out_dir);
   Rng data_rng(s.seed ^ 0xDA7Aull);
   LossWindow window;
   int64_t start = 0;
-  std::optional<RunFile> rf_holder;
-  bool resumed = ro.resume && fs::exists(ck_path) && fs::exists(h5_path);
-  Progress progress(ro.quiet, t.steps);
+  std::optional<RunFile> rf_holder;  // rank 0 only
+  // Rank 0 decides (the others may not see its files yet); every rank then reads the
+  // checkpoint, which must be on a filesystem they share.
+  uint64_t resume_flag = ro.resume && fs::exists(ck_path) && fs::exists(h5_path);
+  comm.broadcast(&resume_flag, 1);
+  const bool resumed = resume_flag != 0;
+  Progress progress(ro.quiet || !root, t.steps);
   if (resumed) {
     Checkpoint ck = read_checkpoint(ck_path);
     for (const char* key : {"step", "rng/data"})
@@ -328,54 +382,71 @@ RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
     uint64_t loss_bits = ck.ints["train/window_loss"];  // 0 (= 0.0) in older checkpoints
     std::memcpy(&window.loss, &loss_bits, sizeof loss_bits);
     window.steps = static_cast<int64_t>(ck.ints["train/window_steps"]);
-    rf_holder.emplace(RunFile::open_append(h5_path));
-    rf_holder->truncate_after_step(static_cast<double>(start));
+    if (root) {
+      rf_holder.emplace(RunFile::open_append(h5_path));
+      rf_holder->truncate_after_step(static_cast<double>(start));
+    }
     progress.line("resuming " + s.out_dir + " at step " + std::to_string(start));
   } else {
     if (ro.resume)
       progress.line("nothing to resume in " + s.out_dir + " (" + (fs::exists(ck_path) ? "no run.h5" : "no checkpoint") +
                     "): starting at step 0");
-    rf_holder.emplace(RunFile::create(h5_path));
-    rf_holder->set_attr("started", now_iso());
+    if (root) {
+      rf_holder.emplace(RunFile::create(h5_path));
+      rf_holder->set_attr("started", now_iso());
+    }
   }
-  RunFile& rf = *rf_holder;
-  rf.set_attr("config", exp.yaml());
-  rf.set_attr("name", s.name);
-  rf.set_attr("ablate_version", ABLATE_VERSION);
-  rf.set_attr("git_commit", ABLATE_GIT_COMMIT);
-  rf.set_attr("compiler", ABLATE_COMPILER);
-  rf.set_attr("threads", threads);
-  rf.set_attr("n_params", model.n_params());
-  rf.set_attr("flops_per_token", model.flops_per_token());
-  rf.set_attr("vocab_size", model.dims().vocab_size);
-  rf.set_attr("data_file", s.data.path);
-  rf.set_attr("status", "running");
-  rf.set_attr("error", "");
-  rf.flush();
-  {
+  // Identical weights on every rank from the start (each built them from the same seed or
+  // checkpoint; this makes it so whatever the platform).
+  for (Parameter* p : params) comm.broadcast(p->value.data, static_cast<size_t>(p->value.numel()));
+  // Metrics, checkpoints and files: rank 0 alone (rfp is null on the others).
+  RunFile* rfp = root ? &*rf_holder : nullptr;
+  if (root) {
+    RunFile& rf = *rfp;
+    rf.set_attr("config", exp.yaml());
+    rf.set_attr("name", s.name);
+    rf.set_attr("ablate_version", ABLATE_VERSION);
+    rf.set_attr("git_commit", ABLATE_GIT_COMMIT);
+    rf.set_attr("compiler", ABLATE_COMPILER);
+    rf.set_attr("threads", threads);
+    rf.set_attr("n_params", model.n_params());
+    rf.set_attr("flops_per_token", model.flops_per_token());
+    rf.set_attr("vocab_size", model.dims().vocab_size);
+    rf.set_attr("data_file", s.data.path);
+    if (comm.size() > 1) rf.set_attr("ranks", static_cast<int64_t>(comm.size()));
+    rf.set_attr("status", "running");
+    rf.set_attr("error", "");
+    rf.flush();
     std::ofstream cfg(fs::path(s.out_dir) / "config.yaml");
     cfg << exp.yaml() << "\n";
   }
   if (!ro.quiet)
     progress.line(s.name + ": " + std::to_string(model.n_params()) + " parameters, vocab " +
                   std::to_string(model.dims().vocab_size) + ", " + std::to_string(s.data.train.size()) + " train / " +
-                  std::to_string(s.data.val.size()) + " val tokens, " + std::to_string(threads) + " threads -> " + s.out_dir);
+                  std::to_string(s.data.val.size()) + " val tokens, " + std::to_string(threads) + " threads" +
+                  (comm.size() > 1 ? " x " + comm.description() : "") + " -> " + s.out_dir);
 
   Graph g;
   g.seed = s.seed;
+  const Slice sl = batch_slice(B, comm);
+  // ABLATE_ALLREDUCE_OVERLAP=0: start every bucket after backward (to measure the overlap).
+  const char* overlap_env = std::getenv("ABLATE_ALLREDUCE_OVERLAP");
+  GradientSync sync(comm, params, !(overlap_env && std::string(overlap_env) == "0"));
   std::vector<int32_t> x(static_cast<size_t>(B * T)), y(static_cast<size_t>(B * T));
   RunSummary sum;
   sum.run_dir = s.out_dir;
   sum.n_params = model.n_params();
   using clock = std::chrono::steady_clock;
   auto t0 = clock::now();
-  double train_seconds = 0;
+  double train_seconds = 0, allreduce_seconds = 0;  // this run's part (not of a resumed one)
   int64_t trained_steps = 0;
   auto fail = [&](const std::string& msg) {
-    rf.set_attr("status", "failed");
-    rf.set_attr("error", msg);
-    rf.set_attr("finished", now_iso());
-    rf.flush();
+    if (rfp) {
+      rfp->set_attr("status", "failed");
+      rfp->set_attr("error", msg);
+      rfp->set_attr("finished", now_iso());
+      rfp->flush();
+    }
     throw Error(msg);
   };
   try {
@@ -388,13 +459,33 @@ RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
       g.training = true;
       g.step = static_cast<uint64_t>(step);
       for (int64_t m = 0; m < t.accum; ++m) {
+        // Every rank draws the whole batch from the same stream and computes its slice.
         sample_batch(s.data, true, B, T, data_rng, x.data(), y.data());
+        float weight = t.accum > 1 ? 1.0f / static_cast<float>(t.accum) : 1.0f;
+        if (comm.size() > 1) {
+          // The slice's mean loss, weighted by its share of the batch's counted targets:
+          // the ranks' losses (and gradients) then sum to those of the whole batch.
+          const int64_t n_all = counted_targets(y.data(), B * T);
+          const int64_t n_mine = counted_targets(y.data() + sl.lo * T, (sl.hi - sl.lo) * T);
+          if (n_mine == 0) continue;
+          weight *= static_cast<float>(n_mine) / static_cast<float>(n_all);
+          g.batch_rows = sl.hi - sl.lo;
+          g.batch_offset = sl.lo;
+        }
         g.reset();
-        ForwardArgs a{x.data(), B, T};
-        Var loss = cross_entropy(g, model.forward(g, a), y.data(), B * T);
-        if (t.accum > 1) loss = scale(g, loss, 1.0f / static_cast<float>(t.accum));
+        ForwardArgs a = comm.size() > 1 ? ForwardArgs{x.data() + sl.lo * T, sl.hi - sl.lo, T} : ForwardArgs{x.data(), B, T};
+        const int32_t* targets = comm.size() > 1 ? y.data() + sl.lo * T : y.data();
+        Var loss = cross_entropy(g, model.forward(g, a), targets, a.batch * T);
+        if (weight != 1.0f) loss = scale(g, loss, weight);
         loss_sum += g.value(loss).data[0];
+        if (comm.size() > 1 && m + 1 == t.accum) sync.attach(g);
         g.backward(loss);
+      }
+      if (comm.size() > 1) {
+        auto tc = clock::now();
+        sync.finish();
+        comm.allreduce_sum(&loss_sum, 1);
+        allreduce_seconds += std::chrono::duration<double>(clock::now() - tc).count();
       }
       double norm = global_grad_norm(params);
       if (!std::isfinite(loss_sum) || !std::isfinite(norm)) {
@@ -425,26 +516,31 @@ RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
       ++window.steps;
       double tok_s = static_cast<double>(B * T * t.accum) * static_cast<double>(trained_steps) / train_seconds;
       if (step % t.log_every == 0 || step == t.steps) {
-        rf.append("train", {{"step", double(step)}, {"loss", window.loss / double(window.steps)}, {"lr", lr},
-                            {"grad_norm", norm}, {"tokens_per_s", tok_s}});
+        if (rfp)
+          rfp->append("train", {{"step", double(step)}, {"loss", window.loss / double(window.steps)}, {"lr", lr},
+                                {"grad_norm", norm}, {"tokens_per_s", tok_s}});
         progress.step(step, window.loss / double(window.steps), lr, tok_s,
                       std::chrono::duration<double>(clock::now() - t0).count(), train_seconds / double(trained_steps));
         window = LossWindow{};
       }
       if (step % t.eval_every == 0 || step == t.steps) {
-        double tl = evaluate(model, g, s.data, true, t, T, s.seed, x, y);
-        double vl = evaluate(model, g, s.data, false, t, T, s.seed + 1, x, y);
-        rf.append("eval", {{"step", double(step)}, {"train_loss", tl}, {"val_loss", vl}, {"val_ppl", std::exp(vl)}});
+        g.batch_rows = g.batch_offset = 0;
+        double tl = evaluate(model, g, s.data, true, t, T, s.seed, x, y, comm);
+        double vl = evaluate(model, g, s.data, false, t, T, s.seed + 1, x, y, comm);
+        if (rfp) rfp->append("eval", {{"step", double(step)}, {"train_loss", tl}, {"val_loss", vl}, {"val_ppl", std::exp(vl)}});
+        // Evaluators (generation, task metrics) run on rank 0 only; the others wait at the
+        // next step's allreduce.
         for (auto& [table, ev] : s.evaluators) {
+          if (!rfp) break;
           EvalContext ctx{model, *s.tokenizer, step, step == t.steps, s.seed, exp.dir()};
           auto row = ev->evaluate(ctx);
           std::string shown;
           for (const auto& [k, v] : row) shown += " " + k + " " + std::to_string(v);
           row.insert(row.begin(), {"step", double(step)});
-          rf.append(table, row);
+          rfp->append(table, row);
           progress.line(table + " step " + std::to_string(step) + ":" + shown);
         }
-        rf.flush();
+        if (rfp) rfp->flush();
         sum.train_loss = tl;
         sum.val_loss = vl;
         char buf[160];
@@ -453,20 +549,34 @@ RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
         progress.line(buf);
       }
       if (step % t.checkpoint_every == 0 || step == t.steps) {
-        rf.flush();
-        save_checkpoint(s.out_dir, exp, s, step, data_rng, window);
+        if (comm.size() > 1) {
+          // Every rank applied the same summed gradients to the same weights; check it.
+          uint64_t h = weights_hash(params), h0 = h;
+          comm.broadcast(&h0, 1);
+          double differ = h != h0;
+          comm.allreduce_sum(&differ, 1);
+          if (differ > 0)
+            fail("step " + std::to_string(step) + ": the weights of " + std::to_string(static_cast<int64_t>(differ)) +
+                 " rank(s) differ from rank 0's (an MPI reduction that is not bitwise identical on every rank?)");
+        }
+        if (rfp) {
+          rfp->flush();
+          save_checkpoint(s.out_dir, exp, s, step, data_rng, window);
+        }
       }
     }
   } catch (const std::exception& e) {
-    if (rf.is_open()) {
-      rf.set_attr("status", "failed");
-      rf.set_attr("error", e.what());
-      rf.flush();
+    if (rfp && rfp->is_open()) {
+      rfp->set_attr("status", "failed");
+      rfp->set_attr("error", e.what());
+      rfp->flush();
     }
     throw;
   }
   sum.steps = t.steps;
   sum.tokens_per_s = trained_steps ? static_cast<double>(B * T * t.accum) * double(trained_steps) / train_seconds : 0;
+  if (!root) return sum;
+  RunFile& rf = *rfp;
   if (s.sample_tokens > 0) {
     Rng rng(s.seed ^ 0x5A3Bull);
     std::vector<int32_t> prompt = s.tokenizer->encode(s.sample_prompt);
@@ -480,6 +590,11 @@ RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
   rf.set_attr("status", "done");
   rf.set_attr("finished", now_iso());
   rf.set_attr("train_seconds", train_seconds);
+  if (comm.size() > 1) {
+    rf.set_attr("allreduce_seconds", allreduce_seconds);  // rank 0's wait included
+    rf.set_attr("allreduce_buckets", static_cast<int64_t>(sync.buckets()));
+    rf.set_attr("allreduce_buckets_during_backward", static_cast<int64_t>(sync.started_during_backward()));  // last step
+  }
   rf.close();
   return sum;
 }

@@ -120,6 +120,18 @@ class Graph {
   std::chrono::steady_clock::time_point open_since_;
   size_t peak_ = 0;     // floats used in the largest step so far
   size_t current_ = 0;  // floats used in this step
+
+ public:
+  // Data-parallel training: this graph computes sequences [batch_offset, batch_offset +
+  // batch_rows) of a larger batch, and stochastic ops draw what those sequences would draw
+  // in the whole batch. 0 rows: the batch is whole. (Last, so that older plugins' view of
+  // the members above is unchanged.)
+  int64_t batch_rows = 0;
+  int64_t batch_offset = 0;
+  // Called by backward() after it visits each node, with the node's id (gradient
+  // transfers start from here while backward goes on; grad_sync.hpp). Null: nothing.
+  void (*after_backward_node)(void* ctx, int id) = nullptr;
+  void* after_backward_ctx = nullptr;
 };
 
 // Disables grad recording in a scope (evaluation, generation).

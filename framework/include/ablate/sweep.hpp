@@ -126,4 +126,48 @@ struct SweepRunResult {
 };
 SweepRunResult run_sweep(const Sweep& s, const std::vector<PointCheck>& checks, const SweepRunOptions& o);
 
+// ---- Slurm (sweep_slurm.cpp; docs/CLUSTER.md) ----------------------------------------------
+// A sweep as one Slurm array job: one array task per point that is not done, each running
+// `ablate sweep FILE --point $SLURM_ARRAY_TASK_ID`. The generated batch script stays in the
+// sweep directory (<dir>/slurm/submit-<n>.sbatch) and every submitted job is recorded in
+// <dir>/slurm_jobs ("<job id> <indices> <time>" per line) for sweep_status.
+struct SlurmOptions {
+  std::string partition, time, mem;     // sbatch --partition/--time/--mem ("" = cluster default)
+  int64_t cpus_per_task = 0;            // sbatch --cpus-per-task and ablate --threads (0: Slurm's default, 1 thread)
+  int64_t max_running = 0;              // --array=...%N: at most N tasks at once (0: no limit)
+  std::string binary;                   // the ablate executable the tasks run
+  std::vector<std::string> extra_args;  // passed to every task (e.g. --plugin-dir D)
+  std::vector<std::string> sbatch_args; // more sbatch options, verbatim
+};
+struct SlurmSubmission {
+  std::string job_id;               // "" when nothing needed submitting
+  std::string script;               // the batch script's path
+  std::vector<int64_t> submitted;   // point indices in the array
+  std::vector<int64_t> done;        // skipped: done
+  std::vector<int64_t> queued;      // skipped: pending or running in an earlier job
+};
+SlurmSubmission submit_slurm(const Sweep& s, const std::vector<PointCheck>& checks, const SlurmOptions& o);
+
+// "0-3,5,7-8" for sbatch --array, and back ("1-7:2" steps and "%N" limits understood).
+std::string array_spec(const std::vector<int64_t>& indices);
+std::vector<int64_t> parse_array_spec(const std::string& spec);
+
+// The state of every point: from its run file, and for points submitted to Slurm from
+// Slurm's own view (squeue for queued/running tasks, scontrol for finished ones; no
+// accounting needed).
+struct PointStatus {
+  std::string state;   // pending, running, done, failed, not started
+  std::string detail;  // "step 40/60", "Slurm: FAILED exit 1", the run's error, ...
+  std::string slurm;   // "12_3" when a Slurm task is known for the point
+};
+std::vector<PointStatus> sweep_status(const Sweep& s);
+
+// Runs argv (looked up on PATH) and returns its exit status and stdout+stderr; status
+// 127 when the program cannot be started.
+struct ProcessResult {
+  int status = -1;
+  std::string output;
+};
+ProcessResult run_process(const std::vector<std::string>& argv);
+
 }  // namespace ablate

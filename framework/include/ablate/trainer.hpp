@@ -14,12 +14,17 @@
 
 namespace ablate {
 
+class Communicator;
+
 struct RunOptions {
   std::string out_dir;            // overrides output.dir
   bool resume = false;            // continue from out_dir/checkpoint.ckpt if present
   bool allow_config_change = false;
   bool quiet = false;             // no progress line
-  int64_t threads = 0;            // 0: train.threads from the config
+  int64_t threads = 0;            // 0: train.threads from the config, else this machine's cores / its ranks
+  // Data-parallel ranks (communicator.hpp); null: world(), i.e. MPI_COMM_WORLD under an MPI
+  // launcher, else this process alone. Rank 0 alone writes the run file and checkpoints.
+  Communicator* comm = nullptr;
 };
 
 struct RunSummary {

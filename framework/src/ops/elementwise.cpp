@@ -221,16 +221,16 @@ uint64_t dropout_seed(const Graph& g) {
 // y = keep ? s x : 0 over [i0, i1), recording keep if asked. Plain locals and restrict
 // pointers so that the hash vectorises (no aliasing through the mask bytes).
 void dropout_span(const float* __restrict x, float* __restrict y, uint8_t* __restrict keep,
-                  int64_t i0, int64_t i1, uint64_t seed, uint64_t node_id, float p, float s) {
+                  int64_t i0, int64_t i1, uint64_t seed, uint64_t node_id, uint64_t offset, float p, float s) {
   if (keep) {
     for (int64_t i = i0; i < i1; ++i) {
-      const bool k = hash_uniform_inline(seed, node_id, static_cast<uint64_t>(i)) >= p;
+      const bool k = hash_uniform_inline(seed, node_id, offset + static_cast<uint64_t>(i)) >= p;
       keep[i] = k ? 1 : 0;
       y[i] = k ? s * x[i] : 0.0f;
     }
   } else {
     for (int64_t i = i0; i < i1; ++i)
-      y[i] = hash_uniform_inline(seed, node_id, static_cast<uint64_t>(i)) >= p ? s * x[i] : 0.0f;
+      y[i] = hash_uniform_inline(seed, node_id, offset + static_cast<uint64_t>(i)) >= p ? s * x[i] : 0.0f;
   }
 }
 
@@ -289,12 +289,15 @@ Var dropout(Graph& g, Var x, float p) {
   const float s = 1.0f / (1.0f - p);
   const uint64_t seed = dropout_seed(g);
   const uint64_t node_id = static_cast<uint64_t>(out.id);
+  // A slice of a larger batch (data-parallel ranks) draws the mask its rows would get in
+  // the whole batch: every row-major activation here holds numel / rows values per sequence.
+  const uint64_t offset = g.batch_rows > 0 ? static_cast<uint64_t>(X.numel() / g.batch_rows * g.batch_offset) : 0;
   uint8_t* keep = n.requires_grad ? g.alloc_as<uint8_t>(static_cast<size_t>(X.numel())) : nullptr;
   n.f[0] = s;
   n.p[0] = keep;
   float* y = n.value.data;
   parallel_chunks(X.numel(), items_per_task(8), [&](int64_t i0, int64_t i1) {
-    dropout_span(X.data, y, keep, i0, i1, seed, node_id, p, s);
+    dropout_span(X.data, y, keep, i0, i1, seed, node_id, offset, p, s);
   });
   return out;
 }
