@@ -142,7 +142,9 @@ TEST_CASE("io/data: resolve_data_file search order") {
   fs::create_directories(a.path / "dir.txt");
   ablate::DataSearchOptions opt;
   opt.cache_dir = b.path.string();
-  CHECK(contains(error_of([&] { ablate::resolve_data_file("dir.txt", a.path.string(), opt); }), "not found"));
+  const std::string dir_msg = error_of([&] { ablate::resolve_data_file("dir.txt", a.path.string(), opt); });
+  CHECK(contains(dir_msg, "not found"));
+  CHECK(contains(dir_msg, "dir.txt  (a directory: name the text file inside it)"));
 }
 
 TEST_CASE("io/data: a missing unknown file lists every place searched") {

@@ -269,7 +269,10 @@ std::string resolve_data_file(const std::string& name, const std::string& yaml_d
     if (is_file(p)) return p;
 
   std::string msg = "data file '" + name + "' not found. Searched:\n";
-  for (const auto& p : places) msg += "  " + p + "\n";
+  for (const auto& p : places) {
+    std::error_code ec;
+    msg += "  " + p + (fs::is_directory(p, ec) ? "  (a directory: name the text file inside it)" : "") + "\n";
+  }
   const std::string file_name = fs::path(name).filename().string();
   const std::string cache = opt.cache_dir.empty() ? default_cache_dir() : opt.cache_dir;
   const KnownDataset* known = fs::path(name).is_absolute() ? nullptr : find_known(file_name);
