@@ -354,8 +354,9 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
     n.p[2] = const_cast<float*>(a.slopes);
   }
   float* y = n.value.data;
-  const int64_t cost = T * a.Tk * HS * 3;
-  parallel_chunks(B * NH, items_per_task(cost), [&](int64_t t0, int64_t t1) {
+  // Tasks of equal size (decoding 8 heads: 4 + 4, not 7 + 1).
+  const int64_t cost = T * a.Tk * HS * 3, tasks = ceil_div(B * NH, items_per_task(cost));
+  parallel_chunks(B * NH, ceil_div(B * NH, tasks), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) forward_head(a, t / NH, t % NH, y, lse, spec.weights_out);
   });
   if (cache) cache->length += T;
