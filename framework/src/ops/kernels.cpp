@@ -142,11 +142,11 @@ void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   // Every task packs the shared operand again, at a cost of about 1/block of its product
   // (blocks of 16 rows lost 30% at 2048x96x384; 256 rows are within a few % of one
   // GEMM), so blocks are about 256 wide: an even number of them (2 to 16) so that two
-  // cores balance. Products under ~8 MFLOP run as one GEMM.
+  // cores balance. Products under ~2 MFLOP run as one GEMM.
   // A few rows (decoding) are matrix-vector products that read B once from memory: two
   // column halves from 16K floats of B, so that each of two cores reads (and caches) half
   // (a TBB dispatch costs about as much as a smaller product).
-  constexpr int64_t kMinMacs = int64_t{1} << 22, kMinGemv = int64_t{1} << 14;
+  constexpr int64_t kMinMacs = int64_t{1} << 20, kMinGemv = int64_t{1} << 14;
   constexpr int64_t kBlock = 256;
   const bool gemv = m <= 4;
   const bool split_rows = !gemv && m >= n;
