@@ -3,6 +3,7 @@
 // Eigen's packed kernel. Not installed; ops.hpp is the public interface.
 #pragma once
 #include <tbb/blocked_range.h>
+#include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
@@ -43,7 +44,8 @@ void parallel_chunks(int64_t n, int64_t chunk, const F& f) {
   if (n <= 0) return;
   chunk = std::max<int64_t>(1, chunk);
   const int64_t nchunks = ceil_div(n, chunk);
-  if (nchunks == 1 || tbb::this_task_arena::max_concurrency() == 1) {
+  if (nchunks == 1 || tbb::this_task_arena::max_concurrency() == 1 ||
+      tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism) == 1) {
     for (int64_t c = 0; c < nchunks; ++c) f(c * chunk, std::min(n, (c + 1) * chunk));
     return;
   }
