@@ -144,9 +144,9 @@ void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   // GEMM), so blocks are about 256 wide: an even number of them (2 to 16) so that two
   // cores balance. Products under ~2 MFLOP run as one GEMM.
   // A few rows (decoding) are matrix-vector products that read B once from memory: two
-  // column halves from 16K floats of B, so that each of two cores reads (and caches) half
-  // (a TBB dispatch costs about as much as a smaller product).
-  constexpr int64_t kMinMacs = int64_t{1} << 20, kMinGemv = int64_t{1} << 14;
+  // column halves from 32K floats of B, so that each of two cores reads (and caches) half
+  // (a TBB dispatch costs 1.5-2 us; seed002 decoding was fastest with this threshold).
+  constexpr int64_t kMinMacs = int64_t{1} << 20, kMinGemv = int64_t{1} << 15;
   constexpr int64_t kBlock = 256;
   const bool gemv = m <= 4;
   const bool split_rows = !gemv && m >= n;
