@@ -836,6 +836,21 @@ TEST_CASE("ops/determinism: linear and attention are bitwise identical with 1 an
   tbb::task_arena(1).execute([&] { one = gemm(); });
   tbb::task_arena(2).execute([&] { two = gemm(); });
   CHECK(std::memcmp(one.data(), two.data(), sizeof(float) * one.size()) == 0);
+  // Decoding shapes: matrix-vector products split over output columns, w plain and transposed.
+  for (int64_t rows : {1, 3}) {
+    for (bool tw : {false, true}) {
+      CAPTURE(rows);
+      CAPTURE(tw);
+      auto gemv = [&] {
+        Graph g;
+        Var w = tw ? g.constant(wv.data(), M, K) : g.constant(wv.data(), K, M);
+        return to_vec(g.value(linear(g, g.constant(xv.data(), rows, K), w, Var{}, tw)));
+      };
+      tbb::task_arena(1).execute([&] { one = gemv(); });
+      tbb::task_arena(2).execute([&] { two = gemv(); });
+      CHECK(std::memcmp(one.data(), two.data(), sizeof(float) * one.size()) == 0);
+    }
+  }
 }
 
 // ---- errors ------------------------------------------------------------------------------------

@@ -128,11 +128,16 @@ Var Graph::make(int64_t rows, int64_t cols, BackwardFn backward, std::initialize
 }
 
 Tensor& Graph::grad(int id) {
+  bool fresh = false;
+  Tensor& t = grad_unzeroed(id, fresh);
+  if (fresh) std::memset(t.data, 0, sizeof(float) * static_cast<size_t>(t.numel()));
+  return t;
+}
+
+Tensor& Graph::grad_unzeroed(int id, bool& fresh) {
   Node& n = nodes_[static_cast<size_t>(id)];
-  if (!n.grad.data) {
-    n.grad = Tensor{alloc(static_cast<size_t>(n.value.numel())), n.value.rows, n.value.cols};
-    std::memset(n.grad.data, 0, sizeof(float) * static_cast<size_t>(n.value.numel()));
-  }
+  fresh = !n.grad.data;
+  if (fresh) n.grad = Tensor{alloc(static_cast<size_t>(n.value.numel())), n.value.rows, n.value.cols};
   return n.grad;
 }
 

@@ -78,6 +78,10 @@ class Graph {
   // The gradient buffer of a node, allocated and zeroed on first use.
   Tensor& grad(Var v) { return grad(v.id); }
   Tensor& grad(int id);
+  // The same for an op that writes every element of it: on the first contribution the
+  // buffer is not zeroed and `fresh` is set, and the op overwrites (or zeroes each block
+  // as it goes, in cache) instead of accumulating.
+  Tensor& grad_unzeroed(int id, bool& fresh);
   bool requires_grad(Var v) const { return v.valid() && nodes_[static_cast<size_t>(v.id)].requires_grad; }
   bool requires_grad(int id) const { return id >= 0 && nodes_[static_cast<size_t>(id)].requires_grad; }
 

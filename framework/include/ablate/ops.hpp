@@ -50,7 +50,9 @@ Var softmax(Graph& g, Var x);
 struct KVCache {
   int64_t batch = 0, capacity = 0, width = 0;  // width = NKV*HS
   int64_t length = 0;                          // positions filled
-  std::vector<float> k, v;                     // (batch, capacity, width)
+  // v (batch, capacity, width); k transposed, (batch, width, capacity), so that the
+  // scores of one query are a product along contiguous keys.
+  std::vector<float> k, v;
   void init(int64_t batch_, int64_t capacity_, int64_t width_);
 };
 

@@ -45,16 +45,17 @@ struct Attn {
   const float* slopes;      // (NH) or null
   const uint8_t* key_mask;  // (B*Tk) or null
   const float* q;           // (B*T, NH*HS)
-  const float* k;           // element (b, j, c) at k[b*kv_bstride + j*kv_rstride + c]
-  const float* v;
+  const float* k;           // element (b, j, c) at k[b*kv_bstride + j*k_rstride + c*k_cstride]
+  const float* v;           // element (b, j, c) at v[b*kv_bstride + j*kv_rstride + c]
   int64_t kv_bstride, kv_rstride;
+  int64_t k_rstride, k_cstride;  // (kv_rstride, 1), or (1, capacity) for a KVCache's keys
   int64_t group() const { return NH / NKV; }
   // Keys [0, visible(i)) are visible to query i.
   int64_t visible(int64_t i) const { return causal ? std::min(Tk, offset + i + 1) : Tk; }
   const float* q_at(int64_t b, int64_t h, int64_t i) const {
     return q + (b * T + i) * NH * HS + h * HS;
   }
-  const float* k_at(int64_t b, int64_t kh) const { return k + b * kv_bstride + kh * HS; }
+  const float* k_at(int64_t b, int64_t kh) const { return k + b * kv_bstride + kh * HS * k_cstride; }
   const float* v_at(int64_t b, int64_t kh) const { return v + b * kv_bstride + kh * HS; }
 };
 
@@ -70,8 +71,9 @@ void score_block(const Attn& a, int64_t b, int64_t h, int64_t i0, int64_t i1, in
                  int64_t ld, float* s) {
   const int64_t kh = h / a.group(), nq = i1 - i0;
   std::memset(s, 0, sizeof(float) * static_cast<size_t>(nq * ld));
-  gemm_acc(false, true, nq, jm, a.HS, a.scale, a.q_at(b, h, i0), a.NH * a.HS, a.k_at(b, kh),
-           a.kv_rstride, s, ld);
+  const bool k_rows = a.k_cstride == 1;
+  gemm_acc(false, k_rows, nq, jm, a.HS, a.scale, a.q_at(b, h, i0), a.NH * a.HS, a.k_at(b, kh),
+           k_rows ? a.k_rstride : a.k_cstride, s, ld);
   const uint8_t* km = a.key_mask ? a.key_mask + b * a.Tk : nullptr;
   for (int64_t i = i0; i < i1; ++i) {
     float* sr = s + (i - i0) * ld;
@@ -237,7 +239,8 @@ void attention_backward(Graph& g, int id) {
   a.q = g.node(n.in[0]).value.data;
   a.k = g.node(n.in[1]).value.data;
   a.v = g.node(n.in[2]).value.data;
-  a.kv_rstride = a.NKV * a.HS;
+  a.kv_rstride = a.k_rstride = a.NKV * a.HS;
+  a.k_cstride = 1;
   a.kv_bstride = a.T * a.kv_rstride;
   const float* lse = static_cast<const float*>(n.p[0]);
   const float* out = n.value.data;
@@ -294,26 +297,30 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
       throw Error("attention: the KV cache is full: " + std::to_string(cache->length) + " + " +
                   std::to_string(T) + " positions exceed its capacity " +
                   std::to_string(cache->capacity) + "; init it with a larger capacity");
-    const int64_t W = cache->width;
+    const int64_t W = cache->width, cap = cache->capacity, len = cache->length;
     for (int64_t b = 0; b < B; ++b) {
-      const size_t dst = static_cast<size_t>((b * cache->capacity + cache->length) * W);
-      const size_t bytes = sizeof(float) * static_cast<size_t>(T * W);
-      std::memcpy(cache->k.data() + dst, K.data + b * T * W, bytes);
-      std::memcpy(cache->v.data() + dst, V.data + b * T * W, bytes);
+      const size_t dst = static_cast<size_t>((b * cap + len) * W);
+      std::memcpy(cache->v.data() + dst, V.data + b * T * W, sizeof(float) * static_cast<size_t>(T * W));
+      float* kt = cache->k.data() + b * cap * W;  // (W, cap)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t c = 0; c < W; ++c) kt[c * cap + len + t] = K.data[(b * T + t) * W + c];
     }
     a.Tk = cache->length + T;
     a.offset = cache->length;
     a.k = cache->k.data();
     a.v = cache->v.data();
-    a.kv_bstride = cache->capacity * W;
+    a.kv_bstride = cap * W;
     a.kv_rstride = W;
+    a.k_rstride = 1;
+    a.k_cstride = cap;
     a.key_mask = nullptr;
   } else {
     a.Tk = T;
     a.offset = 0;
     a.k = K.data;
     a.v = V.data;
-    a.kv_rstride = NKV * HS;
+    a.kv_rstride = a.k_rstride = NKV * HS;
+    a.k_cstride = 1;
     a.kv_bstride = T * a.kv_rstride;
     a.key_mask = spec.key_mask;
   }
@@ -347,8 +354,9 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
     n.p[2] = const_cast<float*>(a.slopes);
   }
   float* y = n.value.data;
-  const int64_t cost = T * a.Tk * HS * 3;
-  parallel_chunks(B * NH, items_per_task(cost), [&](int64_t t0, int64_t t1) {
+  // Tasks of equal size (decoding 8 heads: 4 + 4, not 7 + 1).
+  const int64_t cost = T * a.Tk * HS * 3, tasks = ceil_div(B * NH, items_per_task(cost));
+  parallel_chunks(B * NH, ceil_div(B * NH, tasks), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) forward_head(a, t / NH, t % NH, y, lse, spec.weights_out);
   });
   if (cache) cache->length += T;

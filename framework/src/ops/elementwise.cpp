@@ -35,9 +35,13 @@ void add_backward(Graph& g, int id) {
   const Tensor dy = n.grad;  // (N,C)
   const int64_t N = dy.rows, C = dy.cols;
   if (g.requires_grad(n.in[0])) {
-    float* da = g.grad(n.in[0]).data;  // (N,C)
+    bool fresh;
+    float* da = g.grad_unzeroed(n.in[0], fresh).data;  // (N,C)
     parallel_chunks(N * C, items_per_task(1), [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) da[i] += dy.data[i];
+      if (fresh)
+        std::copy(dy.data + i0, dy.data + i1, da + i0);
+      else
+        for (int64_t i = i0; i < i1; ++i) da[i] += dy.data[i];
     });
   }
   if (g.requires_grad(n.in[1])) {
@@ -196,9 +200,12 @@ void activation_backward(Graph& g, int id) {
   if (!g.requires_grad(n.in[0])) return;
   const float* x = g.node(n.in[0]).value.data;
   const float* dy = n.grad.data;
-  float* dx = g.grad(n.in[0]).data;
-  for_spans(n.grad.numel(), A::kCost,
-            [&](int64_t i, int64_t w) { A::bwd(x + i, dy + i, dx + i, w); });
+  bool fresh;
+  float* dx = g.grad_unzeroed(n.in[0], fresh).data;
+  for_spans(n.grad.numel(), A::kCost, [&](int64_t i, int64_t w) {
+    if (fresh) std::fill(dx + i, dx + i + w, 0.0f);
+    A::bwd(x + i, dy + i, dx + i, w);
+  });
 }
 
 template <class A>

@@ -85,7 +85,6 @@ void gemm_run(Index m, Index n, Index k, float alpha, const float* a, Index lda,
 // would pack the whole of B for each call, which costs more than the product itself.
 void gemv_rows(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
-  using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using Strided = Eigen::Map<const Eigen::VectorXf, 0, Eigen::InnerStride<>>;
   Eigen::Map<const RowMat, 0, Eigen::OuterStride<>> B(b, trans_b ? n : k, trans_b ? k : n, Eigen::OuterStride<>(ldb));
   for (int64_t i = 0; i < m; ++i) {
@@ -97,10 +96,22 @@ void gemv_rows(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
   }
 }
 
+// One column of C (m,1): a matrix-vector product, C += alpha op(A) b.
+void gemv_col(bool trans_a, bool trans_b, int64_t m, int64_t k, float alpha, const float* a, int64_t lda,
+              const float* b, int64_t ldb, float* c, int64_t ldc) {
+  using Strided = Eigen::Map<const Eigen::VectorXf, 0, Eigen::InnerStride<>>;
+  Eigen::Map<const RowMat, 0, Eigen::OuterStride<>> A(a, trans_a ? k : m, trans_a ? m : k, Eigen::OuterStride<>(lda));
+  Strided bv(b, k, Eigen::InnerStride<>(trans_b ? 1 : ldb));
+  Eigen::Map<Eigen::VectorXf, 0, Eigen::InnerStride<>> cv(c, m, Eigen::InnerStride<>(ldc));
+  if (trans_a) cv.noalias() += alpha * (A.transpose() * bv);
+  else cv.noalias() += alpha * (A * bv);
+}
+
 void gemm_acc(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
               const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
   if (m <= 0 || n <= 0 || k <= 0) return;
   if (m <= 4) return gemv_rows(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc);
+  if (n == 1) return gemv_col(trans_a, trans_b, m, k, alpha, a, lda, b, ldb, c, ldc);
   // A row-major (k,m) matrix read as its transpose is a column-major (m,k) one.
   constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
   if (!trans_a && !trans_b)
@@ -131,14 +142,18 @@ void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   // Every task packs the shared operand again, at a cost of about 1/block of its product
   // (blocks of 16 rows lost 30% at 2048x96x384; 256 rows are within a few % of one
   // GEMM), so blocks are about 256 wide: an even number of them (2 to 16) so that two
-  // cores balance. Products under ~8 MFLOP run as one GEMM.
-  constexpr int64_t kMinMacs = int64_t{1} << 22;
+  // cores balance. Products under ~2 MFLOP run as one GEMM.
+  // A few rows (decoding) are matrix-vector products that read B once from memory: two
+  // column halves from 32K floats of B, so that each of two cores reads (and caches) half
+  // (a TBB dispatch costs 1.5-2 us; seed002 decoding was fastest with this threshold).
+  constexpr int64_t kMinMacs = int64_t{1} << 20, kMinGemv = int64_t{1} << 15;
   constexpr int64_t kBlock = 256;
-  const bool split_rows = m >= n;
+  const bool gemv = m <= 4;
+  const bool split_rows = !gemv && m >= n;
   const int64_t dim = split_rows ? m : n;
   int64_t nblocks = std::min<int64_t>(16, dim / kBlock);
-  nblocks = std::max<int64_t>(2, nblocks - nblocks % 2);
-  if (m * n * std::max<int64_t>(k, 1) < kMinMacs || dim < 2 * 16) {
+  nblocks = gemv ? 2 : std::max<int64_t>(2, nblocks - nblocks % 2);
+  if ((gemv ? n * k < kMinGemv : m * n * std::max<int64_t>(k, 1) < kMinMacs) || dim < 2 * 16) {
     set_block(0, m, 0, n);
     gemm_acc(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc);
     return;

@@ -3,7 +3,9 @@
 // Eigen's packed kernel. Not installed; ops.hpp is the public interface.
 #pragma once
 #include <tbb/blocked_range.h>
+#include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 
 #include <Eigen/Core>
 #include <algorithm>
@@ -35,14 +37,16 @@ void check_var(const char* op, const char* name, Graph& g, Var v);
 
 // Runs f(begin, end) over [0, n) in chunks of `chunk` whose boundaries depend only on
 // n and chunk, never on the number of threads, so any per-chunk arithmetic (GEMM
-// blocking, partial sums) is the same whatever the scheduling. One chunk: no TBB.
+// blocking, partial sums) is the same whatever the scheduling. One chunk or one
+// thread: a plain loop, no TBB.
 template <class F>
 void parallel_chunks(int64_t n, int64_t chunk, const F& f) {
   if (n <= 0) return;
   chunk = std::max<int64_t>(1, chunk);
   const int64_t nchunks = ceil_div(n, chunk);
-  if (nchunks == 1) {
-    f(int64_t{0}, n);
+  if (nchunks == 1 || tbb::this_task_arena::max_concurrency() == 1 ||
+      tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism) == 1) {
+    for (int64_t c = 0; c < nchunks; ++c) f(c * chunk, std::min(n, (c + 1) * chunk));
     return;
   }
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, nchunks, 1),

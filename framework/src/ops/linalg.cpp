@@ -17,8 +17,9 @@ void linear_backward(Graph& g, int id) {
   const bool tw = n.i[0] != 0;
   const int64_t N = x.rows, K = x.cols, M = dy.cols;
   if (g.requires_grad(n.in[0])) {
-    float* dx = g.grad(n.in[0]).data;  // (N,K) += dy (N,M) . op(w)^T (M,K)
-    gemm_acc_parallel(false, !tw, N, K, M, 1.0f, dy.data, M, w.data, tw ? K : M, dx, K);
+    bool fresh;
+    float* dx = g.grad_unzeroed(n.in[0], fresh).data;  // (N,K) += dy (N,M) . op(w)^T (M,K)
+    gemm_acc_parallel(false, !tw, N, K, M, 1.0f, dy.data, M, w.data, tw ? K : M, dx, K, fresh);
   }
   if (g.requires_grad(n.in[1])) {
     float* dw = g.grad(n.in[1]).data;
