@@ -128,7 +128,13 @@ double measure_fma_peak(int64_t threads, double seconds) {
   constexpr int kLanes = 16;
   auto fma = [](vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); };
   auto set1 = [](float x) { return _mm512_set1_ps(x); };
-  auto sum = [](vec a) { return _mm512_reduce_add_ps(a); };
+  auto sum = [](vec a) {  // (not _mm512_reduce_add_ps: GCC 12 warns inside its header)
+    alignas(64) float t[16];
+    _mm512_store_ps(t, a);
+    float s = 0;
+    for (float x : t) s += x;
+    return s;
+  };
 #elif defined(__AVX2__) && defined(__FMA__)
   using vec = __m256;
   constexpr int kLanes = 8;
