@@ -136,14 +136,16 @@ TEST_CASE("reliability/bad input: plugin libraries given with --plugin-dir") {
   ablate::test::TempDir dir;
   std::string exp = dir.write("exp.yaml", kExp);
   const std::string base = "run " + exp + " -q -o " + (dir / "run") + " --plugin-dir " + ABLATE_TEST_PLUGIN_DIR + "/";
-  expect(ablate_cli(base + "bad_version"), 1, {"bad_version.so: plugin API version 999, but this ablate expects 1"});
+  const std::string v = std::to_string(ablate::kPluginApiVersion);
+  expect(ablate_cli(base + "bad_version"), 1,
+         {"bad_version.so: plugin API version " + std::to_string(ablate::kPluginApiVersion + 998) + ", but this ablate expects " + v});
   expect(ablate_cli(base + "missing_symbol"), 1, {"missing_symbol.so: cannot load plugin library", "ablate_function_that_does_not_exist"});
   expect(ablate_cli(base + "no_symbol"), 1, {"no_symbol.so: not an ablate plugin"});
   expect(ablate_cli(base + "throws model.norm=throws"), 1,
          {"command-line override 'model.norm=throws': model.norm.type: norm 'throws'", "failed to initialise: deliberate failure"});
   expect(ablate_cli(base + "nonexistent"), 1, {"plugin directory '", "nonexistent' does not exist"});
   expect(ablate_cli("plugins --plugin-dir " + std::string(ABLATE_TEST_PLUGIN_DIR) + "/bad_version"), 1,
-         {"plugin API version 999"});
+         {"plugin API version " + std::to_string(ablate::kPluginApiVersion + 998)});
 }
 
 TEST_CASE("reliability/bad input: corrupt, truncated and foreign checkpoints for generate and --resume") {

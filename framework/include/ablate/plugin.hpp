@@ -11,8 +11,11 @@
 
 namespace ablate {
 
-// Bump on any change to PluginInfo, BuildContext or a family interface.
-constexpr int kPluginApiVersion = 1;
+// Bump on any change to PluginInfo, BuildContext, a family interface, or the layout of
+// what plugins use inline (Graph, Node, Tensor).
+//   1: first release.
+//   2: Node names its op; Graph has a profile, gradient-sync hooks and grad_unzeroed.
+constexpr int kPluginApiVersion = 2;
 
 // Model sizes a plugin may need. `layer` is the block index (-1 outside blocks).
 struct ModelDims {
