@@ -41,24 +41,7 @@ std::string validation_error(const std::string& text, const TempDir& d) {
   return "(no error)";
 }
 
-// A model small enough that a run of 60 steps takes about a second on one core.
-const char* kTinyBase = R"(name: tiny
-seed: 7
-data: {path: shakespeare_16k.txt, train_fraction: 0.9}
-tokenizer: char
-model:
-  d_model: 32
-  n_heads: 4
-  n_layers: 2
-  context: 32
-  positional: learned
-  attention: causal
-  ffn: relu
-  norm: {type: layernorm, placement: pre}
-train: {steps: 60, batch_size: 16, eval_every: 20, eval_batches: 4, checkpoint_every: 20, log_every: 10}
-optimizer: {type: adamw, lr: 1.0e-2}
-sample: {tokens: 20, prompt: "ROMEO:", temperature: 0.8}
-)";
+using ablate::test::kTinyBase;
 
 std::string ablate_cmd(const TempDir& d, const std::string& args) {
   return "cd " + d.path.string() + " && ABLATE_DATA_PATH=" + ABLATE_TEST_DATA_DIR + " " + ablate::test::ablate_binary() + " " + args;
