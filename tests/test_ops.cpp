@@ -4,10 +4,15 @@
 #include <doctest/doctest.h>
 #include <tbb/task_arena.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../framework/src/ops/kernels.hpp"
@@ -570,7 +575,9 @@ TEST_CASE("ops/forward: matmul and linear match a naive product at parallel size
   struct Shape {
     int64_t N, K, M;
   };
-  for (const Shape sh : {Shape{600, 70, 130}, Shape{64, 80, 1000}}) {
+  // Also decoding shapes (1 and 3 rows): matrix-vector products split over the inner
+  // dimension (an odd split for K = 200) or the output columns (w transposed).
+  for (const Shape sh : {Shape{600, 70, 130}, Shape{64, 80, 1000}, Shape{1, 96, 384}, Shape{3, 200, 100}}) {
     for (bool tw : {false, true}) {
       const int64_t N = sh.N, K = sh.K, M = sh.M;
       CAPTURE(N);
@@ -851,6 +858,68 @@ TEST_CASE("ops/determinism: linear and attention are bitwise identical with 1 an
       CHECK(std::memcmp(one.data(), two.data(), sizeof(float) * one.size()) == 0);
     }
   }
+}
+
+TEST_CASE("ops/parallel_chunks: every chunk once, fixed threads for few chunks, nesting, errors") {
+  std::thread::id caller = std::this_thread::get_id();
+  tbb::task_arena(2).execute([&] {
+    for (int64_t n : {1, 2, 7, 64, 1000}) {
+      for (int64_t chunk : {1, 3, 500}) {
+        CAPTURE(n);
+        CAPTURE(chunk);
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        kernels::parallel_chunks(n, chunk, [&](int64_t b, int64_t e) {
+          CHECK(e - b <= chunk);
+          CHECK(b % chunk == 0);
+          for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+        });
+        for (auto& h : hits) CHECK(h.load() == 1);
+      }
+    }
+    // Two chunks on two threads: chunk 0 on the caller, chunk 1 always on the same other
+    // thread (so that its data stays in that core's cache), and a loop nested in a
+    // chunk runs on that chunk's thread.
+    std::thread::id first;
+    for (int rep = 0; rep < 50; ++rep) {
+      std::thread::id ids[2], nested[2];
+      kernels::parallel_chunks(2, 1, [&](int64_t b, int64_t) {
+        ids[b] = std::this_thread::get_id();
+        CHECK(kernels::in_parallel_region());
+        kernels::parallel_chunks(4, 1, [&](int64_t, int64_t) { nested[b] = std::this_thread::get_id(); });
+      });
+      CHECK(ids[0] == caller);
+      CHECK(ids[1] != caller);
+      if (rep == 0) first = ids[1];
+      CHECK(ids[1] == first);
+      CHECK(nested[0] == ids[0]);
+      CHECK(nested[1] == ids[1]);
+    }
+    CHECK_FALSE(kernels::in_parallel_region());
+    // An exception in any chunk reaches the caller, and the threads stay usable.
+    for (int64_t bad : {0, 1, 5}) {
+      CHECK_THROWS_WITH(kernels::parallel_chunks(8, 1,
+                                                 [&](int64_t b, int64_t) {
+                                                   if (b == bad) throw Error("chunk failed");
+                                                 }),
+                        "chunk failed");
+    }
+    std::atomic<int64_t> total{0};
+    kernels::parallel_chunks(100, 10, [&](int64_t b, int64_t e) { total += e - b; });
+    CHECK(total.load() == 100);
+    // A forked child (which has none of the parent's threads) runs parallel loops too.
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      std::atomic<int64_t> t{0};
+      kernels::parallel_chunks(2, 1, [&](int64_t b, int64_t e) { t += e - b; });
+      kernels::parallel_chunks(100, 10, [&](int64_t b, int64_t e) { t += e - b; });
+      _exit(t.load() == 102 ? 0 : 1);
+    }
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  });
 }
 
 // ---- errors ------------------------------------------------------------------------------------

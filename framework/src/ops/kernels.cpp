@@ -2,8 +2,15 @@
 // Eigen's GEBP kernel with caller-owned packing buffers, column sums.
 #include "kernels.hpp"
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdlib>
+#include <exception>
+#include <mutex>
 #include <new>
+#include <pthread.h>
+#include <thread>
+#include <vector>
 
 namespace ablate::kernels {
 
@@ -45,6 +52,119 @@ float* thread_scratch(ScratchSlot slot, size_t n_floats) {
     s.size = n;
   }
   return s.data;
+}
+
+namespace {
+thread_local int tls_region_depth = 0;
+
+// The persistent threads behind run_pinned (see kernels.hpp). One job at a time: the
+// caller publishes it by bumping `epoch_`; worker w runs part w+1 if there is one.
+class PinnedPool {
+ public:
+  explicit PinnedPool(int64_t workers) : remaining_(0) {
+    for (int64_t w = 0; w < workers; ++w) threads_.emplace_back([this, w] { loop(w); });
+  }
+  int64_t workers() const { return static_cast<int64_t>(threads_.size()); }
+
+  bool run(int64_t parts, void (*fn)(void*, int64_t), void* ctx) {
+    if (busy_.test_and_set(std::memory_order_acquire)) return false;
+    fn_ = fn;
+    ctx_ = ctx;
+    parts_ = parts;
+    error_ = nullptr;
+    remaining_.store(workers(), std::memory_order_relaxed);
+    epoch_.fetch_add(1, std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+      { std::lock_guard<std::mutex> lock(mutex_); }
+      wake_.notify_all();
+    }
+    std::exception_ptr mine;
+    try {
+      ParallelRegion region;
+      fn(ctx, 0);
+    } catch (...) {
+      mine = std::current_exception();
+    }
+    while (remaining_.load(std::memory_order_acquire) != 0) pause();
+    busy_.clear(std::memory_order_release);
+    if (mine) std::rethrow_exception(mine);
+    if (error_) std::rethrow_exception(error_);
+    return true;
+  }
+
+ private:
+  static void pause() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+
+  [[noreturn]] void loop(int64_t w) {
+    uint64_t seen = 0;
+    for (;;) {
+      // Spin about 2 ms (PAUSE takes about 10 ns here; decoding calls come every few us,
+      // training steps' parallel loops every few hundred), then sleep.
+      for (int i = 0; i < 200000 && epoch_.load(std::memory_order_acquire) == seen; ++i) pause();
+      if (epoch_.load(std::memory_order_acquire) == seen) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        sleepers_.fetch_add(1, std::memory_order_seq_cst);
+        wake_.wait(lock, [&] { return epoch_.load(std::memory_order_seq_cst) != seen; });
+        sleepers_.fetch_sub(1, std::memory_order_relaxed);
+      }
+      seen = epoch_.load(std::memory_order_acquire);
+      if (w + 1 < parts_) {
+        try {
+          ParallelRegion region;
+          fn_(ctx_, w + 1);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(mutex_);
+          error_ = std::current_exception();
+        }
+      }
+      remaining_.fetch_sub(1, std::memory_order_release);
+    }
+  }
+
+  std::vector<std::thread> threads_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::atomic_flag busy_ = ATOMIC_FLAG_INIT;
+  std::exception_ptr error_;
+  // The job and its epoch share a cache line, so a worker gets both in one transfer; the
+  // count the caller waits on has a line of its own.
+  alignas(64) std::atomic<uint64_t> epoch_{0};
+  void (*fn_)(void*, int64_t) = nullptr;
+  void* ctx_ = nullptr;
+  int64_t parts_ = 0;
+  alignas(64) std::atomic<int64_t> remaining_;
+  alignas(64) std::atomic<int64_t> sleepers_{0};
+};
+}  // namespace
+
+bool in_parallel_region() { return tls_region_depth > 0; }
+ParallelRegion::ParallelRegion() { ++tls_region_depth; }
+ParallelRegion::~ParallelRegion() { --tls_region_depth; }
+
+bool run_pinned(int64_t parts, void (*fn)(void*, int64_t), void* ctx) {
+  // Sized once for the machine; never destroyed (its threads live as long as the process).
+  // Sized for the CPUs this process may use (TBB reads the affinity mask), less the
+  // caller. Never destroyed: its threads live as long as the process. A child of fork()
+  // has none of them, so it starts a pool of its own.
+  static std::atomic<PinnedPool*> current{nullptr};
+  static std::atomic<bool> forked{false};
+  static std::mutex create;
+  PinnedPool* pool = current.load(std::memory_order_acquire);
+  if (!pool || forked.load(std::memory_order_relaxed)) {
+    std::lock_guard<std::mutex> lock(create);
+    pool = current.load(std::memory_order_acquire);
+    if (!pool) pthread_atfork(nullptr, nullptr, [] { forked.store(true); });
+    if (!pool || forked.exchange(false)) {
+      pool = new PinnedPool(std::max<int64_t>(1, static_cast<int64_t>(tbb::info::default_concurrency()) - 1));
+      current.store(pool, std::memory_order_release);
+    }
+  }
+  if (parts - 1 > pool->workers()) return false;
+  return pool->run(parts, fn, ctx);
 }
 
 namespace {
@@ -146,7 +266,7 @@ void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   // A few rows (decoding) are matrix-vector products that read B once from memory: two
   // column halves from 32K floats of B, so that each of two cores reads (and caches) half
   // (a TBB dispatch costs 1.5-2 us; seed002 decoding was fastest with this threshold).
-  constexpr int64_t kMinMacs = int64_t{1} << 20, kMinGemv = int64_t{1} << 15;
+  constexpr int64_t kMinMacs = int64_t{1} << 20, kMinGemv = int64_t{1} << 13;
   constexpr int64_t kBlock = 256;
   const bool gemv = m <= 4;
   const bool split_rows = !gemv && m >= n;
@@ -157,6 +277,30 @@ void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
     set_block(0, m, 0, n);
     gemm_acc(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc);
     return;
+  }
+  if (gemv && !trans_b) {
+    // B (k,n) row-major: each half of k is one contiguous block of B, which stays in one
+    // core's cache from token to token (column halves interleave in memory, and the
+    // hardware prefetcher pulls the other core's half in too: 46 us a seed002 token
+    // against 25). The upper half's partial sums go to scratch and are added after.
+    const int64_t half = round_up(ceil_div(k, 2), 16);
+    if (half < k) {
+      float* upper = thread_scratch(kSlotReduce, static_cast<size_t>(m * n));
+      parallel_chunks(k, half, [&](int64_t k0, int64_t k1) {
+        const float* a0 = trans_a ? a + k0 * lda : a + k0;
+        const float* b0 = b + k0 * ldb;
+        if (k0 == 0) {
+          set_block(0, m, 0, n);
+          gemm_acc(trans_a, false, m, n, k1 - k0, alpha, a0, lda, b0, ldb, c, ldc);
+        } else {
+          std::fill(upper, upper + m * n, 0.0f);
+          gemm_acc(trans_a, false, m, n, k1 - k0, alpha, a0, lda, b0, ldb, upper, n);
+        }
+      });
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t j = 0; j < n; ++j) c[r * ldc + j] += upper[r * n + j];
+      return;
+    }
   }
   const int64_t block = round_up(ceil_div(dim, nblocks), 16);
   if (split_rows) {
