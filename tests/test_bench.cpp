@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,22 @@ optimizer: {type: adamw, lr: 1.0e-3}
   CHECK(r.output.find("where a training step's") != std::string::npos);
   for (const char* op : {"\nlinear ", "\nattention ", "\nlayernorm ", "\ncross_entropy ", "\noptimizer step "})
     CHECK(r.output.find(op) != std::string::npos);
+  // A steady-state training step allocates nothing (malloc and operator new are counted),
+  // on one thread and on two: the second-to-last column of the tiny row.
+  for (const char* threads : {"1", "2"}) {
+    CAPTURE(threads);
+    auto t = ablate::test::run_command(ablate::test::ablate_binary() + " bench " + cfg +
+                                       " --no-torch --steps 5 --warmup 3 --gen-tokens 0 -j " + threads);
+    INFO(t.output);
+    REQUIRE(t.status == 0);
+    const size_t row = t.output.find("\ntiny ");
+    REQUIRE(row != std::string::npos);
+    std::istringstream fields(t.output.substr(row + 1, t.output.find('\n', row + 1) - row - 1));
+    std::vector<std::string> f;
+    for (std::string x; fields >> x;) f.push_back(x);
+    REQUIRE(f.size() >= 3);
+    CHECK(f[f.size() - 2] == "0");
+  }
   // An unknown key in a bench file is an error, not a silent default.
   const std::string bad = dir.write("bad.yaml", "name: bad\nvocab: 11\nmodel: {d_model: 16, n_heads: 2, n_layers: 1, context: 16}\n"
                                                  "train: {batch_size: 4, bach: 2}\noptimizer: {type: adamw}\n");

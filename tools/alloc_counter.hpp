@@ -1,4 +1,5 @@
-// Heap allocations (operator new) made by this process so far.
+// Heap allocations (operator new, and malloc and its kin where they can be counted)
+// made by this process so far.
 #pragma once
 #include <cstdint>
 

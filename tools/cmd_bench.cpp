@@ -95,8 +95,8 @@ BenchResult bench_one(const std::string& file, int64_t steps, int64_t warmup, in
       r.profile_step_s += dt / 1e3;
       r.profile_optimizer_s += std::chrono::duration<double>(t2 - t1).count();
     } else if (it >= warmup) {
+      allocs = std::max(allocs, ablate::cli::allocation_count() - a0);  // before push_back's own
       ms.push_back(dt);
-      allocs = std::max(allocs, ablate::cli::allocation_count() - a0);
     }
   }
   g.profile = nullptr;
