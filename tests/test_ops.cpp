@@ -415,6 +415,43 @@ TEST_CASE("ops/grad: attention variants") {
   }
 }
 
+TEST_CASE("ops/grad: attention on column ranges of one fused node, and bitwise as on copies") {
+  // q | k | v in one (B*T, 2 + NH*HS + 2*NKV*HS) node from column 2, GQA 2 of 4.
+  const int64_t B = 2, T = 6, NH = 4, NKV = 2, HS = 3, W = 2 + NH * HS + 2 * NKV * HS;
+  AttentionSpec s = spec_of(B, T, NH, NKV, HS, true);
+  s.q_col = 2;
+  s.k_col = 2 + NH * HS;
+  s.v_col = 2 + NH * HS + NKV * HS;
+  CHECK_GRAD([&](Graph& g, const std::vector<Var>& in) { return attention(g, in[0], in[0], in[0], s); },
+             {{B * T, W}}, 21);
+  // The same numbers, to the bit, as attention on slice_cols copies.
+  ParamStore store(1);
+  Parameter& x = store.add("x", B * T, W, Init::kNormal, 1.0f);
+  const std::vector<float> dy = random_vec(B * T * NH * HS, 22);
+  auto run = [&](bool fused) {
+    store.zero_grad();
+    Graph g;
+    Var qkv = g.param(x), y;
+    if (fused) {
+      y = attention(g, qkv, qkv, qkv, s);
+    } else {
+      y = attention(g, slice_cols(g, qkv, s.q_col, NH * HS), slice_cols(g, qkv, s.k_col, NKV * HS),
+                    slice_cols(g, qkv, s.v_col, NKV * HS), spec_of(B, T, NH, NKV, HS, true));
+    }
+    std::vector<float> out = to_vec(g.value(y));
+    backward_with_seed(g, y, dy);
+    const std::vector<float> gx = to_vec(x.grad);
+    out.insert(out.end(), gx.begin(), gx.end());
+    return out;
+  };
+  const std::vector<float> fused = run(true), copies = run(false);
+  REQUIRE(fused.size() == copies.size());
+  for (size_t i = 0; i < fused.size(); ++i) {
+    CAPTURE(i);
+    CHECK(fused[i] == copies[i]);
+  }
+}
+
 TEST_CASE("ops/grad: rope") {
   CHECK_GRAD(
       [](Graph& g, const std::vector<Var>& in) { return rope(g, in[0], 2, 3, 2, 4, 5, 100.0f); },

@@ -308,7 +308,8 @@ TEST_CASE("reliability/a NaN loss stops the run, names the step and parameters, 
   // The step named is the first one without a train row of its own.
   const int64_t bad_step = std::stoll(err.substr(5));
   CHECK(bad_step > 1);
-  CHECK(d.tables.at("train").at("step").back() < bad_step);
+  if (d.tables.count("train"))  // none if it failed before the first logged step
+    CHECK(d.tables.at("train").at("step").back() < bad_step);
 }
 
 TEST_CASE("reliability/a whole training run is bitwise the same on 1 and 2 threads") {

@@ -127,6 +127,9 @@ class @CLASS@ final : public ablate::PositionalEncoding {
   }
 
   int64_t max_positions() const override { return context_; }
+  // This variant leaves rotate() alone, so attention may skip it and read q, k and v
+  // straight from the fused projection. Return true (the default) if you override rotate().
+  bool rotates() const override { return false; }
 
  private:
   int64_t context_;

@@ -431,6 +431,17 @@ void check_positional(Checker& ck, const Subject& s) {
       expect(close(r2[static_cast<size_t>(i)], r1[static_cast<size_t>(3 * NH * HS + i)], 1e-5),
              "q rotated at pos0 = 3 differs from the same rows of a longer sequence at element " + std::to_string(i));
   });
+  ck.run("rotates(): false only if rotate() leaves q and k as they are (attention then skips it)", [&](std::string& note) {
+    auto a = build<PositionalEncoding>(s.options, path, d);
+    Graph g;
+    const Var q0 = g.constant(q.data(), B * T, NH * HS), k0 = g.constant(k.data(), B * T, NKV * HS);
+    Var vq = q0, vk = k0;
+    a->rotate(g, vq, vk, PosContext{B, T, 0}, NH, NKV, HS);
+    const bool unchanged = vq.id == q0.id && vk.id == k0.id && values(g, q0) == q && values(g, k0) == k;
+    note = a->rotates() ? "rotates" : "does not rotate";
+    if (!a->rotates())
+      expect(unchanged, "rotates() is false but rotate() changed q or k: return true from rotates()");
+  });
   ck.run("attention slopes: finite and non-negative, one per head", [&](std::string& note) {
     auto a = build<PositionalEncoding>(s.options, path, d);
     const float* sl = a->attention_slopes();

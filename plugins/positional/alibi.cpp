@@ -12,6 +12,7 @@ namespace {
 
 class Alibi final : public ablate::PositionalEncoding {
  public:
+  bool rotates() const override { return false; }
   Alibi(const ablate::Options& o, const ablate::BuildContext& c) {
     const int64_t H = c.dims.n_heads;
     if (H <= 0) o.fail("", "needs n_heads > 0 for its per-head slopes, got " + std::to_string(H));

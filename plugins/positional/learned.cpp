@@ -11,6 +11,7 @@ namespace {
 
 class Learned final : public ablate::PositionalEncoding {
  public:
+  bool rotates() const override { return false; }
   Learned(const ablate::Options& o, const ablate::BuildContext& c) : context_(c.dims.context) {
     if (c.dims.context <= 0 || c.dims.d_model <= 0)
       o.fail("", "needs positive context and d_model, got context = " + std::to_string(c.dims.context) +

@@ -7,6 +7,7 @@ namespace {
 
 class NoPositional final : public ablate::PositionalEncoding {
  public:
+  bool rotates() const override { return false; }
   NoPositional(const ablate::Options&, const ablate::BuildContext&) {}
 };
 

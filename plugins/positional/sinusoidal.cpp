@@ -13,6 +13,7 @@ namespace {
 
 class Sinusoidal final : public ablate::PositionalEncoding {
  public:
+  bool rotates() const override { return false; }
   Sinusoidal(const ablate::Options& o, const ablate::BuildContext& c)
       : base_(o.get_in<double>("base", 10000.0, 2.0, 1e12, "wavelength base")) {}
 

@@ -64,9 +64,14 @@ struct AttentionSpec {
   const uint8_t* key_mask = nullptr;  // (B*T) 1 = attend, 0 = padding (ignored with a cache)
   float* weights_out = nullptr;       // if set: (B, NH, Tq, Tk) attention probabilities
   KVCache* cache = nullptr;           // if set: k,v are appended; forward only
+  // First columns of q, k and v in their nodes, which may be wider: attention(g, qkv, qkv,
+  // qkv, spec) with q_col 0, k_col NH*HS, v_col NH*HS + NKV*HS reads a fused projection
+  // without copying it apart (k and v must then be the same width).
+  int64_t q_col = 0, k_col = 0, v_col = 0;
 };
 // Fused scaled-dot-product attention, parallel over B x NH.
-// q (B*T, NH*HS), k and v (B*T, NKV*HS) -> (B*T, NH*HS). Scale 1/sqrt(HS).
+// q (B*T, NH*HS), k and v (B*T, NKV*HS) -> (B*T, NH*HS), or column ranges of wider
+// nodes (q_col, k_col, v_col). Scale 1/sqrt(HS).
 Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec);
 
 // Rotary embedding: rotates each (even, odd) pair of every head of x (B*T, NH*HS) at

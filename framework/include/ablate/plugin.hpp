@@ -15,7 +15,8 @@ namespace ablate {
 // what plugins use inline (Graph, Node, Tensor).
 //   1: first release.
 //   2: Node names its op; Graph has a profile, gradient-sync hooks and grad_unzeroed.
-constexpr int kPluginApiVersion = 2;
+//   3: PositionalEncoding::rotates(); AttentionSpec has column offsets (fused qkv).
+constexpr int kPluginApiVersion = 3;
 
 // Model sizes a plugin may need. `layer` is the block index (-1 outside blocks).
 struct ModelDims {

@@ -22,6 +22,10 @@ class PositionalEncoding {
   // q (B*T, NH*HS), k (B*T, NKV*HS), rotated in place of the handles.
   virtual void rotate(Graph& g, Var& q, Var& k, const PosContext& pc, int64_t n_heads,
                       int64_t n_kv_heads, int64_t head_size) {}
+  // False if rotate() is the no-op above: attention then reads q, k and v straight from
+  // the fused projection instead of copying them apart for rotate(). True by default, the
+  // safe answer for a variant that does not say; the conformance check verifies false.
+  virtual bool rotates() const { return true; }
   // Per-head slopes m_h of a linear bias -m_h*(i-j) on attention logits, or null.
   virtual const float* attention_slopes() const { return nullptr; }
   // Longest sequence the encoding supports, or -1 for unlimited.

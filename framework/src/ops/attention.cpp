@@ -44,7 +44,8 @@ struct Attn {
   float scale;              // 1/sqrt(HS)
   const float* slopes;      // (NH) or null
   const uint8_t* key_mask;  // (B*Tk) or null
-  const float* q;           // (B*T, NH*HS)
+  const float* q;           // (B*T, NH*HS) with row stride q_rstride
+  int64_t q_rstride;        // NH*HS, or wider when q is a column range of a fused qkv
   const float* k;           // element (b, j, c) at k[b*kv_bstride + j*k_rstride + c*k_cstride]
   const float* v;           // element (b, j, c) at v[b*kv_bstride + j*kv_rstride + c]
   int64_t kv_bstride, kv_rstride;
@@ -53,7 +54,7 @@ struct Attn {
   // Keys [0, visible(i)) are visible to query i.
   int64_t visible(int64_t i) const { return causal ? std::min(Tk, offset + i + 1) : Tk; }
   const float* q_at(int64_t b, int64_t h, int64_t i) const {
-    return q + (b * T + i) * NH * HS + h * HS;
+    return q + (b * T + i) * q_rstride + h * HS;
   }
   const float* k_at(int64_t b, int64_t kh) const { return k + b * kv_bstride + kh * HS * k_cstride; }
   const float* v_at(int64_t b, int64_t kh) const { return v + b * kv_bstride + kh * HS; }
@@ -72,7 +73,7 @@ void score_block(const Attn& a, int64_t b, int64_t h, int64_t i0, int64_t i1, in
   const int64_t kh = h / a.group(), nq = i1 - i0;
   std::memset(s, 0, sizeof(float) * static_cast<size_t>(nq * ld));
   const bool k_rows = a.k_cstride == 1;
-  gemm_acc(false, k_rows, nq, jm, a.HS, a.scale, a.q_at(b, h, i0), a.NH * a.HS, a.k_at(b, kh),
+  gemm_acc(false, k_rows, nq, jm, a.HS, a.scale, a.q_at(b, h, i0), a.q_rstride, a.k_at(b, kh),
            k_rows ? a.k_rstride : a.k_cstride, s, ld);
   const uint8_t* km = a.key_mask ? a.key_mask + b * a.Tk : nullptr;
   for (int64_t i = i0; i < i1; ++i) {
@@ -202,12 +203,12 @@ void backward_group(const Attn& a, int64_t b, int64_t kh, const float* out, cons
         std::memset(dqt, 0, sizeof(float) * static_cast<size_t>(HS * nq));
         gemm_acc(true, true, HS, nq, jm, a.scale, a.k_at(b, kh), kvC, ds, ld, dqt, nq);
         for (int64_t i = i0; i < i1; ++i) {
-          float* r = dq + (b * a.T + i) * C + h * HS;
+          float* r = dq + (b * a.T + i) * a.q_rstride + h * HS;
           for (int64_t d = 0; d < HS; ++d) r[d] += dqt[d * nq + (i - i0)];
         }
       }
       // dk^T (HS, jm) += scale q^T (HS, nq) . dS (nq, jm); dv^T += dO^T (HS, nq) . P (nq, jm)
-      if (dk) gemm_acc(true, false, HS, jm, nq, a.scale, a.q_at(b, h, i0), C, ds, ld, dkt, Tkp);
+      if (dk) gemm_acc(true, false, HS, jm, nq, a.scale, a.q_at(b, h, i0), a.q_rstride, ds, ld, dkt, Tkp);
       if (dv) gemm_acc(true, false, HS, jm, nq, 1.0f, do_blk, C, p, ld, dvt, Tkp);
     }
   }
@@ -220,8 +221,9 @@ void backward_group(const Attn& a, int64_t b, int64_t kh, const float* out, cons
   }
 }
 
-// node: in = {q, k, v}; i[0..5] = B, T, NH, NKV, HS, causal; p[0] = lse (B,NH,T),
-// p[1] = key mask (B*T) or null, p[2] = slopes (NH) or null.
+// node: in = {q, k, v}; i[0..5] = B, T, NH, NKV, HS, causal; i[6] = q's first column,
+// i[7] = k's and v's first columns (k + v * 2^32); p[0] = lse (B,NH,T), p[1] = key mask
+// (B*T) or null, p[2] = slopes (NH) or null.
 void attention_backward(Graph& g, int id) {
   Node& n = g.node(id);
   Attn a{};
@@ -236,18 +238,23 @@ void attention_backward(Graph& g, int id) {
   a.scale = 1.0f / std::sqrt(static_cast<float>(a.HS));
   a.key_mask = static_cast<const uint8_t*>(n.p[1]);
   a.slopes = static_cast<const float*>(n.p[2]);
-  a.q = g.node(n.in[0]).value.data;
-  a.k = g.node(n.in[1]).value.data;
-  a.v = g.node(n.in[2]).value.data;
-  a.kv_rstride = a.k_rstride = a.NKV * a.HS;
+  const int64_t q_col = n.i[6], k_col = n.i[7] & 0xffffffff, v_col = n.i[7] >> 32;
+  const Tensor Q = g.node(n.in[0]).value, K = g.node(n.in[1]).value;
+  a.q = Q.data + q_col;
+  a.q_rstride = Q.cols;
+  a.k = K.data + k_col;
+  a.v = g.node(n.in[2]).value.data + v_col;
+  a.kv_rstride = a.k_rstride = K.cols;
   a.k_cstride = 1;
   a.kv_bstride = a.T * a.kv_rstride;
   const float* lse = static_cast<const float*>(n.p[0]);
   const float* out = n.value.data;
   const float* dout = n.grad.data;
-  float* dq = g.requires_grad(n.in[0]) ? g.grad(n.in[0]).data : nullptr;
-  float* dk = g.requires_grad(n.in[1]) ? g.grad(n.in[1]).data : nullptr;
-  float* dv = g.requires_grad(n.in[2]) ? g.grad(n.in[2]).data : nullptr;
+  // q, k and v may be column ranges of one node (a fused qkv): one gradient buffer then,
+  // zeroed once by the first grad() call.
+  float* dq = g.requires_grad(n.in[0]) ? g.grad(n.in[0]).data + q_col : nullptr;
+  float* dk = g.requires_grad(n.in[1]) ? g.grad(n.in[1]).data + k_col : nullptr;
+  float* dv = g.requires_grad(n.in[2]) ? g.grad(n.in[2]).data + v_col : nullptr;
   const int64_t cost = a.group() * a.T * a.Tk * a.HS * 5;
   parallel_chunks(a.B * a.NKV, items_per_task(cost), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t)
@@ -269,13 +276,17 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
         std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH) +
         " NKV=" + std::to_string(NKV) + " HS=" + std::to_string(HS));
   const Tensor Q = g.value(q), K = g.value(k), V = g.value(v);
-  const Tensor want_q{nullptr, B * T, NH * HS}, want_kv{nullptr, B * T, NKV * HS};
-  if (Q.rows != want_q.rows || Q.cols != want_q.cols)
-    shape_error("attention", "q must be (B*T, NH*HS)", "q", Q, "(B*T, NH*HS)", want_q);
-  if (K.rows != want_kv.rows || K.cols != want_kv.cols)
-    shape_error("attention", "k must be (B*T, NKV*HS)", "k", K, "(B*T, NKV*HS)", want_kv);
-  if (V.rows != K.rows || V.cols != K.cols)
-    shape_error("attention", "v must have k's shape", "v", V, "k", K);
+  const int64_t q_col = spec.q_col, k_col = spec.k_col, v_col = spec.v_col;
+  if (q_col < 0 || k_col < 0 || v_col < 0 || k_col > 0xffffffff || v_col > 0xffffffff)
+    throw Error("attention: q_col, k_col and v_col must be non-negative column offsets; got " +
+                std::to_string(q_col) + ", " + std::to_string(k_col) + ", " + std::to_string(v_col));
+  const Tensor want_q{nullptr, B * T, q_col + NH * HS}, want_kv{nullptr, B * T, k_col + NKV * HS};
+  if (Q.rows != want_q.rows || Q.cols < want_q.cols)
+    shape_error("attention", "q must be (B*T, NH*HS), or wider by q_col", "q", Q, "(B*T, q_col + NH*HS)", want_q);
+  if (K.rows != want_kv.rows || K.cols < want_kv.cols)
+    shape_error("attention", "k must be (B*T, NKV*HS), or wider by k_col", "k", K, "(B*T, k_col + NKV*HS)", want_kv);
+  if (V.rows != K.rows || V.cols != K.cols || V.cols < v_col + NKV * HS)
+    shape_error("attention", "v must have k's shape, with NKV*HS columns from v_col", "v", V, "k", K);
 
   Attn a{};
   a.B = B;
@@ -285,7 +296,11 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
   a.HS = HS;
   a.causal = spec.causal;
   a.scale = 1.0f / std::sqrt(static_cast<float>(HS));
-  a.q = Q.data;
+  a.q = Q.data + q_col;
+  a.q_rstride = Q.cols;
+  const float* Kd = K.data + k_col;
+  const float* Vd = V.data + v_col;
+  const int64_t S = K.cols;  // row stride of k and v
   KVCache* cache = spec.cache;
   if (cache) {
     if (cache->batch != B || cache->width != NKV * HS)
@@ -299,11 +314,12 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
                   std::to_string(cache->capacity) + "; init it with a larger capacity");
     const int64_t W = cache->width, cap = cache->capacity, len = cache->length;
     for (int64_t b = 0; b < B; ++b) {
-      const size_t dst = static_cast<size_t>((b * cap + len) * W);
-      std::memcpy(cache->v.data() + dst, V.data + b * T * W, sizeof(float) * static_cast<size_t>(T * W));
+      for (int64_t t = 0; t < T; ++t)
+        std::memcpy(cache->v.data() + (b * cap + len + t) * W, Vd + (b * T + t) * S,
+                    sizeof(float) * static_cast<size_t>(W));
       float* kt = cache->k.data() + b * cap * W;  // (W, cap)
       for (int64_t t = 0; t < T; ++t)
-        for (int64_t c = 0; c < W; ++c) kt[c * cap + len + t] = K.data[(b * T + t) * W + c];
+        for (int64_t c = 0; c < W; ++c) kt[c * cap + len + t] = Kd[(b * T + t) * S + c];
     }
     a.Tk = cache->length + T;
     a.offset = cache->length;
@@ -317,9 +333,9 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
   } else {
     a.Tk = T;
     a.offset = 0;
-    a.k = K.data;
-    a.v = V.data;
-    a.kv_rstride = a.k_rstride = NKV * HS;
+    a.k = Kd;
+    a.v = Vd;
+    a.kv_rstride = a.k_rstride = S;
     a.k_cstride = 1;
     a.kv_bstride = T * a.kv_rstride;
     a.key_mask = spec.key_mask;
@@ -349,6 +365,8 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
     n.i[3] = NKV;
     n.i[4] = HS;
     n.i[5] = a.causal ? 1 : 0;
+    n.i[6] = q_col;
+    n.i[7] = k_col | (v_col << 32);
     n.p[0] = lse;
     n.p[1] = const_cast<uint8_t*>(a.key_mask);
     n.p[2] = const_cast<float*>(a.slopes);
