@@ -105,9 +105,247 @@ inline void clear_invisible(const Attn& a, int64_t b, int64_t jn, int64_t ld, fl
 // rather than HS wide: Eigen vectorises along output rows, and HS is often 8-16. Outputs
 // with HS columns are therefore computed transposed, (HS, n), in scratch.
 
+// ---- small heads: queries along the vector lanes -------------------------------------
+// For head sizes up to 16, GEMMs with an inner or outer dimension of HS waste most of
+// their time packing. These kernels put a block of 32 queries in two 16-float vectors
+// instead: a score row S^T[j] (32 queries) is HS broadcast-multiply-adds of key j's
+// values against q^T's rows, the softmax runs down the columns (elementwise across
+// rows), and out^T[d] accumulates value j's element d times P^T[j]. Only dK and dV,
+// which sum over the queries, stay GEMMs. Vectors are GCC's generic ones: AVX-512
+// registers here, pairs of AVX2 registers elsewhere.
+using v16 = float __attribute__((vector_size(64)));
+constexpr int64_t kLanes = 32;  // queries per block: two v16
+
+inline v16 load16(const float* p) {
+  v16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store16(float* p, v16 v) { std::memcpy(p, &v, sizeof v); }
+inline v16 vmax(v16 a, v16 b) { return a > b ? a : b; }
+
+bool lanes_kernel(const Attn& a) { return a.HS <= 16 && a.k_cstride == 1; }
+
+// xt (HS, 32) = rows [i0, i0+nq) of x's head columns (row stride ld) transposed, times
+// mul; lanes past nq are 0.
+void transpose_block(const float* x, int64_t ld, int64_t nq, int64_t HS, float mul, float* xt) {
+  std::memset(xt, 0, sizeof(float) * static_cast<size_t>(HS * kLanes));
+  for (int64_t i = 0; i < nq; ++i)
+    for (int64_t d = 0; d < HS; ++d) xt[d * kLanes + i] = mul * x[i * ld + d];
+}
+
+// st[j] (32 lanes) = sum_d rows[j*ld + d] * xt[d] for j in [0, jm): four key rows at a
+// time share each load of xt's rows.
+void lanes_dot(const float* rows, int64_t ld, int64_t jm, int64_t HS, const float* xt, float* st) {
+  int64_t j = 0;
+  for (; j + 4 <= jm; j += 4) {
+    v16 c[8] = {};
+    const float* r = rows + j * ld;
+    for (int64_t d = 0; d < HS; ++d) {
+      const v16 x0 = load16(xt + d * kLanes), x1 = load16(xt + d * kLanes + 16);
+      for (int u = 0; u < 4; ++u) {
+        const float k = r[u * ld + d];
+        c[2 * u] += k * x0;
+        c[2 * u + 1] += k * x1;
+      }
+    }
+    for (int u = 0; u < 4; ++u) {
+      store16(st + (j + u) * kLanes, c[2 * u]);
+      store16(st + (j + u) * kLanes + 16, c[2 * u + 1]);
+    }
+  }
+  for (; j < jm; ++j) {
+    v16 c0 = {}, c1 = {};
+    for (int64_t d = 0; d < HS; ++d) {
+      const float k = rows[j * ld + d];
+      c0 += k * load16(xt + d * kLanes);
+      c1 += k * load16(xt + d * kLanes + 16);
+    }
+    store16(st + j * kLanes, c0);
+    store16(st + j * kLanes + 16, c1);
+  }
+}
+
+// acc (HS, 32) = sum over j in [0, jm) of rows[j*ld + d] * pt[j], four elements d at a time.
+void lanes_accumulate(const float* rows, int64_t ld, int64_t jm, int64_t HS, const float* pt, float* acc) {
+  for (int64_t d0 = 0; d0 < HS; d0 += 4) {
+    const int64_t nd = std::min<int64_t>(4, HS - d0);
+    v16 c[8] = {};
+    for (int64_t j = 0; j < jm; ++j) {
+      const v16 p0 = load16(pt + j * kLanes), p1 = load16(pt + j * kLanes + 16);
+      const float* r = rows + j * ld + d0;
+      for (int64_t u = 0; u < nd; ++u) {
+        c[2 * u] += r[u] * p0;
+        c[2 * u + 1] += r[u] * p1;
+      }
+    }
+    for (int64_t u = 0; u < nd; ++u) {
+      store16(acc + (d0 + u) * kLanes, c[2 * u]);
+      store16(acc + (d0 + u) * kLanes + 16, c[2 * u + 1]);
+    }
+  }
+}
+
+// Scores of queries [i0, i0+nq) of head h against keys [0, jm) into st (jm, 32), masked
+// (causal, key padding) to -inf and biased by the head's slope.
+void lanes_scores(const Attn& a, int64_t b, int64_t h, int64_t i0, int64_t nq, int64_t jm, const float* qt,
+                  float* st) {
+  const int64_t kh = h / a.group();
+  lanes_dot(a.k_at(b, kh), a.k_rstride, jm, a.HS, qt, st);
+  const uint8_t* km = a.key_mask ? a.key_mask + b * a.Tk : nullptr;
+  const float slope = a.slopes ? a.slopes[h] : 0.0f;
+  for (int64_t j = 0; j < jm; ++j) {
+    float* r = st + j * kLanes;
+    if (km && !km[j]) {
+      for (int64_t i = 0; i < kLanes; ++i) r[i] = -kInf;
+      continue;
+    }
+    if (a.slopes)
+      for (int64_t i = 0; i < kLanes; ++i)
+        r[i] -= slope * std::fabs(static_cast<float>(a.offset + i0 + i) - static_cast<float>(j));
+    // Query i sees key j iff j < visible(i); visible grows with i, so the hidden lanes
+    // of row j are a prefix.
+    if (a.causal)
+      for (int64_t i = 0; i < nq && a.visible(i0 + i) <= j; ++i) r[i] = -kInf;
+  }
+}
+
+// P^T in place of st: exp(st - m) with m the per-query max (mx) or the saved log-sum-exp
+// (lse_in); hidden entries exactly 0 (Eigen's exp of -inf is not).
+void lanes_exp(const Attn& a, int64_t b, int64_t i0, int64_t nq, int64_t jm, const float* m, float* st) {
+  const v16 m0 = load16(m), m1 = load16(m + 16);
+  for (int64_t j = 0; j < jm; ++j) {
+    float* r = st + j * kLanes;
+    store16(r, load16(r) - m0);
+    store16(r + 16, load16(r + 16) - m1);
+  }
+  ArrMap all(st, jm * kLanes);
+  all = all.exp();
+  // Lanes that are queries with visible keys keep their values; the rest become 0.
+  alignas(64) float live[kLanes];
+  for (int64_t i = 0; i < kLanes; ++i) live[i] = i < nq && std::isfinite(m[i]) ? 1.0f : 0.0f;
+  const auto keep0 = load16(live) > 0.0f, keep1 = load16(live + 16) > 0.0f;
+  const v16 zero = {};
+  const uint8_t* km = a.key_mask ? a.key_mask + b * a.Tk : nullptr;
+  for (int64_t j = 0; j < jm; ++j) {
+    float* r = st + j * kLanes;
+    if (km && !km[j]) {
+      std::memset(r, 0, sizeof(float) * kLanes);
+      continue;
+    }
+    store16(r, keep0 ? load16(r) : zero);
+    store16(r + 16, keep1 ? load16(r + 16) : zero);
+    if (a.causal)
+      for (int64_t i = 0; i < nq && a.visible(i0 + i) <= j; ++i) r[i] = 0.0f;
+  }
+}
+
+void forward_head_lanes(const Attn& a, int64_t b, int64_t h, float* out, float* lse) {
+  const int64_t kh = h / a.group(), C = a.NH * a.HS, HS = a.HS;
+  float* qt = thread_scratch(kSlotAttention, static_cast<size_t>((2 * HS + a.Tk) * kLanes));
+  float* acc = qt + HS * kLanes;   // out^T (HS, 32)
+  float* st = acc + HS * kLanes;   // S^T, then P^T (jm, 32)
+  for (int64_t i0 = 0; i0 < a.T; i0 += kLanes) {
+    const int64_t nq = std::min(kLanes, a.T - i0), jm = a.visible(i0 + nq - 1);
+    transpose_block(a.q_at(b, h, i0), a.q_rstride, nq, HS, a.scale, qt);
+    lanes_scores(a, b, h, i0, nq, jm, qt, st);
+    alignas(64) float mx[kLanes], sum[kLanes];
+    v16 m0 = -kInf - v16{}, m1 = m0;
+    for (int64_t j = 0; j < jm; ++j) {
+      m0 = vmax(m0, load16(st + j * kLanes));
+      m1 = vmax(m1, load16(st + j * kLanes + 16));
+    }
+    store16(mx, m0);
+    store16(mx + 16, m1);
+    lanes_exp(a, b, i0, nq, jm, mx, st);
+    v16 s0 = {}, s1 = {};
+    for (int64_t j = 0; j < jm; ++j) {
+      s0 += load16(st + j * kLanes);
+      s1 += load16(st + j * kLanes + 16);
+    }
+    store16(sum, s0);
+    store16(sum + 16, s1);
+    lanes_accumulate(a.v_at(b, kh), a.kv_rstride, jm, HS, st, acc);
+    for (int64_t i = 0; i < nq; ++i) {
+      float* o = out + (b * a.T + i0 + i) * C + h * HS;
+      const float inv = mx[i] == -kInf ? 0.0f : 1.0f / sum[i];  // no visible key: output 0
+      for (int64_t d = 0; d < HS; ++d) o[d] = acc[d * kLanes + i] * inv;
+      if (lse) lse[(b * a.NH + h) * a.T + i0 + i] = mx[i] == -kInf ? kInf : mx[i] + std::log(sum[i]);
+    }
+  }
+}
+
+// backward_group for small heads (see there).
+void backward_group_lanes(const Attn& a, int64_t b, int64_t kh, const float* out, const float* dout,
+                          const float* lse, float* dq, float* dk, float* dv) {
+  const int64_t C = a.NH * a.HS, HS = a.HS, kvC = a.kv_rstride;
+  const int64_t Tkp = padded(a.Tk);
+  float* qt = thread_scratch(kSlotAttention,
+                             static_cast<size_t>(4 * HS * kLanes + 2 * a.Tk * kLanes + 2 * HS * Tkp));
+  float* dot = qt + HS * kLanes;   // dO^T (HS, 32)
+  float* acc = dot + HS * kLanes;  // dq^T (HS, 32)
+  float* qs = acc + HS * kLanes;   // scaled q^T for the scores (HS, 32)
+  float* pt = qs + HS * kLanes;    // P^T (jm, 32)
+  float* dst = pt + a.Tk * kLanes; // dP^T, then dS^T (jm, 32)
+  float* dkt = dst + a.Tk * kLanes;  // (HS, Tkp): dk^T of this kv head, summed over the group
+  float* dvt = dkt + HS * Tkp;       // (HS, Tkp)
+  std::memset(dkt, 0, sizeof(float) * static_cast<size_t>(2 * HS * Tkp));
+  for (int64_t h = kh * a.group(); h < (kh + 1) * a.group(); ++h) {
+    for (int64_t i0 = 0; i0 < a.T; i0 += kLanes) {
+      const int64_t nq = std::min(kLanes, a.T - i0), jm = a.visible(i0 + nq - 1);
+      transpose_block(a.q_at(b, h, i0), a.q_rstride, nq, HS, a.scale, qs);
+      transpose_block(a.q_at(b, h, i0), a.q_rstride, nq, HS, 1.0f, qt);
+      transpose_block(dout + (b * a.T + i0) * C + h * HS, C, nq, HS, 1.0f, dot);
+      alignas(64) float l[kLanes], di[kLanes];
+      for (int64_t i = 0; i < kLanes; ++i) {
+        l[i] = i < nq ? lse[(b * a.NH + h) * a.T + i0 + i] : kInf;
+        di[i] = 0.0f;
+      }
+      // D_i = dO_i . O_i
+      for (int64_t i = 0; i < nq; ++i) {
+        const float* o = out + (b * a.T + i0 + i) * C + h * HS;
+        const float* g = dout + (b * a.T + i0 + i) * C + h * HS;
+        float d = 0.0f;
+        for (int64_t e = 0; e < HS; ++e) d += g[e] * o[e];
+        di[i] = d;
+      }
+      lanes_scores(a, b, h, i0, nq, jm, qs, pt);
+      lanes_exp(a, b, i0, nq, jm, l, pt);
+      // dP^T = v dO^T; dS^T = P^T * (dP^T - D)
+      lanes_dot(a.v_at(b, kh), kvC, jm, HS, dot, dst);
+      const v16 d0 = load16(di), d1 = load16(di + 16);
+      for (int64_t j = 0; j < jm; ++j) {
+        float* r = dst + j * kLanes;
+        const float* p = pt + j * kLanes;
+        store16(r, load16(p) * (load16(r) - d0));
+        store16(r + 16, load16(p + 16) * (load16(r + 16) - d1));
+      }
+      if (dq) {
+        // dq^T (HS, 32) = scale sum_j k_j dS^T[j]
+        lanes_accumulate(a.k_at(b, kh), a.k_rstride, jm, HS, dst, acc);
+        for (int64_t i = 0; i < nq; ++i) {
+          float* r = dq + (b * a.T + i0 + i) * a.q_rstride + h * HS;
+          for (int64_t d = 0; d < HS; ++d) r[d] += a.scale * acc[d * kLanes + i];
+        }
+      }
+      // dk^T (HS, jm) += scale q^T (HS, 32) . dS (32, jm); dv^T += dO^T (HS, 32) . P (32, jm)
+      if (dk) gemm_acc(false, true, HS, jm, kLanes, a.scale, qt, kLanes, dst, kLanes, dkt, Tkp);
+      if (dv) gemm_acc(false, true, HS, jm, kLanes, 1.0f, dot, kLanes, pt, kLanes, dvt, Tkp);
+    }
+  }
+  for (int64_t j = 0; j < a.Tk; ++j) {
+    const int64_t r = b * a.kv_bstride + j * kvC + kh * HS;
+    if (dk)
+      for (int64_t d = 0; d < HS; ++d) dk[r + d] += dkt[d * Tkp + j];
+    if (dv)
+      for (int64_t d = 0; d < HS; ++d) dv[r + d] += dvt[d * Tkp + j];
+  }
+}
+
 // One (batch, query head): out rows and lse (T) [and weights (T, Tk)], in blocks of
 // query rows: S = q k^T (GEMM), masked softmax per row, out^T = v^T P^T (GEMM).
 void forward_head(const Attn& a, int64_t b, int64_t h, float* out, float* lse, float* weights) {
+  if (!weights && lanes_kernel(a)) return forward_head_lanes(a, b, h, out, lse);
   const int64_t kh = h / a.group(), C = a.NH * a.HS, HS = a.HS;
   const int64_t block = kBlockQ * padded(a.Tk);
   float* s = thread_scratch(kSlotAttention, static_cast<size_t>(block + HS * kBlockQ));
@@ -160,6 +398,7 @@ void forward_head(const Attn& a, int64_t b, int64_t h, float* out, float* lse, f
 // recomputed from the saved log-sum-exp.
 void backward_group(const Attn& a, int64_t b, int64_t kh, const float* out, const float* dout,
                     const float* lse, float* dq, float* dk, float* dv) {
+  if (lanes_kernel(a)) return backward_group_lanes(a, b, kh, out, dout, lse, dq, dk, dv);
   const int64_t C = a.NH * a.HS, HS = a.HS, kvC = a.kv_rstride;
   const int64_t Tkp = padded(a.Tk), block = kBlockQ * Tkp;
   float* p =
