@@ -7,6 +7,7 @@
 #include <new>
 
 #include "ablate/error.hpp"
+#include "ops/kernels.hpp"
 
 namespace ablate {
 namespace {
@@ -25,6 +26,7 @@ Graph::Graph() { nodes_.reserve(1024); }
 Graph::~Graph() = default;
 
 void Graph::reset() {
+  kernels::sync_scratch();  // no kernel is running: this thread's scratch may move
   open_op_ = nullptr;
   nodes_.clear();
   peak_ = std::max(peak_, current_);

@@ -37,20 +37,36 @@ struct Scratch {
   ~Scratch() { std::free(data); }
 };
 thread_local Scratch tls_scratch[kNumSlots];
+// The largest size of each slot on any thread. Which thread runs which chunk of a loop
+// varies, so a thread grows its buffers to these sizes as soon as it safely can
+// (sync_scratch: pool workers after each job, the caller in Graph::reset) rather than when a chunk first needs more: once the first steps
+// have run every op, no thread allocates again.
+std::atomic<size_t> g_scratch_max[kNumSlots];
+
+void grow(Scratch& s, size_t n_floats, int slot) {
+  size_t n = std::max({n_floats, 2 * s.size, g_scratch_max[slot].load(std::memory_order_relaxed)});
+  n = (n + 15) / 16 * 16;
+  void* p = std::aligned_alloc(64, n * sizeof(float));
+  if (!p) throw std::bad_alloc();
+  std::free(s.data);
+  s.data = static_cast<float*>(p);
+  s.size = n;
+  size_t seen = g_scratch_max[slot].load(std::memory_order_relaxed);
+  while (seen < n && !g_scratch_max[slot].compare_exchange_weak(seen, n, std::memory_order_relaxed)) {
+  }
+}
+
 }  // namespace
+
+void sync_scratch() {
+  for (int slot = 0; slot < kNumSlots; ++slot)
+    if (tls_scratch[slot].size < g_scratch_max[slot].load(std::memory_order_relaxed))
+      grow(tls_scratch[slot], 0, slot);
+}
 
 float* thread_scratch(ScratchSlot slot, size_t n_floats) {
   Scratch& s = tls_scratch[slot];
-  if (n_floats > s.size) {
-    // Grow geometrically so that a few shapes settle after the first step.
-    size_t n = std::max(n_floats, 2 * s.size);
-    n = (n + 15) / 16 * 16;
-    void* p = std::aligned_alloc(64, n * sizeof(float));
-    if (!p) throw std::bad_alloc();
-    std::free(s.data);
-    s.data = static_cast<float*>(p);
-    s.size = n;
-  }
+  if (n_floats > s.size) grow(s, n_floats, slot);
   return s.data;
 }
 
@@ -122,6 +138,7 @@ class PinnedPool {
         }
       }
       remaining_.fetch_sub(1, std::memory_order_release);
+      sync_scratch();  // off the caller's critical path
     }
   }
 

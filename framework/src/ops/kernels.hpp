@@ -127,6 +127,10 @@ inline int64_t items_per_task(int64_t cost) {
 // same slot on the same thread; never hold it across a TBB wait.
 enum ScratchSlot { kSlotGemm = 0, kSlotAttention = 1, kSlotMisc = 2, kSlotReduce = 3, kNumSlots = 4 };
 float* thread_scratch(ScratchSlot slot, size_t n_floats);
+// Grows this thread's buffers to the largest size any thread has used, so that a steady
+// state allocates nothing whichever thread runs which chunk. Frees the old buffers: call
+// only where this thread holds none (between jobs, between steps).
+void sync_scratch();
 
 // hash_uniform (tensor.cpp) inlined, so that mask loops vectorise; the two must agree
 // bitwise (tests/test_ops.cpp checks it).
