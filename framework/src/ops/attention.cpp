@@ -25,7 +25,7 @@ void KVCache::init(int64_t batch_, int64_t capacity_, int64_t width_) {
   length = 0;
   const size_t n = static_cast<size_t>(batch * capacity * width);
   k.assign(n, 0.0f);
-  v.assign(n, 0.0f);
+  v.assign(n + 16, 0.0f);  // slack: the decoding kernel reads whole 16-float vectors of a head
 }
 
 namespace {
@@ -342,10 +342,56 @@ void backward_group_lanes(const Attn& a, int64_t b, int64_t kh, const float* out
   }
 }
 
+// ---- decoding: a few queries against a KV cache ----------------------------------------
+// Per query: scores along the cache's contiguous keys (HS passes of a multiply-add over
+// the keys), softmax, then out += p_j v_j over 16-float vectors of the head's values
+// (four chains), reading up to 15 floats past the head: the cache's v has 16 of slack.
+bool decode_kernel(const Attn& a) { return a.k_rstride == 1 && a.T <= 4; }
+
+void forward_head_decode(const Attn& a, int64_t b, int64_t h, float* out, float* lse) {
+  const int64_t kh = h / a.group(), C = a.NH * a.HS, HS = a.HS;
+  float* s = thread_scratch(kSlotAttention, static_cast<size_t>(padded(a.Tk)));
+  const float* kt = a.k_at(b, kh);  // (HS, capacity)
+  const float* v = a.v_at(b, kh);
+  for (int64_t i = 0; i < a.T; ++i) {
+    const int64_t jn = a.visible(i), ld = padded(jn);
+    const float* q = a.q_at(b, h, i);
+    std::memset(s, 0, sizeof(float) * static_cast<size_t>(ld));
+    for (int64_t d = 0; d < HS; ++d) {
+      const float qd = a.scale * q[d];
+      const float* kr = kt + d * a.k_cstride;
+      for (int64_t j = 0; j < jn; ++j) s[j] += qd * kr[j];
+    }
+    if (a.slopes) {
+      const float m = a.slopes[h], pos = static_cast<float>(a.offset + i);
+      for (int64_t j = 0; j < jn; ++j) s[j] -= m * std::fabs(pos - static_cast<float>(j));
+    }
+    for (int64_t j = jn; j < ld; ++j) s[j] = -kInf;
+    AlignedRow row(s, ld);
+    const float mx = row.maxCoeff();
+    row = (row - mx).exp();
+    for (int64_t j = jn; j < ld; ++j) s[j] = 0.0f;
+    const float sum = row.sum(), inv = 1.0f / sum;
+    float* o = out + (b * a.T + i) * C + h * HS;
+    for (int64_t d0 = 0; d0 < HS; d0 += 16) {
+      v16 c[4] = {};
+      int64_t j = 0;
+      for (; j + 4 <= jn; j += 4)
+        for (int u = 0; u < 4; ++u) c[u] += s[j + u] * load16(v + (j + u) * a.kv_rstride + d0);
+      for (; j < jn; ++j) c[0] += s[j] * load16(v + j * a.kv_rstride + d0);
+      alignas(64) float r[16];
+      store16(r, (c[0] + c[1] + c[2] + c[3]) * inv);
+      for (int64_t d = d0; d < std::min(HS, d0 + 16); ++d) o[d] = r[d - d0];
+    }
+    if (lse) lse[(b * a.NH + h) * a.T + i] = mx + std::log(sum);
+  }
+}
+
 // One (batch, query head): out rows and lse (T) [and weights (T, Tk)], in blocks of
 // query rows: S = q k^T (GEMM), masked softmax per row, out^T = v^T P^T (GEMM).
 void forward_head(const Attn& a, int64_t b, int64_t h, float* out, float* lse, float* weights) {
   if (!weights && lanes_kernel(a)) return forward_head_lanes(a, b, h, out, lse);
+  if (!weights && decode_kernel(a)) return forward_head_decode(a, b, h, out, lse);
   const int64_t kh = h / a.group(), C = a.NH * a.HS, HS = a.HS;
   const int64_t block = kBlockQ * padded(a.Tk);
   float* s = thread_scratch(kSlotAttention, static_cast<size_t>(block + HS * kBlockQ));
@@ -612,7 +658,12 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
   }
   float* y = n.value.data;
   // Tasks of equal size (decoding 8 heads: 4 + 4, not 7 + 1).
-  const int64_t cost = T * a.Tk * HS * 3, tasks = ceil_div(B * NH, items_per_task(cost));
+  // Decoding with a cache reads B*Tk*NKV*HS keys and as many values: below 64K of them
+  // (seed002: 12K) one thread does it faster than two with a dispatch.
+  const int64_t cost = T * a.Tk * HS * 3;
+  const int64_t tasks = cache && decode_kernel(a)
+                            ? (B * a.Tk * NKV * HS >= (int64_t{1} << 16) ? std::min(B * NH, concurrency()) : 1)
+                            : ceil_div(B * NH, items_per_task(cost));
   parallel_chunks(B * NH, ceil_div(B * NH, tasks), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) forward_head(a, t / NH, t % NH, y, lse, spec.weights_out);
   });

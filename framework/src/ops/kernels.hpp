@@ -83,10 +83,23 @@ void parallel_chunks(int64_t n, int64_t chunk, const F& f) {
   const int64_t threads = concurrency();
   if (threads == 1) return serial();
   if (in_parallel_region()) return serial();
-  // Thread p owns the p-th contiguous run of chunks (neighbouring chunks often write
+  // No more chunks than threads: chunk c on thread c, always the same one.
+  if (nchunks <= threads) {
+    struct Ctx {
+      const F* f;
+      int64_t n, chunk;
+    } ctx{&f, n, chunk};
+    auto part = [](void* ptr, int64_t c) {
+      auto* x = static_cast<const Ctx*>(ptr);
+      (*x->f)(c * x->chunk, std::min(x->n, (c + 1) * x->chunk));
+    };
+    if (!run_pinned(nchunks, part, &ctx)) serial();
+    return;
+  }
+  // More: thread p owns the p-th contiguous run of chunks (neighbouring chunks often write
   // neighbouring cache lines) and takes them in order; when its run is done it helps
-  // with the others'. With no more chunks than threads, chunk c always runs on thread c.
-  const int64_t parts = std::min({nchunks, threads, kMaxParts});
+  // with the others'.
+  const int64_t parts = std::min(threads, kMaxParts);
   struct alignas(64) Run {
     std::atomic<int64_t> next;
     int64_t end;
@@ -94,18 +107,20 @@ void parallel_chunks(int64_t n, int64_t chunk, const F& f) {
   struct Ctx {
     const F* f;
     int64_t n, chunk, parts;
-    Run runs[kMaxParts];
-  } ctx{&f, n, chunk, parts, {}};
+    Run runs[kMaxParts];  // the first `parts` are set
+  };
+  Ctx ctx;
+  ctx.f = &f;
+  ctx.n = n;
+  ctx.chunk = chunk;
+  ctx.parts = parts;
   for (int64_t p = 0; p < parts; ++p) {
     ctx.runs[p].next.store(nchunks * p / parts, std::memory_order_relaxed);
     ctx.runs[p].end = nchunks * (p + 1) / parts;
   }
   auto part = [](void* ptr, int64_t p) {
     auto* x = static_cast<Ctx*>(ptr);
-    // One chunk each: no helping, or a thread that finishes first would take another's
-    // chunk (and its data) before that thread has woken up.
-    const int64_t runs = x->runs[x->parts - 1].end == x->parts ? 1 : x->parts;
-    for (int64_t i = 0; i < runs; ++i) {
+    for (int64_t i = 0; i < x->parts; ++i) {
       Run& r = x->runs[(p + i) % x->parts];
       for (int64_t c; (c = r.next.fetch_add(1, std::memory_order_relaxed)) < r.end;)
         (*x->f)(c * x->chunk, std::min(x->n, (c + 1) * x->chunk));
