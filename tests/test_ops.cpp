@@ -731,9 +731,12 @@ TEST_CASE("ops/attention: weights rows sum to 1 and are 0 above the diagonal whe
 }
 
 TEST_CASE("ops/attention: a KV cache fed token by token equals full causal attention") {
-  const int64_t B = 2, T = 13, NH = 4, NKV = 2, HS = 12;
+  const int64_t B = 2, T = 13, NH = 4, NKV = 2;
   const float slopes[4] = {0.5f, 0.2f, 0.1f, 0.05f};
-  for (bool use_slopes : {false, true}) {
+  // Head sizes of one and of two 16-float vectors in the decoding kernel; a prefill of 5
+  // (more than its 4 queries) takes the general kernel.
+  for (const auto& [HS, use_slopes] : {std::pair<int64_t, bool>{12, false}, {12, true}, {20, true}}) {
+    CAPTURE(HS);
     CAPTURE(use_slopes);
     const std::vector<float> q = random_vec(B * T * NH * HS, 7),
                              k = random_vec(B * T * NKV * HS, 8),
