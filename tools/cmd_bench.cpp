@@ -3,14 +3,17 @@
 #include <immintrin.h>
 #include <sys/resource.h>
 #include <tbb/global_control.h>
-#include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "ablate/experiment.hpp"
 #include "ablate/generate.hpp"
@@ -154,29 +157,42 @@ double measure_fma_peak(int64_t threads, double seconds) {
 #endif
   constexpr int kChains = 12;
   constexpr int64_t kInner = 1 << 16;
-  std::vector<double> gflops(static_cast<size_t>(threads), 0.0);
+  // One std::thread per core, all started before any is timed, and the total flops over
+  // the wall time of the whole run: so the cores are counted only while they run at once.
+  std::vector<int64_t> iters(static_cast<size_t>(threads), 0);
   std::vector<float> sink(static_cast<size_t>(threads), 0.0f);
-  tbb::parallel_for(int64_t{0}, threads, [&](int64_t t) {
+  std::atomic<int64_t> ready{0};
+  auto work = [&](int64_t t) {
     vec acc[kChains];
     for (int c = 0; c < kChains; ++c) acc[c] = set1(0.001f * static_cast<float>(c + t));
     const vec a = set1(0.999999f), b = set1(1e-7f);
-    int64_t iters = 0;
+    ready.fetch_add(1);
+    while (ready.load() < threads) {
+    }
     auto t0 = clock_type::now();
-    double elapsed = 0;
-    while (elapsed < seconds) {
+    int64_t n = 0;
+    while (std::chrono::duration<double>(clock_type::now() - t0).count() < seconds) {
       for (int64_t i = 0; i < kInner; ++i)
         for (int c = 0; c < kChains; ++c) acc[c] = fma(acc[c], a, b);
-      iters += kInner;
-      elapsed = std::chrono::duration<double>(clock_type::now() - t0).count();
+      n += kInner;
     }
     float s = 0;
     for (int c = 0; c < kChains; ++c) s += sum(acc[c]);
     sink[static_cast<size_t>(t)] = s;  // keeps the loop
-    gflops[static_cast<size_t>(t)] = 2.0 * kLanes * kChains * static_cast<double>(iters) / elapsed / 1e9;
-  }, tbb::static_partitioner());
-  double total = 0;
-  for (size_t t = 0; t < gflops.size(); ++t) total += gflops[t] + (sink[t] == 12345.0f ? 1e-9 : 0.0);
-  return total;
+    iters[static_cast<size_t>(t)] = n;
+  };
+  std::vector<std::thread> pool;
+  for (int64_t t = 1; t < threads; ++t) pool.emplace_back(work, t);
+  while (ready.load() < threads - 1) {
+  }
+  auto t0 = clock_type::now();
+  work(0);
+  for (auto& th : pool) th.join();
+  const double wall = std::chrono::duration<double>(clock_type::now() - t0).count();
+  double flops = 0;
+  for (size_t t = 0; t < iters.size(); ++t)
+    flops += 2.0 * kLanes * kChains * static_cast<double>(iters[t]) + (sink[t] == 12345.0f ? 1.0 : 0.0);
+  return flops / wall / 1e9;
 }
 
 // Runs torch_ref.sh and reads its {"best": ...} line.
