@@ -199,6 +199,8 @@ TEST_CASE("reliability/bad input: command-line flags") {
   const std::string exp = dir / "exp.yaml";
   expect(ablate_cli("run " + exp + " --resme"), 2, {"unrecognised option '--resme'. Did you mean '--resume'?", "ablate run --help"});
   expect(ablate_cli("generate " + run + " --temprature 1"), 2, {"Did you mean '--temperature'?"});
+  // No abbreviations: a prefix is an error that names the whole option, not a silent match.
+  expect(ablate_cli("bench --gen 3 --no-torch"), 2, {"unrecognised option '--gen'. Did you mean '--gen-tokens'?"});
   expect(ablate_cli("run " + exp + " --threads 0"), 2, {"--threads must be at least 1, got 0"});
   expect(ablate_cli("run " + exp + " -j -2"), 2, {"--threads must be at least 1, got -2"});
   expect(ablate_cli("run " + exp + " --threads many"), 2, {"the argument ('many') for option '--threads' is invalid"});

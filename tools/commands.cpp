@@ -21,7 +21,10 @@ bool parse(const std::vector<std::string>& args, const std::string& usage_line, 
            const po::positional_options_description& pos, po::variables_map& vm) {
   opts.add_options()("help,h", "show this help");
   try {
-    po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
+    // Exact option names only: Boost would otherwise take a prefix (--step for --steps, or
+    // --gen for --gen-tokens), so that a typo could silently set another option.
+    const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+    po::store(po::command_line_parser(args).options(opts).positional(pos).style(style).run(), vm);
     if (vm.count("help")) {
       std::cout << "usage: " << usage_line << "\n\n" << opts << "\n";
       return false;

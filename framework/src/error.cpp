@@ -27,6 +27,13 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
     size_t d = edit_distance(word, c);
     if (d < best_d) best_d = d, best = c;
   }
+  if (!best.empty() || word.size() < 3) return best;
+  // An abbreviation: the one candidate that starts with the word.
+  for (const auto& c : candidates) {
+    if (c.compare(0, word.size(), word) != 0) continue;
+    if (!best.empty()) return "";  // ambiguous
+    best = c;
+  }
   return best;
 }
 
