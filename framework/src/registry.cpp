@@ -94,8 +94,18 @@ const PluginEntry& PluginRegistry::load_file(const std::string& path_in) {
   try {
     lib.load(path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_global);
   } catch (const std::exception& e) {
-    throw Error(path + ": cannot load plugin library: " + e.what() +
-                " (a missing symbol usually means it was built against another ablate version: rebuild it)");
+    // Boost.DLL's message wraps dlerror() and ends with an unrelated errno text ("Bad file
+    // descriptor"): keep the dlerror part.
+    std::string why = e.what();
+    const std::string tag = "dlerror system message: ";
+    if (auto at = why.find(tag); at != std::string::npos) {
+      why = why.substr(at + tag.size());
+      if (auto end = why.rfind(')'); end != std::string::npos) why.resize(end);
+    }
+    throw Error(path + ": cannot load plugin library: " + why +
+                (why.find("undefined symbol") != std::string::npos
+                     ? " (a missing symbol usually means it was built against another ablate version: rebuild it)"
+                     : ""));
   }
   if (!lib.has("ablate_plugin"))
     throw Error(path + ": not an ablate plugin (no exported symbol 'ablate_plugin')");
