@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include <yaml-cpp/yaml.h>
+
 #include "ablate/generate.hpp"
 #include "ablate/runfile.hpp"
 #include "ablate/trainer.hpp"
@@ -97,6 +99,43 @@ TEST_CASE("trainer/same config, seed and threads give identical metrics") {
   train(dir, "c", {"train.steps=30", "model.dropout=0.1", "seed=8"});
   auto c = ablate::read_run_file(ablate::run_file_path(dir / "c"));
   CHECK(a.tables.at("train").at("loss") != c.tables.at("train").at("loss"));
+}
+
+TEST_CASE("trainer/the resolved config records every default and reruns the same run") {
+  ablate::test::registry();
+  setenv("ABLATE_DATA_PATH", ABLATE_TEST_DATA_DIR, 1);
+  ablate::test::TempDir dir;
+  // No norm, positional, attention, ffn, tokenizer, optimizer, scheduler or sample section.
+  const std::string file = dir.write("bare.yaml", R"(name: bare
+data: {path: shakespeare_16k.txt}
+model: {d_model: 16, n_heads: 2, n_layers: 1, context: 16}
+train: {steps: 20, batch_size: 4, eval_every: 20, eval_batches: 2, threads: 1}
+)");
+  ablate::RunOptions ro;
+  ro.quiet = true;
+  ro.out_dir = dir / "a";
+  auto a = ablate::run_experiment(ablate::Experiment::load(file), ro);
+  const std::string resolved = (std::filesystem::path(a.run_dir) / "config.resolved.yaml").string();
+  REQUIRE(std::filesystem::exists(resolved));
+  YAML::Node r = YAML::LoadFile(resolved);
+  CHECK(r["model"]["norm"]["type"].as<std::string>() == "layernorm");
+  CHECK(r["model"]["norm"]["placement"].as<std::string>() == "pre");
+  CHECK(r["model"]["positional"]["type"].as<std::string>() == "learned");
+  CHECK(r["model"]["ffn"]["type"].as<std::string>() == "relu");
+  CHECK(r["optimizer"]["type"].as<std::string>() == "adamw");
+  CHECK(r["optimizer"]["betas"][0].as<std::string>() == "0.9");  // shortest text, not 0.899999976
+  CHECK(r["scheduler"]["type"].as<std::string>() == "constant");
+  CHECK(r["tokenizer"]["type"].as<std::string>() == "char");
+  CHECK(r["train"]["steps"].as<int>() == 20);
+  // The same text is in run.h5 (after the file's comment line).
+  auto data = ablate::read_run_file(ablate::run_file_path(a.run_dir));
+  CHECK(YAML::Dump(YAML::Load(data.str_attrs.at("config_resolved"))) == YAML::Dump(r));
+  CHECK(data.str_attrs.at("config").find("norm") == std::string::npos);  // the given config stays as given
+  // Running the resolved config is the same run.
+  ro.out_dir = dir / "b";
+  auto b = ablate::run_experiment(ablate::Experiment::load(resolved, {"output.dir=" + (dir / "b")}), ro);
+  CHECK(b.train_loss == a.train_loss);
+  CHECK(b.val_loss == a.val_loss);
 }
 
 TEST_CASE("trainer/resuming from a checkpoint reproduces the uninterrupted run bitwise") {

@@ -35,10 +35,11 @@ TextData load_text_data(const Options& o, const std::string& yaml_dir, Tokenizer
   std::string windows = o.get_choice("windows", "random", {"random", "lines"},
                                      "where windows start: anywhere (random) or at line starts (lines: whole problems)");
   d.line_windows = windows == "lines";
-  if (o.has("fill") && !d.line_windows) o.fail("fill", "applies only to line windows; add data.windows: lines or remove data.fill");
   d.pad_lines = o.get_choice("fill", "pack", {"pack", "pad"},
                              "with windows: lines, the rest of a window holds the following lines (pack) or padding after the "
-                             "last whole line (pad)") == "pad";
+                             "last whole line (pad); random windows are always packed") == "pad";
+  if (d.pad_lines && !d.line_windows)
+    o.fail("fill", "pad applies only to line windows; add data.windows: lines or remove data.fill");
   o.check_unused();
   try {
     d.path = resolve_data_file(name, yaml_dir);

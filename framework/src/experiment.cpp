@@ -94,6 +94,12 @@ std::string Experiment::yaml() const {
   return out.c_str();
 }
 
+std::string Experiment::resolved_yaml() const {
+  YAML::Emitter out;
+  out << source_->resolved;
+  return out.c_str();
+}
+
 void apply_override(YAML::Node& root, const std::string& a) {
   auto eq = a.find('=');
   if (eq == std::string::npos || eq == 0)

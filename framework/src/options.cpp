@@ -29,6 +29,22 @@ bool Options::has(const std::string& key) const {
 
 void Options::mark_used(const std::string& key) const { source_->used.insert(key_path(key)); }
 
+void ConfigSource::record(const std::string& path, const YAML::Node& value) {
+  YAML::Node cur = resolved;
+  size_t start = 0;
+  for (;;) {
+    const size_t dot = path.find('.', start);
+    const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (dot == std::string::npos) {
+      cur[part] = YAML::Clone(value);
+      return;
+    }
+    if (!cur[part].IsMap()) cur[part] = YAML::Node(YAML::NodeType::Map);
+    cur.reset(cur[part]);
+    start = dot + 1;
+  }
+}
+
 void Options::document(const std::string& key, const char* type, const std::string& def,
                        const std::string& help) const {
   for (const auto& d : *docs_)

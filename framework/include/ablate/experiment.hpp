@@ -22,6 +22,9 @@ class Experiment {
   const std::string& dir() const { return dir_; }
   // The config as run (overrides applied, defaulted plugin types filled in).
   std::string yaml() const;
+  // Every option read so far with the value it had, defaults and defaulted plugin types
+  // included (complete once the model, optimizer, data and trainer are built).
+  std::string resolved_yaml() const;
   YAML::Node node() const { return root_; }
 
  private:

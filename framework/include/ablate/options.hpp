@@ -24,6 +24,10 @@ struct ConfigSource {
   std::string file;                               // "experiments/quickstart.yaml"
   std::map<std::string, std::string> overrides;   // key path -> "key.path=value" from the CLI
   std::set<std::string> used;                     // key paths read so far
+  // Every option read so far with the value it had, defaults included: the resolved
+  // configuration a run records next to the one it was given.
+  YAML::Node resolved = YAML::Node(YAML::NodeType::Map);
+  void record(const std::string& path, const YAML::Node& value);
 };
 
 struct OptionDoc {
@@ -49,6 +53,20 @@ template <class T> std::string to_text(const T& v) {
     std::ostringstream s; s << "[";
     for (size_t i = 0; i < v.size(); ++i) s << (i ? ", " : "") << v[i];
     s << "]"; return s.str();
+  }
+}
+// A value as a YAML node; numbers as their shortest text (0.9, not 0.899999976).
+template <class T> YAML::Node to_node(const T& v) {
+  if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
+    std::ostringstream s;
+    s << v;
+    return YAML::Node(s.str());
+  } else if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, std::string>) {
+    return YAML::Node(v);
+  } else {
+    YAML::Node n(YAML::NodeType::Sequence);
+    for (const auto& x : v) n.push_back(to_node(x));
+    return n;
   }
 }
 }  // namespace detail
@@ -82,6 +100,8 @@ class Options {
   void check_unused(const std::vector<std::string>& also_allowed = {}) const;
   // Marks a key as read without reading it.
   void mark_used(const std::string& key) const;
+  // Notes key = value in the source's resolved configuration.
+  void record(const std::string& key, const YAML::Node& value) const { source_->record(key_path(key), value); }
 
   const std::string& path() const { return path_; }
   std::string key_path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
@@ -132,8 +152,16 @@ template <class T>
 T Options::get(const std::string& key, const T& def, const std::string& help) const {
   mark_used(key);
   if (describing()) document(key, detail::type_name<T>(), detail::to_text(def), help);
-  if (!has(key)) return def;
-  return convert<T>(key, node_[key]);
+  if (!has(key)) {
+    if (!describing()) {
+      // Numbers as their shortest text (0.0003, not 0.000300000014), the rest as is.
+      record(key, detail::to_node(def));
+    }
+    return def;
+  }
+  T v = convert<T>(key, node_[key]);
+  if (!describing()) record(key, node_[key]);
+  return v;
 }
 
 template <class T>
@@ -144,7 +172,9 @@ T Options::require(const std::string& key, const std::string& help) const {
     return T{};
   }
   if (!has(key)) fail(key, std::string("missing; expected ") + detail::type_name<T>() + (help.empty() ? "" : " (" + help + ")"));
-  return convert<T>(key, node_[key]);
+  T v = convert<T>(key, node_[key]);
+  record(key, node_[key]);
+  return v;
 }
 
 template <class T>
