@@ -105,6 +105,19 @@ inline void clear_invisible(const Attn& a, int64_t b, int64_t jn, int64_t ld, fl
 // rather than HS wide: Eigen vectorises along output rows, and HS is often 8-16. Outputs
 // with HS columns are therefore computed transposed, (HS, n), in scratch.
 
+// dk, dv rows of kv head kh += the transposed sums dkt, dvt (HS, Tkp) of its group.
+void add_kv_grads(const Attn& a, int64_t b, int64_t kh, const float* dkt, const float* dvt, int64_t Tkp, float* dk,
+                  float* dv) {
+  const int64_t HS = a.HS;
+  for (int64_t j = 0; j < a.Tk; ++j) {
+    const int64_t r = b * a.kv_bstride + j * a.kv_rstride + kh * HS;
+    if (dk)
+      for (int64_t d = 0; d < HS; ++d) dk[r + d] += dkt[d * Tkp + j];
+    if (dv)
+      for (int64_t d = 0; d < HS; ++d) dv[r + d] += dvt[d * Tkp + j];
+  }
+}
+
 // ---- small heads: queries along the vector lanes -------------------------------------
 // For head sizes up to 16, GEMMs with an inner or outer dimension of HS waste most of
 // their time packing. These kernels put a block of 32 queries in two 16-float vectors
@@ -333,13 +346,7 @@ void backward_group_lanes(const Attn& a, int64_t b, int64_t kh, const float* out
       if (dv) gemm_acc(false, true, HS, jm, kLanes, 1.0f, dot, kLanes, pt, kLanes, dvt, Tkp);
     }
   }
-  for (int64_t j = 0; j < a.Tk; ++j) {
-    const int64_t r = b * a.kv_bstride + j * kvC + kh * HS;
-    if (dk)
-      for (int64_t d = 0; d < HS; ++d) dk[r + d] += dkt[d * Tkp + j];
-    if (dv)
-      for (int64_t d = 0; d < HS; ++d) dv[r + d] += dvt[d * Tkp + j];
-  }
+  add_kv_grads(a, b, kh, dkt, dvt, Tkp, dk, dv);
 }
 
 // ---- decoding: a few queries against a KV cache ----------------------------------------
@@ -497,13 +504,7 @@ void backward_group(const Attn& a, int64_t b, int64_t kh, const float* out, cons
       if (dv) gemm_acc(true, false, HS, jm, nq, 1.0f, do_blk, C, p, ld, dvt, Tkp);
     }
   }
-  for (int64_t j = 0; j < a.Tk; ++j) {
-    const int64_t r = b * a.kv_bstride + j * kvC + kh * HS;
-    if (dk)
-      for (int64_t d = 0; d < HS; ++d) dk[r + d] += dkt[d * Tkp + j];
-    if (dv)
-      for (int64_t d = 0; d < HS; ++d) dv[r + d] += dvt[d * Tkp + j];
-  }
+  add_kv_grads(a, b, kh, dkt, dvt, Tkp, dk, dv);
 }
 
 // node: in = {q, k, v}; i[0..5] = B, T, NH, NKV, HS, causal; i[6] = q's first column,
