@@ -322,6 +322,16 @@ sweep:
   CHECK(html.find("<path class=\"line\"") != std::string::npos);
   CHECK(html.find("<path class=\"band\"") != std::string::npos);
   CHECK(html.find("<details>") != std::string::npos);
+  // What differs between the runs, from their resolved configs: the varied options (with
+  // the defaults the other runs had), not the shared ones or the seeds.
+  const size_t differs = html.find("<h2>What differs</h2>");
+  REQUIRE(differs != std::string::npos);
+  const std::string diff_table = html.substr(differs, html.find("</table>", differs) - differs);
+  for (const char* key : {"<code>model.ffn.type</code>", "<code>optimizer.type</code>", "<code>optimizer.lr</code>",
+                          "<code>train.grad_clip</code>", "<td>swiglu</td>", "<td>relu</td>", "<td>sgd</td>", "<td>adamw</td>"})
+    CHECK_MESSAGE(diff_table.find(key) != std::string::npos, key);
+  for (const char* key : {"<code>seed</code>", "<code>model.d_model</code>", "<code>output.dir</code>"})
+    CHECK_MESSAGE(diff_table.find(key) == std::string::npos, key);
   CHECK(html.find("<script") == std::string::npos);
   CHECK(html.find("http://") == html.find("http://www.w3.org/2000/svg"));  // no external resources
 

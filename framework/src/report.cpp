@@ -10,6 +10,9 @@
 #include <set>
 #include <sstream>
 
+#include <yaml-cpp/yaml.h>
+
+#include "ablate/experiment.hpp"
 #include "ablate/svg.hpp"
 
 namespace ablate {
@@ -370,6 +373,55 @@ std::string render_report(const SweepResults& r, const ReportOptions& opt) {
       << escape(run.state.error.substr(0, 300)) << "</td></tr>\n";
   }
   o << "</table>\n";
+
+  // What differs between the runs' resolved configs (every option with the value it had,
+  // defaults included), seeds and output paths aside.
+  {
+    std::vector<std::map<std::string, std::string>> flat;
+    std::vector<const SweepRun*> with;
+    std::set<std::string> keys;
+    for (const auto& run : r.runs) {
+      const std::string res = attr(run, "config_resolved");
+      if (res.empty()) continue;
+      std::map<std::string, std::string> m;
+      try {
+        for (auto& [k, v] : flatten(YAML::Load(res))) m[k] = v;
+      } catch (const YAML::Exception&) {
+        continue;
+      }
+      for (const auto& kv : m) keys.insert(kv.first);
+      flat.push_back(std::move(m));
+      with.push_back(&run);
+    }
+    std::vector<std::string> differ;
+    for (const auto& k : keys) {
+      if (k == "seed" || k == "name" || k.rfind("output.", 0) == 0) continue;
+      auto value = [&](const std::map<std::string, std::string>& m) {
+        auto it = m.find(k);
+        return it == m.end() ? std::string("-") : it->second;
+      };
+      for (const auto& m : flat)
+        if (value(m) != value(flat.front())) {
+          differ.push_back(k);
+          break;
+        }
+    }
+    if (!differ.empty()) {
+      o << "<h2>What differs</h2>\n<p>Options whose value differs between runs, defaults included "
+           "(from each run's resolved config; seeds aside).</p>\n<table><tr><th>run</th>";
+      for (const auto& k : differ) o << "<th><code>" << escape(k) << "</code></th>";
+      o << "</tr>\n";
+      for (size_t i = 0; i < flat.size(); ++i) {
+        o << "<tr><td class=\"id\">" << escape(with[i]->point->id) << "</td>";
+        for (const auto& k : differ) {
+          auto it = flat[i].find(k);
+          o << "<td>" << escape(it == flat[i].end() ? "-" : it->second) << "</td>";
+        }
+        o << "</tr>\n";
+      }
+      o << "</table>\n";
+    }
+  }
 
   // Configs and samples, collapsed.
   o << "<h2>Configs</h2>\n";
