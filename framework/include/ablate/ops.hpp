@@ -2,7 +2,7 @@
 // tests/test_ops.cpp). Shapes use llm.c's letters: B batch, T time, C channels,
 // NH heads, HS head size, V vocab. Every tensor is 2-D row-major (see tensor.hpp).
 // Backward accumulates (+=) into input gradients. Results do not depend on the
-// number of threads: parallel loops split outputs, never a reduction.
+// number of threads: parallel loops split work into chunks fixed by the shapes.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -10,6 +10,18 @@
 #include "ablate/graph.hpp"
 
 namespace ablate {
+
+// Runs f(begin, end) over [0, n) in chunks of `chunk` on ablate's threads (the calling
+// thread and its pinned workers; nested calls run serially). Chunk boundaries depend only
+// on n and chunk, so per-chunk arithmetic is the same for any thread count. For plugins'
+// own loops, e.g. an optimizer's elementwise update.
+// f is called as f(begin, end); nothing is allocated.
+void parallel_for_raw(int64_t n, int64_t chunk, void (*fn)(void* ctx, int64_t begin, int64_t end), void* ctx);
+template <class F>
+void parallel_for(int64_t n, int64_t chunk, const F& f) {
+  parallel_for_raw(
+      n, chunk, [](void* c, int64_t b, int64_t e) { (*static_cast<const F*>(c))(b, e); }, const_cast<F*>(&f));
+}
 
 // ---- linear algebra -------------------------------------------------------------
 // (N,K) x (K,M) -> (N,M); with transpose_b, b is (M,K) and the product is a b^T.

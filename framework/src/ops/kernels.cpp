@@ -2,6 +2,8 @@
 // Eigen's GEBP kernel with caller-owned packing buffers, column sums.
 #include "kernels.hpp"
 
+#include "ablate/ops.hpp"
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -386,3 +388,9 @@ double sum_fixed(Graph& g, const float* x, int64_t n) {
 }
 
 }  // namespace ablate::kernels
+
+namespace ablate {
+void parallel_for_raw(int64_t n, int64_t chunk, void (*fn)(void*, int64_t, int64_t), void* ctx) {
+  kernels::parallel_chunks(n, chunk, [&](int64_t b, int64_t e) { fn(ctx, b, e); });
+}
+}  // namespace ablate
