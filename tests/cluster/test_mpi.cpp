@@ -23,9 +23,12 @@ data: {path: shakespeare_16k.txt, train_fraction: 0.9}
 tokenizer: char
 model: {d_model: 32, n_heads: 4, n_layers: 2, context: 32, dropout: 0.1}
 train: {steps: 40, batch_size: 16, grad_accum: 2, eval_every: 20, eval_batches: 3, checkpoint_every: 10, log_every: 5}
-optimizer: {type: adamw, lr: 1.0e-2}
+optimizer: {type: adamw, lr: 3.0e-3}
 sample: {tokens: 10, prompt: "ROMEO:"}
 )";
+// (lr 3e-3: at 1e-2 the training itself amplifies the ranks' different summation order,
+// about 1e-7 at first, to several 1e-3 over 40 steps for some seeds and graphs; at 3e-3 the
+// curves stay within 2e-7 of each other.)
 
 std::string run_cmd(const TempDir& d, int ranks, const std::string& args, const std::string& env = "") {
   const std::string ablate = ablate::test::ablate_binary() + " run " + args + " --threads 1 --quiet";
