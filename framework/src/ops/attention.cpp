@@ -293,12 +293,11 @@ void backward_group_lanes(const Attn& a, int64_t b, int64_t kh, const float* out
                           const float* lse, float* dq, float* dk, float* dv) {
   const int64_t C = a.NH * a.HS, HS = a.HS, kvC = a.kv_rstride;
   const int64_t Tkp = padded(a.Tk);
-  float* qt = thread_scratch(kSlotAttention,
-                             static_cast<size_t>(4 * HS * kLanes + 2 * a.Tk * kLanes + 2 * HS * Tkp));
-  float* dot = qt + HS * kLanes;   // dO^T (HS, 32)
+  float* qs = thread_scratch(kSlotAttention,
+                             static_cast<size_t>(3 * HS * kLanes + 2 * a.Tk * kLanes + 2 * HS * Tkp));
+  float* dot = qs + HS * kLanes;   // dO^T (HS, 32)
   float* acc = dot + HS * kLanes;  // dq^T (HS, 32)
-  float* qs = acc + HS * kLanes;   // scaled q^T for the scores (HS, 32)
-  float* pt = qs + HS * kLanes;    // P^T (jm, 32)
+  float* pt = acc + HS * kLanes;   // P^T (jm, 32)
   float* dst = pt + a.Tk * kLanes; // dP^T, then dS^T (jm, 32)
   float* dkt = dst + a.Tk * kLanes;  // (HS, Tkp): dk^T of this kv head, summed over the group
   float* dvt = dkt + HS * Tkp;       // (HS, Tkp)
@@ -306,8 +305,7 @@ void backward_group_lanes(const Attn& a, int64_t b, int64_t kh, const float* out
   for (int64_t h = kh * a.group(); h < (kh + 1) * a.group(); ++h) {
     for (int64_t i0 = 0; i0 < a.T; i0 += kLanes) {
       const int64_t nq = std::min(kLanes, a.T - i0), jm = a.visible(i0 + nq - 1);
-      transpose_block(a.q_at(b, h, i0), a.q_rstride, nq, HS, a.scale, qs);
-      transpose_block(a.q_at(b, h, i0), a.q_rstride, nq, HS, 1.0f, qt);
+      transpose_block(a.q_at(b, h, i0), a.q_rstride, nq, HS, a.scale, qs);  // scale q^T, for S and dK
       transpose_block(dout + (b * a.T + i0) * C + h * HS, C, nq, HS, 1.0f, dot);
       alignas(64) float l[kLanes], di[kLanes];
       for (int64_t i = 0; i < kLanes; ++i) {
@@ -341,8 +339,8 @@ void backward_group_lanes(const Attn& a, int64_t b, int64_t kh, const float* out
           for (int64_t d = 0; d < HS; ++d) r[d] += a.scale * acc[d * kLanes + i];
         }
       }
-      // dk^T (HS, jm) += scale q^T (HS, 32) . dS (32, jm); dv^T += dO^T (HS, 32) . P (32, jm)
-      if (dk) gemm_acc(false, true, HS, jm, kLanes, a.scale, qt, kLanes, dst, kLanes, dkt, Tkp);
+      // dk^T (HS, jm) += (scale q^T) (HS, 32) . dS (32, jm); dv^T += dO^T (HS, 32) . P (32, jm)
+      if (dk) gemm_acc(false, true, HS, jm, kLanes, 1.0f, qs, kLanes, dst, kLanes, dkt, Tkp);
       if (dv) gemm_acc(false, true, HS, jm, kLanes, 1.0f, dot, kLanes, pt, kLanes, dvt, Tkp);
     }
   }

@@ -79,10 +79,9 @@ void parallel_chunks(int64_t n, int64_t chunk, const F& f) {
   auto serial = [&] {
     for (int64_t c = 0; c < nchunks; ++c) f(c * chunk, std::min(n, (c + 1) * chunk));
   };
-  if (nchunks == 1) return serial();
+  if (nchunks == 1 || in_parallel_region()) return serial();
   const int64_t threads = concurrency();
   if (threads == 1) return serial();
-  if (in_parallel_region()) return serial();
   // No more chunks than threads: chunk c on thread c, always the same one.
   if (nchunks <= threads) {
     struct Ctx {
