@@ -403,8 +403,9 @@ RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
   RunFile* rfp = root ? &*rf_holder : nullptr;
   if (root) {
     RunFile& rf = *rfp;
-    rf.set_attr("config", exp.yaml());
-    rf.set_attr("config_resolved", exp.resolved_yaml());
+    const std::string given = exp.yaml(), resolved = exp.resolved_yaml();
+    rf.set_attr("config", given);
+    rf.set_attr("config_resolved", resolved);
     rf.set_attr("name", s.name);
     rf.set_attr("ablate_version", ABLATE_VERSION);
     rf.set_attr("git_commit", ABLATE_GIT_COMMIT);
@@ -418,12 +419,10 @@ RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
     rf.set_attr("status", "running");
     rf.set_attr("error", "");
     rf.flush();
-    std::ofstream cfg(fs::path(s.out_dir) / "config.yaml");
-    cfg << exp.yaml() << "\n";
-    std::ofstream resolved(fs::path(s.out_dir) / "config.resolved.yaml");
-    resolved << "# Every option of this run with the value it had, defaults included (ablate "
-             << ABLATE_VERSION << ").\n"
-             << exp.resolved_yaml() << "\n";
+    std::ofstream(fs::path(s.out_dir) / "config.yaml") << given << "\n";
+    std::ofstream(fs::path(s.out_dir) / "config.resolved.yaml")
+        << "# Every option of this run with the value it had, defaults included (ablate " << ABLATE_VERSION << ").\n"
+        << resolved << "\n";
   }
   if (!ro.quiet)
     progress.line(s.name + ": " + std::to_string(model.n_params()) + " parameters, vocab " +
