@@ -12,33 +12,24 @@
 
 namespace {
 
-const char* kTiny = R"(name: tiny
-seed: 7
-data: {path: shakespeare_16k.txt, train_fraction: 0.9}
-tokenizer: char
-model:
-  d_model: 32
-  n_heads: 4
-  n_layers: 2
-  context: 32
-  positional: learned
-  attention: causal
-  ffn: relu
-  norm: {type: layernorm, placement: pre}
-train: {steps: 150, batch_size: 16, eval_every: 50, eval_batches: 4, checkpoint_every: 50, log_every: 10, threads: 2}
-optimizer: {type: adamw, lr: 1.0e-2}
-sample: {tokens: 40, prompt: "ROMEO:", temperature: 0.8}
-)";
+// The shared tiny model, trained longer, on 2 threads, with a longer sample.
+const std::vector<std::string> kTinyLonger = {"train.steps=150", "train.eval_every=50", "train.checkpoint_every=50",
+                                              "train.threads=2", "sample.tokens=40"};
+std::vector<std::string> longer(const std::vector<std::string>& overrides) {
+  std::vector<std::string> all = kTinyLonger;
+  all.insert(all.end(), overrides.begin(), overrides.end());
+  return all;
+}
 
 ablate::RunSummary train(const ablate::test::TempDir& dir, const std::string& out,
                          const std::vector<std::string>& overrides = {}) {
   ablate::test::registry();
   setenv("ABLATE_DATA_PATH", ABLATE_TEST_DATA_DIR, 1);
-  std::string file = dir.write("tiny.yaml", kTiny);
+  std::string file = dir.write("tiny.yaml", ablate::test::kTinyBase);
   ablate::RunOptions ro;
   ro.out_dir = dir / out;
   ro.quiet = true;
-  return ablate::run_experiment(ablate::Experiment::load(file, overrides), ro);
+  return ablate::run_experiment(ablate::Experiment::load(file, longer(overrides)), ro);
 }
 
 }  // namespace
@@ -152,14 +143,14 @@ TEST_CASE("trainer/resuming from a checkpoint reproduces the uninterrupted run b
   // A changed config is refused, naming the key...
   std::string msg;
   try {
-    ablate::run_experiment(ablate::Experiment::load(file, {"train.steps=60", "train.checkpoint_every=20", "train.eval_every=20", "model.dropout=0.2"}), ro);
+    ablate::run_experiment(ablate::Experiment::load(file, longer({"train.steps=60", "train.checkpoint_every=20", "train.eval_every=20", "model.dropout=0.2"})), ro);
   } catch (const ablate::Error& e) {
     msg = e.what();
   }
   CHECK(msg.find("model.dropout: 0.1 -> 0.2") != std::string::npos);
   // ...unless allowed (here: only train.steps changes, which --allow-config-change accepts).
   ro.allow_config_change = true;
-  ablate::run_experiment(ablate::Experiment::load(file, {"train.steps=60", "train.checkpoint_every=20", "train.eval_every=20", "model.dropout=0.1"}), ro);
+  ablate::run_experiment(ablate::Experiment::load(file, longer({"train.steps=60", "train.checkpoint_every=20", "train.eval_every=20", "model.dropout=0.1"})), ro);
   auto full = ablate::read_run_file(ablate::run_file_path(dir / "full"));
   auto part = ablate::read_run_file(ablate::run_file_path(dir / "part"));
   CHECK(full.tables.at("train").at("loss") == part.tables.at("train").at("loss"));
