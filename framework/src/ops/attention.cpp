@@ -199,27 +199,45 @@ void lanes_accumulate(const float* rows, int64_t ld, int64_t jm, int64_t HS, con
   }
 }
 
+// Lane i of a block starting at query i0 sees key j iff j < visible(i0 + i); for a causal
+// mask (j < offset + i0 + i + 1, as keys never run past Tk) that is lane index > lim,
+// lim = j - offset - i0 - 1: the hidden lanes of row j are a prefix.
+const v16 kIota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+inline float causal_lim(const Attn& a, int64_t i0, int64_t j) {
+  return static_cast<float>(j - a.offset - i0 - 1);
+}
+
 // Scores of queries [i0, i0+nq) of head h against keys [0, jm) into st (jm, 32), masked
 // (causal, key padding) to -inf and biased by the head's slope.
-void lanes_scores(const Attn& a, int64_t b, int64_t h, int64_t i0, int64_t nq, int64_t jm, const float* qt,
-                  float* st) {
+void lanes_scores(const Attn& a, int64_t b, int64_t h, int64_t i0, int64_t jm, const float* qt, float* st) {
   const int64_t kh = h / a.group();
   lanes_dot(a.k_at(b, kh), a.k_rstride, jm, a.HS, qt, st);
   const uint8_t* km = a.key_mask ? a.key_mask + b * a.Tk : nullptr;
-  const float slope = a.slopes ? a.slopes[h] : 0.0f;
+  const v16 ninf = v16{} - kInf;
+  const v16 pos0 = kIota + static_cast<float>(a.offset + i0), pos1 = pos0 + 16.0f;
   for (int64_t j = 0; j < jm; ++j) {
     float* r = st + j * kLanes;
     if (km && !km[j]) {
-      for (int64_t i = 0; i < kLanes; ++i) r[i] = -kInf;
+      store16(r, ninf);
+      store16(r + 16, ninf);
       continue;
     }
-    if (a.slopes)
-      for (int64_t i = 0; i < kLanes; ++i)
-        r[i] -= slope * std::fabs(static_cast<float>(a.offset + i0 + i) - static_cast<float>(j));
-    // Query i sees key j iff j < visible(i); visible grows with i, so the hidden lanes
-    // of row j are a prefix.
-    if (a.causal)
-      for (int64_t i = 0; i < nq && a.visible(i0 + i) <= j; ++i) r[i] = -kInf;
+    v16 r0 = load16(r), r1 = load16(r + 16);
+    if (a.slopes) {
+      const float slope = a.slopes[h], fj = static_cast<float>(j);
+      const v16 d0 = pos0 - fj, d1 = pos1 - fj;
+      r0 -= slope * (d0 < 0.0f ? -d0 : d0);
+      r1 -= slope * (d1 < 0.0f ? -d1 : d1);
+    }
+    if (a.causal) {
+      const float lim = causal_lim(a, i0, j);
+      if (lim >= 0.0f) {
+        r0 = kIota <= lim ? ninf : r0;
+        r1 = kIota + 16.0f <= lim ? ninf : r1;
+      }
+    }
+    store16(r, r0);
+    store16(r + 16, r1);
   }
 }
 
@@ -246,10 +264,14 @@ void lanes_exp(const Attn& a, int64_t b, int64_t i0, int64_t nq, int64_t jm, con
       std::memset(r, 0, sizeof(float) * kLanes);
       continue;
     }
-    store16(r, keep0 ? load16(r) : zero);
-    store16(r + 16, keep1 ? load16(r + 16) : zero);
-    if (a.causal)
-      for (int64_t i = 0; i < nq && a.visible(i0 + i) <= j; ++i) r[i] = 0.0f;
+    auto k0 = keep0, k1 = keep1;
+    if (a.causal) {
+      const float lim = causal_lim(a, i0, j);
+      k0 = k0 && kIota > lim;
+      k1 = k1 && kIota + 16.0f > lim;
+    }
+    store16(r, k0 ? load16(r) : zero);
+    store16(r + 16, k1 ? load16(r + 16) : zero);
   }
 }
 
@@ -261,7 +283,7 @@ void forward_head_lanes(const Attn& a, int64_t b, int64_t h, float* out, float* 
   for (int64_t i0 = 0; i0 < a.T; i0 += kLanes) {
     const int64_t nq = std::min(kLanes, a.T - i0), jm = a.visible(i0 + nq - 1);
     transpose_block(a.q_at(b, h, i0), a.q_rstride, nq, HS, a.scale, qt);
-    lanes_scores(a, b, h, i0, nq, jm, qt, st);
+    lanes_scores(a, b, h, i0, jm, qt, st);
     alignas(64) float mx[kLanes], sum[kLanes];
     v16 m0 = -kInf - v16{}, m1 = m0;
     for (int64_t j = 0; j < jm; ++j) {
@@ -279,11 +301,21 @@ void forward_head_lanes(const Attn& a, int64_t b, int64_t h, float* out, float* 
     store16(sum, s0);
     store16(sum + 16, s1);
     lanes_accumulate(a.v_at(b, kh), a.kv_rstride, jm, HS, st, acc);
+    // 1/sum and lse = max + log(sum) for the 32 lanes at once; a query without a visible
+    // key gets output 0 and lse +inf (backward skips it).
+    alignas(64) float inv[kLanes], lg[kLanes];
+    const auto none0 = m0 == -kInf, none1 = m1 == -kInf;
+    store16(inv, none0 ? v16{} : 1.0f / s0);
+    store16(inv + 16, none1 ? v16{} : 1.0f / s1);
     for (int64_t i = 0; i < nq; ++i) {
       float* o = out + (b * a.T + i0 + i) * C + h * HS;
-      const float inv = mx[i] == -kInf ? 0.0f : 1.0f / sum[i];  // no visible key: output 0
-      for (int64_t d = 0; d < HS; ++d) o[d] = acc[d * kLanes + i] * inv;
-      if (lse) lse[(b * a.NH + h) * a.T + i0 + i] = mx[i] == -kInf ? kInf : mx[i] + std::log(sum[i]);
+      for (int64_t d = 0; d < HS; ++d) o[d] = acc[d * kLanes + i] * inv[i];
+    }
+    if (lse) {
+      ArrMap(lg, kLanes) = ArrMap(sum, kLanes).log();
+      store16(lg, none0 ? v16{} + kInf : m0 + load16(lg));
+      store16(lg + 16, none1 ? v16{} + kInf : m1 + load16(lg + 16));
+      std::memcpy(lse + (b * a.NH + h) * a.T + i0, lg, sizeof(float) * static_cast<size_t>(nq));
     }
   }
 }
@@ -292,16 +324,15 @@ void forward_head_lanes(const Attn& a, int64_t b, int64_t h, float* out, float* 
 void backward_group_lanes(const Attn& a, int64_t b, int64_t kh, const float* out, const float* dout,
                           const float* lse, float* dq, float* dk, float* dv) {
   const int64_t C = a.NH * a.HS, HS = a.HS, kvC = a.kv_rstride;
-  const int64_t Tkp = padded(a.Tk);
-  float* qs = thread_scratch(kSlotAttention,
-                             static_cast<size_t>(3 * HS * kLanes + 2 * a.Tk * kLanes + 2 * HS * Tkp));
+  float* qs = thread_scratch(kSlotAttention, static_cast<size_t>(3 * HS * kLanes + 2 * a.Tk * kLanes));
   float* dot = qs + HS * kLanes;   // dO^T (HS, 32)
   float* acc = dot + HS * kLanes;  // dq^T (HS, 32)
   float* pt = acc + HS * kLanes;   // P^T (jm, 32)
   float* dst = pt + a.Tk * kLanes; // dP^T, then dS^T (jm, 32)
-  float* dkt = dst + a.Tk * kLanes;  // (HS, Tkp): dk^T of this kv head, summed over the group
-  float* dvt = dkt + HS * Tkp;       // (HS, Tkp)
-  std::memset(dkt, 0, sizeof(float) * static_cast<size_t>(2 * HS * Tkp));
+  // This task's rows of dk and dv (keys of batch b, columns of kv head kh): no other task
+  // writes them, so the products below accumulate into them directly.
+  float* dk_rows = dk ? dk + b * a.kv_bstride + kh * HS : nullptr;
+  float* dv_rows = dv ? dv + b * a.kv_bstride + kh * HS : nullptr;
   for (int64_t h = kh * a.group(); h < (kh + 1) * a.group(); ++h) {
     for (int64_t i0 = 0; i0 < a.T; i0 += kLanes) {
       const int64_t nq = std::min(kLanes, a.T - i0), jm = a.visible(i0 + nq - 1);
@@ -320,7 +351,7 @@ void backward_group_lanes(const Attn& a, int64_t b, int64_t kh, const float* out
         for (int64_t e = 0; e < HS; ++e) d += g[e] * o[e];
         di[i] = d;
       }
-      lanes_scores(a, b, h, i0, nq, jm, qs, pt);
+      lanes_scores(a, b, h, i0, jm, qs, pt);
       lanes_exp(a, b, i0, nq, jm, l, pt);
       // dP^T = v dO^T; dS^T = P^T * (dP^T - D)
       lanes_dot(a.v_at(b, kh), kvC, jm, HS, dot, dst);
@@ -339,12 +370,12 @@ void backward_group_lanes(const Attn& a, int64_t b, int64_t kh, const float* out
           for (int64_t d = 0; d < HS; ++d) r[d] += a.scale * acc[d * kLanes + i];
         }
       }
-      // dk^T (HS, jm) += (scale q^T) (HS, 32) . dS (32, jm); dv^T += dO^T (HS, 32) . P (32, jm)
-      if (dk) gemm_acc(false, true, HS, jm, kLanes, 1.0f, qs, kLanes, dst, kLanes, dkt, Tkp);
-      if (dv) gemm_acc(false, true, HS, jm, kLanes, 1.0f, dot, kLanes, pt, kLanes, dvt, Tkp);
+      // dk (jm, HS) += scale dS^T (jm, nq) . q (nq, HS); dv (jm, HS) += P^T (jm, nq) . dO (nq, HS),
+      // with q and dO read in place (row-major, HS wide: gemm_narrow's kernel)
+      if (dk) gemm_acc(false, false, jm, HS, nq, a.scale, dst, kLanes, a.q_at(b, h, i0), a.q_rstride, dk_rows, kvC);
+      if (dv) gemm_acc(false, false, jm, HS, nq, 1.0f, pt, kLanes, dout + (b * a.T + i0) * C + h * HS, C, dv_rows, kvC);
     }
   }
-  add_kv_grads(a, b, kh, dkt, dvt, Tkp, dk, dv);
 }
 
 // ---- decoding: a few queries against a KV cache ----------------------------------------

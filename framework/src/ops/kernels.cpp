@@ -251,6 +251,7 @@ void gemm_acc(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
   if (m <= 0 || n <= 0 || k <= 0) return;
   if (m <= 4) return gemv_rows(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc);
   if (n == 1) return gemv_col(trans_a, trans_b, m, k, alpha, a, lda, b, ldb, c, ldc);
+  if (gemm_narrow_applies(trans_a, m, n)) return gemm_narrow(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc);
   // A row-major (k,m) matrix read as its transpose is a column-major (m,k) one.
   constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
   if (!trans_a && !trans_b)

@@ -167,6 +167,12 @@ double sum_fixed(Graph& g, const float* x, int64_t n);
 void gemm_acc(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
               const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc);
 
+// gemm_acc's kernel for narrow outputs (n <= 64) and for X^T dY with at most 128 rows
+// when built for AVX-512 (gemm_narrow.cpp); gemm_narrow_applies says when it is used.
+bool gemm_narrow_applies(bool trans_a, int64_t m, int64_t n);
+void gemm_narrow(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                 int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc);
+
 // The same, parallel over rows of C (if m >= n) or columns of C, never over k, with
 // block boundaries fixed by the shape: bitwise identical for any thread count.
 // With overwrite, each task first sets its block of C to the row `init` (1,n), or to 0
