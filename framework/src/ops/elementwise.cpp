@@ -45,12 +45,16 @@ void add_backward(Graph& g, int id) {
     });
   }
   if (g.requires_grad(n.in[1])) {
-    float* db = g.grad(n.in[1]).data;  // (N,C) or (1,C)
     if (n.i[0]) {
-      add_column_sums(dy.data, N, C, C, db);
+      add_column_sums(dy.data, N, C, C, g.grad(n.in[1]).data);  // (1,C)
     } else {
+      bool fresh;
+      float* dbf = g.grad_unzeroed(n.in[1], fresh).data;  // (N,C)
       parallel_chunks(N * C, items_per_task(1), [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i) db[i] += dy.data[i];
+        if (fresh)
+          std::copy(dy.data + i0, dy.data + i1, dbf + i0);
+        else
+          for (int64_t i = i0; i < i1; ++i) dbf[i] += dy.data[i];
       });
     }
   }

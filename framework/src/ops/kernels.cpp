@@ -348,6 +348,26 @@ void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
 void add_column_sums(const float* src, int64_t rows, int64_t cols, int64_t ld, float* dst,
                      const float* mul) {
   constexpr int64_t kBlock = 64;
+  if (cols <= kBlock && rows * cols >= (int64_t{1} << 16)) {
+    // Narrow and tall (a bias of a d = 32 model): too few columns to split, so fixed
+    // chunks of rows sum into partials that are added in chunk order after.
+    const int64_t chunk = items_per_task(cols), nchunks = ceil_div(rows, chunk);
+    float* partial = thread_scratch(kSlotReduce, static_cast<size_t>(nchunks * cols));
+    parallel_chunks(rows, chunk, [&](int64_t r0, int64_t r1) {
+      float* acc = partial + (r0 / chunk) * cols;
+      std::fill(acc, acc + cols, 0.0f);
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* s = src + r * ld;
+        if (mul)
+          for (int64_t j = 0; j < cols; ++j) acc[j] += s[j] * mul[r * ld + j];
+        else
+          for (int64_t j = 0; j < cols; ++j) acc[j] += s[j];
+      }
+    });
+    for (int64_t c = 0; c < nchunks; ++c)
+      for (int64_t j = 0; j < cols; ++j) dst[j] += partial[c * cols + j];
+    return;
+  }
   const int64_t block = rows * cols >= (int64_t{1} << 16) ? kBlock : cols;
   parallel_chunks(cols, block, [&](int64_t c0, int64_t c1) {
     float acc[kBlock];

@@ -182,7 +182,8 @@ void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
                        int64_t ldc, bool overwrite = false, const float* init = nullptr);
 
 // dst[c] += sum over rows r of src[r*ld + c] (times mul[r*ld + c] if mul is given), for
-// c in [0, cols): per-column sums in row order, parallel over column blocks only.
+// c in [0, cols): per-column sums in row order, parallel over column blocks, or for at
+// most 64 columns over fixed chunks of rows whose partial sums are added in chunk order.
 void add_column_sums(const float* src, int64_t rows, int64_t cols, int64_t ld, float* dst,
                      const float* mul = nullptr);
 

@@ -40,26 +40,46 @@ void layernorm_backward(Graph& g, int id) {
   const float* rstd = static_cast<const float*>(n.p[1]);
   const Row gain(static_cast<const float*>(n.p[2]), x.cols);
   const int64_t N = x.rows, C = x.cols;
-  const bool need_xhat = g.requires_grad(n.in[1]);
-  float* xhat = need_xhat ? g.alloc(static_cast<size_t>(N * C)) : nullptr;  // (N,C)
-  float* dx = g.requires_grad(n.in[0]) ? g.grad(n.in[0]).data : nullptr;
-  if (dx || xhat) {
-    parallel_chunks(N, items_per_task(8 * C), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const Row xr(x.row(r), C), dyr(dy.row(r), C);
-        const float m = mean[r], s = rstd[r];
-        if (xhat) RowMut(xhat + r * C, C) = (xr - m) * s;
-        if (dx) {
-          // dx = rstd * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)), dnorm = dy*gain
-          const float m1 = (dyr * gain).sum() / static_cast<float>(C);
-          const float m2 = (dyr * gain * ((xr - m) * s)).sum() / static_cast<float>(C);
-          RowMut(dx + r * C, C) += s * (dyr * gain - m1 - ((xr - m) * s) * m2);
-        }
+  bool fresh = false;  // dx not yet written this backward: set it rather than add to zeros
+  float* dx = g.requires_grad(n.in[0]) ? g.grad_unzeroed(n.in[0], fresh).data : nullptr;
+  float* dgain = g.requires_grad(n.in[1]) ? g.grad(n.in[1]).data : nullptr;
+  float* dbias = g.requires_grad(n.in[2]) ? g.grad(n.in[2]).data : nullptr;
+  if (!dx && !dgain && !dbias) return;
+  // One pass over the rows: dx, and per chunk of rows the partial sums of dgain (dy * xhat)
+  // and dbias (dy), added in chunk order after (chunks depend only on N: the same sums
+  // on any thread count).
+  const int64_t chunk = items_per_task(8 * C), nchunks = ceil_div(N, chunk);
+  float* partial = (dgain || dbias) ? g.alloc(static_cast<size_t>(2 * nchunks * C)) : nullptr;
+  parallel_chunks(N, chunk, [&](int64_t r0, int64_t r1) {
+    RowMut pg(partial ? partial + 2 * (r0 / chunk) * C : nullptr, partial ? C : 0);
+    RowMut pb(partial ? partial + (2 * (r0 / chunk) + 1) * C : nullptr, partial ? C : 0);
+    if (partial) {
+      pg.setZero();
+      pb.setZero();
+    }
+    for (int64_t r = r0; r < r1; ++r) {
+      const Row xr(x.row(r), C), dyr(dy.row(r), C);
+      const float m = mean[r], s = rstd[r];
+      const auto xhat = (xr - m) * s;
+      if (partial) {
+        pg += dyr * xhat;
+        pb += dyr;
       }
-    });
+      if (dx) {
+        // dx = rstd * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)), dnorm = dy*gain
+        const float m1 = (dyr * gain).sum() / static_cast<float>(C);
+        const float m2 = (dyr * gain * xhat).sum() / static_cast<float>(C);
+        if (fresh)
+          RowMut(dx + r * C, C) = s * (dyr * gain - m1 - xhat * m2);
+        else
+          RowMut(dx + r * C, C) += s * (dyr * gain - m1 - xhat * m2);
+      }
+    }
+  });
+  for (int64_t c = 0; c < nchunks && partial; ++c) {
+    if (dgain) RowMut(dgain, C) += Row(partial + 2 * c * C, C);
+    if (dbias) RowMut(dbias, C) += Row(partial + (2 * c + 1) * C, C);
   }
-  if (xhat) add_column_sums(dy.data, N, C, C, g.grad(n.in[1]).data, xhat);  // dgain (1,C)
-  if (g.requires_grad(n.in[2])) add_column_sums(dy.data, N, C, C, g.grad(n.in[2]).data);
 }
 
 // ---- rmsnorm ------------------------------------------------------------------------
