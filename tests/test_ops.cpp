@@ -415,6 +415,38 @@ TEST_CASE("ops/grad: attention variants") {
   }
 }
 
+TEST_CASE("ops/grad: small-head attention over several query blocks, probabilities saved or recomputed") {
+  // T = 40: two blocks of 32 queries, the second seeing 40 keys; head size 8 takes the
+  // small-head kernels, which keep P for backward unless it exceeds the limit.
+  const int64_t B = 2, T = 40, NH = 2, NKV = 1, HS = 8;
+  const float slopes[2] = {0.25f, 0.125f};
+  int64_t& limit = kernels::attention_saved_probs_limit();
+  const int64_t saved_limit = limit;
+  std::vector<std::vector<float>> grads;
+  for (int64_t lim : {saved_limit, int64_t{0}}) {
+    CAPTURE(lim);
+    limit = lim;
+    AttentionSpec s = spec_of(B, T, NH, NKV, HS, true);
+    s.slopes = slopes;
+    CHECK_GRAD([&](Graph& g, const std::vector<Var>& in) { return attention(g, in[0], in[1], in[2], s); },
+               {{B * T, NH * HS}, {B * T, NKV * HS}, {B * T, NKV * HS}}, 31);
+    // The two paths' gradients agree to float rounding.
+    ParamStore store(1);
+    Parameter& q = store.add("q", B * T, NH * HS, Init::kNormal, 1.0f);
+    Parameter& k = store.add("k", B * T, NKV * HS, Init::kNormal, 1.0f);
+    Parameter& v = store.add("v", B * T, NKV * HS, Init::kNormal, 1.0f);
+    Graph g;
+    Var y = attention(g, g.param(q), g.param(k), g.param(v), s);
+    backward_with_seed(g, y, random_vec(B * T * NH * HS, 32));
+    std::vector<float> all = to_vec(q.grad), gk = to_vec(k.grad), gv = to_vec(v.grad);
+    all.insert(all.end(), gk.begin(), gk.end());
+    all.insert(all.end(), gv.begin(), gv.end());
+    grads.push_back(all);
+  }
+  limit = saved_limit;
+  check_close(grads[0], grads[1], 1e-5);
+}
+
 TEST_CASE("ops/grad: attention on column ranges of one fused node, and bitwise as on copies") {
   // q | k | v in one (B*T, 2 + NH*HS + 2*NKV*HS) node from column 2, GQA 2 of 4.
   const int64_t B = 2, T = 6, NH = 4, NKV = 2, HS = 3, W = 2 + NH * HS + 2 * NKV * HS;

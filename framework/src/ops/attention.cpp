@@ -14,6 +14,11 @@
 
 namespace ablate {
 
+int64_t& kernels::attention_saved_probs_limit() {
+  static int64_t limit = int64_t{1} << 24;  // floats: 64 MB per attention node
+  return limit;
+}
+
 void KVCache::init(int64_t batch_, int64_t capacity_, int64_t width_) {
   if (batch_ <= 0 || capacity_ <= 0 || width_ <= 0)
     throw Error("KVCache::init: batch, capacity and width must be positive; got " +
@@ -50,6 +55,7 @@ struct Attn {
   const float* v;           // element (b, j, c) at v[b*kv_bstride + j*kv_rstride + c]
   int64_t kv_bstride, kv_rstride;
   int64_t k_rstride, k_cstride;  // (kv_rstride, 1), or (1, capacity) for a KVCache's keys
+  float* probs = nullptr;         // saved P^T blocks of the small-head kernels, or null (see probs_at)
   int64_t group() const { return NH / NKV; }
   // Keys [0, visible(i)) are visible to query i.
   int64_t visible(int64_t i) const { return causal ? std::min(Tk, offset + i + 1) : Tk; }
@@ -138,6 +144,19 @@ inline void store16(float* p, v16 v) { std::memcpy(p, &v, sizeof v); }
 inline v16 vmax(v16 a, v16 b) { return a > b ? a : b; }
 
 bool lanes_kernel(const Attn& a) { return a.HS <= 16 && a.k_cstride == 1; }
+
+// Saved probabilities. Backward needs P again; for small heads, recomputing it (the
+// scores and their exp) was about a third of the backward pass, so where they are small
+// the forward pass keeps each block's P^T (jm, 32), block after block, per (batch, head):
+// 32 x (sum of the blocks' jm) floats.
+int64_t probs_per_head(const Attn& a) {
+  int64_t rows = 0;
+  for (int64_t i0 = 0; i0 < a.T; i0 += kLanes) rows += a.visible(std::min(a.T, i0 + kLanes) - 1);
+  return rows * kLanes;
+}
+float* probs_at(const Attn& a, int64_t b, int64_t h) {
+  return a.probs ? a.probs + (b * a.NH + h) * probs_per_head(a) : nullptr;
+}
 
 // xt (HS, 32) = rows [i0, i0+nq) of x's head columns (row stride ld) transposed, times
 // mul; lanes past nq are 0.
@@ -280,6 +299,7 @@ void forward_head_lanes(const Attn& a, int64_t b, int64_t h, float* out, float* 
   float* qt = thread_scratch(kSlotAttention, static_cast<size_t>((2 * HS + a.Tk) * kLanes));
   float* acc = qt + HS * kLanes;   // out^T (HS, 32)
   float* st = acc + HS * kLanes;   // S^T, then P^T (jm, 32)
+  float* saved = probs_at(a, b, h);
   for (int64_t i0 = 0; i0 < a.T; i0 += kLanes) {
     const int64_t nq = std::min(kLanes, a.T - i0), jm = a.visible(i0 + nq - 1);
     transpose_block(a.q_at(b, h, i0), a.q_rstride, nq, HS, a.scale, qt);
@@ -305,8 +325,17 @@ void forward_head_lanes(const Attn& a, int64_t b, int64_t h, float* out, float* 
     // key gets output 0 and lse +inf (backward skips it).
     alignas(64) float inv[kLanes], lg[kLanes];
     const auto none0 = m0 == -kInf, none1 = m1 == -kInf;
-    store16(inv, none0 ? v16{} : 1.0f / s0);
-    store16(inv + 16, none1 ? v16{} : 1.0f / s1);
+    // (sum is at least 1 with a visible key, 0 without one and in lanes past nq)
+    const v16 inv0 = s0 > 0.0f ? 1.0f / s0 : v16{}, inv1 = s1 > 0.0f ? 1.0f / s1 : v16{};
+    store16(inv, inv0);
+    store16(inv + 16, inv1);
+    if (saved) {
+      for (int64_t j = 0; j < jm; ++j) {
+        store16(saved + j * kLanes, load16(st + j * kLanes) * inv0);
+        store16(saved + j * kLanes + 16, load16(st + j * kLanes + 16) * inv1);
+      }
+      saved += jm * kLanes;
+    }
     for (int64_t i = 0; i < nq; ++i) {
       float* o = out + (b * a.T + i0 + i) * C + h * HS;
       for (int64_t d = 0; d < HS; ++d) o[d] = acc[d * kLanes + i] * inv[i];
@@ -334,9 +363,10 @@ void backward_group_lanes(const Attn& a, int64_t b, int64_t kh, const float* out
   float* dk_rows = dk ? dk + b * a.kv_bstride + kh * HS : nullptr;
   float* dv_rows = dv ? dv + b * a.kv_bstride + kh * HS : nullptr;
   for (int64_t h = kh * a.group(); h < (kh + 1) * a.group(); ++h) {
+    const float* saved = probs_at(a, b, h);
     for (int64_t i0 = 0; i0 < a.T; i0 += kLanes) {
       const int64_t nq = std::min(kLanes, a.T - i0), jm = a.visible(i0 + nq - 1);
-      transpose_block(a.q_at(b, h, i0), a.q_rstride, nq, HS, a.scale, qs);  // scale q^T, for S and dK
+      transpose_block(a.q_at(b, h, i0), a.q_rstride, nq, HS, a.scale, qs);  // scale q^T, for S
       transpose_block(dout + (b * a.T + i0) * C + h * HS, C, nq, HS, 1.0f, dot);
       alignas(64) float l[kLanes], di[kLanes];
       for (int64_t i = 0; i < kLanes; ++i) {
@@ -351,16 +381,22 @@ void backward_group_lanes(const Attn& a, int64_t b, int64_t kh, const float* out
         for (int64_t e = 0; e < HS; ++e) d += g[e] * o[e];
         di[i] = d;
       }
-      lanes_scores(a, b, h, i0, jm, qs, pt);
-      lanes_exp(a, b, i0, nq, jm, l, pt);
+      const float* p = saved;  // P^T (jm, 32): saved by the forward pass, or recomputed
+      if (saved) {
+        saved += jm * kLanes;
+      } else {
+        lanes_scores(a, b, h, i0, jm, qs, pt);
+        lanes_exp(a, b, i0, nq, jm, l, pt);
+        p = pt;
+      }
       // dP^T = v dO^T; dS^T = P^T * (dP^T - D)
       lanes_dot(a.v_at(b, kh), kvC, jm, HS, dot, dst);
       const v16 d0 = load16(di), d1 = load16(di + 16);
       for (int64_t j = 0; j < jm; ++j) {
         float* r = dst + j * kLanes;
-        const float* p = pt + j * kLanes;
-        store16(r, load16(p) * (load16(r) - d0));
-        store16(r + 16, load16(p + 16) * (load16(r + 16) - d1));
+        const float* pj = p + j * kLanes;
+        store16(r, load16(pj) * (load16(r) - d0));
+        store16(r + 16, load16(pj + 16) * (load16(r + 16) - d1));
       }
       if (dq) {
         // dq^T (HS, 32) = scale sum_j k_j dS^T[j]
@@ -373,7 +409,7 @@ void backward_group_lanes(const Attn& a, int64_t b, int64_t kh, const float* out
       // dk (jm, HS) += scale dS^T (jm, nq) . q (nq, HS); dv (jm, HS) += P^T (jm, nq) . dO (nq, HS),
       // with q and dO read in place (row-major, HS wide: gemm_narrow's kernel)
       if (dk) gemm_acc(false, false, jm, HS, nq, a.scale, dst, kLanes, a.q_at(b, h, i0), a.q_rstride, dk_rows, kvC);
-      if (dv) gemm_acc(false, false, jm, HS, nq, 1.0f, pt, kLanes, dout + (b * a.T + i0) * C + h * HS, C, dv_rows, kvC);
+      if (dv) gemm_acc(false, false, jm, HS, nq, 1.0f, p, kLanes, dout + (b * a.T + i0) * C + h * HS, C, dv_rows, kvC);
     }
   }
 }
@@ -538,7 +574,7 @@ void backward_group(const Attn& a, int64_t b, int64_t kh, const float* out, cons
 
 // node: in = {q, k, v}; i[0..5] = B, T, NH, NKV, HS, causal; i[6] = q's first column,
 // i[7] = k's and v's first columns (k + v * 2^32); p[0] = lse (B,NH,T), p[1] = key mask
-// (B*T) or null, p[2] = slopes (NH) or null.
+// (B*T) or null, p[2] = slopes (NH) or null, p[3] = saved probabilities or null.
 void attention_backward(Graph& g, int id) {
   Node& n = g.node(id);
   Attn a{};
@@ -553,6 +589,7 @@ void attention_backward(Graph& g, int id) {
   a.scale = 1.0f / std::sqrt(static_cast<float>(a.HS));
   a.key_mask = static_cast<const uint8_t*>(n.p[1]);
   a.slopes = static_cast<const float*>(n.p[2]);
+  a.probs = static_cast<float*>(n.p[3]);
   const int64_t q_col = n.i[6], k_col = n.i[7] & 0xffffffff, v_col = n.i[7] >> 32;
   const Tensor Q = g.node(n.in[0]).value, K = g.node(n.in[1]).value;
   a.q = Q.data + q_col;
@@ -685,6 +722,10 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
     n.p[0] = lse;
     n.p[1] = const_cast<uint8_t*>(a.key_mask);
     n.p[2] = const_cast<float*>(a.slopes);
+    if (lanes_kernel(a) && !spec.weights_out && B * NH * probs_per_head(a) <= attention_saved_probs_limit()) {
+      a.probs = g.alloc(static_cast<size_t>(B * NH * probs_per_head(a)));
+      n.p[3] = a.probs;
+    }
   }
   float* y = n.value.data;
   // Tasks of equal size (decoding 8 heads: 4 + 4, not 7 + 1).
