@@ -936,6 +936,27 @@ TEST_CASE("ops/determinism: linear and attention are bitwise identical with 1 an
   }
 }
 
+TEST_CASE("ops/scratch: two threads asking for different sizes stay near the largest request") {
+  // Each thread syncs to the largest size any thread holds (workers after every job, the
+  // caller here as Graph::reset does). Syncing once doubled as well, and two threads
+  // with different demands then ratcheted each other up until allocation failed.
+  std::atomic<size_t> largest{0};
+  tbb::task_arena(2).execute([&] {
+    for (int i = 0; i < 200; ++i) {
+      kernels::parallel_chunks(2, 1, [&](int64_t c0, int64_t) {
+        kernels::thread_scratch(kernels::kSlotMisc, static_cast<size_t>(c0 == 0 ? 1000 + i : 1500 + i));
+        size_t seen = largest.load();
+        const size_t mine = kernels::thread_scratch_size(kernels::kSlotMisc);
+        while (mine > seen && !largest.compare_exchange_weak(seen, mine)) {
+        }
+      });
+      kernels::sync_scratch();
+    }
+  });
+  CHECK(largest.load() >= 1699);
+  CHECK(largest.load() <= 2 * 1700 + 16);
+}
+
 TEST_CASE("ops/parallel_chunks: every chunk once, fixed threads for few chunks, nesting, errors") {
   std::thread::id caller = std::this_thread::get_id();
   tbb::task_arena(2).execute([&] {

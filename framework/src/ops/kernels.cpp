@@ -45,8 +45,13 @@ thread_local Scratch tls_scratch[kNumSlots];
 // have run every op, no thread allocates again.
 std::atomic<size_t> g_scratch_max[kNumSlots];
 
+// Grows s to at least n_floats, and at least the largest size on any thread. A demand
+// (thread_scratch) at least doubles s, so that a slowly growing demand allocates rarely;
+// a sync (n_floats = 0) takes exactly the largest size: doubling there too let two threads
+// ratchet each other up (each sync doubling past the other's size) until allocation failed.
 void grow(Scratch& s, size_t n_floats, int slot) {
-  size_t n = std::max({n_floats, 2 * s.size, g_scratch_max[slot].load(std::memory_order_relaxed)});
+  const size_t largest = g_scratch_max[slot].load(std::memory_order_relaxed);
+  size_t n = n_floats == 0 ? largest : std::max({n_floats, 2 * s.size, largest});
   n = (n + 15) / 16 * 16;
   void* p = std::aligned_alloc(64, n * sizeof(float));
   if (!p) throw std::bad_alloc();
@@ -65,6 +70,8 @@ void sync_scratch() {
     if (tls_scratch[slot].size < g_scratch_max[slot].load(std::memory_order_relaxed))
       grow(tls_scratch[slot], 0, slot);
 }
+
+size_t thread_scratch_size(ScratchSlot slot) { return tls_scratch[slot].size; }
 
 float* thread_scratch(ScratchSlot slot, size_t n_floats) {
   Scratch& s = tls_scratch[slot];

@@ -145,6 +145,8 @@ float* thread_scratch(ScratchSlot slot, size_t n_floats);
 // state allocates nothing whichever thread runs which chunk. Frees the old buffers: call
 // only where this thread holds none (between jobs, between steps).
 void sync_scratch();
+// Floats this thread's buffer of the slot holds now (for tests).
+size_t thread_scratch_size(ScratchSlot slot);
 
 // hash_uniform (tensor.cpp) inlined, so that mask loops vectorise; the two must agree
 // bitwise (tests/test_ops.cpp checks it).
