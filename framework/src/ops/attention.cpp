@@ -200,23 +200,34 @@ void lanes_dot(const float* rows, int64_t ld, int64_t jm, int64_t HS, const floa
   }
 }
 
+// acc rows [d0, d0+ND) (32 lanes each) = sum over j in [0, jm) of rows[j*ld + d] * pt[j];
+// ND fixed, so that the 2*ND accumulators stay in registers.
+template <int ND>
+void lanes_accumulate_rows(const float* rows, int64_t ld, int64_t jm, int64_t d0, const float* pt, float* acc) {
+  v16 c[2 * ND] = {};
+  for (int64_t j = 0; j < jm; ++j) {
+    const v16 p0 = load16(pt + j * kLanes), p1 = load16(pt + j * kLanes + 16);
+    const float* r = rows + j * ld + d0;
+    for (int u = 0; u < ND; ++u) {
+      c[2 * u] += r[u] * p0;
+      c[2 * u + 1] += r[u] * p1;
+    }
+  }
+  for (int u = 0; u < ND; ++u) {
+    store16(acc + (d0 + u) * kLanes, c[2 * u]);
+    store16(acc + (d0 + u) * kLanes + 16, c[2 * u + 1]);
+  }
+}
+
 // acc (HS, 32) = sum over j in [0, jm) of rows[j*ld + d] * pt[j], four elements d at a time.
 void lanes_accumulate(const float* rows, int64_t ld, int64_t jm, int64_t HS, const float* pt, float* acc) {
-  for (int64_t d0 = 0; d0 < HS; d0 += 4) {
-    const int64_t nd = std::min<int64_t>(4, HS - d0);
-    v16 c[8] = {};
-    for (int64_t j = 0; j < jm; ++j) {
-      const v16 p0 = load16(pt + j * kLanes), p1 = load16(pt + j * kLanes + 16);
-      const float* r = rows + j * ld + d0;
-      for (int64_t u = 0; u < nd; ++u) {
-        c[2 * u] += r[u] * p0;
-        c[2 * u + 1] += r[u] * p1;
-      }
-    }
-    for (int64_t u = 0; u < nd; ++u) {
-      store16(acc + (d0 + u) * kLanes, c[2 * u]);
-      store16(acc + (d0 + u) * kLanes + 16, c[2 * u + 1]);
-    }
+  int64_t d0 = 0;
+  for (; d0 + 4 <= HS; d0 += 4) lanes_accumulate_rows<4>(rows, ld, jm, d0, pt, acc);
+  switch (HS - d0) {
+    case 3: lanes_accumulate_rows<3>(rows, ld, jm, d0, pt, acc); break;
+    case 2: lanes_accumulate_rows<2>(rows, ld, jm, d0, pt, acc); break;
+    case 1: lanes_accumulate_rows<1>(rows, ld, jm, d0, pt, acc); break;
+    default: break;
   }
 }
 
