@@ -396,6 +396,8 @@ TEST_CASE("ops/grad: attention variants") {
       {"key_mask causal (a row with every key masked)", 2, 5, 2, 2, 3, true, false, true},
       {"key_mask bidirectional", 2, 5, 2, 1, 3, false, true, true},
       {"head size 17, 20 steps (padding paths)", 1, 20, 2, 2, 17, true, true, false},
+      {"head size 65 (the GEMM-per-block kernels)", 1, 7, 1, 1, 65, true, true, false},
+      {"head size 65 with a masked key", 2, 5, 1, 1, 65, false, false, true},
   };
   const float slopes[4] = {0.5f, 0.25f, 0.125f, 0.0625f};
   // batch 0: key 0 padded (so query 0 sees no key when causal); batch 1: keys 2, 4 padded
@@ -415,36 +417,39 @@ TEST_CASE("ops/grad: attention variants") {
   }
 }
 
-TEST_CASE("ops/grad: small-head attention over several query blocks, probabilities saved or recomputed") {
-  // T = 40: two blocks of 32 queries, the second seeing 40 keys; head size 8 takes the
-  // small-head kernels, which keep P for backward unless it exceeds the limit.
-  const int64_t B = 2, T = 40, NH = 2, NKV = 1, HS = 8;
-  const float slopes[2] = {0.25f, 0.125f};
-  int64_t& limit = kernels::attention_saved_probs_limit();
-  const int64_t saved_limit = limit;
-  std::vector<std::vector<float>> grads;
-  for (int64_t lim : {saved_limit, int64_t{0}}) {
-    CAPTURE(lim);
-    limit = lim;
-    AttentionSpec s = spec_of(B, T, NH, NKV, HS, true);
-    s.slopes = slopes;
-    CHECK_GRAD([&](Graph& g, const std::vector<Var>& in) { return attention(g, in[0], in[1], in[2], s); },
-               {{B * T, NH * HS}, {B * T, NKV * HS}, {B * T, NKV * HS}}, 31);
-    // The two paths' gradients agree to float rounding.
-    ParamStore store(1);
-    Parameter& q = store.add("q", B * T, NH * HS, Init::kNormal, 1.0f);
-    Parameter& k = store.add("k", B * T, NKV * HS, Init::kNormal, 1.0f);
-    Parameter& v = store.add("v", B * T, NKV * HS, Init::kNormal, 1.0f);
-    Graph g;
-    Var y = attention(g, g.param(q), g.param(k), g.param(v), s);
-    backward_with_seed(g, y, random_vec(B * T * NH * HS, 32));
-    std::vector<float> all = to_vec(q.grad), gk = to_vec(k.grad), gv = to_vec(v.grad);
-    all.insert(all.end(), gk.begin(), gk.end());
-    all.insert(all.end(), gv.begin(), gv.end());
-    grads.push_back(all);
+TEST_CASE("ops/grad: lanes attention over several query blocks, probabilities saved or recomputed") {
+  // T = 40: two blocks of 32 queries, the second seeing 40 keys; head sizes up to 64 take
+  // the lanes kernels, which keep P for backward unless it exceeds the limit.
+  for (const int64_t HS : {8, 40}) {
+    CAPTURE(HS);
+    const int64_t B = 2, T = 40, NH = 2, NKV = 1;
+    const float slopes[2] = {0.25f, 0.125f};
+    int64_t& limit = kernels::attention_saved_probs_limit();
+    const int64_t saved_limit = limit;
+    std::vector<std::vector<float>> grads;
+    for (int64_t lim : {saved_limit, int64_t{0}}) {
+      CAPTURE(lim);
+      limit = lim;
+      AttentionSpec s = spec_of(B, T, NH, NKV, HS, true);
+      s.slopes = slopes;
+      CHECK_GRAD([&](Graph& g, const std::vector<Var>& in) { return attention(g, in[0], in[1], in[2], s); },
+                 {{B * T, NH * HS}, {B * T, NKV * HS}, {B * T, NKV * HS}}, 31);
+      // The two paths' gradients agree to float rounding.
+      ParamStore store(1);
+      Parameter& q = store.add("q", B * T, NH * HS, Init::kNormal, 1.0f);
+      Parameter& k = store.add("k", B * T, NKV * HS, Init::kNormal, 1.0f);
+      Parameter& v = store.add("v", B * T, NKV * HS, Init::kNormal, 1.0f);
+      Graph g;
+      Var y = attention(g, g.param(q), g.param(k), g.param(v), s);
+      backward_with_seed(g, y, random_vec(B * T * NH * HS, 32));
+      std::vector<float> all = to_vec(q.grad), gk = to_vec(k.grad), gv = to_vec(v.grad);
+      all.insert(all.end(), gk.begin(), gk.end());
+      all.insert(all.end(), gv.begin(), gv.end());
+      grads.push_back(all);
+    }
+    limit = saved_limit;
+    check_close(grads[0], grads[1], 1e-5);
   }
-  limit = saved_limit;
-  check_close(grads[0], grads[1], 1e-5);
 }
 
 TEST_CASE("ops/grad: attention on column ranges of one fused node, and bitwise as on copies") {
@@ -737,6 +742,26 @@ TEST_CASE("ops/attention: forward matches a naive implementation") {
         naive_attention(q, k, v, B, T, T, NH, c.NKV, HS, c.causal, s.slopes, s.key_mask, 0, &wr);
     check_close(to_vec(g.value(y)), ref, 1e-5);
     check_close(w, wr, 1e-5);
+    // Without weights_out: the lanes kernels (head sizes up to 64), the same numbers.
+    Graph g2;
+    s.weights_out = nullptr;
+    Var y2 = attention(g2, g2.constant(q.data(), B * T, NH * HS), g2.constant(k.data(), B * T, c.NKV * HS),
+                       g2.constant(v.data(), B * T, c.NKV * HS), s);
+    check_close(to_vec(g2.value(y2)), ref, 1e-5);
+  }
+  // Lanes kernels over two query blocks at head size 40, against the naive reference.
+  const int64_t B = 2, T = 45, NH = 2, HS = 40;
+  const std::vector<float> q = random_vec(B * T * NH * HS, 7, 2.0f), k = random_vec(B * T * NH * HS, 8, 2.0f),
+                           v = random_vec(B * T * NH * HS, 9);
+  for (const bool causal : {true, false}) {
+    CAPTURE(causal);
+    AttentionSpec s = spec_of(B, T, NH, NH, HS, causal);
+    s.slopes = slopes;
+    Graph g;
+    Var y = attention(g, g.constant(q.data(), B * T, NH * HS), g.constant(k.data(), B * T, NH * HS),
+                      g.constant(v.data(), B * T, NH * HS), s);
+    check_close(to_vec(g.value(y)), naive_attention(q, k, v, B, T, T, NH, NH, HS, causal, slopes, nullptr, 0, nullptr),
+                1e-5);
   }
 }
 

@@ -57,7 +57,7 @@ struct Attn {
   const float* v;           // element (b, j, c) at v[b*kv_bstride + j*kv_rstride + c]
   int64_t kv_bstride, kv_rstride;
   int64_t k_rstride, k_cstride;  // (kv_rstride, 1), or (1, capacity) for a KVCache's keys
-  float* probs = nullptr;         // saved P^T blocks of the small-head kernels, or null (see probs_at)
+  float* probs = nullptr;         // saved P^T blocks of the lanes kernels, or null (see probs_at)
   int64_t group() const { return NH / NKV; }
   // Keys [0, visible(i)) are visible to query i.
   int64_t visible(int64_t i) const { return causal ? std::min(Tk, offset + i + 1) : Tk; }
@@ -126,14 +126,17 @@ void add_kv_grads(const Attn& a, int64_t b, int64_t kh, const float* dkt, const 
   }
 }
 
-// ---- small heads: queries along the vector lanes -------------------------------------
-// For head sizes up to 16, GEMMs with an inner or outer dimension of HS waste most of
-// their time packing. These kernels put a block of 32 queries in two 16-float vectors
-// instead: a score row S^T[j] (32 queries) is HS broadcast-multiply-adds of key j's
-// values against q^T's rows, the softmax runs down the columns (elementwise across
-// rows), and out^T[d] accumulates value j's element d times P^T[j]. Only dK and dV,
-// which sum over the queries, stay GEMMs. Vectors are GCC's generic ones: AVX-512
-// registers here, pairs of AVX2 registers elsewhere.
+// ---- heads up to 64 wide: queries along the vector lanes -----------------------------
+// GEMMs with an inner or outer dimension of HS spend much of their time packing when HS
+// is small, and re-pack the keys for every block of queries. These kernels put a block
+// of 32 queries in two 16-float vectors instead: a score row S^T[j] (32 queries) is HS
+// broadcast-multiply-adds of key j's values against q^T's rows, the softmax runs down
+// the columns (elementwise across rows), and out^T[d] accumulates value j's element d
+// times P^T[j]. The products that sum over queries or keys into HS-wide rows (dq, dk,
+// dv) are GEMMs on gemm_narrow's kernel, reading P^T and dS^T in place. Against the
+// GEMM-per-block kernels below (forward + backward of one layer, 2 threads): head size
+// 32 (B 16, T 128, 3 heads) 1.67 -> 1.05 ms; 64 (nanogpt-baby) 106 -> 81 ms. Vectors are
+// GCC's generic ones: AVX-512 registers here, pairs of AVX2 registers elsewhere.
 using v16 = float __attribute__((vector_size(64)));
 constexpr int64_t kLanes = 32;  // queries per block: two v16
 
@@ -145,11 +148,11 @@ inline v16 load16(const float* p) {
 inline void store16(float* p, v16 v) { std::memcpy(p, &v, sizeof v); }
 inline v16 vmax(v16 a, v16 b) { return a > b ? a : b; }
 
-bool lanes_kernel(const Attn& a) { return a.HS <= 16 && a.k_cstride == 1; }
+constexpr int64_t kMaxLanesHS = 64;
+bool lanes_kernel(const Attn& a) { return a.HS <= kMaxLanesHS && a.k_cstride == 1; }
 
-// Saved probabilities. Backward needs P again; for small heads, recomputing it (the
-// scores and their exp) was about a third of the backward pass, so where they are small
-// the forward pass keeps each block's P^T (jm, 32), block after block, per (batch, head):
+// Saved probabilities. Backward needs P again; recomputing it (the scores and their exp)
+// was about a third of the lanes backward pass, so where they fit the forward pass keeps each block's P^T (jm, 32), block after block, per (batch, head):
 // 32 x (sum of the blocks' jm) floats.
 int64_t probs_per_head(const Attn& a) {
   int64_t rows = 0;
@@ -362,14 +365,13 @@ void forward_head_lanes(const Attn& a, int64_t b, int64_t h, float* out, float* 
   }
 }
 
-// backward_group for small heads (see there).
-void backward_group_lanes(const Attn& a, int64_t b, int64_t kh, const float* out, const float* dout,
-                          const float* lse, float* dq, float* dk, float* dv) {
+// backward_group for heads up to 64 wide (see there).
+void backward_group_lanes(const Attn& a, int64_t b, int64_t kh, const float* dout, const float* lse, float* dq,
+                          float* dk, float* dv) {
   const int64_t C = a.NH * a.HS, HS = a.HS, kvC = a.kv_rstride;
-  float* qs = thread_scratch(kSlotAttention, static_cast<size_t>(3 * HS * kLanes + 2 * a.Tk * kLanes));
+  float* qs = thread_scratch(kSlotAttention, static_cast<size_t>(2 * HS * kLanes + 2 * a.Tk * kLanes));
   float* dot = qs + HS * kLanes;   // dO^T (HS, 32)
-  float* acc = dot + HS * kLanes;  // dq^T (HS, 32)
-  float* pt = acc + HS * kLanes;   // P^T (jm, 32)
+  float* pt = dot + HS * kLanes;   // P^T (jm, 32), when recomputed
   float* dst = pt + a.Tk * kLanes; // dP^T, then dS^T (jm, 32)
   // This task's rows of dk and dv (keys of batch b, columns of kv head kh): no other task
   // writes them, so the products below accumulate into them directly.
@@ -379,50 +381,41 @@ void backward_group_lanes(const Attn& a, int64_t b, int64_t kh, const float* out
     const float* saved = probs_at(a, b, h);
     for (int64_t i0 = 0; i0 < a.T; i0 += kLanes) {
       const int64_t nq = std::min(kLanes, a.T - i0), jm = a.visible(i0 + nq - 1);
-      transpose_block(a.q_at(b, h, i0), a.q_rstride, nq, HS, a.scale, qs);  // scale q^T, for S
-      transpose_block(dout + (b * a.T + i0) * C + h * HS, C, nq, HS, 1.0f, dot);
-      alignas(64) float l[kLanes], di[kLanes];
-      for (int64_t i = 0; i < kLanes; ++i) {
-        l[i] = i < nq ? lse[(b * a.NH + h) * a.T + i0 + i] : kInf;
-        di[i] = 0.0f;
-      }
-      // D_i = dO_i . O_i
-      for (int64_t i = 0; i < nq; ++i) {
-        const float* o = out + (b * a.T + i0 + i) * C + h * HS;
-        const float* g = dout + (b * a.T + i0 + i) * C + h * HS;
-        float d = 0.0f;
-        for (int64_t e = 0; e < HS; ++e) d += g[e] * o[e];
-        di[i] = d;
-      }
       const float* p = saved;  // P^T (jm, 32): saved by the forward pass, or recomputed
       if (saved) {
         saved += jm * kLanes;
       } else {
+        transpose_block(a.q_at(b, h, i0), a.q_rstride, nq, HS, a.scale, qs);  // scaled q^T
+        alignas(64) float l[kLanes];
+        for (int64_t i = 0; i < kLanes; ++i) l[i] = i < nq ? lse[(b * a.NH + h) * a.T + i0 + i] : kInf;
         lanes_scores(a, b, h, i0, jm, qs, pt);
         lanes_exp(a, b, i0, nq, jm, l, pt);
         p = pt;
       }
-      // dP^T = v dO^T; dS^T = P^T * (dP^T - D)
+      // dP^T = v dO^T
+      const float* do_rows = dout + (b * a.T + i0) * C + h * HS;  // (nq, HS), row stride C
+      transpose_block(do_rows, C, nq, HS, 1.0f, dot);
       lanes_dot(a.v_at(b, kh), kvC, jm, HS, dot, dst);
-      const v16 d0 = load16(di), d1 = load16(di + 16);
+      // D_i = sum_j P_ij dP_ij (which equals dO_i . O_i), then dS^T = P^T * (dP^T - D)
+      v16 d0 = {}, d1 = {};
+      for (int64_t j = 0; j < jm; ++j) {
+        d0 += load16(p + j * kLanes) * load16(dst + j * kLanes);
+        d1 += load16(p + j * kLanes + 16) * load16(dst + j * kLanes + 16);
+      }
       for (int64_t j = 0; j < jm; ++j) {
         float* r = dst + j * kLanes;
         const float* pj = p + j * kLanes;
         store16(r, load16(pj) * (load16(r) - d0));
         store16(r + 16, load16(pj + 16) * (load16(r + 16) - d1));
       }
-      if (dq) {
-        // dq^T (HS, 32) = scale sum_j k_j dS^T[j]
-        lanes_accumulate(a.k_at(b, kh), a.k_rstride, jm, HS, dst, acc);
-        for (int64_t i = 0; i < nq; ++i) {
-          float* r = dq + (b * a.T + i0 + i) * a.q_rstride + h * HS;
-          for (int64_t d = 0; d < HS; ++d) r[d] += a.scale * acc[d * kLanes + i];
-        }
-      }
-      // dk (jm, HS) += scale dS^T (jm, nq) . q (nq, HS); dv (jm, HS) += P^T (jm, nq) . dO (nq, HS),
-      // with q and dO read in place (row-major, HS wide: gemm_narrow's kernel)
+      // dq rows (nq, HS) += scale dS (nq, jm) . k (jm, HS); dk (jm, HS) += scale dS^T (jm, nq) . q (nq, HS);
+      // dv (jm, HS) += P^T (jm, nq) . dO (nq, HS): dS and P read from their transposes, q, k
+      // and dO in place (row-major, HS wide: gemm_narrow's kernel)
+      if (dq)
+        gemm_acc(true, false, nq, HS, jm, a.scale, dst, kLanes, a.k_at(b, kh), a.k_rstride,
+                 dq + (b * a.T + i0) * a.q_rstride + h * HS, a.q_rstride);
       if (dk) gemm_acc(false, false, jm, HS, nq, a.scale, dst, kLanes, a.q_at(b, h, i0), a.q_rstride, dk_rows, kvC);
-      if (dv) gemm_acc(false, false, jm, HS, nq, 1.0f, p, kLanes, dout + (b * a.T + i0) * C + h * HS, C, dv_rows, kvC);
+      if (dv) gemm_acc(false, false, jm, HS, nq, 1.0f, p, kLanes, do_rows, C, dv_rows, kvC);
     }
   }
 }
@@ -542,7 +535,7 @@ void forward_head(const Attn& a, int64_t b, int64_t h, float* out, float* lse, f
 // recomputed from the saved log-sum-exp.
 void backward_group(const Attn& a, int64_t b, int64_t kh, const float* out, const float* dout,
                     const float* lse, float* dq, float* dk, float* dv) {
-  if (lanes_kernel(a)) return backward_group_lanes(a, b, kh, out, dout, lse, dq, dk, dv);
+  if (lanes_kernel(a)) return backward_group_lanes(a, b, kh, dout, lse, dq, dk, dv);
   const int64_t C = a.NH * a.HS, HS = a.HS, kvC = a.kv_rstride;
   const int64_t Tkp = padded(a.Tk), block = kBlockQ * Tkp;
   float* p =
