@@ -68,24 +68,33 @@ void mul_backward(Graph& g, int id) {
   const Tensor b = g.node(n.in[1]).value;  // (N,C) or (1,C)
   const bool bc = n.i[0] != 0;
   const int64_t N = dy.rows, C = dy.cols;
+  // A gradient not yet written this backward is set rather than zeroed and added to.
   if (g.requires_grad(n.in[0])) {
-    float* da = g.grad(n.in[0]).data;
+    bool fresh;
+    float* da = g.grad_unzeroed(n.in[0], fresh).data;
     parallel_chunks(N, rows_chunk(C, 1), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const float* br = b.data + (bc ? 0 : r * C);
         const float* dyr = dy.data + r * C;
         float* dar = da + r * C;
-        for (int64_t c = 0; c < C; ++c) dar[c] += dyr[c] * br[c];
+        if (fresh)
+          for (int64_t c = 0; c < C; ++c) dar[c] = dyr[c] * br[c];
+        else
+          for (int64_t c = 0; c < C; ++c) dar[c] += dyr[c] * br[c];
       }
     });
   }
   if (g.requires_grad(n.in[1])) {
-    float* db = g.grad(n.in[1]).data;
     if (bc) {
-      add_column_sums(dy.data, N, C, C, db, a.data);
+      add_column_sums(dy.data, N, C, C, g.grad(n.in[1]).data, a.data);
     } else {
+      bool fresh;
+      float* db = g.grad_unzeroed(n.in[1], fresh).data;
       parallel_chunks(N * C, items_per_task(1), [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i) db[i] += dy.data[i] * a.data[i];
+        if (fresh)
+          for (int64_t i = i0; i < i1; ++i) db[i] = dy.data[i] * a.data[i];
+        else
+          for (int64_t i = i0; i < i1; ++i) db[i] += dy.data[i] * a.data[i];
       });
     }
   }
