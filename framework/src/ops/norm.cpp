@@ -28,11 +28,15 @@ const float* filled_row(Graph& g, int64_t C, float v) {
   return r;
 }
 
-// ---- layernorm ----------------------------------------------------------------------
+// ---- layernorm and rmsnorm backward ---------------------------------------------------
 
-// node: in = {x, gain|-1, bias|-1}; f[0] = eps; p[0] = mean (N), p[1] = rstd (N),
+// Backward of a row normalisation y = xhat * gain (+ bias), xhat = (x - mean) * rstd, for
+// layernorm (mean given) and rmsnorm (mean null: xhat = x * rstd). One pass over the rows:
+// dx, and per fixed chunk of rows the partial sums of dgain (dy * xhat) and dbias (dy),
+// added in chunk order after (chunks depend only on N: the same sums on any thread count).
+// node: in = {x, gain|-1, bias|-1 (layernorm)}; p[0] = mean (N) or null, p[1] = rstd (N),
 // p[2] = gain values or a row of ones (C).
-void layernorm_backward(Graph& g, int id) {
+void row_norm_backward(Graph& g, int id) {
   Node& n = g.node(id);
   const Tensor dy = n.grad;                // (N,C)
   const Tensor x = g.node(n.in[0]).value;  // (N,C)
@@ -43,11 +47,8 @@ void layernorm_backward(Graph& g, int id) {
   bool fresh = false;  // dx not yet written this backward: set it rather than add to zeros
   float* dx = g.requires_grad(n.in[0]) ? g.grad_unzeroed(n.in[0], fresh).data : nullptr;
   float* dgain = g.requires_grad(n.in[1]) ? g.grad(n.in[1]).data : nullptr;
-  float* dbias = g.requires_grad(n.in[2]) ? g.grad(n.in[2]).data : nullptr;
+  float* dbias = n.in[2] >= 0 && g.requires_grad(n.in[2]) ? g.grad(n.in[2]).data : nullptr;
   if (!dx && !dgain && !dbias) return;
-  // One pass over the rows: dx, and per chunk of rows the partial sums of dgain (dy * xhat)
-  // and dbias (dy), added in chunk order after (chunks depend only on N: the same sums
-  // on any thread count).
   const int64_t chunk = items_per_task(8 * C), nchunks = ceil_div(N, chunk);
   float* partial = (dgain || dbias) ? g.alloc(static_cast<size_t>(2 * nchunks * C)) : nullptr;
   parallel_chunks(N, chunk, [&](int64_t r0, int64_t r1) {
@@ -59,15 +60,16 @@ void layernorm_backward(Graph& g, int id) {
     }
     for (int64_t r = r0; r < r1; ++r) {
       const Row xr(x.row(r), C), dyr(dy.row(r), C);
-      const float m = mean[r], s = rstd[r];
+      const float m = mean ? mean[r] : 0.0f, s = rstd[r];
       const auto xhat = (xr - m) * s;
       if (partial) {
         pg += dyr * xhat;
         pb += dyr;
       }
       if (dx) {
-        // dx = rstd * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)), dnorm = dy*gain
-        const float m1 = (dyr * gain).sum() / static_cast<float>(C);
+        // dx = rstd * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)), dnorm = dy*gain;
+        // without centring (rmsnorm) the mean(dnorm) term is absent.
+        const float m1 = mean ? (dyr * gain).sum() / static_cast<float>(C) : 0.0f;
         const float m2 = (dyr * gain * xhat).sum() / static_cast<float>(C);
         if (fresh)
           RowMut(dx + r * C, C) = s * (dyr * gain - m1 - xhat * m2);
@@ -80,36 +82,6 @@ void layernorm_backward(Graph& g, int id) {
     if (dgain) RowMut(dgain, C) += Row(partial + 2 * c * C, C);
     if (dbias) RowMut(dbias, C) += Row(partial + (2 * c + 1) * C, C);
   }
-}
-
-// ---- rmsnorm ------------------------------------------------------------------------
-
-// node: in = {x, gain|-1}; f[0] = eps; p[1] = rstd (N), p[2] = gain values or ones (C).
-void rmsnorm_backward(Graph& g, int id) {
-  Node& n = g.node(id);
-  const Tensor dy = n.grad;                // (N,C)
-  const Tensor x = g.node(n.in[0]).value;  // (N,C)
-  const float* rstd = static_cast<const float*>(n.p[1]);
-  const Row gain(static_cast<const float*>(n.p[2]), x.cols);
-  const int64_t N = x.rows, C = x.cols;
-  const bool need_xhat = g.requires_grad(n.in[1]);
-  float* xhat = need_xhat ? g.alloc(static_cast<size_t>(N * C)) : nullptr;
-  float* dx = g.requires_grad(n.in[0]) ? g.grad(n.in[0]).data : nullptr;
-  if (dx || xhat) {
-    parallel_chunks(N, items_per_task(6 * C), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const Row xr(x.row(r), C), dyr(dy.row(r), C);
-        const float s = rstd[r];
-        if (xhat) RowMut(xhat + r * C, C) = xr * s;
-        if (dx) {
-          // dx = rstd * (dnorm - xhat * mean(dnorm * xhat)), dnorm = dy*gain
-          const float m2 = (dyr * gain * (xr * s)).sum() / static_cast<float>(C);
-          RowMut(dx + r * C, C) += s * (dyr * gain - (xr * s) * m2);
-        }
-      }
-    });
-  }
-  if (xhat) add_column_sums(dy.data, N, C, C, g.grad(n.in[1]).data, xhat);
 }
 
 // ---- softmax ------------------------------------------------------------------------
@@ -137,7 +109,7 @@ Var layernorm(Graph& g, Var x, Var gain, Var bias, float eps) {
   check_row_param("layernorm", "gain", g, gain, X);
   check_row_param("layernorm", "bias", g, bias, X);
   const int64_t N = X.rows, C = X.cols;
-  Var out = g.make(N, C, &layernorm_backward, {x, gain, bias}, "layernorm");
+  Var out = g.make(N, C, &row_norm_backward, {x, gain, bias}, "layernorm");
   Node& n = g.node(out);
   const bool save = n.requires_grad;
   const float* gp = gain.valid() ? g.value(gain).data : filled_row(g, C, 1.0f);
@@ -171,7 +143,7 @@ Var rmsnorm(Graph& g, Var x, Var gain, float eps) {
   const Tensor X = g.value(x);  // (N,C)
   check_row_param("rmsnorm", "gain", g, gain, X);
   const int64_t N = X.rows, C = X.cols;
-  Var out = g.make(N, C, &rmsnorm_backward, {x, gain}, "rmsnorm");
+  Var out = g.make(N, C, &row_norm_backward, {x, gain}, "rmsnorm");
   Node& n = g.node(out);
   const bool save = n.requires_grad;
   const float* gp = gain.valid() ? g.value(gain).data : filled_row(g, C, 1.0f);
