@@ -1,10 +1,12 @@
 // Fused scaled-dot-product attention (Vaswani et al. 2017), one task per (batch, head):
 // per block of 32 query rows, scores q k^T, mask (causal / key padding), ALiBi-style
 // slopes (Press et al. 2022), softmax and the weighted sum of values, all in per-thread
-// scratch that stays in cache; the two products are small GEMMs on Eigen's kernel.
-// Grouped-query heads (Ainslie et al. 2023); an optional KV cache for decoding.
-// q (B*T, NH*HS), k v (B*T, NKV*HS) -> (B*T, NH*HS). Only the log-sum-exp of every
-// score row (B,NH,T) is kept; backward recomputes the probabilities (as FlashAttention).
+// scratch that stays in cache. Three kernels: heads up to 64 wide put the 32 queries
+// along vector lanes; wider heads run the two products as small GEMMs on Eigen's kernel;
+// a few queries against a KV cache (decoding) have their own. Grouped-query heads
+// (Ainslie et al. 2023). q (B*T, NH*HS), k v (B*T, NKV*HS) -> (B*T, NH*HS). The
+// log-sum-exp of every score row (B,NH,T) is kept, and, for the lanes kernels where they
+// fit in 64 MB, the probabilities; otherwise backward recomputes them (as FlashAttention).
 #include <cmath>
 #include <cstring>
 #include <limits>
