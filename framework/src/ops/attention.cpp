@@ -60,6 +60,7 @@ struct Attn {
   int64_t kv_bstride, kv_rstride;
   int64_t k_rstride, k_cstride;  // (kv_rstride, 1), or (1, capacity) for a KVCache's keys
   float* probs = nullptr;         // saved P^T blocks of the lanes kernels, or null (see probs_at)
+  int64_t probs_head = 0;         // floats of them per (batch, head): probs_per_head
   int64_t group() const { return NH / NKV; }
   // Keys [0, visible(i)) are visible to query i.
   int64_t visible(int64_t i) const { return causal ? std::min(Tk, offset + i + 1) : Tk; }
@@ -154,15 +155,16 @@ constexpr int64_t kMaxLanesHS = 64;
 bool lanes_kernel(const Attn& a) { return a.HS <= kMaxLanesHS && a.k_cstride == 1; }
 
 // Saved probabilities. Backward needs P again; recomputing it (the scores and their exp)
-// was about a third of the lanes backward pass, so where they fit the forward pass keeps each block's P^T (jm, 32), block after block, per (batch, head):
-// 32 x (sum of the blocks' jm) floats.
+// was about a third of the lanes backward pass, so where they fit the forward pass keeps
+// each block's P^T (jm, 32), block after block, per (batch, head): 32 x (sum of the
+// blocks' jm) floats.
 int64_t probs_per_head(const Attn& a) {
   int64_t rows = 0;
   for (int64_t i0 = 0; i0 < a.T; i0 += kLanes) rows += a.visible(std::min(a.T, i0 + kLanes) - 1);
   return rows * kLanes;
 }
 float* probs_at(const Attn& a, int64_t b, int64_t h) {
-  return a.probs ? a.probs + (b * a.NH + h) * probs_per_head(a) : nullptr;
+  return a.probs ? a.probs + (b * a.NH + h) * a.probs_head : nullptr;
 }
 
 // xt (HS, 32) = rows [i0, i0+nq) of x's head columns (row stride ld) transposed, times
@@ -611,6 +613,7 @@ void attention_backward(Graph& g, int id) {
   a.key_mask = static_cast<const uint8_t*>(n.p[1]);
   a.slopes = static_cast<const float*>(n.p[2]);
   a.probs = static_cast<float*>(n.p[3]);
+  a.probs_head = probs_per_head(a);  // (a.T, a.Tk, offset and causal are set above)
   const int64_t q_col = n.i[6], k_col = n.i[7] & 0xffffffff, v_col = n.i[7] >> 32;
   const Tensor Q = g.node(n.in[0]).value, K = g.node(n.in[1]).value;
   a.q = Q.data + q_col;
@@ -743,8 +746,9 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
     n.p[0] = lse;
     n.p[1] = const_cast<uint8_t*>(a.key_mask);
     n.p[2] = const_cast<float*>(a.slopes);
-    if (lanes_kernel(a) && !spec.weights_out && B * NH * probs_per_head(a) <= attention_saved_probs_limit()) {
-      a.probs = g.alloc(static_cast<size_t>(B * NH * probs_per_head(a)));
+    a.probs_head = probs_per_head(a);
+    if (lanes_kernel(a) && !spec.weights_out && B * NH * a.probs_head <= attention_saved_probs_limit()) {
+      a.probs = g.alloc(static_cast<size_t>(B * NH * a.probs_head));
       n.p[3] = a.probs;
     }
   }

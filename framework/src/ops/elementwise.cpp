@@ -3,6 +3,9 @@
 // Activations evaluate through Eigen arrays, whose exp/tanh/erf/logistic are vectorised.
 #include <unsupported/Eigen/SpecialFunctions>
 
+#include <algorithm>
+#include <type_traits>
+
 #include "ablate/ops.hpp"
 #include "kernels.hpp"
 
@@ -13,6 +16,30 @@ using namespace kernels;
 // Rows per task for a row-wise loop over (N,C).
 int64_t rows_chunk(int64_t cols, int64_t cost_per_elem) {
   return items_per_task(std::max<int64_t>(1, cols) * cost_per_elem);
+}
+
+// The gradient of node `input` (numel elements) gets v[i] (v an array) or v(i) (v a
+// function of i) at each i: set when nothing has written it yet this backward (no zeroing
+// pass first), added to otherwise. (A plain copy stays std::copy: as a loop of element
+// assignments, seed000's residual adds took 0.17 ms of backward a step instead of 0.13.)
+template <class V>
+void set_or_add_grad(Graph& g, int input, int64_t numel, const V& v) {
+  bool fresh;
+  float* d = g.grad_unzeroed(input, fresh).data;
+  parallel_chunks(numel, items_per_task(1), [&](int64_t i0, int64_t i1) {
+    float* __restrict out = d;
+    if constexpr (std::is_pointer_v<V>) {
+      if (fresh)
+        std::copy(v + i0, v + i1, out + i0);
+      else
+        for (int64_t i = i0; i < i1; ++i) out[i] += v[i];
+    } else {
+      if (fresh)
+        for (int64_t i = i0; i < i1; ++i) out[i] = v(i);
+      else
+        for (int64_t i = i0; i < i1; ++i) out[i] += v(i);
+    }
+  });
 }
 
 // ---- add / mul --------------------------------------------------------------------
@@ -34,29 +61,13 @@ void add_backward(Graph& g, int id) {
   Node& n = g.node(id);
   const Tensor dy = n.grad;  // (N,C)
   const int64_t N = dy.rows, C = dy.cols;
-  if (g.requires_grad(n.in[0])) {
-    bool fresh;
-    float* da = g.grad_unzeroed(n.in[0], fresh).data;  // (N,C)
-    parallel_chunks(N * C, items_per_task(1), [&](int64_t i0, int64_t i1) {
-      if (fresh)
-        std::copy(dy.data + i0, dy.data + i1, da + i0);
-      else
-        for (int64_t i = i0; i < i1; ++i) da[i] += dy.data[i];
-    });
-  }
+  const float* d = dy.data;
+  if (g.requires_grad(n.in[0])) set_or_add_grad(g, n.in[0], N * C, d);
   if (g.requires_grad(n.in[1])) {
-    if (n.i[0]) {
-      add_column_sums(dy.data, N, C, C, g.grad(n.in[1]).data);  // (1,C)
-    } else {
-      bool fresh;
-      float* dbf = g.grad_unzeroed(n.in[1], fresh).data;  // (N,C)
-      parallel_chunks(N * C, items_per_task(1), [&](int64_t i0, int64_t i1) {
-        if (fresh)
-          std::copy(dy.data + i0, dy.data + i1, dbf + i0);
-        else
-          for (int64_t i = i0; i < i1; ++i) dbf[i] += dy.data[i];
-      });
-    }
+    if (n.i[0])
+      add_column_sums(d, N, C, C, g.grad(n.in[1]).data);  // (1,C)
+    else
+      set_or_add_grad(g, n.in[1], N * C, d);
   }
 }
 
@@ -68,7 +79,7 @@ void mul_backward(Graph& g, int id) {
   const Tensor b = g.node(n.in[1]).value;  // (N,C) or (1,C)
   const bool bc = n.i[0] != 0;
   const int64_t N = dy.rows, C = dy.cols;
-  // A gradient not yet written this backward is set rather than zeroed and added to.
+  // (set_or_add_grad row by row, as b may be a broadcast row)
   if (g.requires_grad(n.in[0])) {
     bool fresh;
     float* da = g.grad_unzeroed(n.in[0], fresh).data;
@@ -88,14 +99,8 @@ void mul_backward(Graph& g, int id) {
     if (bc) {
       add_column_sums(dy.data, N, C, C, g.grad(n.in[1]).data, a.data);
     } else {
-      bool fresh;
-      float* db = g.grad_unzeroed(n.in[1], fresh).data;
-      parallel_chunks(N * C, items_per_task(1), [&](int64_t i0, int64_t i1) {
-        if (fresh)
-          for (int64_t i = i0; i < i1; ++i) db[i] = dy.data[i] * a.data[i];
-        else
-          for (int64_t i = i0; i < i1; ++i) db[i] += dy.data[i] * a.data[i];
-      });
+      const float *d = dy.data, *x = a.data;
+      set_or_add_grad(g, n.in[1], N * C, [d, x](int64_t i) { return d[i] * x[i]; });
     }
   }
 }
@@ -127,12 +132,8 @@ Var binary(const char* op, Graph& g, Var a, Var b, BackwardFn bw, F f) {
 void scale_backward(Graph& g, int id) {
   Node& n = g.node(id);
   if (!g.requires_grad(n.in[0])) return;
-  const Tensor dy = n.grad;
-  const float s = n.f[0];
-  float* dx = g.grad(n.in[0]).data;
-  parallel_chunks(dy.numel(), items_per_task(1), [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) dx[i] += s * dy.data[i];
-  });
+  const float s = n.f[0], *d = n.grad.data;
+  set_or_add_grad(g, n.in[0], n.grad.numel(), [s, d](int64_t i) { return s * d[i]; });
 }
 
 // ---- activations ------------------------------------------------------------------

@@ -9,8 +9,6 @@
 // broadcast per element, which needs no packing whether A is stored row-major or
 // transposed. A 12 x 32 tile of C lives in 24 AVX-512 registers over a kc-long block of
 // the reduction; a B panel stays in L1 while the loop walks down A's rows.
-#include <cstring>
-
 #include "kernels.hpp"
 
 #if defined(__AVX512F__)
@@ -53,7 +51,7 @@ void micro(int64_t kc, const float* __restrict a, int64_t ars, int64_t aps, cons
     }
   }
   const __m512 al = _mm512_set1_ps(alpha);
-  const __mmask16 m0 = lanes_mask(nr), m1 = lanes_mask(nr - 16 > 0 ? nr - 16 : 0);
+  const __mmask16 m0 = lanes_mask(nr), m1 = lanes_mask(nr > 16 ? nr - 16 : 0);
   for (int r = 0; r < MR; ++r) {
     float* cr = c + r * ldc;
     if (nr == 16 * NV) {
@@ -61,9 +59,8 @@ void micro(int64_t kc, const float* __restrict a, int64_t ars, int64_t aps, cons
         _mm512_storeu_ps(cr + 16 * v, _mm512_fmadd_ps(al, acc[r][v], _mm512_loadu_ps(cr + 16 * v)));
     } else {
       _mm512_mask_storeu_ps(cr, m0, _mm512_fmadd_ps(al, acc[r][0], _mm512_maskz_loadu_ps(m0, cr)));
-      if (NV == 2)
-        _mm512_mask_storeu_ps(cr + 16, m1,
-                              _mm512_fmadd_ps(al, acc[r][NV - 1], _mm512_maskz_loadu_ps(m1, cr + 16)));
+      if constexpr (NV == 2)
+        _mm512_mask_storeu_ps(cr + 16, m1, _mm512_fmadd_ps(al, acc[r][1], _mm512_maskz_loadu_ps(m1, cr + 16)));
     }
   }
 }

@@ -183,8 +183,9 @@ void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
                        const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
                        int64_t ldc, bool overwrite = false, const float* init = nullptr);
 
-// Floats of probabilities one attention node may keep for its backward pass (small
-// heads only; attention.cpp). Above it, backward recomputes them. Tests lower it.
+// Floats of probabilities one attention node may keep for its backward pass (the lanes
+// kernels, heads up to 64 wide; attention.cpp). Above it, backward recomputes them.
+// Tests lower it.
 int64_t& attention_saved_probs_limit();
 
 // dst[c] += sum over rows r of src[r*ld + c] (times mul[r*ld + c] if mul is given), for

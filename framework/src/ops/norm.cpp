@@ -47,7 +47,7 @@ void row_norm_backward(Graph& g, int id) {
   bool fresh = false;  // dx not yet written this backward: set it rather than add to zeros
   float* dx = g.requires_grad(n.in[0]) ? g.grad_unzeroed(n.in[0], fresh).data : nullptr;
   float* dgain = g.requires_grad(n.in[1]) ? g.grad(n.in[1]).data : nullptr;
-  float* dbias = n.in[2] >= 0 && g.requires_grad(n.in[2]) ? g.grad(n.in[2]).data : nullptr;
+  float* dbias = g.requires_grad(n.in[2]) ? g.grad(n.in[2]).data : nullptr;
   if (!dx && !dgain && !dbias) return;
   const int64_t chunk = items_per_task(8 * C), nchunks = ceil_div(N, chunk);
   float* partial = (dgain || dbias) ? g.alloc(static_cast<size_t>(2 * nchunks * C)) : nullptr;
