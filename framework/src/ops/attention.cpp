@@ -167,12 +167,53 @@ float* probs_at(const Attn& a, int64_t b, int64_t h) {
   return a.probs ? a.probs + (b * a.NH + h) * a.probs_head : nullptr;
 }
 
+// Transposes a 16 x 16 block in registers: at b = 8, 4, 2, 1 the off-diagonal b x b
+// blocks of every 2b x 2b block swap (four rounds of two-source shuffles).
+using vi16 = int32_t __attribute__((vector_size(64)));
+template <int B>
+inline void swap_blocks(v16* r, vi16 lo, vi16 hi) {
+  for (int i = 0; i < 16; ++i)
+    if ((i & B) == 0) {
+      const v16 x = r[i], y = r[i + B];
+      r[i] = __builtin_shuffle(x, y, lo);
+      r[i + B] = __builtin_shuffle(x, y, hi);
+    }
+}
+// dst row c (16 floats, row stride ldd) = column c of the 16 x 16 block at src (row
+// stride lds) times mul[c].
+inline void transpose16(const float* src, int64_t lds, v16 mul, float* dst, int64_t ldd) {
+  v16 r[16];
+  for (int i = 0; i < 16; ++i) r[i] = load16(src + i * lds) * mul;
+  swap_blocks<8>(r, vi16{0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23},
+                 vi16{8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31});
+  swap_blocks<4>(r, vi16{0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27},
+                 vi16{4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31});
+  swap_blocks<2>(r, vi16{0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29},
+                 vi16{2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31});
+  swap_blocks<1>(r, vi16{0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30},
+                 vi16{1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31});
+  for (int i = 0; i < 16; ++i) store16(dst + i * ldd, r[i]);
+}
+
+// dst (cols, rows) = src (rows, cols) transposed, column c of src times mul (and times
+// colmul[c] if given): whole 16 x 16 blocks in registers, the edges element by element.
+void transpose(const float* src, int64_t lds, int64_t rows, int64_t cols, float mul, const float* colmul, float* dst,
+               int64_t ldd) {
+  const int64_t r16 = rows / 16 * 16, c16 = cols / 16 * 16;
+  for (int64_t c0 = 0; c0 < c16; c0 += 16) {
+    const v16 m = colmul ? load16(colmul + c0) * mul : v16{} + mul;
+    for (int64_t r0 = 0; r0 < r16; r0 += 16) transpose16(src + r0 * lds + c0, lds, m, dst + c0 * ldd + r0, ldd);
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = r < r16 ? c16 : 0; c < cols; ++c)
+      dst[c * ldd + r] = src[r * lds + c] * (colmul ? colmul[c] * mul : mul);
+}
+
 // xt (HS, 32) = rows [i0, i0+nq) of x's head columns (row stride ld) transposed, times
 // mul; lanes past nq are 0.
 void transpose_block(const float* x, int64_t ld, int64_t nq, int64_t HS, float mul, float* xt) {
   std::memset(xt, 0, sizeof(float) * static_cast<size_t>(HS * kLanes));
-  for (int64_t i = 0; i < nq; ++i)
-    for (int64_t d = 0; d < HS; ++d) xt[d * kLanes + i] = mul * x[i * ld + d];
+  transpose(x, ld, nq, HS, mul, nullptr, xt, kLanes);
 }
 
 // st[j] (32 lanes) = sum_d rows[j*ld + d] * xt[d] for j in [0, jm): four key rows at a
@@ -356,10 +397,8 @@ void forward_head_lanes(const Attn& a, int64_t b, int64_t h, float* out, float* 
       }
       saved += jm * kLanes;
     }
-    for (int64_t i = 0; i < nq; ++i) {
-      float* o = out + (b * a.T + i0 + i) * C + h * HS;
-      for (int64_t d = 0; d < HS; ++d) o[d] = acc[d * kLanes + i] * inv[i];
-    }
+    // out rows (nq, HS) = acc^T, each query's row times its inv
+    transpose(acc, kLanes, HS, nq, 1.0f, inv, out + (b * a.T + i0) * C + h * HS, C);
     if (lse) {
       ArrMap(lg, kLanes) = ArrMap(sum, kLanes).log();
       store16(lg, none0 ? v16{} + kInf : m0 + load16(lg));
