@@ -1,6 +1,7 @@
 // The per-op profile of the graph and the `ablate bench` command that prints it.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <string>
@@ -106,6 +107,31 @@ optimizer: {type: adamw, lr: 1.0e-3}
     for (std::string x; fields >> x;) f.push_back(x);
     REQUIRE(f.size() >= 3);
     CHECK(f[f.size() - 2] == "0");
+  }
+  // --repeat runs rounds of ablate and the reference alternately and prints medians with
+  // the per-round ranges. The reference here is a stand-in script (PyTorch is not installed
+  // for the tests) that reports 1000, 2000, 3000 tokens/s on its successive runs.
+  {
+    const std::string counter = dir / "calls";
+    const std::string fake = dir.write("torch_ref.sh", "#!/bin/sh\nn=$(cat '" + counter + "' 2>/dev/null || echo 0); n=$((n+1)); echo $n > '" +
+                                                           counter + "'\necho \"{\\\"best\\\": 1, \\\"train_tok_s\\\": ${n}000, \\\"infer_tok_s\\\": ${n}0}\"\n");
+    REQUIRE(std::system(("chmod +x '" + fake + "'").c_str()) == 0);
+    const std::string tcfg = dir.write("tiny_t.yaml", "torch: tiny\n" + ablate::test::read_file(cfg));
+    auto t = ablate::test::run_command(ablate::test::ablate_binary() + " bench " + tcfg + " --torch " + fake +
+                                       " --steps 2 --warmup 1 --gen-tokens 4 --repeat 3 -j 1");
+    INFO(t.output);
+    REQUIRE(t.status == 0);
+    CHECK(ablate::test::read_file(counter) == "3\n");
+    CHECK(t.output.find("round 3/3") != std::string::npos);
+    const size_t row = t.output.find("\ntiny ");
+    REQUIRE(row != std::string::npos);
+    const std::string line = t.output.substr(row + 1, t.output.find('\n', row + 1) - row - 1);
+    CHECK(line.find(" 2000 ") != std::string::npos);  // the reference's median
+    CHECK(line.find("x [") != std::string::npos);     // the ratios' range
+    CHECK(t.output.find("medians of 3 rounds") != std::string::npos);
+    auto z = ablate::test::run_command(ablate::test::ablate_binary() + " bench " + cfg + " --no-torch --repeat 0");
+    CHECK(z.status != 0);
+    CHECK(z.output.find("--repeat must be >= 1") != std::string::npos);
   }
   // An unknown key in a bench file is an error, not a silent default.
   const std::string bad = dir.write("bad.yaml", "name: bad\nvocab: 11\nmodel: {d_model: 16, n_heads: 2, n_layers: 1, context: 16}\n"

@@ -47,7 +47,8 @@ struct BenchResult {
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
+  const size_t n = v.size();
+  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 BenchResult bench_one(const std::string& file, int64_t steps, int64_t warmup, int64_t gen_tokens, bool profile) {
@@ -237,6 +238,8 @@ static int cmd_bench(const std::vector<std::string>& args) {
     ("no-torch", po::bool_switch(), "do not run PyTorch")
     ("markdown", po::bool_switch(), "print the table as Markdown")
     ("profile", po::bool_switch(), "also time each op family, forward and backward, over as many extra steps")
+    ("repeat", po::value<int64_t>()->default_value(1),
+     "rounds of every config, ablate and PyTorch alternating; the table shows medians and the ratios' ranges")
     ("plugin-dir", po::value<std::vector<std::string>>()->composing(), "extra plugin directory (repeatable)");
   po::positional_options_description pos;
   pos.add("config", -1);
@@ -265,25 +268,32 @@ static int cmd_bench(const std::vector<std::string>& args) {
   int64_t threads = vm["threads"].as<int64_t>();
   if (threads < 1) throw ablate::cli::UsageError("--threads must be >= 1");
   tbb::global_control gc(tbb::global_control::max_allowed_parallelism, static_cast<size_t>(threads));
-  std::vector<BenchResult> results;
-  for (const auto& f : files) {
-    // The FMA peak right before and right after each configuration, the higher of the
-    // two: this VM's speed drifts by 10-20% over minutes, and % peak should compare the
-    // model with what the cores could do at the same time.
-    const double peak_before = measure_fma_peak(threads, 0.5);
-    std::cerr << "bench: " << f << " ..." << std::flush;
-    BenchResult r = bench_one(f, vm["steps"].as<int64_t>(), vm["warmup"].as<int64_t>(), vm["gen-tokens"].as<int64_t>(),
-                              vm["profile"].as<bool>());
-    r.peak_gflops = std::max(peak_before, measure_fma_peak(threads, 0.5));
-    std::cerr << " ablate " << static_cast<int64_t>(r.train_tok_s) << " tok/s (FMA peak "
-              << std::lround(r.peak_gflops) << " GFLOP/s)";
-    if (!torch.empty() && !r.torch_name.empty()) {
-      run_torch(r, torch);
-      std::cerr << ", PyTorch " << static_cast<int64_t>(r.torch_train_tok_s) << " tok/s";
+  const int64_t rounds = vm["repeat"].as<int64_t>();
+  if (rounds < 1) throw ablate::cli::UsageError("--repeat must be >= 1");
+  // Rounds of all configs rather than repeats of one: this VM's speed drifts by 10-20%
+  // over minutes, and each round measures ablate and PyTorch a minute apart at most.
+  std::vector<std::vector<BenchResult>> runs(files.size());
+  for (int64_t round = 0; round < rounds; ++round)
+    for (size_t i = 0; i < files.size(); ++i) {
+      const std::string& f = files[i];
+      // The FMA peak right before and right after each configuration, the higher of the
+      // two: % peak compares the model with what the cores could do at the same time.
+      const double peak_before = measure_fma_peak(threads, 0.5);
+      std::cerr << "bench: ";
+      if (rounds > 1) std::cerr << "round " << round + 1 << "/" << rounds << ": ";
+      std::cerr << f << " ..." << std::flush;
+      BenchResult r = bench_one(f, vm["steps"].as<int64_t>(), vm["warmup"].as<int64_t>(),
+                                vm["gen-tokens"].as<int64_t>(), vm["profile"].as<bool>() && round == 0);
+      r.peak_gflops = std::max(peak_before, measure_fma_peak(threads, 0.5));
+      std::cerr << " ablate " << static_cast<int64_t>(r.train_tok_s) << " tok/s (FMA peak "
+                << std::lround(r.peak_gflops) << " GFLOP/s)";
+      if (!torch.empty() && !r.torch_name.empty()) {
+        run_torch(r, torch);
+        std::cerr << ", PyTorch " << static_cast<int64_t>(r.torch_train_tok_s) << " tok/s";
+      }
+      std::cerr << "\n";
+      runs[i].push_back(std::move(r));
     }
-    std::cerr << "\n";
-    results.push_back(r);
-  }
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   bool md = vm["markdown"].as<bool>();
@@ -305,14 +315,38 @@ static int cmd_bench(const std::vector<std::string>& args) {
   row({"config", "params", "tok/s", "GFLOP/s", "FMA peak", "% peak", "torch tok/s", "ratio", "gen tok/s", "torch gen", "gen ratio",
        "allocs/step", "arena MiB"});
   if (md) row({"---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:"});
-  for (const auto& r : results) {
-    bool t = r.torch_train_tok_s > 0, tg = r.torch_gen_tok_s > 0;
-    row({r.name, std::to_string(r.params), num(r.train_tok_s, 0), num(r.gflops, 1), num(r.peak_gflops, 0), num(100 * r.gflops / r.peak_gflops, 0) + "%", t ? num(r.torch_train_tok_s, 0) : "-",
-         t ? num(r.train_tok_s / r.torch_train_tok_s, 2) + "x" : "-", num(r.gen_tok_s, 0),
-         tg ? num(r.torch_gen_tok_s, 0) : "-", tg ? num(r.gen_tok_s / r.torch_gen_tok_s, 1) + "x" : "-",
-         std::to_string(r.allocs_per_step), num(r.arena_mib, 0)});
+  // Each cell: the median over the rounds; ratios and % peak are taken per round (both
+  // systems measured minutes apart at most), and with several rounds their range follows.
+  for (const auto& rs : runs) {
+    const BenchResult& r = rs.front();
+    auto med = [&](auto f) {
+      std::vector<double> v;
+      for (const auto& x : rs) v.push_back(f(x));
+      return median(v);
+    };
+    auto cell = [&](auto f, int prec, const std::string& unit) {
+      std::vector<double> v;
+      for (const auto& x : rs) v.push_back(f(x));
+      std::string c = num(median(v), prec) + unit;
+      if (v.size() > 1)
+        c += " [" + num(*std::min_element(v.begin(), v.end()), prec) + "-" + num(*std::max_element(v.begin(), v.end()), prec) + "]";
+      return c;
+    };
+    const bool t = r.torch_train_tok_s > 0, tg = r.torch_gen_tok_s > 0;
+    uint64_t allocs = 0;
+    for (const auto& x : rs) allocs = std::max(allocs, x.allocs_per_step);
+    row({r.name, std::to_string(r.params), num(med([](const BenchResult& x) { return x.train_tok_s; }), 0),
+         num(med([](const BenchResult& x) { return x.gflops; }), 1), num(med([](const BenchResult& x) { return x.peak_gflops; }), 0),
+         cell([](const BenchResult& x) { return 100 * x.gflops / x.peak_gflops; }, 0, "%"),
+         t ? num(med([](const BenchResult& x) { return x.torch_train_tok_s; }), 0) : "-",
+         t ? cell([](const BenchResult& x) { return x.train_tok_s / x.torch_train_tok_s; }, 2, "x") : "-",
+         num(med([](const BenchResult& x) { return x.gen_tok_s; }), 0),
+         tg ? num(med([](const BenchResult& x) { return x.torch_gen_tok_s; }), 0) : "-",
+         tg ? cell([](const BenchResult& x) { return x.gen_tok_s / x.torch_gen_tok_s; }, 1, "x") : "-", std::to_string(allocs),
+         num(r.arena_mib, 0)});
   }
-  for (const auto& r : results) {
+  for (const auto& rs : runs) {
+    const BenchResult& r = rs.front();
     if (r.profile_steps == 0) continue;
     const double n = static_cast<double>(r.profile_steps), step_ms = r.profile_step_s / n * 1e3;
     std::cout << "\n" << (md ? "#### " : "") << r.name << ": where a training step's " << num(step_ms, 2) << " ms go ("
@@ -338,7 +372,9 @@ static int cmd_bench(const std::vector<std::string>& args) {
   }
   std::cout << "\nablate: " << threads << " threads, float32; FP32 FMA peak measured before and after each config (GFLOP/s,"
             << " the higher of the two); PyTorch: best of 1, 2 and 2 threads with 1 BLAS thread"
-            << " (torch_ref.sh); peak RSS " << ru.ru_maxrss / 1024 << " MiB\n";
+            << " (torch_ref.sh); peak RSS " << ru.ru_maxrss / 1024 << " MiB";
+  if (rounds > 1) std::cout << "; medians of " << rounds << " rounds, [min-max] of the per-round values";
+  std::cout << "\n";
   return 0;
 }
 
