@@ -792,11 +792,14 @@ TEST_CASE("ops/attention: weights rows sum to 1 and are 0 above the diagonal whe
 }
 
 TEST_CASE("ops/attention: a KV cache fed token by token equals full causal attention") {
-  const int64_t B = 2, T = 13, NH = 4, NKV = 2;
+  const int64_t B = 2, T = 45, NH = 4, NKV = 2;
   const float slopes[4] = {0.5f, 0.2f, 0.1f, 0.05f};
-  // Head sizes of one and of two 16-float vectors in the decoding kernel; a prefill of 5
-  // (more than its 4 queries) takes the general kernel.
-  for (const auto& [HS, use_slopes] : {std::pair<int64_t, bool>{12, false}, {12, true}, {20, true}}) {
+  // Head sizes of one and of two 16-float vectors in the decoding kernel; prefills (more
+  // than its 4 queries) take the lanes kernel, reading the cache's transposed keys: 5
+  // queries, then 36 more at offset 5 (two blocks of 32 lanes), and at head size 40 two
+  // 16 x 16 transposes of q and out per block.
+  for (const auto& [HS, use_slopes] :
+       {std::pair<int64_t, bool>{12, false}, {12, true}, {20, true}, {40, false}}) {
     CAPTURE(HS);
     CAPTURE(use_slopes);
     const std::vector<float> q = random_vec(B * T * NH * HS, 7),
@@ -808,15 +811,15 @@ TEST_CASE("ops/attention: a KV cache fed token by token equals full causal atten
     const std::vector<float> ref = to_vec(g.value(
         attention(g, g.constant(q.data(), B * T, NH * HS), g.constant(k.data(), B * T, NKV * HS),
                   g.constant(v.data(), B * T, NKV * HS), full)));
-    // One token per call, or a prefill of 5 tokens and then one per call.
-    for (int64_t first : {1, 5}) {
-      CAPTURE(first);
+    // One token per call, or prefills of the given sizes and then one token per call.
+    for (const std::vector<int64_t>& prefills : {std::vector<int64_t>{}, {5}, {5, 36}}) {
+      CAPTURE(prefills.size());
       KVCache cache;
       cache.init(B, T, NKV * HS);
       std::vector<float> got(ref.size());
       int64_t t0 = 0;
-      while (t0 < T) {
-        const int64_t n = t0 == 0 ? first : 1;
+      for (size_t call = 0; t0 < T; ++call) {
+        const int64_t n = call < prefills.size() ? prefills[call] : 1;
         std::vector<float> qc, kc, vc;
         for (int64_t b = 0; b < B; ++b)
           for (int64_t t = t0; t < t0 + n; ++t) {

@@ -152,7 +152,7 @@ inline void store16(float* p, v16 v) { std::memcpy(p, &v, sizeof v); }
 inline v16 vmax(v16 a, v16 b) { return a > b ? a : b; }
 
 constexpr int64_t kMaxLanesHS = 64;
-bool lanes_kernel(const Attn& a) { return a.HS <= kMaxLanesHS && a.k_cstride == 1; }
+bool lanes_kernel(const Attn& a) { return a.HS <= kMaxLanesHS; }
 
 // Saved probabilities. Backward needs P again; recomputing it (the scores and their exp)
 // was about a third of the lanes backward pass, so where they fit the forward pass keeps
@@ -216,17 +216,18 @@ void transpose_block(const float* x, int64_t ld, int64_t nq, int64_t HS, float m
   transpose(x, ld, nq, HS, mul, nullptr, xt, kLanes);
 }
 
-// st[j] (32 lanes) = sum_d rows[j*ld + d] * xt[d] for j in [0, jm): four key rows at a
-// time share each load of xt's rows.
-void lanes_dot(const float* rows, int64_t ld, int64_t jm, int64_t HS, const float* xt, float* st) {
+// st[j] (32 lanes) = sum_d x(j, d) * xt[d] for j in [0, jm), x(j, d) = rows[j*rs + d*cs]
+// (rows of k or v, or a KVCache's transposed keys): four rows at a time share each load
+// of xt's rows.
+void lanes_dot(const float* rows, int64_t rs, int64_t cs, int64_t jm, int64_t HS, const float* xt, float* st) {
   int64_t j = 0;
   for (; j + 4 <= jm; j += 4) {
     v16 c[8] = {};
-    const float* r = rows + j * ld;
+    const float* r = rows + j * rs;
     for (int64_t d = 0; d < HS; ++d) {
       const v16 x0 = load16(xt + d * kLanes), x1 = load16(xt + d * kLanes + 16);
       for (int u = 0; u < 4; ++u) {
-        const float k = r[u * ld + d];
+        const float k = r[u * rs + d * cs];
         c[2 * u] += k * x0;
         c[2 * u + 1] += k * x1;
       }
@@ -239,7 +240,7 @@ void lanes_dot(const float* rows, int64_t ld, int64_t jm, int64_t HS, const floa
   for (; j < jm; ++j) {
     v16 c0 = {}, c1 = {};
     for (int64_t d = 0; d < HS; ++d) {
-      const float k = rows[j * ld + d];
+      const float k = rows[j * rs + d * cs];
       c0 += k * load16(xt + d * kLanes);
       c1 += k * load16(xt + d * kLanes + 16);
     }
@@ -291,7 +292,7 @@ inline float causal_lim(const Attn& a, int64_t i0, int64_t j) {
 // (causal, key padding) to -inf and biased by the head's slope.
 void lanes_scores(const Attn& a, int64_t b, int64_t h, int64_t i0, int64_t jm, const float* qt, float* st) {
   const int64_t kh = h / a.group();
-  lanes_dot(a.k_at(b, kh), a.k_rstride, jm, a.HS, qt, st);
+  lanes_dot(a.k_at(b, kh), a.k_rstride, a.k_cstride, jm, a.HS, qt, st);
   const uint8_t* km = a.key_mask ? a.key_mask + b * a.Tk : nullptr;
   const v16 ninf = v16{} - kInf;
   const v16 pos0 = kIota + static_cast<float>(a.offset + i0), pos1 = pos0 + 16.0f;
@@ -438,7 +439,7 @@ void backward_group_lanes(const Attn& a, int64_t b, int64_t kh, const float* dou
       // dP^T = v dO^T
       const float* do_rows = dout + (b * a.T + i0) * C + h * HS;  // (nq, HS), row stride C
       transpose_block(do_rows, C, nq, HS, 1.0f, dot);
-      lanes_dot(a.v_at(b, kh), kvC, jm, HS, dot, dst);
+      lanes_dot(a.v_at(b, kh), kvC, 1, jm, HS, dot, dst);
       // D_i = sum_j P_ij dP_ij (which equals dO_i . O_i), then dS^T = P^T * (dP^T - D)
       v16 d0 = {}, d1 = {};
       for (int64_t j = 0; j < jm; ++j) {
@@ -524,8 +525,8 @@ void forward_head_decode(const Attn& a, int64_t b, int64_t h, float* out, float*
 // One (batch, query head): out rows and lse (T) [and weights (T, Tk)], in blocks of
 // query rows: S = q k^T (GEMM), masked softmax per row, out^T = v^T P^T (GEMM).
 void forward_head(const Attn& a, int64_t b, int64_t h, float* out, float* lse, float* weights) {
-  if (!weights && lanes_kernel(a)) return forward_head_lanes(a, b, h, out, lse);
   if (!weights && decode_kernel(a)) return forward_head_decode(a, b, h, out, lse);
+  if (!weights && lanes_kernel(a)) return forward_head_lanes(a, b, h, out, lse);
   const int64_t kh = h / a.group(), C = a.NH * a.HS, HS = a.HS;
   const int64_t block = kBlockQ * padded(a.Tk);
   float* s = thread_scratch(kSlotAttention, static_cast<size_t>(block + HS * kBlockQ));
