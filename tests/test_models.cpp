@@ -5,7 +5,13 @@
 
 #include <filesystem>
 
+#include <tbb/global_control.h>
+#include <tbb/info.h>
+
+#include <cstring>
+
 #include "ablate/experiment.hpp"
+#include "ablate/conformance.hpp"
 #include "ablate/model.hpp"
 #include "test_util.hpp"
 
@@ -43,4 +49,61 @@ TEST_CASE("models/every experiments/models file parses and builds its model") {
     ++n;
   }
   CHECK(n >= 5);
+}
+
+TEST_CASE("models/decoding with KV caches on two threads gives one thread's logits, bitwise") {
+  // Two threads decode as a team (each product's two reduction halves, and the kv heads,
+  // split between them); one thread computes the same halves itself. (d_model 96: the
+  // products split, gemv_splits; smaller models decode on one thread.)
+  if (tbb::info::default_concurrency() < 2) {
+    MESSAGE("one core: no decoding team to compare");
+    return;
+  }
+  ablate::test::registry();
+  for (const char* yaml :
+       {"{d_model: 96, n_heads: 4, n_layers: 2, context: 12, bias: true, positional: learned, ffn: relu,"
+        " norm: {type: layernorm, placement: pre}}",
+        "{d_model: 96, n_heads: 4, n_layers: 3, context: 12, positional: sinusoidal, attention: {type: causal, n_kv_heads: 1},"
+        " ffn: swiglu, norm: {type: rmsnorm, placement: post}}",
+        "{d_model: 96, n_heads: 6, n_layers: 2, context: 12, positional: rope, attention: {type: causal, n_kv_heads: 3},"
+        " ffn: gelu, norm: {type: layernorm}}"}) {
+    CAPTURE(yaml);
+    YAML::Node n = YAML::Load(yaml);
+    ablate::Model model(ablate::Options(n, std::make_shared<ablate::ConfigSource>(), "model"), 23, 5);
+    ablate::conformance::randomize(model.params(), 7, 0.3f);
+    for (int64_t batch : {1, 3}) {
+      CAPTURE(batch);
+      // A prefill of 2 tokens, then one token a step: every step's logits.
+      auto decode = [&] {
+        std::vector<float> logits;
+        auto caches = model.make_caches(batch, 12);
+        ablate::Graph g;
+        ablate::NoGrad ng(g);
+        for (int64_t t = 0; t < 10;) {
+          const int64_t len = t == 0 ? 2 : 1;
+          std::vector<int32_t> ids(static_cast<size_t>(batch * len));
+          for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((7 * (i + 3 * static_cast<size_t>(t))) % 23);
+          g.reset();
+          ablate::ForwardArgs a;
+          a.ids = ids.data();
+          a.batch = batch;
+          a.time = len;
+          a.pos0 = t;
+          a.caches = &caches;
+          const ablate::Tensor y = g.value(model.forward(g, a));
+          logits.insert(logits.end(), y.data, y.data + y.numel());
+          t += len;
+        }
+        return logits;
+      };
+      const std::vector<float> team = decode();
+      std::vector<float> one;
+      {
+        tbb::global_control gc(tbb::global_control::max_allowed_parallelism, 1);
+        one = decode();
+      }
+      REQUIRE(team.size() == one.size());
+      CHECK(std::memcmp(team.data(), one.data(), sizeof(float) * team.size()) == 0);
+    }
+  }
 }

@@ -985,6 +985,48 @@ TEST_CASE("ops/scratch: two threads asking for different sizes stay near the lar
   CHECK(largest.load() <= 2 * 1700 + 16);
 }
 
+TEST_CASE("ops/decode team: two ranks at once, exchanges, the real error of a failing rank") {
+  tbb::task_arena(2).execute([&] {
+    // Ranks publish in lockstep; each reads the other's part of the same exchange even
+    // when the other is already one exchange further.
+    std::vector<float> seen[2];
+    std::thread::id ids[2];
+    const bool ran = kernels::run_decode_team([&](int64_t rank) {
+      const kernels::DecodeRank* me = kernels::decode_rank();
+      REQUIRE(me != nullptr);
+      ids[rank] = std::this_thread::get_id();
+      for (int e = 0; e < 50; ++e) {
+        float* mine = me->team->slot(rank, 3 + static_cast<size_t>(e));  // growing
+        mine[0] = static_cast<float>(100 * e + rank);
+        me->team->publish(rank);
+        seen[rank].push_back(me->team->slot_data(rank, 1 - rank)[0]);
+      }
+    });
+    REQUIRE(ran);
+    CHECK(ids[0] != ids[1]);
+    CHECK(kernels::decode_rank() == nullptr);
+    for (int e = 0; e < 50; ++e) {
+      CHECK(seen[0][static_cast<size_t>(e)] == static_cast<float>(100 * e + 1));
+      CHECK(seen[1][static_cast<size_t>(e)] == static_cast<float>(100 * e));
+    }
+    // A rank that throws: its partner, waiting in publish, stops, and the caller gets the
+    // thrower's error, whichever rank it was.
+    for (int64_t bad : {0, 1}) {
+      CAPTURE(bad);
+      CHECK_THROWS_WITH(kernels::run_decode_team([&](int64_t rank) {
+                          const kernels::DecodeRank* me = kernels::decode_rank();
+                          me->team->slot(rank, 1);
+                          if (rank == bad) throw Error("rank failed");
+                          me->team->publish(rank);
+                        }),
+                        "rank failed");
+    }
+    // Inside a parallel loop, or on one thread, there is no team: the caller runs serially.
+    kernels::parallel_chunks(2, 1, [&](int64_t, int64_t) { CHECK_FALSE(kernels::run_decode_team([](int64_t) {})); });
+  });
+  tbb::task_arena(1).execute([&] { CHECK_FALSE(kernels::run_decode_team([](int64_t) {})); });
+}
+
 TEST_CASE("ops/parallel_chunks: every chunk once, fixed threads for few chunks, nesting, errors") {
   std::thread::id caller = std::this_thread::get_id();
   tbb::task_arena(2).execute([&] {

@@ -3,6 +3,7 @@
 
 #include "ablate/ops.hpp"
 #include "ablate/registry.hpp"
+#include "ops/kernels.hpp"
 
 namespace ablate {
 
@@ -84,6 +85,33 @@ std::vector<KVCache> Model::make_caches(int64_t batch, int64_t capacity) const {
 }
 
 Var Model::forward(Graph& g, const ForwardArgs& a) {
+  // Decoding a few rows against KV caches, without dropout or attention weights: the
+  // step runs on a decoding team of two threads (kernels.hpp), rank 1 on a graph of its
+  // own; rank 0's graph `g` gets the logits, the same values a single thread computes.
+  constexpr int64_t kDecodeRows = 4;
+  // Only where its products split (a d x d one does): a model that small decodes faster
+  // on one core (seed000: 136k tokens/s, against 101k on a team).
+  if (a.caches && a.batch * a.time <= kDecodeRows && !a.attention_weights && !(g.training && dims_.dropout > 0) &&
+      kernels::gemv_splits(dims_.d_model, dims_.d_model)) {
+    if (!team_graph_) team_graph_ = std::make_unique<Graph>();
+    Var logits;
+    const bool ran = kernels::run_decode_team([&](int64_t rank) {
+      if (rank == 0) {
+        logits = forward_on(g, a);
+        return;
+      }
+      Graph& g1 = *team_graph_;
+      g1.reset();
+      g1.grad_enabled = false;
+      g1.training = g.training;
+      forward_on(g1, a);
+    });
+    if (ran) return logits;
+  }
+  return forward_on(g, a);
+}
+
+Var Model::forward_on(Graph& g, const ForwardArgs& a) {
   const int64_t n = a.batch * a.time;
   Var x = embedding(g, g.param(*tok_emb_), a.ids, n);  // (B*T, C)
   PosContext pc{a.batch, a.time, a.pos0};

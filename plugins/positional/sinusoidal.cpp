@@ -2,6 +2,7 @@
 // PE[pos, 2i+1] = cos(same), added to x (B*T, C). A constant, no parameters, no length limit.
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -20,9 +21,11 @@ class Sinusoidal final : public ablate::PositionalEncoding {
   ablate::Var embed(ablate::Graph& g, ablate::Var x, const ablate::PosContext& pc) override {
     const int64_t B = pc.batch, T = pc.time, C = g.value(x).cols;
     if (pc.pos0 < 0) throw ablate::Error("sinusoidal positions: negative start position " + std::to_string(pc.pos0));
-    grow(pc.pos0 + T, C);
     ablate::Var pe = g.input(B * T, C);  // (B*T, C)
     float* out = g.value(pe).data;
+    // Decoding runs forward on two threads at once (model.hpp): the table grows under a lock.
+    std::lock_guard<std::mutex> lock(mutex_);
+    grow(pc.pos0 + T, C);
     for (int64_t b = 0; b < B; ++b)
       for (int64_t t = 0; t < T; ++t) {
         const float* src = table_.data() + (pc.pos0 + t) * C;
@@ -46,6 +49,7 @@ class Sinusoidal final : public ablate::PositionalEncoding {
   }
 
   double base_;
+  std::mutex mutex_;
   std::vector<float> table_;  // (rows_, C_)
   int64_t rows_ = 0, C_ = 0;
 };

@@ -31,7 +31,9 @@ class Model {
   Model(const Options& opts, int64_t vocab_size, uint64_t seed);
   ~Model();
 
-  // logits (B*T, V)
+  // logits (B*T, V). Decoding (caches, at most 4 rows) runs on two threads at once, each
+  // calling the plugins' forward on a graph of its own: plugins must not change shared
+  // state in forward (docs/PLUGINS.md).
   Var forward(Graph& g, const ForwardArgs& args);
 
   std::vector<KVCache> make_caches(int64_t batch, int64_t capacity) const;
@@ -69,6 +71,9 @@ class Model {
   std::vector<Block> blocks_;
   std::unique_ptr<Norm> final_norm_;
   int64_t position_params_ = 0;
+  std::unique_ptr<Graph> team_graph_;  // the second decoding rank's (forward)
+
+  Var forward_on(Graph& g, const ForwardArgs& args);
 };
 
 }  // namespace ablate

@@ -718,6 +718,11 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
   const float* Vd = V.data + v_col;
   const int64_t S = K.cols;  // row stride of k and v
   KVCache* cache = spec.cache;
+  // In a decoding team (kernels.hpp), this rank's share of the kv heads: it appends their
+  // keys and values and attends with their query heads; the outputs are swapped after.
+  const DecodeRank* team = cache && !spec.weights_out ? decode_rank() : nullptr;
+  const int64_t kh0 = team ? NKV * team->rank / DecodeTeam::kSize : 0;
+  const int64_t kh1 = team ? NKV * (team->rank + 1) / DecodeTeam::kSize : NKV;
   if (cache) {
     if (cache->batch != B || cache->width != NKV * HS)
       throw Error("attention: the KV cache holds batch " + std::to_string(cache->batch) +
@@ -729,13 +734,15 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
                   std::to_string(T) + " positions exceed its capacity " +
                   std::to_string(cache->capacity) + "; init it with a larger capacity");
     const int64_t W = cache->width, cap = cache->capacity, len = cache->length;
+    // Columns [c0, c1) of the new keys and values: all, or a decoding team rank's share.
+    const int64_t c0 = kh0 * HS, c1 = kh1 * HS;
     for (int64_t b = 0; b < B; ++b) {
       for (int64_t t = 0; t < T; ++t)
-        std::memcpy(cache->v.data() + (b * cap + len + t) * W, Vd + (b * T + t) * S,
-                    sizeof(float) * static_cast<size_t>(W));
+        std::memcpy(cache->v.data() + (b * cap + len + t) * W + c0, Vd + (b * T + t) * S + c0,
+                    sizeof(float) * static_cast<size_t>(c1 - c0));
       float* kt = cache->k.data() + b * cap * W;  // (W, cap)
       for (int64_t t = 0; t < T; ++t)
-        for (int64_t c = 0; c < W; ++c) kt[c * cap + len + t] = Kd[(b * T + t) * S + c];
+        for (int64_t c = c0; c < c1; ++c) kt[c * cap + len + t] = Kd[(b * T + t) * S + c];
     }
     a.Tk = cache->length + T;
     a.offset = cache->length;
@@ -800,6 +807,25 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
   const int64_t tasks = cache && decode_kernel(a)
                             ? (B * a.Tk * NKV * HS >= (int64_t{1} << 16) ? std::min(B * NH, concurrency()) : 1)
                             : ceil_div(B * NH, items_per_task(cost));
+  if (team) {
+    const int64_t group = NH / NKV, h0 = kh0 * group, h1 = kh1 * group, rows = B * T, C = NH * HS;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = h0; h < h1; ++h) forward_head(a, b, h, y, lse, nullptr);
+    float* mine = team->team->slot(team->rank, static_cast<size_t>(rows * (h1 - h0) * HS));
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy(y + r * C + h0 * HS, y + r * C + h1 * HS, mine + r * (h1 - h0) * HS);
+    team->team->publish(team->rank);
+    for (int64_t other = 0; other < DecodeTeam::kSize; ++other) {
+      if (other == team->rank) continue;
+      const int64_t o0 = NKV * other / DecodeTeam::kSize * group, o1 = NKV * (other + 1) / DecodeTeam::kSize * group;
+      const float* theirs = team->team->slot_data(team->rank, other);
+      for (int64_t r = 0; r < rows; ++r)
+        std::copy(theirs + r * (o1 - o0) * HS, theirs + (r + 1) * (o1 - o0) * HS, y + r * C + o0 * HS);
+    }
+    // Every rank has read the length (above, before publishing): rank 0 advances it.
+    if (team->rank == 0) cache->length += T;
+    return out;
+  }
   parallel_chunks(B * NH, ceil_div(B * NH, tasks), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) forward_head(a, t / NH, t % NH, y, lse, spec.weights_out);
   });

@@ -193,6 +193,66 @@ bool run_pinned(int64_t parts, void (*fn)(void*, int64_t), void* ctx) {
   return pool->run(parts, fn, ctx);
 }
 
+float* DecodeTeam::slot(int64_t rank, size_t n) {
+  // The buffer of this parity was last read at the exchange before last, which every
+  // rank has finished: it may grow.
+  std::vector<float>& v = slots_[epoch_[rank].v.load(std::memory_order_relaxed) & 1][rank];
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
+void DecodeTeam::publish(int64_t rank) {
+  const int64_t e = epoch_[rank].v.load(std::memory_order_relaxed) + 1;
+  epoch_[rank].v.store(e, std::memory_order_release);
+  for (int64_t r = 0; r < kSize; ++r)
+    while (epoch_[r].v.load(std::memory_order_acquire) < e)
+      if (aborted_.load(std::memory_order_acquire)) throw TeamAborted{};
+}
+
+const float* DecodeTeam::slot_data(int64_t reader, int64_t owner) const {
+  // After the reader's publish, its epoch numbers the exchange being read (the owner may
+  // be one exchange further already).
+  return slots_[(epoch_[reader].v.load(std::memory_order_relaxed) - 1) & 1][owner].data();
+}
+
+void DecodeTeam::reset() {
+  for (auto& e : epoch_) e.v.store(0, std::memory_order_relaxed);
+  aborted_.store(false, std::memory_order_relaxed);
+}
+
+namespace {
+thread_local const DecodeRank* tls_decode_rank = nullptr;
+}
+
+const DecodeRank* decode_rank() { return tls_decode_rank; }
+
+bool run_decode_team(const std::function<void(int64_t)>& f) {
+  if (in_parallel_region() || concurrency() < DecodeTeam::kSize) return false;
+  static DecodeTeam team;  // one team: run_pinned runs one job at a time
+  struct Ctx {
+    const std::function<void(int64_t)>* f;
+    std::exception_ptr error[DecodeTeam::kSize];
+  } ctx{&f, {}};
+  team.reset();
+  const bool ran = run_pinned(DecodeTeam::kSize, [](void* p, int64_t rank) {
+    auto* c = static_cast<Ctx*>(p);
+    const DecodeRank me{&team, rank};
+    tls_decode_rank = &me;
+    try {
+      (*c->f)(rank);
+    } catch (const TeamAborted&) {
+      // the partner's error is the one to report
+    } catch (...) {
+      c->error[rank] = std::current_exception();
+      team.abort();
+    }
+    tls_decode_rank = nullptr;
+  }, &ctx);
+  for (auto& e : ctx.error)
+    if (e) std::rethrow_exception(e);
+  return ran;
+}
+
 namespace {
 using Eigen::Index;
 
@@ -290,17 +350,16 @@ void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   // (blocks of 16 rows lost 30% at 2048x96x384; 256 rows are within a few % of one
   // GEMM), so blocks are about 256 wide: an even number of them (2 to 16) so that two
   // cores balance. Products under ~2 MFLOP run as one GEMM.
-  // A few rows (decoding) are matrix-vector products that read B once from memory: two
-  // column halves from 32K floats of B, so that each of two cores reads (and caches) half
-  // (a TBB dispatch costs 1.5-2 us; seed002 decoding was fastest with this threshold).
-  constexpr int64_t kMinMacs = int64_t{1} << 20, kMinGemv = int64_t{1} << 13;
+  // A few rows (decoding) are matrix-vector products that read B once: from 8K floats of
+  // B on (gemv_splits), two halves of the reduction, below.
+  constexpr int64_t kMinMacs = int64_t{1} << 20;
   constexpr int64_t kBlock = 256;
   const bool gemv = m <= 4;
   const bool split_rows = !gemv && m >= n;
   const int64_t dim = split_rows ? m : n;
   int64_t nblocks = std::min<int64_t>(16, dim / kBlock);
   nblocks = gemv ? 2 : std::max<int64_t>(2, nblocks - nblocks % 2);
-  if ((gemv ? n * k < kMinGemv : m * n * std::max<int64_t>(k, 1) < kMinMacs) || dim < 2 * 16) {
+  if ((gemv ? !gemv_splits(n, k) : m * n * std::max<int64_t>(k, 1) < kMinMacs) || dim < 2 * 16) {
     set_block(0, m, 0, n);
     gemm_acc(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc);
     return;
@@ -319,6 +378,22 @@ void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   const bool split_k = !trans_b && (gemv || (trans_a && k >= 1024 && m * n <= kMaxSplitK));
   if (split_k) {
     const int64_t half = round_up(ceil_div(k, 2), 16);
+    const DecodeRank* dr = gemv ? decode_rank() : nullptr;
+    if (half < k && dr) {
+      // A decoding team: rank 0 sums the first half onto C's start value, rank 1 the
+      // second onto 0, and both add the two (the sums below, in the same order).
+      const int64_t k0 = dr->rank == 0 ? 0 : half, k1 = dr->rank == 0 ? half : k;
+      float* mine = dr->team->slot(dr->rank, static_cast<size_t>(m * n));
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t j = 0; j < n; ++j)
+          mine[r * n + j] = dr->rank != 0 ? 0.0f : !overwrite ? c[r * ldc + j] : init ? init[j] : 0.0f;
+      gemm_acc(trans_a, false, m, n, k1 - k0, alpha, trans_a ? a + k0 * lda : a + k0, lda, b + k0 * ldb, ldb, mine, n);
+      dr->team->publish(dr->rank);
+      const float *p0 = dr->team->slot_data(dr->rank, 0), *p1 = dr->team->slot_data(dr->rank, 1);
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t j = 0; j < n; ++j) c[r * ldc + j] = p0[r * n + j] + p1[r * n + j];
+      return;
+    }
     if (half < k) {
       float* upper = thread_scratch(kSlotReduce, static_cast<size_t>(m * n));
       parallel_chunks(k, half, [&](int64_t k0, int64_t k1) {

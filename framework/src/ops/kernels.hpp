@@ -11,7 +11,9 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "ablate/error.hpp"
 #include "ablate/graph.hpp"
@@ -50,6 +52,48 @@ inline int64_t concurrency() {
 // under a microsecond; TBB's costs 1.5-2) and then sleep. Returns false, doing nothing,
 // when the pool is already in use (a nested or concurrent call): run serially then.
 bool run_pinned(int64_t parts, void (*fn)(void*, int64_t), void* ctx);
+
+// Batch-1 decoding on both cores at once. A decoding step reads every weight once and
+// does little else; split op by op, each of its ~4 products a layer paid a hand-off to
+// the other core and back. Instead, Model::forward runs the whole step on each of the
+// team's two threads, each on a graph of its own (run_decode_team below): the ops
+// compute identical activations on both, except that a matrix-vector product computes
+// one of its two fixed halves of the reduction per rank and attention one share of the
+// kv heads per rank (appending to and reading its share of the KV cache), and the
+// ranks swap those parts through the team. The arithmetic is that of the one-thread path.
+class DecodeTeam {
+ public:
+  static constexpr int64_t kSize = 2;
+  // This rank's buffer for its part of the next exchange (at least n floats).
+  float* slot(int64_t rank, size_t n);
+  // Publishes this rank's part and waits for every rank's; their slots can then be
+  // read (slot_data) until this rank's next publish. Throws TeamAborted if another rank
+  // failed.
+  void publish(int64_t rank);
+  // The part `owner` published in the exchange `reader` last published in.
+  const float* slot_data(int64_t reader, int64_t owner) const;
+  void abort() { aborted_.store(true, std::memory_order_release); }
+  void reset();  // between steps, no rank running
+
+ private:
+  struct alignas(64) Epoch {
+    std::atomic<int64_t> v{0};
+  };
+  Epoch epoch_[kSize];
+  std::vector<float> slots_[2][kSize];  // [exchange parity][rank]
+  std::atomic<bool> aborted_{false};
+};
+struct TeamAborted {};  // thrown by publish on a rank whose partner failed
+struct DecodeRank {
+  DecodeTeam* team;
+  int64_t rank;
+};
+// The team rank of this thread inside run_decode_team, or null.
+const DecodeRank* decode_rank();
+// Runs f(rank) for rank 0 (here) and 1 (a pinned worker) at once, each with decode_rank()
+// set; rethrows the first real failure. Returns false, having run nothing, when the pool
+// is busy, inside a parallel loop, or on one thread.
+bool run_decode_team(const std::function<void(int64_t)>& f);
 
 // True while this thread runs a part of a parallel_chunks loop, which marks each part
 // with a ParallelRegion.
@@ -174,6 +218,11 @@ void gemm_acc(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
 bool gemm_narrow_applies(bool trans_a, int64_t m, int64_t n);
 void gemm_narrow(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                  int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc);
+
+// Whether gemm_acc_parallel splits a matrix-vector product with B (k,n) between two
+// cores: below 8K floats of B one core is faster than two and a hand-off (seed002
+// decoding was fastest with this threshold).
+inline bool gemv_splits(int64_t n, int64_t k) { return n * k >= (int64_t{1} << 13); }
 
 // The same, parallel over rows of C (if m >= n) or columns of C, never over k, with
 // block boundaries fixed by the shape: bitwise identical for any thread count.
