@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "ablate/ops.hpp"
 #include "kernels.hpp"
@@ -168,30 +169,29 @@ float* probs_at(const Attn& a, int64_t b, int64_t h) {
 }
 
 // Transposes a 16 x 16 block in registers: at b = 8, 4, 2, 1 the off-diagonal b x b
-// blocks of every 2b x 2b block swap (four rounds of two-source shuffles).
-using vi16 = int32_t __attribute__((vector_size(64)));
+// blocks of every 2b x 2b block swap (four rounds of two-source shuffles; lane c of the
+// upper row takes lane c - b of the lower where bit b of c is set, and the lower row
+// lane c + b of the upper where it is clear). __builtin_shufflevector: GCC 12 and clang.
+template <int B, size_t... C>
+inline void swap_rows(v16& x, v16& y, std::index_sequence<C...>) {
+  const v16 lo = __builtin_shufflevector(x, y, ((C & B) ? 16 + C - B : C)...);
+  y = __builtin_shufflevector(x, y, ((C & B) ? 16 + C : C + B)...);
+  x = lo;
+}
 template <int B>
-inline void swap_blocks(v16* r, vi16 lo, vi16 hi) {
+inline void swap_blocks(v16* r) {
   for (int i = 0; i < 16; ++i)
-    if ((i & B) == 0) {
-      const v16 x = r[i], y = r[i + B];
-      r[i] = __builtin_shuffle(x, y, lo);
-      r[i + B] = __builtin_shuffle(x, y, hi);
-    }
+    if ((i & B) == 0) swap_rows<B>(r[i], r[i + B], std::make_index_sequence<16>{});
 }
 // dst row c (16 floats, row stride ldd) = column c of the 16 x 16 block at src (row
 // stride lds) times mul[c].
 inline void transpose16(const float* src, int64_t lds, v16 mul, float* dst, int64_t ldd) {
   v16 r[16];
   for (int i = 0; i < 16; ++i) r[i] = load16(src + i * lds) * mul;
-  swap_blocks<8>(r, vi16{0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23},
-                 vi16{8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31});
-  swap_blocks<4>(r, vi16{0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27},
-                 vi16{4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31});
-  swap_blocks<2>(r, vi16{0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29},
-                 vi16{2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31});
-  swap_blocks<1>(r, vi16{0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30},
-                 vi16{1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31});
+  swap_blocks<8>(r);
+  swap_blocks<4>(r);
+  swap_blocks<2>(r);
+  swap_blocks<1>(r);
   for (int i = 0; i < 16; ++i) store16(dst + i * ldd, r[i]);
 }
 
