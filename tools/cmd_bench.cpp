@@ -319,14 +319,14 @@ static int cmd_bench(const std::vector<std::string>& args) {
   // systems measured minutes apart at most), and with several rounds their range follows.
   for (const auto& rs : runs) {
     const BenchResult& r = rs.front();
-    auto med = [&](auto f) {
+    auto values = [&](auto f) {
       std::vector<double> v;
       for (const auto& x : rs) v.push_back(f(x));
-      return median(v);
+      return v;
     };
+    auto med = [&](auto f) { return median(values(f)); };
     auto cell = [&](auto f, int prec, const std::string& unit) {
-      std::vector<double> v;
-      for (const auto& x : rs) v.push_back(f(x));
+      const std::vector<double> v = values(f);
       std::string c = num(median(v), prec) + unit;
       if (v.size() > 1)
         c += " [" + num(*std::min_element(v.begin(), v.end()), prec) + "-" + num(*std::max_element(v.begin(), v.end()), prec) + "]";

@@ -721,8 +721,8 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
   // In a decoding team (kernels.hpp), this rank's share of the kv heads: it appends their
   // keys and values and attends with their query heads; the outputs are swapped after.
   const DecodeRank* team = cache && !spec.weights_out ? decode_rank() : nullptr;
-  const int64_t kh0 = team ? NKV * team->rank / DecodeTeam::kSize : 0;
-  const int64_t kh1 = team ? NKV * (team->rank + 1) / DecodeTeam::kSize : NKV;
+  const int64_t kh0 = team ? DecodeTeam::first(NKV, team->rank) : 0;
+  const int64_t kh1 = team ? DecodeTeam::first(NKV, team->rank + 1) : NKV;
   if (cache) {
     if (cache->batch != B || cache->width != NKV * HS)
       throw Error("attention: the KV cache holds batch " + std::to_string(cache->batch) +
@@ -800,13 +800,6 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
     }
   }
   float* y = n.value.data;
-  // Tasks of equal size (decoding 8 heads: 4 + 4, not 7 + 1).
-  // Decoding with a cache reads B*Tk*NKV*HS keys and as many values: below 64K of them
-  // (seed002: 12K) one thread does it faster than two with a dispatch.
-  const int64_t cost = T * a.Tk * HS * 3;
-  const int64_t tasks = cache && decode_kernel(a)
-                            ? (B * a.Tk * NKV * HS >= (int64_t{1} << 16) ? std::min(B * NH, concurrency()) : 1)
-                            : ceil_div(B * NH, items_per_task(cost));
   if (team) {
     const int64_t group = NH / NKV, h0 = kh0 * group, h1 = kh1 * group, rows = B * T, C = NH * HS;
     for (int64_t b = 0; b < B; ++b)
@@ -817,7 +810,7 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
     team->team->publish(team->rank);
     for (int64_t other = 0; other < DecodeTeam::kSize; ++other) {
       if (other == team->rank) continue;
-      const int64_t o0 = NKV * other / DecodeTeam::kSize * group, o1 = NKV * (other + 1) / DecodeTeam::kSize * group;
+      const int64_t o0 = DecodeTeam::first(NKV, other) * group, o1 = DecodeTeam::first(NKV, other + 1) * group;
       const float* theirs = team->team->slot_data(team->rank, other);
       for (int64_t r = 0; r < rows; ++r)
         std::copy(theirs + r * (o1 - o0) * HS, theirs + (r + 1) * (o1 - o0) * HS, y + r * C + o0 * HS);
@@ -826,6 +819,13 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
     if (team->rank == 0) cache->length += T;
     return out;
   }
+  // Tasks of equal size (decoding 8 heads: 4 + 4, not 7 + 1).
+  // Decoding with a cache reads B*Tk*NKV*HS keys and as many values: below 64K of them
+  // (seed002: 12K) one thread does it faster than two with a dispatch.
+  const int64_t cost = T * a.Tk * HS * 3;
+  const int64_t tasks = cache && decode_kernel(a)
+                            ? (B * a.Tk * NKV * HS >= (int64_t{1} << 16) ? std::min(B * NH, concurrency()) : 1)
+                            : ceil_div(B * NH, items_per_task(cost));
   parallel_chunks(B * NH, ceil_div(B * NH, tasks), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) forward_head(a, t / NH, t % NH, y, lse, spec.weights_out);
   });

@@ -64,6 +64,8 @@ bool run_pinned(int64_t parts, void (*fn)(void*, int64_t), void* ctx);
 class DecodeTeam {
  public:
   static constexpr int64_t kSize = 2;
+  // Rank `rank`'s share [first(n, rank), first(n, rank + 1)) of n items (kv heads).
+  static int64_t first(int64_t n, int64_t rank) { return n * rank / kSize; }
   // This rank's buffer for its part of the next exchange (at least n floats).
   float* slot(int64_t rank, size_t n);
   // Publishes this rank's part and waits for every rank's; their slots can then be
