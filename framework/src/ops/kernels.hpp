@@ -210,16 +210,19 @@ inline float hash_uniform_inline(uint64_t seed, uint64_t a, uint64_t b) {
 double sum_fixed(Graph& g, const float* x, int64_t n);
 
 // C (m,n) += alpha * op(A) (m,k) * op(B) (k,n), all row-major with leading dimensions
-// (op(A) = A^T when trans_a, where A is stored (k,m)). Single-threaded Eigen GEBP with
-// packing buffers from thread_scratch (no heap allocation).
+// (op(A) = A^T when trans_a, where A is stored (k,m)). Single-threaded: gemm_narrow or
+// Eigen's GEBP, packing buffers from thread_scratch (no heap allocation).
 void gemm_acc(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
               const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc);
 
-// gemm_acc's kernel for narrow outputs (n <= 64) and for X^T dY with at most 128 rows
-// when built for AVX-512 (gemm_narrow.cpp); gemm_narrow_applies says when it is used.
+// gemm_acc's kernel when built for AVX-512 (gemm_narrow.cpp): every product with A
+// row-major, and X^T dY with outputs at most 64 wide or at most 128 rows;
+// gemm_narrow_applies says when it is used. With overwrite, C = init + alpha op(A) op(B)
+// (init a row (1,n), or null for 0) without reading C first. k > 0.
 bool gemm_narrow_applies(bool trans_a, int64_t m, int64_t n);
 void gemm_narrow(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                 int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc);
+                 int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, bool overwrite = false,
+                 const float* init = nullptr);
 
 // Whether gemm_acc_parallel splits a matrix-vector product with B (k,n) between two
 // cores: below 8K floats of B one core is faster than two and a hand-off (seed002
