@@ -653,7 +653,7 @@ TEST_CASE("ops/forward: matmul and linear match a naive product at parallel size
   // dimension (an odd split for K = 200) or the output columns (w transposed). Products
   // with x or dy row-major (partial 32-column panels, row tails, two reduction blocks for
   // K = 400 and N = 500; the bias written with the product, by row and column blocks) take
-  // gemm_narrow when built for AVX-512, as do the weight gradients with K <= 128.
+  // gemm_avx512 when built for AVX-512, as do the weight gradients (A^T packed for K > 128).
   for (const Shape sh : {Shape{600, 70, 130}, Shape{64, 80, 1000}, Shape{1, 96, 384}, Shape{3, 200, 100},
                          Shape{300, 50, 40}, Shape{500, 400, 20}}) {
     for (bool tw : {false, true}) {

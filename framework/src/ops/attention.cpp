@@ -137,7 +137,7 @@ void add_kv_grads(const Attn& a, int64_t b, int64_t kh, const float* dkt, const 
 // broadcast-multiply-adds of key j's values against q^T's rows, the softmax runs down
 // the columns (elementwise across rows), and out^T[d] accumulates value j's element d
 // times P^T[j]. The products that sum over queries or keys into HS-wide rows (dq, dk,
-// dv) are GEMMs on gemm_narrow's kernel, reading P^T and dS^T in place. Against the
+// dv) are GEMMs on gemm_avx512's kernel, reading P^T and dS^T in place. Against the
 // GEMM-per-block kernels below (forward + backward of one layer, 2 threads): head size
 // 32 (B 16, T 128, 3 heads) 1.67 -> 1.05 ms; 64 (nanogpt-baby) 106 -> 81 ms. Vectors are
 // GCC's generic ones: AVX-512 registers here, pairs of AVX2 registers elsewhere.
@@ -454,7 +454,7 @@ void backward_group_lanes(const Attn& a, int64_t b, int64_t kh, const float* dou
       }
       // dq rows (nq, HS) += scale dS (nq, jm) . k (jm, HS); dk (jm, HS) += scale dS^T (jm, nq) . q (nq, HS);
       // dv (jm, HS) += P^T (jm, nq) . dO (nq, HS): dS and P read from their transposes, q, k
-      // and dO in place (row-major, HS wide: gemm_narrow's kernel)
+      // and dO in place (row-major, HS wide: gemm_avx512's kernel)
       if (dq)
         gemm_acc(true, false, nq, HS, jm, a.scale, dst, kLanes, a.k_at(b, kh), a.k_rstride,
                  dq + (b * a.T + i0) * a.q_rstride + h * HS, a.q_rstride);

@@ -318,7 +318,7 @@ void gemm_acc(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
   if (m <= 0 || n <= 0 || k <= 0) return;
   if (m <= 4) return gemv_rows(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc);
   if (n == 1) return gemv_col(trans_a, trans_b, m, k, alpha, a, lda, b, ldb, c, ldc);
-  if (gemm_narrow_applies(trans_a, m, n)) return gemm_narrow(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc);
+  if (kGemmAvx512) return gemm_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc);
   // A row-major (k,m) matrix read as its transpose is a column-major (m,k) one.
   constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
   if (!trans_a && !trans_b)
@@ -336,11 +336,11 @@ void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
                        int64_t ldc, bool overwrite, const float* init) {
   if (m <= 0 || n <= 0) return;
   // C block (mb, nb) = initb (a row, or 0) + alpha op(A) op(B) over kb with set, += without:
-  // gemm_narrow writes C once; otherwise the block is set first.
+  // gemm_avx512 writes C once; otherwise the block is set first.
   auto gemm_into = [&](int64_t mb, int64_t nb, int64_t kb, const float* ab, const float* bb, float* cb,
                        int64_t ldcb, bool set, const float* initb) {
-    if (set && kb > 0 && mb > 4 && nb > 1 && gemm_narrow_applies(trans_a, mb, nb))
-      return gemm_narrow(trans_a, trans_b, mb, nb, kb, alpha, ab, lda, bb, ldb, cb, ldcb, true, initb);
+    if (set && kb > 0 && mb > 4 && nb > 1 && kGemmAvx512)
+      return gemm_avx512(trans_a, trans_b, mb, nb, kb, alpha, ab, lda, bb, ldb, cb, ldcb, true, initb);
     if (set)
       for (int64_t r = 0; r < mb; ++r) {
         float* cr = cb + r * ldcb;

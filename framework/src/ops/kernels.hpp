@@ -185,7 +185,7 @@ inline int64_t items_per_task(int64_t cost) {
 // not allocate. Each slot is an independent buffer so that a kernel holding one slot
 // may call another kernel using a different slot. Valid until the next call with the
 // same slot on the same thread; never hold it across a TBB wait.
-enum ScratchSlot { kSlotGemm = 0, kSlotAttention = 1, kSlotMisc = 2, kSlotReduce = 3, kNumSlots = 4 };
+enum ScratchSlot { kSlotGemm = 0, kSlotAttention = 1, kSlotMisc = 2, kSlotReduce = 3, kSlotGemmA = 4, kNumSlots = 5 };
 float* thread_scratch(ScratchSlot slot, size_t n_floats);
 // Grows this thread's buffers to the largest size any thread has used, so that a steady
 // state allocates nothing whichever thread runs which chunk. Frees the old buffers: call
@@ -210,17 +210,20 @@ inline float hash_uniform_inline(uint64_t seed, uint64_t a, uint64_t b) {
 double sum_fixed(Graph& g, const float* x, int64_t n);
 
 // C (m,n) += alpha * op(A) (m,k) * op(B) (k,n), all row-major with leading dimensions
-// (op(A) = A^T when trans_a, where A is stored (k,m)). Single-threaded: gemm_narrow or
+// (op(A) = A^T when trans_a, where A is stored (k,m)). Single-threaded: gemm_avx512 or
 // Eigen's GEBP, packing buffers from thread_scratch (no heap allocation).
 void gemm_acc(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
               const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc);
 
-// gemm_acc's kernel when built for AVX-512 (gemm_narrow.cpp): every product with A
-// row-major, and X^T dY with outputs at most 64 wide or at most 128 rows;
-// gemm_narrow_applies says when it is used. With overwrite, C = init + alpha op(A) op(B)
-// (init a row (1,n), or null for 0) without reading C first. k > 0.
-bool gemm_narrow_applies(bool trans_a, int64_t m, int64_t n);
-void gemm_narrow(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+// gemm_acc's kernel when built for AVX-512 (gemm_avx512.cpp; kGemmAvx512), Eigen's
+// otherwise. With overwrite, C = init + alpha op(A) op(B) (init a row (1,n), or null for
+// 0) without reading C first. k > 0.
+#if defined(__AVX512F__)
+constexpr bool kGemmAvx512 = true;
+#else
+constexpr bool kGemmAvx512 = false;
+#endif
+void gemm_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                  int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, bool overwrite = false,
                  const float* init = nullptr);
 

@@ -1,19 +1,20 @@
-// SGEMM for the shapes where Eigen's kernel is weakest: outputs at most 64 columns wide
-// (the input gradients of a narrow model, dX (N, d) = dY W^T with d = 32), and weight
-// gradients dW (K, M) = X^T dY with K <= 128 summed over thousands of rows. Eigen packs
-// both operands and vectorises along the output's rows; at these shapes it reached
-// 76-134 GFLOP/s on one core here, this kernel 125-192 (2048 x 32 x 128: 134 -> 192;
-// 128 x 32 x 2048, X^T dY: 76 -> 163). On wider products with A row-major it is at least
-// as fast as Eigen (1024 rows, one core: x W 32 -> 71 112 -> 126, 1536 -> 384 148 -> 170;
-// dY W^T 512 -> 128 155 -> 169), and it can write C = bias + A B in one pass, so it
-// takes every product but X^T dY with outputs over 64 wide and over 128 rows (Eigen:
-// 147 against 136 at 384 x 1152).
+// SGEMM for AVX-512, every product gemm_acc runs (Eigen's kernel elsewhere). It began
+// with the shapes where Eigen is weakest: outputs at most 64 columns wide (the input
+// gradients of a narrow model, dX (N, d) = dY W^T with d = 32) and weight gradients
+// dW (K, M) = X^T dY with K <= 128 summed over thousands of rows, where Eigen reached
+// 76-134 GFLOP/s on one core here and this kernel 125-192 (2048 x 32 x 128: 134 -> 192;
+// 128 x 32 x 2048, X^T dY: 76 -> 163). On wider products it is at least as fast (1024
+// rows, one core: x W 32 -> 71 112 -> 126, 1536 -> 384 148 -> 170; dY W^T 512 -> 128
+// 155 -> 169; X^T dY 1536 x 384 154 -> 167 with A packed), and it writes C = bias + A B
+// in one pass (seed000 +7%, nanogpt-baby +6% a step over Eigen with C set first).
 //
-// Only B is packed, in panels of kc x 32 (zero-padded); A is read in place, one
-// broadcast per element, which needs no packing whether A is stored row-major or
-// transposed. A 12 x 32 tile of C lives in 24 AVX-512 registers over a kc-long block of
-// the reduction; a B panel stays in L1 while the loop walks down A's rows.
+// B is packed, in panels of kc x 32 (zero-padded); A is read in place, one broadcast per
+// element, whether it is stored row-major or transposed, except A^T with more than 128
+// rows, whose 12-row tiles are packed. A 12 x 32 tile of C lives in 24 AVX-512 registers
+// over a kc-long block of the reduction; a B panel stays in L1 while the loop walks down
+// A's rows.
 #include "kernels.hpp"
+#include <cstring>
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -118,15 +119,17 @@ void pack_b(bool trans, const float* b, int64_t ldb, int64_t p0, int64_t kc, int
 }
 }  // namespace
 
-bool gemm_narrow_applies(bool trans_a, int64_t m, int64_t n) { return !trans_a || n <= 64 || m <= 128; }
-
-void gemm_narrow(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+void gemm_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                  int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, bool overwrite, const float* init) {
   const int64_t ars = trans_a ? 1 : lda, aps = trans_a ? lda : 1;
   // Equal reduction blocks (384 = 2 x 192, not 256 + 128).
   const int64_t kc_max = ceil_div(k, ceil_div(k, kKC));
   const int64_t nc_max = std::min(kNC, round_up(n, kNR));
   float* bp = thread_scratch(kSlotGemm, static_cast<size_t>(kc_max * nc_max));
+  // A^T with more than 128 rows: its rows are far apart (a weight gradient's X is
+  // thousands of floats wide) and alias in L1, so each 12-row tile of it is packed.
+  const bool pack_a = trans_a && m > 128;
+  float* ap = pack_a ? thread_scratch(kSlotGemmA, static_cast<size_t>(kc_max * kMC)) : nullptr;
   for (int64_t j0 = 0; j0 < n; j0 += kNC) {
     const int64_t nc = std::min(kNC, n - j0);
     for (int64_t p0 = 0; p0 < k; p0 += kc_max) {
@@ -134,13 +137,20 @@ void gemm_narrow(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
       pack_b(trans_b, b, ldb, p0, kc, j0, nc, bp);
       for (int64_t i1 = 0; i1 < m; i1 += kMC) {
         const int64_t mc = std::min(kMC, m - i1);
+        if (pack_a)
+          for (int64_t i0 = i1; i0 < i1 + mc; i0 += kMR) {
+            const int64_t mr = std::min(kMR, i1 + mc - i0);
+            float* t = ap + (i0 - i1) * kc;
+            for (int64_t p = 0; p < kc; ++p) std::memcpy(t + p * mr, a + i0 + (p0 + p) * lda, sizeof(float) * mr);
+          }
         for (int64_t jr = 0; jr < nc; jr += kNR) {
           const int64_t nr = std::min(kNR, nc - jr);
           const auto& fns = kMicro[nr > 16 ? 1 : 0];
           for (int64_t i0 = i1; i0 < i1 + mc; i0 += kMR) {
             const int64_t mr = std::min(kMR, i1 + mc - i0);
-            fns[mr - 1](kc, a + i0 * ars + p0 * aps, ars, aps, bp + jr * kc, alpha, c + i0 * ldc + j0 + jr, ldc,
-                        nr, overwrite && p0 == 0, init ? init + j0 + jr : nullptr);
+            const float* at = pack_a ? ap + (i0 - i1) * kc : a + i0 * ars + p0 * aps;
+            fns[mr - 1](kc, at, pack_a ? 1 : ars, pack_a ? mr : aps, bp + jr * kc, alpha, c + i0 * ldc + j0 + jr,
+                        ldc, nr, overwrite && p0 == 0, init ? init + j0 + jr : nullptr);
           }
         }
       }
@@ -148,10 +158,9 @@ void gemm_narrow(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
   }
 }
 #else
-bool gemm_narrow_applies(bool, int64_t, int64_t) { return false; }
-void gemm_narrow(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t, float*,
+void gemm_avx512(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t, float*,
                  int64_t, bool, const float*) {
-  throw Error("gemm_narrow: built without AVX-512");
+  throw Error("gemm_avx512: built without AVX-512");
 }
 #endif
 
