@@ -11,8 +11,7 @@
 // B is packed, in panels of kc x 32 (zero-padded); A is read in place, one broadcast per
 // element, whether it is stored row-major or transposed, except A^T with more than 128
 // rows, whose 12-row tiles are packed. A 12 x 32 tile of C lives in 24 AVX-512 registers
-// over a kc-long block of the reduction; a B panel stays in L1 while the loop walks down
-// A's rows.
+// over a kc-long block of the reduction.
 #include "kernels.hpp"
 #include <cstring>
 
@@ -143,14 +142,17 @@ void gemm_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
             float* t = ap + (i0 - i1) * kc;
             for (int64_t p = 0; p < kc; ++p) std::memcpy(t + p * mr, a + i0 + (p0 + p) * lda, sizeof(float) * mr);
           }
-        for (int64_t jr = 0; jr < nc; jr += kNR) {
-          const int64_t nr = std::min(kNR, nc - jr);
-          const auto& fns = kMicro[nr > 16 ? 1 : 0];
-          for (int64_t i0 = i1; i0 < i1 + mc; i0 += kMR) {
-            const int64_t mr = std::min(kMR, i1 + mc - i0);
-            const float* at = pack_a ? ap + (i0 - i1) * kc : a + i0 * ars + p0 * aps;
-            fns[mr - 1](kc, at, pack_a ? 1 : ars, pack_a ? mr : aps, bp + jr * kc, alpha, c + i0 * ldc + j0 + jr,
-                        ldc, nr, overwrite && p0 == 0, init ? init + j0 + jr : nullptr);
+        // Each tile of A (in L1, used for every panel) against the panels of B in turn
+        // (streamed from L2): nanogpt-baby 3,669-3,797 -> 3,785-4,064 tokens/s against the
+        // panel-outer order.
+        for (int64_t i0 = i1; i0 < i1 + mc; i0 += kMR) {
+          const int64_t mr = std::min(kMR, i1 + mc - i0);
+          const float* at = pack_a ? ap + (i0 - i1) * kc : a + i0 * ars + p0 * aps;
+          for (int64_t jr = 0; jr < nc; jr += kNR) {
+            const int64_t nr = std::min(kNR, nc - jr);
+            kMicro[nr > 16 ? 1 : 0][mr - 1](kc, at, pack_a ? 1 : ars, pack_a ? mr : aps, bp + jr * kc, alpha,
+                                            c + i0 * ldc + j0 + jr, ldc, nr, overwrite && p0 == 0,
+                                            init ? init + j0 + jr : nullptr);
           }
         }
       }
