@@ -10,7 +10,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <utility>
 
 #include "ablate/ops.hpp"
 #include "kernels.hpp"
@@ -159,20 +158,6 @@ int64_t probs_per_head(const Attn& a) {
 }
 float* probs_at(const Attn& a, int64_t b, int64_t h) {
   return a.probs ? a.probs + (b * a.NH + h) * a.probs_head : nullptr;
-}
-
-// dst (cols, rows) = src (rows, cols) transposed, column c of src times mul (and times
-// colmul[c] if given): whole 16 x 16 blocks in registers, the edges element by element.
-void transpose(const float* src, int64_t lds, int64_t rows, int64_t cols, float mul, const float* colmul, float* dst,
-               int64_t ldd) {
-  const int64_t r16 = rows / 16 * 16, c16 = cols / 16 * 16;
-  for (int64_t c0 = 0; c0 < c16; c0 += 16) {
-    const v16 m = colmul ? load16(colmul + c0) * mul : v16{} + mul;
-    for (int64_t r0 = 0; r0 < r16; r0 += 16) transpose16(src + r0 * lds + c0, lds, m, dst + c0 * ldd + r0, ldd);
-  }
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = r < r16 ? c16 : 0; c < cols; ++c)
-      dst[c * ldd + r] = src[r * lds + c] * (colmul ? colmul[c] * mul : mul);
 }
 
 // xt (HS, 32) = rows [i0, i0+nq) of x's head columns (row stride ld) transposed, times

@@ -105,17 +105,12 @@ void pack_b(bool trans, const float* b, int64_t ldb, int64_t p0, int64_t kc, int
         _mm512_storeu_ps(dst + p * kNR + 16, _mm512_maskz_loadu_ps(m1, s + 16));
       }
     } else {
-      // B stored (n, k): column j of op(B) is a contiguous row. Whole 16 x 16 blocks are
-      // transposed in registers, the rest element by element (a query block's q k^T
-      // packs as many floats as it multiplies per column of C).
-      const float* s = b + (j0 + jr) * ldb + p0;
-      const int64_t p16 = kc / 16 * 16;
-      for (int64_t h = 0; h < kNR; h += 16) {
-        if (h + 16 <= nr)
-          for (int64_t p = 0; p < p16; p += 16) transpose16(s + h * ldb + p, ldb, v16{} + 1.0f, dst + p * kNR + h, kNR);
-        for (int64_t j = h; j < h + 16; ++j)
-          for (int64_t p = j < nr && h + 16 <= nr ? p16 : 0; p < kc; ++p) dst[p * kNR + j] = j < nr ? s[j * ldb + p] : 0.0f;
-      }
+      // B stored (n, k): column j of op(B) is a contiguous row, so the panel is a transpose
+      // (in 16 x 16 register blocks: a query block's q k^T packs as many floats as it
+      // multiplies per column of C), zero-padded past nr.
+      if (nr < kNR)
+        for (int64_t p = 0; p < kc; ++p) std::fill(dst + p * kNR + nr, dst + (p + 1) * kNR, 0.0f);
+      transpose(b + (j0 + jr) * ldb + p0, ldb, nr, kc, 1.0f, nullptr, dst, kNR);
     }
   }
 }

@@ -14,7 +14,6 @@
 #include <cstring>
 #include <functional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "ablate/error.hpp"
@@ -41,33 +40,10 @@ inline v16 load16(const float* p) {
 }
 inline void store16(float* p, v16 v) { std::memcpy(p, &v, sizeof v); }
 
-// Transposes a 16 x 16 block in registers: at b = 8, 4, 2, 1 the off-diagonal b x b
-// blocks of every 2b x 2b block swap (four rounds of two-source shuffles; lane c of the
-// upper row takes lane c - b of the lower where bit b of c is set, and the lower row
-// lane c + b of the upper where it is clear). __builtin_shufflevector: GCC 12 and clang.
-template <int B, size_t... C>
-inline void swap_rows(v16& x, v16& y, std::index_sequence<C...>) {
-  const v16 lo = __builtin_shufflevector(x, y, ((C & B) ? 16 + C - B : C)...);
-  y = __builtin_shufflevector(x, y, ((C & B) ? 16 + C : C + B)...);
-  x = lo;
-}
-template <int B>
-inline void swap_blocks(v16* r) {
-  for (int i = 0; i < 16; ++i)
-    if ((i & B) == 0) swap_rows<B>(r[i], r[i + B], std::make_index_sequence<16>{});
-}
-// dst row c (16 floats, row stride ldd) = column c of the 16 x 16 block at src (row
-// stride lds) times mul[c].
-inline void transpose16(const float* src, int64_t lds, v16 mul, float* dst, int64_t ldd) {
-  v16 r[16];
-  for (int i = 0; i < 16; ++i) r[i] = load16(src + i * lds) * mul;
-  swap_blocks<8>(r);
-  swap_blocks<4>(r);
-  swap_blocks<2>(r);
-  swap_blocks<1>(r);
-  for (int i = 0; i < 16; ++i) store16(dst + i * ldd, r[i]);
-}
-
+// dst (cols, rows) = src (rows, cols) transposed, column c of src times mul (and times
+// colmul[c] if given): whole 16 x 16 blocks in registers, the edges element by element.
+void transpose(const float* src, int64_t lds, int64_t rows, int64_t cols, float mul, const float* colmul, float* dst,
+               int64_t ldd);
 
 // "(2048, 96)"
 std::string shape_str(const Tensor& t);
