@@ -3,6 +3,11 @@
 
 #include <filesystem>
 #include <functional>
+#include <iostream>
+#include <sstream>
+
+#include "ablate/conformance.hpp"
+#include "ablate/family.hpp"
 
 #include "ablate/norm.hpp"
 #include "ablate/registry.hpp"
@@ -26,16 +31,63 @@ static std::string error_of(const std::function<void()>& f) {
 
 TEST_CASE("registry/every family has variants loaded from real .so files") {
   auto& r = registry();
-  for (const char* fam : {"tokenizer", "positional", "attention", "ffn", "norm", "optimizer", "scheduler"}) {
+  REQUIRE(ablate::families().size() >= 8);
+  for (const std::string& fam : ablate::family_names()) {
     auto v = r.variants(fam);
     CHECK_MESSAGE(!v.empty(), fam);
     for (auto* e : v) {
       CHECK(fs::exists(e->file));
       CHECK(fs::path(e->file).extension() == ".so");
       // File stem = family_name (plugins/<family>/<name>.cpp).
-      CHECK(fs::path(e->file).stem().string() == std::string(fam) + "_" + e->info->name);
+      CHECK(fs::path(e->file).stem().string() == fam + "_" + e->info->name);
     }
   }
+}
+
+TEST_CASE("registry/family descriptors: every loaded family declared, defaults exist, checks and skeletons present") {
+  auto& r = registry();
+  r.load_all();
+  for (const std::string& fam : r.families()) CHECK_MESSAGE(ablate::find_family(fam) != nullptr, fam);
+  for (const ablate::FamilyDescriptor* d : ablate::families()) {
+    INFO(d->name);
+    CHECK(static_cast<bool>(d->checks));
+    CHECK(!d->summary.empty());
+    CHECK(d->template_source.find("ABLATE_PLUGIN(") != std::string::npos);
+    CHECK(d->template_source.find("@NAME@") != std::string::npos);
+    if (!d->default_variant.empty()) CHECK(r.find(d->name, d->default_variant) != nullptr);
+    CHECK(d->list == d->default_variant.empty());  // a list may be empty; a single choice has a default
+  }
+  // The options of a family left out of the config name its default, written in.
+  ablate::Options model = ablate::conformance::options_from_yaml("{d_model: 8}", "model");
+  const ablate::FamilyDescriptor& norm = ablate::family(ablate::Norm::kFamily);
+  ablate::Options n = ablate::family_options(model, norm.name);
+  CHECK(n.path() == "model.norm");
+  CHECK(ablate::PluginRegistry::type_of(n) == norm.default_variant);
+  CHECK(ablate::selection_override(norm, "my_norm") == "model.norm=my_norm");
+  std::string msg = error_of([] { ablate::family("nrom"); });
+  CHECK(msg.find("unknown plugin family 'nrom'") != std::string::npos);
+  CHECK(msg.find("Did you mean 'norm'?") != std::string::npos);
+}
+
+TEST_CASE("registry/a library in the plugin path that is not a plugin is skipped with a warning naming it") {
+  ablate::test::TempDir dir;
+  const std::string junk = dir.write("junk.so", "not a shared library");
+  // A real shared library without an ablate section.
+  fs::copy_file(fs::path(ABLATE_BINARY_DIR) / "framework" / "libablate_core.so", dir / "libnot_a_plugin.so");
+  auto& r = registry();
+  r.add_directory(dir.path.string());
+  std::ostringstream err;
+  std::streambuf* old = std::cerr.rdbuf(err.rdbuf());
+  r.load_all();
+  r.add_directory(dir.path.string());  // searched again: warned once per file
+  r.load_all();
+  std::cerr.rdbuf(old);
+  const std::string w = err.str();
+  CHECK(ablate::test::count(w, junk) == 1);
+  CHECK(w.find("not a readable shared library") != std::string::npos);
+  CHECK(ablate::test::count(w, "libnot_a_plugin.so") == 1);
+  CHECK(w.find("without an 'ablate' section") != std::string::npos);
+  CHECK(r.find("ffn", "relu") != nullptr);  // the real plugins still load
 }
 
 TEST_CASE("registry/an API version mismatch names the file and both versions") {

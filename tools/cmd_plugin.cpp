@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "ablate/conformance.hpp"
+#include "ablate/family.hpp"
 #include "ablate/registry.hpp"
 #include "commands.hpp"
 #include "plugin_templates.hpp"
@@ -58,7 +59,7 @@ std::string install_prefix() {
 int plugin_new(const std::vector<std::string>& args) {
   po::options_description opts("options");
   opts.add_options()
-    ("family", po::value<std::string>(), "plugin family (attention, evaluator, ffn, norm, optimizer, positional, scheduler, tokenizer)")
+    ("family", po::value<std::string>(), ("plugin family (" + ablate::join(ablate::family_names()) + ")").c_str())
     ("name", po::value<std::string>(), "variant name: lower case, digits, underscores; also the YAML value and the library name")
     ("dir,d", po::value<std::string>(), "project directory to write (default: ./NAME)")
     ("force", po::bool_switch(), "overwrite existing files");
@@ -69,13 +70,11 @@ int plugin_new(const std::vector<std::string>& args) {
   if (!vm.count("family") || !vm.count("name"))
     throw ablate::cli::UsageError("give a family and a name, e.g. 'ablate plugin new ffn my_ffn'");
   const std::string family = vm["family"].as<std::string>(), name = vm["name"].as<std::string>();
-  const ablate::cli::PluginTemplate* tpl = nullptr;
-  std::vector<std::string> families;
-  for (const auto& t : ablate::cli::plugin_templates()) {
-    families.push_back(t.family);
-    if (t.family == family) tpl = &t;
-  }
-  if (!tpl) {
+  const ablate::FamilyDescriptor* tpl = ablate::find_family(family);
+  if (!tpl || tpl->template_source.empty()) {
+    std::vector<std::string> families;
+    for (const ablate::FamilyDescriptor* d : ablate::families())
+      if (!d->template_source.empty()) families.push_back(d->name);
     const std::string dym = ablate::did_you_mean(family, families);
     throw ablate::cli::UsageError("unknown family '" + family + "'. Available: " + ablate::join(families) +
                                   (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
@@ -98,16 +97,13 @@ int plugin_new(const std::vector<std::string>& args) {
     f << text;
     if (!f) throw ablate::Error("cannot write " + p.string());
   };
-  write(src, fill(tpl->source));
+  write(src, fill(tpl->template_source));
   write(cmake, fill(ablate::cli::plugin_cmakelists()));
 
   const std::string prefix = install_prefix();
-  // How an experiment selects the variant (as a command-line override).
-  std::string use = "model." + family + "=" + name;
-  if (family == "tokenizer" || family == "optimizer" || family == "scheduler") use = family + "=" + name;
-  if (family == "evaluator") use = "'eval=[{type: " + name + "}]'";
+  const std::string use = ablate::selection_override(*tpl, name);  // as a command-line override
   const std::string d = dir.string();
-  std::cout << "wrote " << src.string() << " (" << family << " '" << name << "': " << tpl->summary << ")\n"
+  std::cout << "wrote " << src.string() << " (" << family << " '" << name << "': " << tpl->template_summary << ")\n"
             << "  and " << cmake.string() << "\n\nnext:\n"
             << "  cmake -S " << d << " -B " << d << "/build -DCMAKE_PREFIX_PATH=" << (prefix.empty() ? "<ablate install prefix>" : prefix) << "\n"
             << "  cmake --build " << d << "/build\n"

@@ -2,6 +2,7 @@
 #include <iostream>
 #include <vector>
 
+#include "ablate/family.hpp"
 #include "ablate/registry.hpp"
 #include "commands.hpp"
 
@@ -19,7 +20,11 @@ static int cmd_plugins(const std::vector<std::string>& args) {
   ablate::cli::add_plugin_dirs(vm);
   auto& reg = ablate::PluginRegistry::instance();
   reg.load_all();
-  auto families = reg.families();
+  // Every declared family (with or without variants), then any family a plugin names
+  // that ablate does not have (no experiment can use those).
+  std::vector<std::string> families = ablate::family_names();
+  for (const auto& f : reg.families())
+    if (!ablate::find_family(f)) families.push_back(f);
   if (vm.count("family")) {
     std::string f = vm["family"].as<std::string>();
     if (std::find(families.begin(), families.end(), f) == families.end()) {
@@ -34,16 +39,20 @@ static int cmd_plugins(const std::vector<std::string>& args) {
   ablate::ModelDims dims;
   dims.vocab_size = 65; dims.d_model = 48; dims.n_heads = 4; dims.n_layers = 2; dims.context = 32;
   for (const auto& f : families) {
-    std::cout << f << "\n";
+    const ablate::FamilyDescriptor* fd = ablate::find_family(f);
+    std::cout << f;
+    if (fd)
+      std::cout << " (" << fd->key << (fd->list ? ": a list" : "")
+                << (fd->default_variant.empty() ? "" : ", default " + fd->default_variant) << ") — " << fd->summary;
+    else
+      std::cout << " — not a family of this ablate: no experiment can use these";
+    std::cout << "\n";
     for (const auto* e : reg.variants(f)) {
       std::cout << "  " << e->info->name << " — " << e->info->summary << "\n";
       ablate::ParamStore store;
       ablate::Options o = ablate::Options::describe(f);
       try {
-        // Not deleted (only the library knows the type), but kept reachable through a
-        // never-destroyed list, so that LeakSanitizer (tools/sanitize.sh) does not report it.
-        static auto* described = new std::vector<void*>();
-        described->push_back(e->info->create(o, ablate::BuildContext{dims, ablate::ParamScope(store, ""), 0}));
+        e->info->destroy(e->info->create(o, ablate::BuildContext{dims, ablate::ParamScope(store, ""), 0}));
       } catch (const std::exception&) {
         // Variants with required options may refuse an empty map; what was read is listed.
       }

@@ -1,6 +1,7 @@
 // GPT assembly from plugins (see model.hpp).
 #include "ablate/model.hpp"
 
+#include "ablate/family.hpp"
 #include "ablate/ops.hpp"
 #include "ablate/registry.hpp"
 #include "ops/kernels.hpp"
@@ -22,17 +23,8 @@ Model::Model(const Options& o, int64_t vocab_size, uint64_t seed) : params_(seed
     o.fail("n_heads", std::to_string(dims_.n_heads) + " does not divide d_model = " + std::to_string(dims_.d_model) +
                           "; choose n_heads among the divisors of d_model");
 
-  // A family left out takes its default variant; the default is written into the
-  // config so that the saved config says what ran.
-  auto plugin_opts = [&](const char* key, const char* def) {
-    Options c = o.child(key);
-    if (!c.has("type")) {
-      YAML::Node n = c.node();
-      n["type"] = def;
-    }
-    return c;
-  };
-  Options norm_opts = plugin_opts("norm", "layernorm");
+  // A family left out takes its default variant (family.hpp), written into the config.
+  Options norm_opts = family_options(o, Norm::kFamily);
   placement_ = norm_opts.get_choice("placement", "pre", {"pre", "post"}, "norm before each sublayer (pre) or after the residual add (post)");
   bool final_norm = norm_opts.get<bool>("final", placement_ == "pre", "a norm before the LM head");
 
@@ -43,7 +35,7 @@ Model::Model(const Options& o, int64_t vocab_size, uint64_t seed) : params_(seed
     return BuildContext{d, ParamScope(params_, scope), seed};
   };
   tok_emb_ = &params_.add("tok_emb.weight", vocab_size, dims_.d_model, Init::kNormal, 0.02f, false);
-  Options pos_opts = plugin_opts("positional", "learned");
+  Options pos_opts = family_options(o, PositionalEncoding::kFamily);
   positional_ = reg.create<PositionalEncoding>(pos_opts, ctx("pos.", -1));
   positional_type_ = PluginRegistry::type_of(pos_opts);
   position_params_ = params_.count() - tok_emb_->value.numel();
@@ -52,8 +44,8 @@ Model::Model(const Options& o, int64_t vocab_size, uint64_t seed) : params_(seed
     o.fail("context", std::to_string(dims_.context) + " is longer than the positional encoding supports (" +
                           std::to_string(max_pos) + ")");
 
-  Options attn_opts = plugin_opts("attention", "causal");
-  Options ffn_opts = plugin_opts("ffn", "relu");
+  Options attn_opts = family_options(o, Attention::kFamily);
+  Options ffn_opts = family_options(o, Ffn::kFamily);
   for (int64_t l = 0; l < dims_.n_layers; ++l) {
     std::string p = "blocks." + std::to_string(l) + ".";
     Block b;

@@ -9,7 +9,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <iostream>
 #include <mutex>
+#include <set>
 
 namespace ablate {
 namespace fs = std::filesystem;
@@ -21,6 +23,7 @@ struct PluginRegistry::Impl {
   std::vector<boost::dll::shared_library> libraries;  // never unloaded
   std::vector<std::unique_ptr<PluginEntry>> entries;
   std::map<std::string, const PluginEntry*> by_file;
+  std::set<std::string> warned;  // libraries in the path that are not plugins, reported once
 };
 
 PluginRegistry& PluginRegistry::instance() {
@@ -113,7 +116,8 @@ const PluginEntry& PluginRegistry::load_file(const std::string& path_in) {
   if (pi.api_version != kPluginApiVersion)
     throw Error(path + ": plugin API version " + std::to_string(pi.api_version) + ", but this ablate expects " +
                 std::to_string(kPluginApiVersion) + "; rebuild the plugin against this ablate");
-  if (!pi.family || !pi.name || !pi.create) throw Error(path + ": plugin info is incomplete");
+  if (!pi.family || !pi.name || !pi.create || !pi.destroy)
+    throw Error(path + ": plugin info is incomplete (register the variant with ABLATE_PLUGIN(...))");
   for (const auto& e : im.entries)
     if (e->info->family == std::string(pi.family) && e->info->name == std::string(pi.name))
       throw Error(path + ": duplicate plugin: " + pi.family + " '" + pi.name + "' is already provided by " + e->file +
@@ -142,16 +146,23 @@ void PluginRegistry::load_all() {
     for (const auto& f : files) {
       std::string stem = f.filename().string();
       if (std::find(seen_names.begin(), seen_names.end(), stem) != seen_names.end()) continue;
-      // Only libraries that carry an ablate section are plugins; others are ignored.
-      bool is_plugin = false;
+      // Only libraries that carry an ablate section are plugins; others are skipped with a
+      // warning (once), naming the file and why.
+      std::string why;
       try {
         boost::dll::library_info info(f.string());
         auto secs = info.sections();
-        is_plugin = std::find(secs.begin(), secs.end(), "ablate") != secs.end();
-      } catch (...) {
-        is_plugin = false;
+        if (std::find(secs.begin(), secs.end(), "ablate") == secs.end())
+          why = "a shared library without an 'ablate' section (not built with ABLATE_PLUGIN)";
+      } catch (const std::exception& e) {
+        why = std::string("not a readable shared library (") + e.what() + ")";
       }
-      if (!is_plugin) continue;
+      if (!why.empty()) {
+        if (im.warned.insert(f.string()).second)
+          std::cerr << "warning: skipping " << f.string() << " in the plugin path: " << why
+                    << "; remove it from the plugin directory to silence this warning\n";
+        continue;
+      }
       seen_names.push_back(stem);
       load_file(f.string());
     }

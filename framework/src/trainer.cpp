@@ -71,19 +71,6 @@ std::string hms(double s) {
   return buf;
 }
 
-// The tokenizer when the config names none; load_run must pick the same one.
-constexpr const char* kDefaultTokenizer = "char";
-
-// The options of the plugin family at `key`, with `type: def` when the config gives no type.
-Options plugin_options(const Options& root, const char* key, const char* def) {
-  Options c = root.child(key);
-  if (!c.has("type")) {
-    YAML::Node n = c.node();
-    n["type"] = def;
-  }
-  return c;
-}
-
 // Everything the loop needs, built (and so validated) before any training starts.
 struct Setup {
   std::unique_ptr<Tokenizer> tokenizer;
@@ -109,14 +96,13 @@ Setup build(const Experiment& exp, const RunOptions& ro) {
   s.seed = static_cast<uint64_t>(root.get_in<int64_t>("seed", 1, 0, int64_t{1} << 62, "seed of every random stream"));
   Options model_opts = root.child("model");
   int64_t context = model_opts.get_in<int64_t>("context", 64, 1, 1 << 20, "context length T (tokens)");
-  auto plugin_opts = [&](const char* key, const char* def) { return plugin_options(root, key, def); };
   BuildContext none{ModelDims{}, ParamScope(*s.no_params, ""), s.seed};
-  s.tokenizer = reg.create<Tokenizer>(plugin_opts("tokenizer", kDefaultTokenizer), none);
+  s.tokenizer = reg.create<Tokenizer>(family_options(root, Tokenizer::kFamily), none);
   s.data = load_text_data(root.child("data"), exp.dir(), *s.tokenizer, context);
   s.model = std::make_unique<Model>(model_opts, s.tokenizer->vocab_size(), s.seed);
   s.train = read_train(root.child("train"));
-  s.optimizer = reg.create<Optimizer>(plugin_opts("optimizer", "adamw"), none);
-  s.scheduler = reg.create<Scheduler>(plugin_opts("scheduler", "constant"), none);
+  s.optimizer = reg.create<Optimizer>(family_options(root, Optimizer::kFamily), none);
+  s.scheduler = reg.create<Scheduler>(family_options(root, Scheduler::kFamily), none);
   const YAML::Node& evn = root.node()["eval"];
   root.mark_used("eval");
   if (evn.IsDefined() && !evn.IsNull()) {
@@ -617,7 +603,7 @@ LoadedRun load_run(const std::string& dir) {
   auto& reg = PluginRegistry::instance();
   ParamStore no_params;
   BuildContext none{ModelDims{}, ParamScope(no_params, ""), 0};
-  r.tokenizer = reg.create<Tokenizer>(plugin_options(root, "tokenizer", kDefaultTokenizer), none);
+  r.tokenizer = reg.create<Tokenizer>(family_options(root, Tokenizer::kFamily), none);
   r.tokenizer->load(ck.texts["tokenizer"]);
   uint64_t seed = static_cast<uint64_t>(root.get<int64_t>("seed", 1));
   r.model = std::make_unique<Model>(root.child("model"), r.tokenizer->vocab_size(), seed);

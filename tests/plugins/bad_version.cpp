@@ -4,6 +4,6 @@
 
 namespace {
 void* create(const ablate::Options&, const ablate::BuildContext&) { return nullptr; }
-const ablate::PluginInfo info{ablate::kPluginApiVersion + 998, "norm", "bad_version", "wrong API version", &create};
+const ablate::PluginInfo info{ablate::kPluginApiVersion + 998, "norm", "bad_version", "wrong API version", &create, nullptr};
 }  // namespace
 BOOST_DLL_ALIAS_SECTIONED(info, ablate_plugin, ablate)

@@ -16,7 +16,9 @@ namespace ablate {
 //   1: first release.
 //   2: Node names its op; Graph has a profile, gradient-sync hooks and grad_unzeroed.
 //   3: PositionalEncoding::rotates(); AttentionSpec has column offsets (fused qkv).
-constexpr int kPluginApiVersion = 3;
+//   4: PluginInfo::destroy; families declared as data (ablate/family.hpp); custom ops
+//      (ablate/custom_op.hpp), tanh, scalar broadcasting and Init::kConstant; task plugins.
+constexpr int kPluginApiVersion = 4;
 
 // Model sizes a plugin may need. `layer` is the block index (-1 outside blocks).
 struct ModelDims {
@@ -39,6 +41,7 @@ struct BuildContext {
 };
 
 using PluginCreateFn = void* (*)(const Options&, const BuildContext&);
+using PluginDestroyFn = void (*)(void*);
 
 struct PluginInfo {
   int api_version;       // first field, layout-stable: checked before anything else is read
@@ -46,6 +49,7 @@ struct PluginInfo {
   const char* name;      // the YAML value; equals the source file stem
   const char* summary;   // one line for `ablate plugins`
   PluginCreateFn create; // returns a Family* as void*
+  PluginDestroyFn destroy;  // deletes what create returned
 };
 
 }  // namespace ablate
@@ -60,7 +64,9 @@ struct PluginInfo {
   void* ablate_plugin_create_(const ::ablate::Options& o, const ::ablate::BuildContext& c) {  \
     return static_cast<Family*>(new Class(o, c));                                             \
   }                                                                                           \
+  void ablate_plugin_destroy_(void* p) { delete static_cast<Family*>(p); }                    \
   const ::ablate::PluginInfo ablate_plugin_info_{::ablate::kPluginApiVersion, Family::kFamily, \
-                                                 #name, summary, &ablate_plugin_create_};     \
+                                                 #name, summary, &ablate_plugin_create_,      \
+                                                 &ablate_plugin_destroy_};                    \
   }                                                                                           \
   BOOST_DLL_ALIAS_SECTIONED(ablate_plugin_info_, ablate_plugin, ablate)

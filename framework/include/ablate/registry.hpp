@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ablate/family.hpp"
 #include "ablate/plugin.hpp"
 
 namespace ablate {

@@ -1,0 +1,59 @@
+// Plugin families declared as data. Each family (ffn, norm, optimizer, ...) is its
+// interface header (ablate/<family>.hpp, with `static constexpr const char* kFamily`) and
+// one file framework/src/families/<family>.cpp that registers a FamilyDescriptor: where
+// experiments choose it, its default variant, its conformance checks and the skeleton of
+// `ablate plugin new`. The registry, `ablate plugins`, `ablate plugin new/check`, the
+// conformance runner and the model and trainer (for defaults) loop over these
+// descriptors; none of them names a family's variants. docs/PLUGINS.md, "Adding a
+// family", shows the steps.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "ablate/options.hpp"
+
+namespace ablate {
+
+namespace conformance {
+class Checker;
+struct Subject;
+}  // namespace conformance
+
+struct FamilyDescriptor {
+  std::string name;             // PluginInfo::family and the heading in `ablate plugins`: "ffn"
+  std::string key;              // where an experiment chooses the variant: "model.ffn", "optimizer"
+  bool list = false;            // the key holds a list of variants ({type: NAME, ...} each): "eval"
+  std::string default_variant;  // taken when the key is absent; "" if there is none
+  std::string summary;          // one line: what a variant of this family does
+  // Conformance checks (framework/src/conformance_kit.hpp): run by `ablate plugin check`
+  // and by the test suite on every variant.
+  void (*checks)(conformance::Checker&, const conformance::Subject&) = nullptr;
+  // The skeleton `ablate plugin new FAMILY NAME` writes: a small working variant that
+  // passes the checks. @NAME@, @CLASS@ and @FAMILY@ are replaced.
+  std::string template_summary;
+  std::string template_source;
+  // Options `ablate plugin check` gives the variant when the user gives none ("" = none).
+  std::string check_options;
+};
+
+// Adds a family (at static initialisation, from its file in framework/src/families/);
+// returns true. A second family of the same name is a programming error (aborts).
+bool register_family(const FamilyDescriptor& d);
+
+// Every family, sorted by name.
+std::vector<const FamilyDescriptor*> families();
+const FamilyDescriptor* find_family(const std::string& name);
+// The family, or an Error listing the families with a did-you-mean.
+const FamilyDescriptor& family(const std::string& name);
+std::vector<std::string> family_names();
+
+// The options of `family` in the section `parent` (the experiment's root, or `model` for
+// "model.*" keys): the child at the last part of the family's key, with `type: <default>`
+// written in when the config names no variant, so that the saved config says what ran.
+Options family_options(const Options& parent, const std::string& family);
+
+// How an experiment selects variant `name` of the family, as a command-line override:
+// "model.ffn=my_ffn", "'eval=[{type: my_eval}]'".
+std::string selection_override(const FamilyDescriptor& d, const std::string& name);
+
+}  // namespace ablate

@@ -1,0 +1,285 @@
+// Family "attention": its descriptor (see ablate/family.hpp), conformance checks and the
+// skeleton of `ablate plugin new attention NAME`.
+#include "ablate/attention.hpp"
+#include "ablate/positional.hpp"
+#include "kit.hpp"
+
+namespace ablate::conformance {
+namespace {
+
+// ---- attention -----------------------------------------------------------------------------
+
+void check_attention(Checker& ck, const Subject& s) {
+  constexpr int64_t C = 8, NH = 2, B = 2, T = 5;
+  const ModelDims d = small_dims(C, NH, 16);
+  const std::string path = path_of(s.family);
+  auto run = [&](Attention& a, PositionalEncoding* pos, const std::vector<float>& x, int64_t b, int64_t t,
+                 float* weights = nullptr, const uint8_t* key_mask = nullptr) {
+    Graph g;
+    AttentionInput in;
+    in.pos = {b, t, 0};
+    in.positional = pos;
+    in.weights_out = weights;
+    in.key_mask = key_mask;
+    Var y = a.forward(g, g.constant(x.data(), b * t, C), in);
+    expect_shape(g, y, b * t, C, "the output");
+    return values(g, y);
+  };
+  // No positional encoding, then every registered one: each acts inside attention.
+  struct Pos {
+    std::string name;
+    Built<PositionalEncoding> p;
+    std::string label() const { return name.empty() ? "no positional encoding" : "positional '" + name + "'"; }
+  };
+  std::vector<Pos> all;
+  all.push_back({"", {}});
+  std::string unbuildable;
+  for (const PluginEntry* e : PluginRegistry::instance().variants(PositionalEncoding::kFamily)) {
+    YAML::Node n;
+    n["type"] = e->info->name;
+    try {
+      all.push_back({e->info->name, build<PositionalEncoding>(n, "model.positional", d)});
+    } catch (const std::exception&) {
+      unbuildable += std::string(unbuildable.empty() ? "" : ", ") + e->info->name;
+    }
+  }
+  const auto x = randn(static_cast<size_t>(B * T * C), 3);
+  std::vector<const Pos*> usable;
+
+  ck.run("builds; output (B*T, C), finite; with no positional encoding and with each registered one", [&](std::string& note) {
+    auto a = build<Attention>(s.options, path, d);
+    expect(a->n_heads() > 0 && a->kv_width() > 0, "n_heads() = " + std::to_string(a->n_heads()) + ", kv_width() = " +
+                                                       std::to_string(a->kv_width()) + "; both must be positive");
+    std::string refused;
+    for (const Pos& p : all) {
+      try {
+        expect_finite(run(*a.obj, p.p.obj.get(), x, B, T), "the output with " + p.label());
+        usable.push_back(&p);
+      } catch (const ConfigError&) {
+        throw;
+      } catch (const Error& e) {
+        if (p.name.empty()) throw;
+        refused += "\n" + p.name + ": " + e.what();
+      }
+    }
+    note = std::to_string(a.store->count()) + " parameters; positional encodings: " + std::to_string(usable.size() - 1) + " used";
+    if (!refused.empty()) note += "; refused with an ablate::Error (allowed):" + refused;
+    if (!unbuildable.empty()) note += "; not buildable at these sizes: " + unbuildable;
+  });
+  if (usable.empty()) return;
+
+  ck.run("deterministic: same input, same output; same seed, same parameters", [&](std::string&) {
+    auto a = build<Attention>(s.options, path, d), b = build<Attention>(s.options, path, d);
+    for (const Pos* p : usable) {
+      const auto ya = run(*a.obj, p->p.obj.get(), x, B, T);
+      expect(ya == run(*a.obj, p->p.obj.get(), x, B, T), "two calls differ, with " + p->label());
+      expect(ya == run(*b.obj, p->p.obj.get(), x, B, T), "two instances built with the same seed differ, with " + p->label());
+    }
+  });
+  ck.run("attention weights (weights_out): (B, NH, T, T) probabilities, rows sum to 1", [&](std::string&) {
+    auto a = build<Attention>(s.options, path, d);
+    const int64_t NHa = a->n_heads();
+    for (const Pos* p : usable) {
+      std::vector<float> w(static_cast<size_t>(B * NHa * T * T), -1.0f);
+      run(*a.obj, p->p.obj.get(), x, B, T, w.data());
+      for (int64_t r = 0; r < B * NHa * T; ++r) {
+        double sum = 0;
+        for (int64_t j = 0; j < T; ++j) {
+          const float v = w[static_cast<size_t>(r * T + j)];
+          expect(v >= 0.0f && v <= 1.0f, "weight " + num(v) + " in row " + std::to_string(r) + " with " + p->label() +
+                                             (v == -1.0f ? " (never written: fill AttentionInput::weights_out)" : ""));
+          sum += v;
+        }
+        expect(std::fabs(sum - 1.0) < 1e-5, "row " + std::to_string(r) + " sums to " + num(sum) + " with " + p->label());
+      }
+    }
+  });
+  ck.run("key padding mask: all-real changes nothing; padded keys get weight 0 and do not affect real tokens", [&](std::string&) {
+    auto a = build<Attention>(s.options, path, d);
+    const int64_t NHa = a->n_heads();
+    // Sequence 0 padded at its end, sequence 1 at its start.
+    std::vector<uint8_t> all_real(static_cast<size_t>(B * T), 1), mask = all_real;
+    mask[3] = mask[4] = 0;
+    mask[T + 0] = mask[T + 1] = 0;
+    std::vector<float> x2 = x;
+    const auto noise = randn(x.size(), 77, 3.0f);
+    for (int64_t r = 0; r < B * T; ++r)
+      if (!mask[static_cast<size_t>(r)])
+        for (int64_t c = 0; c < C; ++c) x2[static_cast<size_t>(r * C + c)] = noise[static_cast<size_t>(r * C + c)];
+    for (const Pos* p : usable) {
+      PositionalEncoding* pp = p->p.obj.get();
+      expect(run(*a.obj, pp, x, B, T, nullptr, all_real.data()) == run(*a.obj, pp, x, B, T),
+             "a mask without padding changes the output, with " + p->label());
+      std::vector<float> w(static_cast<size_t>(B * NHa * T * T), -1.0f);
+      const auto y1 = run(*a.obj, pp, x, B, T, w.data(), mask.data());
+      const auto y2 = run(*a.obj, pp, x2, B, T, nullptr, mask.data());
+      for (int64_t r = 0; r < B * T; ++r) {
+        if (!mask[static_cast<size_t>(r)]) continue;
+        for (int64_t c = 0; c < C; ++c) {
+          const size_t i = static_cast<size_t>(r * C + c);
+          expect(close(y1[i], y2[i], 1e-5), "changing padding tokens changes the output of real token " + std::to_string(r % T) +
+                                                " of sequence " + std::to_string(r / T) + " (" + num(y1[i]) + " vs " +
+                                                num(y2[i]) + "), with " + p->label());
+        }
+      }
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < NHa; ++h)
+          for (int64_t i = 0; i < T; ++i) {
+            if (!mask[static_cast<size_t>(b * T + i)]) continue;
+            for (int64_t j = 0; j < T; ++j)
+              if (!mask[static_cast<size_t>(b * T + j)])
+                expect(w[static_cast<size_t>(((b * NHa + h) * T + i) * T + j)] == 0.0f,
+                       "query " + std::to_string(i) + " of sequence " + std::to_string(b) + " gives weight to padded key " +
+                           std::to_string(j) + ", with " + p->label());
+          }
+    }
+  });
+  ck.run("causal variants: KV-cache decoding one token at a time reproduces the full forward", [&](std::string& note) {
+    auto a = build<Attention>(s.options, path, d);
+    // Causal if the outputs before the last position ignore the last token.
+    std::vector<float> xl = x;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t c = 0; c < C; ++c) xl[static_cast<size_t>((b * T + T - 1) * C + c)] += 1.0f;
+    const auto y0 = run(*a.obj, nullptr, x, B, T), y1 = run(*a.obj, nullptr, xl, B, T);
+    bool causal = true;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < (T - 1) * C; ++i)
+        causal = causal && close(y0[static_cast<size_t>(b * T * C + i)], y1[static_cast<size_t>(b * T * C + i)], 1e-6);
+    if (!causal) {
+      note = "not causal: outputs depend on later tokens (an encoder), so incremental decoding is not checked";
+      return;
+    }
+    for (const Pos* p : usable) {
+      const auto ya = run(*a.obj, p->p.obj.get(), x, B, T);
+      KVCache cache;
+      cache.init(1, T, a->kv_width());
+      Graph g;
+      NoGrad ng(g);
+      for (int64_t t = 0; t < T; ++t) {
+        g.reset();
+        AttentionInput in;
+        in.pos = {1, 1, t};
+        in.positional = p->p.obj.get();
+        in.cache = &cache;
+        Var y = a->forward(g, g.constant(x.data() + t * C, 1, C), in);
+        expect_shape(g, y, 1, C, "the output of one cached step");
+        const auto yt = values(g, y);
+        for (int64_t c = 0; c < C; ++c)
+          expect(close(yt[static_cast<size_t>(c)], ya[static_cast<size_t>(t * C + c)], 1e-4),
+                 "step " + std::to_string(t) + " differs from the full forward (" + num(yt[static_cast<size_t>(c)]) + " vs " +
+                     num(ya[static_cast<size_t>(t * C + c)]) + "), with " + p->label());
+      }
+      expect(cache.length == T, "the cache holds " + std::to_string(cache.length) + " positions after " + std::to_string(T) + " steps");
+    }
+  });
+  ck.run("gradients by finite differences (parameters and input; without and with a padding mask)", [&](std::string& note) {
+    auto a = build<Attention>(s.options, path, d);
+    randomize(*a.store, 5, 0.3f);
+    ParamStore inputs(11);
+    Parameter& xp = inputs.add("x", B * T, C, Init::kNormal, 1.0f);
+    std::vector<Parameter*> wrt = a.store->all();
+    wrt.push_back(&xp);
+    std::vector<uint8_t> mask(static_cast<size_t>(B * T), 1);
+    mask[static_cast<size_t>(T)] = 0;
+    mask[static_cast<size_t>(T - 1)] = 0;
+    int checked = 0;
+    for (const Pos* p : usable)
+      for (const uint8_t* km : {static_cast<const uint8_t*>(nullptr), static_cast<const uint8_t*>(mask.data())}) {
+        std::string n;
+        try {
+          expect_gradients(
+              [&](Graph& g) {
+                AttentionInput in;
+                in.pos = {B, T, 0};
+                in.positional = p->p.obj.get();
+                in.key_mask = km;
+                return Outputs{a->forward(g, g.param(xp), in)};
+              },
+              wrt, n);
+        } catch (const Failure& f) {
+          throw Failure{"with " + p->label() + (km ? " and a padding mask" : "") + ": " + f.message};
+        }
+        ++checked;
+      }
+    note = std::to_string(checked) + " configurations";
+  });
+  check_options<Attention>(ck, s, d);
+}
+
+const char* kTemplate = R"TPL(// @NAME@: an attention variant for ablate (family "attention"), from
+// `ablate plugin new attention @NAME@`. As generated: multi-head self-attention with separate
+// q, k, v projections and the fused attention op (ablate/ops.hpp), which handles the causal
+// mask, padding masks, ALiBi-style slopes, KV caches and attention weights.
+// x (B*T, C) -> q, k, v (B*T, NH*HS) -> attention -> y Wo -> (B*T, C).
+#include <string>
+
+#include "ablate/attention.hpp"
+#include "ablate/ops.hpp"
+#include "ablate/plugin.hpp"
+
+namespace {
+
+class @CLASS@ final : public ablate::Attention {
+ public:
+  @CLASS@(const ablate::Options& o, const ablate::BuildContext& c)
+      : causal_(o.get<bool>("causal", true, "causal mask (decoder); false: every token sees every token (encoder)")) {
+    C_ = c.dims.d_model;
+    NH_ = c.dims.n_heads;
+    if (C_ <= 0 || NH_ <= 0 || C_ % NH_ != 0)
+      o.fail("", "needs n_heads dividing d_model, got d_model = " + std::to_string(C_) + ", n_heads = " + std::to_string(NH_));
+    HS_ = C_ / NH_;
+    ablate::ParamScope ps = c.params;
+    wq_ = &ps.add("q.weight", C_, C_, ablate::Init::kNormal, 0.02f);
+    wk_ = &ps.add("k.weight", C_, C_, ablate::Init::kNormal, 0.02f);
+    wv_ = &ps.add("v.weight", C_, C_, ablate::Init::kNormal, 0.02f);
+    wo_ = &ps.add("proj.weight", C_, C_, ablate::Init::kNormal, 0.02f);
+  }
+
+  ablate::Var forward(ablate::Graph& g, ablate::Var x, const ablate::AttentionInput& in) override {
+    ablate::Var q = ablate::linear(g, x, g.param(*wq_));  // (B*T, NH*HS)
+    ablate::Var k = ablate::linear(g, x, g.param(*wk_));
+    ablate::Var v = ablate::linear(g, x, g.param(*wv_));
+    if (in.positional) in.positional->rotate(g, q, k, in.pos, NH_, NH_, HS_);  // RoPE and friends
+    ablate::AttentionSpec spec;
+    spec.batch = in.pos.batch;
+    spec.time = in.pos.time;
+    spec.n_heads = NH_;
+    spec.n_kv_heads = NH_;
+    spec.head_size = HS_;
+    spec.causal = causal_;
+    spec.slopes = in.positional ? in.positional->attention_slopes() : nullptr;  // ALiBi
+    spec.key_mask = in.key_mask;
+    spec.weights_out = in.weights_out;
+    spec.cache = in.cache;
+    ablate::Var y = ablate::attention(g, q, k, v, spec);  // (B*T, C)
+    return ablate::linear(g, y, g.param(*wo_));
+  }
+
+  int64_t kv_width() const override { return C_; }  // one cached key row: NKV*HS
+  int64_t n_heads() const override { return NH_; }
+
+ private:
+  bool causal_;
+  int64_t C_ = 0, NH_ = 0, HS_ = 0;
+  ablate::Parameter *wq_ = nullptr, *wk_ = nullptr, *wv_ = nullptr, *wo_ = nullptr;
+};
+
+}  // namespace
+ABLATE_PLUGIN(ablate::Attention, @NAME@, @CLASS@, "multi-head self-attention with separate q, k, v projections")
+)TPL";
+
+[[maybe_unused]] const bool registered = register_family([] {
+  FamilyDescriptor d;
+  d.name = Attention::kFamily;
+  d.key = "model.attention";
+  d.list = false;
+  d.default_variant = "causal";
+  d.summary = "the attention sublayer of each block, with its mask and KV cache";
+  d.checks = &check_attention;
+  d.template_summary = "multi-head self-attention with separate q, k, v projections";
+  d.template_source = kTemplate;
+  return d;
+}());
+
+}  // namespace
+}  // namespace ablate::conformance

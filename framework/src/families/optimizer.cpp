@@ -1,0 +1,183 @@
+// Family "optimizer": its descriptor (see ablate/family.hpp), conformance checks and the
+// skeleton of `ablate plugin new optimizer NAME`.
+#include "ablate/optimizer.hpp"
+#include "kit.hpp"
+
+namespace ablate::conformance {
+namespace {
+
+// ---- optimizer -----------------------------------------------------------------------------
+
+// Two parameters (one decayed, one not) and a diagonal quadratic 0.5 * sum c (p - t)^2.
+struct Quadratic {
+  ParamStore store{3};
+  std::vector<float> target, curv;
+  Quadratic() {
+    store.add("w", 3, 4, Init::kNormal, 1.0f, true);
+    store.add("b", 1, 4, Init::kNormal, 1.0f, false);
+    target = randn(16, 4);
+    curv = randn(16, 5);
+    for (float& c : curv) c = 0.5f + std::fabs(c);
+  }
+  // Sets the gradients, returns the loss.
+  double grad() {
+    double loss = 0;
+    size_t k = 0;
+    for (Parameter* p : store.all())
+      for (int64_t i = 0; i < p->value.numel(); ++i, ++k) {
+        const double r = p->value.data[i] - target[k];
+        loss += 0.5 * curv[k] * r * r;
+        p->grad.data[i] = static_cast<float>(curv[k] * r);
+      }
+    return loss;
+  }
+  std::vector<float> flat() const {
+    std::vector<float> v;
+    for (Parameter* p : store.all()) v.insert(v.end(), p->value.data, p->value.data + p->value.numel());
+    return v;
+  }
+  void run(Optimizer& o, int64_t first, int64_t n) {
+    for (int64_t s = first; s < first + n; ++s) {
+      grad();
+      o.step(store.all(), o.base_lr(), s);
+    }
+  }
+};
+
+void check_optimizer(Checker& ck, const Subject& s) {
+  const ModelDims d = small_dims();
+  const std::string path = path_of(s.family);
+  ck.run("positive base_lr; 100 steps decrease a quadratic; parameters stay finite", [&](std::string& note) {
+    auto o = build<Optimizer>(s.options, path, d);
+    expect(o->base_lr() > 0.0f, "base_lr() is " + num(o->base_lr()));
+    Quadratic q;
+    o->init(q.store.all());
+    const double before = q.grad();
+    q.run(*o.obj, 1, 100);
+    const double after = q.grad();
+    expect_finite(q.flat(), "the parameters");
+    expect(after < before, "the loss went from " + num(before) + " to " + num(after));
+    note = "loss " + num(before) + " -> " + num(after);
+  });
+  ck.run("state buffers: unique names, each as large as a parameter", [&](std::string& note) {
+    auto o = build<Optimizer>(s.options, path, d);
+    Quadratic q;
+    o->init(q.store.all());
+    q.run(*o.obj, 1, 3);
+    std::set<std::string> names;
+    std::multiset<size_t> sizes;
+    for (Parameter* p : q.store.all()) sizes.insert(static_cast<size_t>(p->value.numel()));
+    for (const StateBuffer& b : o->state()) {
+      expect(names.insert(b.name).second, "state buffer name '" + b.name + "' is used twice");
+      expect(b.data != nullptr, "state buffer '" + b.name + "' has no data");
+      expect(sizes.count(b.data->size()) > 0, "state buffer '" + b.name + "' has " + std::to_string(b.data->size()) +
+                                                  " values, not the size of any parameter");
+    }
+    note = std::to_string(names.size()) + " buffers for 2 parameters";
+  });
+  ck.run("deterministic; resumes bit for bit from its state buffers (as checkpoints do)", [&](std::string&) {
+    Quadratic q1, q2;
+    auto o1 = build<Optimizer>(s.options, path, d), o2 = build<Optimizer>(s.options, path, d);
+    o1->init(q1.store.all());
+    o2->init(q2.store.all());
+    q1.run(*o1.obj, 1, 10);
+    q2.run(*o2.obj, 1, 10);
+    expect(q1.flat() == q2.flat(), "two runs from the same start differ");
+    std::map<std::string, std::vector<float>> saved;
+    for (const auto& b : o1->state()) saved[b.name] = *b.data;
+    const std::vector<float> params = q1.flat();
+    q1.run(*o1.obj, 11, 5);
+    Quadratic q3;
+    size_t k = 0;
+    for (Parameter* p : q3.store.all())
+      for (int64_t i = 0; i < p->value.numel(); ++i) p->value.data[i] = params[k++];
+    auto o3 = build<Optimizer>(s.options, path, d);
+    o3->init(q3.store.all());
+    for (const auto& b : o3->state()) {
+      expect(saved.count(b.name) > 0, "a fresh optimizer has a state buffer '" + b.name + "' that the first did not have");
+      *b.data = saved[b.name];
+    }
+    q3.run(*o3.obj, 11, 5);
+    expect(q3.flat() == q1.flat(), "steps 11-15 after restoring the state differ from the uninterrupted run");
+  });
+  check_options<Optimizer>(ck, s, d);
+}
+
+const char* kTemplate = R"TPL(// @NAME@: an optimizer for ablate (family "optimizer"), from `ablate plugin new optimizer @NAME@`.
+// State is exposed as named buffers so that checkpoints save and restore it bit for bit.
+// As generated: SGD with momentum and decoupled weight decay (SGDW, Loshchilov & Hutter
+// 2019): p -= lr * wd * p (decayed parameters only); m = mu * m + g; p -= lr * m.
+#include <string>
+#include <vector>
+
+#include "ablate/error.hpp"
+#include "ablate/optimizer.hpp"
+#include "ablate/plugin.hpp"
+
+namespace {
+
+class @CLASS@ final : public ablate::Optimizer {
+ public:
+  @CLASS@(const ablate::Options& o, const ablate::BuildContext&)
+      : lr_(o.get_in<float>("lr", 1e-2f, 1e-12f, 100.0f, "base learning rate (the scheduler multiplies it)")),
+        momentum_(o.get_in<float>("momentum", 0.9f, 0.0f, 0.9999f, "momentum factor mu")),
+        wd_(o.get_in<float>("weight_decay", 0.0f, 0.0f, 10.0f, "decoupled weight decay")) {}
+
+  void init(const std::vector<ablate::Parameter*>& params) override {
+    names_.clear();
+    m_.clear();
+    for (const ablate::Parameter* p : params) {
+      names_.push_back(p->name);
+      m_.emplace_back(static_cast<size_t>(p->value.numel()), 0.0f);
+    }
+  }
+
+  void step(const std::vector<ablate::Parameter*>& params, float lr, int64_t) override {
+    if (params.size() != m_.size()) throw ablate::Error("@NAME@: step() got other parameters than init()");
+    for (size_t i = 0; i < params.size(); ++i) {
+      ablate::Parameter& p = *params[i];
+      float* w = p.value.data;
+      const float* g = p.grad.data;
+      float* m = m_[i].data();
+      const float decay = p.weight_decay ? lr * wd_ : 0.0f;
+      for (int64_t j = 0; j < p.value.numel(); ++j) {
+        w[j] -= decay * w[j];
+        m[j] = momentum_ * m[j] + g[j];
+        w[j] -= lr * m[j];
+      }
+    }
+  }
+
+  float base_lr() const override { return lr_; }
+
+  std::vector<ablate::StateBuffer> state() override {
+    std::vector<ablate::StateBuffer> s;
+    for (size_t i = 0; i < m_.size(); ++i) s.push_back({"momentum." + names_[i], &m_[i]});
+    return s;
+  }
+
+ private:
+  float lr_, momentum_, wd_;
+  std::vector<std::string> names_;
+  std::vector<std::vector<float>> m_;
+};
+
+}  // namespace
+ABLATE_PLUGIN(ablate::Optimizer, @NAME@, @CLASS@, "SGD with momentum and decoupled weight decay (SGDW)")
+)TPL";
+
+[[maybe_unused]] const bool registered = register_family([] {
+  FamilyDescriptor d;
+  d.name = Optimizer::kFamily;
+  d.key = "optimizer";
+  d.list = false;
+  d.default_variant = "adamw";
+  d.summary = "updates the parameters from their gradients";
+  d.checks = &check_optimizer;
+  d.template_summary = "SGD with momentum and decoupled weight decay";
+  d.template_source = kTemplate;
+  return d;
+}());
+
+}  // namespace
+}  // namespace ablate::conformance

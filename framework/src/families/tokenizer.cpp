@@ -1,0 +1,176 @@
+// Family "tokenizer": its descriptor (see ablate/family.hpp), conformance checks and the
+// skeleton of `ablate plugin new tokenizer NAME`.
+#include "ablate/tokenizer.hpp"
+#include "kit.hpp"
+
+namespace ablate::conformance {
+namespace {
+
+// ---- tokenizer -----------------------------------------------------------------------------
+
+void check_tokenizer(Checker& ck, const Subject& s) {
+  const std::string& text = s.settings.sample_text.empty() ? builtin_sample_text() : s.settings.sample_text;
+  size_t cut = text.size() * 9 / 10;
+  while (cut < text.size() && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) ++cut;
+  const std::string train = text.substr(0, cut), held = text.substr(cut);
+  const ModelDims d = small_dims();
+  auto fitted = [&]() {
+    auto t = build<Tokenizer>(s.options, "tokenizer", d);
+    t->fit(train);
+    return t;
+  };
+  auto in_range = [](const std::vector<int32_t>& ids, int64_t V, const std::string& what) {
+    for (size_t i = 0; i < ids.size(); ++i)
+      expect(ids[i] >= 0 && ids[i] < V, what + ": id " + std::to_string(ids[i]) + " at " + std::to_string(i) +
+                                            " is outside [0, " + std::to_string(V) + ")");
+  };
+  ck.run("fit; ids in [0, V); decode(encode(text)) == text; at most one token per byte", [&](std::string& note) {
+    auto t = fitted();
+    const int64_t V = t->vocab_size();
+    expect(V > 0, "vocab_size() is " + std::to_string(V));
+    const auto ids = t->encode(train);
+    expect(!ids.empty(), "the training text encodes to no ids");
+    in_range(ids, V, "the training text");
+    expect(ids.size() <= train.size(), std::to_string(ids.size()) + " tokens for " + std::to_string(train.size()) + " bytes");
+    const std::string back = t->decode(ids);
+    if (back != train) {
+      size_t i = 0;
+      while (i < back.size() && i < train.size() && back[i] == train[i]) ++i;
+      expect(false, "the round trip differs from byte " + std::to_string(i) + ": '" + train.substr(i, 20) + "' became '" +
+                        back.substr(i, 20) + "'");
+    }
+    in_range(t->encode(held), V, "held-out text");
+    expect(t->pad_id() < V, "pad_id() " + std::to_string(t->pad_id()) + " is not below vocab_size() " + std::to_string(V));
+    note = "V = " + std::to_string(V) + ", " + std::to_string(ids.size()) + " tokens for " + std::to_string(train.size()) + " bytes";
+  });
+  ck.run("deterministic fit; save() then load() restores it exactly", [&](std::string&) {
+    auto t = fitted(), again = fitted();
+    expect(again->save() == t->save(), "fitting the same text twice gives different states");
+    auto loaded = build<Tokenizer>(s.options, "tokenizer", d);
+    loaded->load(t->save());
+    expect(loaded->vocab_size() == t->vocab_size(), "vocab_size() after load is " + std::to_string(loaded->vocab_size()) +
+                                                        ", before " + std::to_string(t->vocab_size()));
+    expect(loaded->encode(held) == t->encode(held), "the loaded tokenizer encodes differently");
+    expect(loaded->save() == t->save(), "saving the loaded tokenizer gives a different state");
+  });
+  ck.run("unseen characters and out-of-range ids do not throw; empty text <-> no ids", [&](std::string&) {
+    auto t = fitted();
+    const int64_t V = t->vocab_size();
+    in_range(t->encode("\x01 caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80 \xFF"), V, "unseen text");
+    t->decode({-1, static_cast<int32_t>(V), 1 << 30});
+    expect(t->encode("").empty(), "empty text encodes to ids");
+    expect(t->decode({}).empty(), "no ids decode to text");
+  });
+  ck.run("load() rejects a state that is not its own with an ablate::Error", [&](std::string&) {
+    auto t = build<Tokenizer>(s.options, "tokenizer", d);
+    bool threw = false;
+    try {
+      t->load("garbage");
+    } catch (const Error&) {
+      threw = true;
+    }
+    expect(threw, "load(\"garbage\") did not throw");
+  });
+  check_options<Tokenizer>(ck, s, d);
+}
+
+const char* kTemplate = R"TPL(// @NAME@: a tokenizer for ablate (family "tokenizer"), from `ablate plugin new tokenizer @NAME@`.
+// Fitted on the training text and saved with the run, so that generation encodes prompts as
+// training did. As generated: the bytes that occur in the training text, sorted, then one
+// unknown id (V-1) for the others. decode(encode(text)) == text for the training text.
+#include <array>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ablate/error.hpp"
+#include "ablate/plugin.hpp"
+#include "ablate/tokenizer.hpp"
+
+namespace {
+
+class @CLASS@ final : public ablate::Tokenizer {
+ public:
+  @CLASS@(const ablate::Options& o, const ablate::BuildContext&)
+      : unknown_(o.get<std::string>("unknown", "\xEF\xBF\xBD", "text that the unknown id decodes to (default U+FFFD)")) {
+    set_bytes({});
+  }
+
+  void fit(const std::string& text) override {
+    std::array<bool, 256> seen{};
+    for (unsigned char ch : text) seen[ch] = true;
+    std::vector<int> bytes;
+    for (int b = 0; b < 256; ++b)
+      if (seen[static_cast<size_t>(b)]) bytes.push_back(b);
+    set_bytes(bytes);
+  }
+
+  std::vector<int32_t> encode(const std::string& text) const override {
+    std::vector<int32_t> ids;
+    ids.reserve(text.size());
+    for (unsigned char ch : text) ids.push_back(id_[ch]);
+    return ids;
+  }
+
+  std::string decode(const std::vector<int32_t>& ids) const override {
+    std::string out;
+    for (int32_t id : ids) {
+      if (id >= 0 && static_cast<size_t>(id) < bytes_.size()) out += static_cast<char>(bytes_[static_cast<size_t>(id)]);
+      else out += unknown_;
+    }
+    return out;
+  }
+
+  int64_t vocab_size() const override { return static_cast<int64_t>(bytes_.size()) + 1; }
+
+  std::string save() const override {
+    std::ostringstream s;
+    s << "@NAME@ 1 " << bytes_.size();
+    for (int b : bytes_) s << " " << b;
+    return s.str();
+  }
+
+  void load(const std::string& state) override {
+    std::istringstream s(state);
+    std::string magic;
+    int version = 0;
+    size_t n = 0;
+    if (!(s >> magic >> version >> n) || magic != "@NAME@" || version != 1 || n > 256)
+      throw ablate::Error("@NAME@ tokenizer state: not a version-1 @NAME@ state");
+    std::vector<int> bytes(n);
+    for (size_t i = 0; i < n; ++i)
+      if (!(s >> bytes[i]) || bytes[i] < 0 || bytes[i] > 255) throw ablate::Error("@NAME@ tokenizer state: bad byte value");
+    set_bytes(bytes);
+  }
+
+ private:
+  void set_bytes(const std::vector<int>& bytes) {
+    bytes_ = bytes;
+    id_.fill(static_cast<int32_t>(bytes_.size()));  // the unknown id
+    for (size_t i = 0; i < bytes_.size(); ++i) id_[static_cast<size_t>(bytes_[i])] = static_cast<int32_t>(i);
+  }
+
+  std::string unknown_;
+  std::vector<int> bytes_;       // id -> byte
+  std::array<int32_t, 256> id_;  // byte -> id
+};
+
+}  // namespace
+ABLATE_PLUGIN(ablate::Tokenizer, @NAME@, @CLASS@, "the bytes of the training text plus an unknown id")
+)TPL";
+
+[[maybe_unused]] const bool registered = register_family([] {
+  FamilyDescriptor d;
+  d.name = Tokenizer::kFamily;
+  d.key = "tokenizer";
+  d.list = false;
+  d.default_variant = "char";
+  d.summary = "text to token ids and back, fitted on the training text";
+  d.checks = &check_tokenizer;
+  d.template_summary = "the bytes of the training text plus an unknown id";
+  d.template_source = kTemplate;
+  return d;
+}());
+
+}  // namespace
+}  // namespace ablate::conformance
