@@ -22,12 +22,13 @@ using ablate::test::count;
 
 // A finished (or failed) run directory without training: eval rows at steps 100, 200,
 // 300 ending in `final`, train rows every 50 steps.
-void fake_run(const std::string& dir, double final, double n_params, const std::string& status = "done") {
+void fake_run(const std::string& dir, double final, double n_params, const std::string& status = "done",
+              const std::string& config = "model: {d_model: 8}\n") {
   fs::create_directories(dir);
   auto rf = ablate::RunFile::create(ablate::run_file_path(dir));
   rf.set_attr("status", status);
   rf.set_attr("error", status == "failed" ? "step 150: loss is not finite" : "");
-  rf.set_attr("config", "model: {d_model: 8}\n");
+  rf.set_attr("config", config);
   rf.set_attr("n_params", n_params);
   rf.set_attr("flops_per_token", 6 * n_params);
   rf.set_attr("threads", int64_t{1});
@@ -307,4 +308,183 @@ TEST_CASE("report/a two-dimensional grid gets a heat map") {
   CHECK(count(zh, "<rect class=\"cell\"") == 4);
   CHECK(zh.find("model.norm.placement + model.norm.final") != std::string::npos);
   CHECK(zh.find(">placement=post final=false</text>") != std::string::npos);
+}
+
+TEST_CASE("report/compare any runs: directories, globs, run.h5 files, grouping by what differs") {
+  TempDir d;
+  // lr 1e-3 vs 3e-3, seeds 1 and 2 each: the same numbers as relu and swiglu above.
+  const double a[] = {1.76, 1.75}, b[] = {1.71, 1.72};
+  for (int i = 0; i < 2; ++i) {
+    const std::string seed = std::to_string(i + 1);
+    fake_run(d / ("runs/lr1-s" + seed), a[i], 1000, "done", "seed: " + seed + "\nname: x" + seed + "\noptimizer: {lr: 0.001}\n");
+    fake_run(d / ("runs/lr3-s" + seed), b[i], 1000, "done", "seed: " + seed + "\nname: y" + seed + "\noptimizer: {lr: 0.003}\n");
+  }
+  ablate::SweepResults r = ablate::load_run_results({d / "runs/lr1-s*", d / "runs/lr3-s1/run.h5", d / "runs/lr3-s2/"});
+  REQUIRE(r.runs.size() == 4);
+  CHECK(r.any_runs);
+  CHECK(r.sweep.points[0].id == "lr1-s1");
+  CHECK(r.sweep.points[2].id == "lr3-s1");
+  CHECK(r.sweep.grid_keys == std::vector<std::string>{"optimizer.lr"});  // seed and name aside
+  ablate::Comparison c = ablate::compare_sweep(r, {});
+  CHECK(c.by == "optimizer.lr");
+  REQUIRE(c.groups.size() == 2);
+  CHECK(c.groups[0].label == "0.001");
+  CHECK(c.groups[0].summary.mean == doctest::Approx(1.755));
+  REQUIRE(c.groups[1].has_test);
+  CHECK(c.groups[1].test.n == 2);  // paired by seed
+  CHECK(c.groups[1].test.mean_diff == doctest::Approx(-0.04));
+  CHECK(c.groups[1].wins == 2);
+  ablate::CompareOptions o;
+  o.by = "run";
+  c = ablate::compare_sweep(r, o);
+  CHECK(c.groups.size() == 4);
+  CHECK(c.groups[3].label == "lr3-s2");
+  CHECK_FALSE(c.groups[1].has_test);  // runs pair by seed: lr1-s2 (seed 2) has no partner in the baseline lr1-s1
+  CHECK(c.groups[2].test.n == 1);
+  o.by = "optimizer.l";
+  CHECK_THROWS_WITH_AS(ablate::compare_sweep(r, o), doctest::Contains("Did you mean 'optimizer.lr'?"), ablate::Error);
+  // The same path twice counts once; the same seed only: one group per run by default.
+  CHECK(ablate::load_run_results({d / "runs/lr1-s1", d / "runs/lr1-s1/"}).runs.size() == 1);
+  CHECK(ablate::compare_sweep(ablate::load_run_results({d / "runs/lr1-s1", d / "runs/lr1-s2"}), {}).by == "run");
+  // Paths that are no runs.
+  CHECK_THROWS_WITH_AS(ablate::load_run_results({d / "runs/nope*"}), doctest::Contains("matches no file or directory"), ablate::Error);
+  CHECK_THROWS_WITH_AS(ablate::load_run_results({d / "runs"}), doctest::Contains("not a run (no run.h5 in it) nor a sweep"), ablate::Error);
+  CHECK_THROWS_WITH_AS(ablate::load_run_results({d / "runs/lr9"}), doctest::Contains("no such file or directory"), ablate::Error);
+
+  // The command line: runs, a quoted pattern and a sweep directory's runs.
+  const std::string bin = ablate::test::ablate_binary();
+  auto out = ablate::test::run_command(bin + " compare " + (d / "runs/lr1-s1") + " " + (d / "runs/lr1-s2") + " '" + (d / "runs/lr3-*") + "'");
+  CAPTURE(out.output);
+  REQUIRE(out.status == 0);
+  CHECK(out.output.find("val_loss (eval, final value; lower is better) by optimizer.lr, baseline 0.001") != std::string::npos);
+  CHECK(out.output.find("-0.0400") != std::string::npos);
+  auto sw = ablate::test::run_command(bin + " compare " + synthetic_sweep(d) + " " + (d / "runs/lr1-s1") + " --by run -f csv");
+  CAPTURE(sw.output);
+  REQUIRE(sw.status == 0);
+  CHECK(count(sw.output, "\n") == 1 + 9 + 1);  // header, 9 sweep points, one run
+  CHECK(sw.output.find("gelu-seed2") != std::string::npos);
+  auto bad = ablate::test::run_command(bin + " compare " + (d / "runs/nothing"));
+  CHECK(bad.status != 0);
+  CHECK(bad.output.find("no such file or directory") != std::string::npos);
+}
+
+TEST_CASE("report/export writes a run's per-step metrics as CSV") {
+  TempDir d;
+  fake_run(d / "run", 1.7, 1000);
+  const ablate::RunData rd = ablate::read_run_file(ablate::run_file_path(d / "run"));
+  const std::string all = ablate::metrics_csv(rd, "", "run");
+  CAPTURE(all);
+  std::istringstream in(all);
+  std::string header, line;
+  std::getline(in, header);
+  CHECK(header == "step,train/grad_norm,train/loss,train/lr,train/tokens_per_s,eval/train_loss,eval/val_loss,eval/val_ppl,"
+                  "eval/arithmetic/exact_match");
+  std::vector<std::string> lines;
+  while (std::getline(in, line)) lines.push_back(line);
+  REQUIRE(lines.size() == 6);  // steps 50 ... 300
+  CHECK(lines[0].rfind("50,1,", 0) == 0);                                 // step, then train/grad_norm
+  CHECK(lines[0].size() - lines[0].find_last_not_of(',') == 5);            // no eval rows at step 50
+  // Step 100 has both: train loss 1.7 + 3 e^-2.5, eval val_loss 1.7 + 0.3.
+  CHECK(lines[1].rfind("100,1,", 0) == 0);
+  double loss = 0, val = 0;
+  {
+    std::vector<std::string> f;
+    std::stringstream ss(lines[1]);
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    REQUIRE(f.size() == 9);
+    loss = std::stod(f[2]);
+    val = std::stod(f[6]);
+  }
+  CHECK(loss == 1.7 + 3.0 * std::exp(-100 / 40.0));  // shortest round-trip form: exact
+  CHECK(val == 1.7 + 0.3 * 200 / 200.0);
+  // One table; errors name the tables.
+  const std::string ev = ablate::metrics_csv(rd, "eval", "run");
+  CHECK(ev.rfind("step,train_loss,val_loss,val_ppl\n100,", 0) == 0);
+  CHECK(count(ev, "\n") == 4);
+  CHECK_THROWS_WITH_AS(ablate::metrics_csv(rd, "evl", "run"), doctest::Contains("Tables: train, eval, eval/arithmetic. Did you mean 'eval'?"),
+                       ablate::Error);
+  // The command: to stdout and to a file.
+  const std::string bin = ablate::test::ablate_binary();
+  auto out = ablate::test::run_command(bin + " export " + (d / "run") + " --csv 2>/dev/null");
+  CHECK(out.status == 0);
+  CHECK(out.output == all);
+  auto f = ablate::test::run_command(bin + " export " + (d / "run") + " --csv --table train -o " + (d / "train.csv"));
+  CAPTURE(f.output);
+  CHECK(f.status == 0);
+  CHECK(ablate::test::read_file(d / "train.csv").rfind("step,grad_norm,loss,lr,tokens_per_s\n50,1,", 0) == 0);
+  auto missing = ablate::test::run_command(bin + " export " + (d / "nope"));
+  CHECK(missing.status != 0);
+  CHECK(missing.output.find("no run file") != std::string::npos);
+}
+
+TEST_CASE("report/curves per point, what a grouping pools, seed lines, lr and grad-norm panels, x axes, step 0") {
+  TempDir d;
+  ablate::Sweep s = ablate::parse_sweep(
+      "name: vg\nbase: {name: x}\nsweep:\n  variants: {relu: {model.ffn: relu}, gelu: {model.ffn: gelu}}\n"
+      "  grid: {model.d_model: [8, 16]}\n  seeds: [1, 2]\n",
+      "vg.yaml", d.path.string(), d / "vg");
+  ablate::write_manifest(s);
+  for (const auto& p : s.points) {
+    // 64 tokens a step at 6400 tokens/s: step 100 is 1 s of training. Eval at step 0 too.
+    fs::create_directories(p.run_dir);
+    auto rf = ablate::RunFile::create(ablate::run_file_path(p.run_dir));
+    rf.set_attr("status", "done");
+    rf.set_attr("config_resolved", "train: {batch_size: 4, grad_accum: 2}\nmodel: {context: 8, d_model: " + p.value_of("model.d_model") + "}\n");
+    const double off = 0.01 * static_cast<double>(p.index);
+    for (int st = 50; st <= 300; st += 50)
+      rf.append("train", {{"step", st}, {"loss", 2 + off}, {"lr", 1e-3 * st / 300}, {"grad_norm", 1 + off}, {"tokens_per_s", 6400}});
+    for (int st = 0; st <= 300; st += 100) rf.append("eval", {{"step", st}, {"train_loss", 2 + off}, {"val_loss", 2.1 + off}, {"val_ppl", 8}});
+    rf.close();
+  }
+  ablate::SweepResults r = ablate::load_sweep_results(d / "vg");
+  // x values of one run.
+  const auto& rd = r.runs[0].data;
+  CHECK(ablate::curve_x(rd, {0, 100}, "tokens") == std::vector<double>{0, 6400});
+  CHECK(ablate::curve_x(rd, {0, 50, 75, 100, 300}, "seconds") == std::vector<double>{0, 0.5, 0.75, 1.0, 3.0});
+  CHECK(std::isnan(ablate::curve_x(rd, {400}, "seconds")[0]));  // past the last train row
+  CHECK(std::isnan(ablate::curve_x(ablate::RunData{}, {100}, "tokens")[0]));
+
+  // --by variant pools the grid: the lines stay per point and the captions say what is pooled.
+  ablate::ReportOptions o;
+  std::string html = ablate::render_report(r, o);
+  CHECK(count(html, "Lines are per point, not per variant: that grouping pools model.d_model") >= 5);
+  CHECK(html.find("Shaded: min to max over the seeds of each line.") != std::string::npos);
+  CHECK(html.find(">relu d_model=16</text>") != std::string::npos);
+  CHECK(html.find(">Learning rate</text>") != std::string::npos);
+  CHECK(html.find(">Gradient norm (before clipping)</text>") != std::string::npos);
+  CHECK(html.find("The first point is step 0, before training.") != std::string::npos);
+  CHECK(html.find("(no data)") == std::string::npos);
+  CHECK(count(html, "<path class=\"thin\"") == 0);
+  // Grouped by point, nothing is pooled; seed lines on demand: one per run and panel (5 panels).
+  o.compare.by = "point";
+  o.seed_lines = true;
+  html = ablate::render_report(r, o);
+  CHECK(html.find("pools") == std::string::npos);
+  CHECK(count(html, "<path class=\"thin\"") == 8 * 5);
+  CHECK(html.find("Faint lines: each run.") != std::string::npos);
+  // Axes.
+  o.x = "tokens";
+  o.log_x = o.log_y = true;
+  html = ablate::render_report(r, o);
+  CHECK(html.find(">tokens (steps x batch_size x grad_accum x context) (log)</text>") != std::string::npos);
+  CHECK(html.find("Step 0 (before training) is not drawn on a log x axis.") != std::string::npos);
+  o.x = "seconds";
+  CHECK(ablate::render_report(r, o).find("training seconds (estimated)") != std::string::npos);
+  o.x = "tokes";
+  CHECK_THROWS_WITH_AS(ablate::render_report(r, o), doctest::Contains("expected step, tokens or seconds. Did you mean 'tokens'?"), ablate::Error);
+  o.x = "step";
+  o.plot_width = 100;
+  CHECK_THROWS_WITH_AS(ablate::render_report(r, o), doctest::Contains("--plot-width 100"), ablate::Error);
+
+  // The command line, and Chromium draws the faint lines.
+  auto rep = ablate::test::run_command(ablate::test::ablate_binary() + " report " + (d / "vg") + " -o " + (d / "r.html") +
+                                       " --seeds --x tokens --log-y --plot-width 720");
+  CAPTURE(rep.output);
+  REQUIRE(rep.status == 0);
+  CHECK(count(ablate::test::read_file(d / "r.html"), "class=\"ablate-plot\" width=\"720\" height=\"446\"") == 5);
+  if (ablate::test::run_command("command -v chromium").status != 0) return;
+  auto dom = ablate::test::run_command(ablate::test::chromium_flags(d) + "--dump-dom file://" + (d / "r.html") + " 2>/dev/null");
+  REQUIRE(dom.status == 0);
+  CHECK(count(dom.output, "<path class=\"thin\"") == 8 * 5);
+  CHECK(count(dom.output, "<path class=\"band\"") >= 5 * 4);
 }

@@ -2,7 +2,10 @@
 // (see compare.hpp).
 #include "ablate/compare.hpp"
 
+#include <glob.h>
+
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -10,7 +13,10 @@
 #include <set>
 #include <sstream>
 
+#include <yaml-cpp/yaml.h>
+
 #include "ablate/error.hpp"
+#include "ablate/experiment.hpp"
 #include "ablate/trainer.hpp"
 
 namespace ablate {
@@ -100,6 +106,81 @@ std::string find_table(const SweepResults& r, const std::string& metric, const s
   return *it->second.begin();
 }
 
+
+// The run directories a command-line path stands for: a run directory, a run.h5 file, a
+// sweep directory (its points' runs) or a glob pattern of those.
+std::vector<std::string> run_dirs_of(const std::string& arg) {
+  std::vector<std::string> paths;
+  if (arg.find_first_of("*?[") != std::string::npos) {
+    glob_t g{};
+    const int rc = ::glob(arg.c_str(), 0, nullptr, &g);
+    for (size_t i = 0; rc == 0 && i < g.gl_pathc; ++i) paths.emplace_back(g.gl_pathv[i]);
+    globfree(&g);
+    if (paths.empty()) throw Error("'" + arg + "' matches no file or directory; give run directories (runs/a runs/b) or a pattern that matches some (runs/lr*)");
+  } else {
+    paths.push_back(arg);
+  }
+  std::vector<std::string> dirs;
+  for (std::string p : paths) {
+    while (p.size() > 1 && p.back() == '/') p.pop_back();
+    if (fs::is_regular_file(p) && fs::path(p).extension() == ".h5") {
+      dirs.push_back(fs::path(p).has_parent_path() ? fs::path(p).parent_path().string() : ".");
+    } else if (fs::is_directory(p) && fs::exists(run_file_path(p))) {
+      dirs.push_back(p);
+    } else if (fs::is_directory(p) && fs::exists(fs::path(p) / "manifest.yaml")) {
+      for (const auto& pt : read_manifest(p).points) dirs.push_back(pt.run_dir);
+    } else {
+      throw Error("'" + p + "'" + (arg != p ? " (from '" + arg + "')" : "") + ": " +
+                  (fs::exists(p) ? "not a run (no run.h5 in it) nor a sweep (no manifest.yaml)" : "no such file or directory") +
+                  "; give run directories written by 'ablate run' (runs/<name>), their run.h5, or sweep directories");
+    }
+  }
+  return dirs;
+}
+
+// Shortest tails of the paths (whole components) that tell them apart: runs/a, runs/b -> a, b.
+std::vector<std::string> short_names(const std::vector<std::string>& dirs) {
+  std::vector<std::vector<std::string>> parts;
+  for (const auto& d : dirs) {
+    std::vector<std::string> c;
+    for (const auto& e : fs::path(d).lexically_normal()) if (!e.empty() && e != ".") c.push_back(e.string());
+    if (c.empty()) c.push_back(d);
+    parts.push_back(c);
+  }
+  std::vector<std::string> names(dirs.size());
+  for (size_t depth = 1;; ++depth) {
+    std::map<std::string, int> seen;
+    bool longer = false;
+    for (size_t i = 0; i < dirs.size(); ++i) {
+      const auto& c = parts[i];
+      const size_t k = std::min(depth, c.size());
+      longer |= k < c.size();
+      std::string n;
+      for (size_t j = c.size() - k; j < c.size(); ++j) n += (n.empty() ? "" : "/") + c[j];
+      names[i] = n;
+      seen[n]++;
+    }
+    bool unique = true;
+    for (const auto& [n, k] : seen) unique &= k == 1;
+    if (unique || !longer) return names;
+  }
+}
+
+// A run's options, flattened from its resolved config (else the config as given).
+std::map<std::string, std::string> run_options(const RunData& d) {
+  std::map<std::string, std::string> m;
+  for (const char* attr : {"config_resolved", "config"}) {
+    auto it = d.str_attrs.find(attr);
+    if (it == d.str_attrs.end() || it->second.empty()) continue;
+    try {
+      for (auto& [k, v] : flatten(YAML::Load(it->second))) m[k] = v;
+      return m;
+    } catch (const YAML::Exception&) {
+    }
+  }
+  return m;
+}
+
 }  // namespace
 
 bool metric_higher_is_better(const std::string& metric) {
@@ -142,6 +223,73 @@ SweepResults load_sweep_results(const std::string& sweep_dir) {
   return r;
 }
 
+SweepResults load_run_results(const std::vector<std::string>& paths) {
+  std::vector<std::string> dirs;
+  std::set<std::string> seen;
+  for (const auto& a : paths)
+    for (const auto& d : run_dirs_of(a)) {
+      std::error_code ec;
+      auto canon = fs::weakly_canonical(d, ec).string();
+      if (seen.insert(ec ? d : canon).second) dirs.push_back(d);
+    }
+  if (dirs.empty()) throw Error("no runs given; give run directories (runs/a runs/b), a pattern (\"runs/lr*\") or a sweep directory");
+  SweepResults r;
+  r.any_runs = true;
+  Sweep& s = r.sweep;
+  s.name = "runs";
+  s.dir = dirs.size() == 1 ? dirs[0] : "the " + std::to_string(dirs.size()) + " runs given";
+  s.base = "(runs given one by one)";
+  s.points.resize(dirs.size());
+  r.runs.resize(dirs.size());
+  const std::vector<std::string> ids = short_names(dirs);
+  std::vector<std::map<std::string, std::string>> options(dirs.size());
+  std::set<std::string> keys;
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    SweepRun& run = r.runs[i];
+    run.point = &s.points[i];
+    run.state = run_state(dirs[i]);
+    try {
+      run.data = read_run_file(run_file_path(dirs[i]));
+      run.readable = true;
+    } catch (const Error&) {
+    }
+    options[i] = run_options(run.data);
+    for (const auto& kv : options[i]) keys.insert(kv.first);
+  }
+  // The options that differ between the runs: the dimensions, as a sweep's grid keys.
+  auto value = [&](size_t i, const std::string& k) {
+    auto it = options[i].find(k);
+    return it == options[i].end() ? std::string("-") : it->second;
+  };
+  for (const auto& k : keys) {
+    if (k == "seed" || k == "name" || k.rfind("output.", 0) == 0) continue;
+    for (size_t i = 1; i < dirs.size(); ++i)
+      if (value(i, k) != value(0, k)) {
+        s.grid_keys.push_back(k);
+        break;
+      }
+  }
+  std::set<int64_t> seeds;
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    SweepPoint& p = s.points[i];
+    p.index = static_cast<int64_t>(i);
+    p.id = ids[i];
+    p.run_dir = dirs[i];
+    try {
+      p.seed = std::stoll(value(i, "seed"));
+    } catch (const std::exception&) {
+      p.seed = 0;
+    }
+    seeds.insert(p.seed);
+    for (const auto& k : s.grid_keys) {
+      p.values.emplace_back(k, value(i, k));
+      p.overrides.push_back({k, value(i, k), ""});
+    }
+  }
+  s.seeds.assign(seeds.begin(), seeds.end());
+  return r;
+}
+
 Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
   const Sweep& s = r.sweep;
   Comparison c;
@@ -178,14 +326,14 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
   if (c.by.empty()) {
     std::vector<std::string> dims = s.grid_keys;
     dims.insert(dims.end(), s.zip_keys.begin(), s.zip_keys.end());
-    c.by = !s.variants.empty() ? "variant" : (dims.size() == 1 ? dims[0] : "point");
+    c.by = !s.variants.empty() ? "variant" : (dims.size() == 1 ? dims[0] : (r.any_runs && dims.empty() ? "run" : "point"));
   }
-  if (c.by != "variant" && c.by != "point" && std::find(swept.begin(), swept.end(), c.by) == swept.end()) {
-    std::vector<std::string> allowed = {"variant", "point"};
+  if (c.by != "variant" && c.by != "point" && c.by != "run" && std::find(swept.begin(), swept.end(), c.by) == swept.end()) {
+    std::vector<std::string> allowed = {"variant", "point", "run"};
     allowed.insert(allowed.end(), swept.begin(), swept.end());
     if (s.variants.empty()) allowed.erase(allowed.begin());
     std::string dym = did_you_mean(c.by, allowed);
-    throw Error("--by '" + c.by + "': not a swept key of " + s.dir + ". Allowed: " + join(allowed) +
+    throw Error("--by '" + c.by + "': not " + (r.any_runs ? "an option that differs between " : "a swept key of ") + s.dir + ". Allowed: " + join(allowed) +
                 (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
   }
   if (c.by == "variant" && s.variants.empty()) throw Error("--by variant: the sweep " + s.dir + " has no variants; use --by point or a swept key");
@@ -198,6 +346,7 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
   value_keys.insert(value_keys.end(), s.zip_keys.begin(), s.zip_keys.end());
   auto label_of = [&](const SweepPoint& p) -> std::string {
     if (c.by == "variant") return p.variant;
+    if (c.by == "run") return p.id;
     if (c.by == "point") {
       std::vector<std::string> parts;
       if (!p.variant.empty()) parts.push_back(p.variant);
@@ -209,7 +358,7 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
   };
   auto pair_key_of = [&](const SweepPoint& p) {
     std::string key = "seed=" + std::to_string(p.seed);
-    if (c.by == "point") return key;
+    if (c.by == "point" || c.by == "run") return key;
     if (c.by != "variant" && !by_variant_key) key += "|variant=" + p.variant;
     for (const auto& [k, v] : p.values)
       if (k != c.by) key += "|" + k + "=" + v;
@@ -307,7 +456,7 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
 
   char lvl[40];
   std::snprintf(lvl, sizeof lvl, "%g%%", o.level * 100);
-  const std::string pairing = c.by == "point" ? "the same seed"
+  const std::string pairing = c.by == "point" || c.by == "run" ? "the same seed"
                               : "the same seed" + std::string(value_keys.empty() || (value_keys.size() == 1 && by_grid) ? "" : " and the same other swept values");
   c.notes.push_back(std::string(c.higher_is_better ? "higher" : "lower") + " is better (" +
                     (o.higher_is_better < 0 ? "from the metric name" : "as given") + "); wins: pairs where the group beats " +
@@ -428,6 +577,89 @@ std::string format_comparison(const Comparison& c, const std::string& format) {
     out << "not included (" << problems.size() << "):\n";
     for (const auto& pr : problems) out << "  " << pr << "\n";
   }
+  return out.str();
+}
+
+namespace {
+
+std::string csv_number(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char b[64];
+  auto res = std::to_chars(b, b + sizeof b, v);
+  return std::string(b, res.ptr);
+}
+
+// Table names in export order: train, eval, then the rest by name.
+std::vector<std::string> table_order(const RunData& d) {
+  std::vector<std::string> names;
+  for (const char* first : {"train", "eval"})
+    if (d.tables.count(first)) names.push_back(first);
+  for (const auto& [t, cols] : d.tables)
+    if (t != "train" && t != "eval") names.push_back(t);
+  return names;
+}
+
+// A table's columns, step first, then by name.
+std::vector<std::string> column_order(const std::map<std::string, std::vector<double>>& cols) {
+  std::vector<std::string> names;
+  if (cols.count("step")) names.push_back("step");
+  for (const auto& [c, v] : cols)
+    if (c != "step") names.push_back(c);
+  return names;
+}
+
+size_t table_rows(const std::map<std::string, std::vector<double>>& cols) {
+  size_t n = cols.empty() ? 0 : SIZE_MAX;
+  for (const auto& [c, v] : cols) n = std::min(n, v.size());
+  return n;
+}
+
+}  // namespace
+
+std::string metrics_csv(const RunData& d, const std::string& table, const std::string& what) {
+  const std::vector<std::string> tables = table_order(d);
+  if (tables.empty()) throw Error(what + ": no metrics yet (no table in /metrics)");
+  std::ostringstream out;
+  if (!table.empty()) {
+    auto it = d.tables.find(table);
+    if (it == d.tables.end()) {
+      std::string dym = did_you_mean(table, tables);
+      throw Error(what + ": no table '" + table + "'. Tables: " + join(tables) + (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
+    }
+    const auto cols = column_order(it->second);
+    out << join(cols, ",") << "\n";
+    for (size_t i = 0, n = table_rows(it->second); i < n; ++i) {
+      for (size_t c = 0; c < cols.size(); ++c) out << (c ? "," : "") << csv_number(it->second.at(cols[c])[i]);
+      out << "\n";
+    }
+    return out.str();
+  }
+  // Joined on step: for each table, step -> its rows at that step, in order.
+  std::map<double, size_t> lines_at;  // step -> lines it needs (most rows any table has there)
+  std::vector<std::map<double, std::vector<size_t>>> rows_at(tables.size());
+  std::vector<std::vector<std::string>> cols(tables.size());
+  out << "step";
+  for (size_t t = 0; t < tables.size(); ++t) {
+    const auto& tab = d.tables.at(tables[t]);
+    for (const auto& c : column_order(tab))
+      if (c != "step") cols[t].push_back(c), out << "," << csv_field(tables[t] + "/" + c);
+    auto s = tab.find("step");
+    if (s == tab.end()) continue;  // not a per-step table
+    for (size_t i = 0, n = table_rows(tab); i < n; ++i) rows_at[t][s->second[i]].push_back(i);
+    for (const auto& [step, rows] : rows_at[t]) lines_at[step] = std::max(lines_at[step], rows.size());
+  }
+  out << "\n";
+  for (const auto& [step, lines] : lines_at)
+    for (size_t k = 0; k < lines; ++k) {
+      out << csv_number(step);
+      for (size_t t = 0; t < tables.size(); ++t) {
+        auto r = rows_at[t].find(step);
+        const bool has = r != rows_at[t].end() && k < r->second.size();
+        for (const auto& c : cols[t]) out << "," << (has ? csv_number(d.tables.at(tables[t]).at(c)[r->second[k]]) : "");
+      }
+      out << "\n";
+    }
   return out.str();
 }
 

@@ -12,6 +12,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "ablate/error.hpp"
 #include "ablate/experiment.hpp"
 #include "ablate/svg.hpp"
 
@@ -50,29 +51,80 @@ tr.baseline td { background: #f7fbff; }
 .better { color: #1a7f37; font-weight: 600; } .worse { color: #b42318; font-weight: 600; }
 .status-done { color: #1a7f37; } .status-failed { color: #b42318; font-weight: 600; } .status-missing, .status-running { color: #9a6700; }
 .plots { display: flex; flex-wrap: wrap; gap: 16px; } .plots figure { margin: 0; }
-figcaption { font-size: 12px; color: #555; max-width: 560px; }
+figcaption { font-size: 12px; color: #555; max-width: 640px; }
 .notes { font-size: 12px; color: #555; } .problems { font-size: 12px; color: #b42318; }
 details { margin: 3px 0; } summary { cursor: pointer; font-size: 13px; }
 pre { background: #f6f8fa; padding: 8px 10px; font-size: 12px; overflow-x: auto; border-radius: 4px; }
 code { font-size: 12px; } td.id { white-space: nowrap; }
 )";
 
-// Mean and min-max over the runs of a group at every step any of them has.
+// Tokens per optimizer step of a run (batch_size x grad_accum x context, from its resolved
+// config); NaN when the run does not record them.
+double tokens_per_step(const RunData& d) {
+  auto it = d.str_attrs.find("config_resolved");
+  if (it == d.str_attrs.end()) return kNaN;
+  try {
+    YAML::Node c = YAML::Load(it->second);
+    return c["train"]["batch_size"].as<double>() * c["train"]["grad_accum"].as<double>(1.0) * c["model"]["context"].as<double>();
+  } catch (const YAML::Exception&) {
+    return kNaN;
+  }
+}
+
+}  // namespace
+
+std::vector<double> curve_x(const RunData& d, const std::vector<double>& steps, const std::string& x) {
+  if (x == "step") return steps;
+  std::vector<double> out(steps.size(), kNaN);
+  const double tps = tokens_per_step(d);
+  if (!std::isfinite(tps)) return out;
+  if (x == "tokens") {
+    for (size_t i = 0; i < steps.size(); ++i) out[i] = steps[i] * tps;
+    return out;
+  }
+  auto [ts, rate] = metric_series(d, "train", "tokens_per_s");
+  std::vector<double> at{0}, secs{0};  // seconds at train rows, from step 0
+  for (size_t i = 0; i < ts.size(); ++i)
+    if (rate[i] > 0 && ts[i] > at.back()) at.push_back(ts[i]), secs.push_back(ts[i] * tps / rate[i]);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    auto hi = std::lower_bound(at.begin(), at.end(), steps[i]);
+    if (hi == at.end()) continue;
+    const size_t k = static_cast<size_t>(hi - at.begin());
+    out[i] = k == 0 || *hi == steps[i] ? secs[k] : secs[k - 1] + (secs[k] - secs[k - 1]) * (steps[i] - at[k - 1]) / (at[k] - at[k - 1]);
+  }
+  return out;
+}
+
+namespace {
+
+// Mean and min-max over the runs of a group at every step any of them has (x: the mean of
+// the runs' x values at that step); `seeds` gets one faint line per run.
 svg::Series group_series(const std::string& label, const std::vector<const SweepRun*>& runs, const std::string& table,
-                         const std::string& metric) {
-  std::map<double, std::vector<double>> at;
+                         const std::string& metric, const std::string& x, std::vector<svg::Series>* seeds) {
+  std::map<double, std::vector<double>> at, xs;
   for (const SweepRun* r : runs) {
     auto [steps, vals] = metric_series(r->data, table, metric);
-    for (size_t i = 0; i < steps.size(); ++i)
-      if (std::isfinite(vals[i])) at[steps[i]].push_back(vals[i]);
+    const std::vector<double> rx = curve_x(r->data, steps, x);
+    svg::Series one;
+    one.label = label + " (" + r->point->id + ")";
+    one.thin = true;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      if (!std::isfinite(vals[i]) || std::isnan(rx[i])) continue;
+      at[steps[i]].push_back(vals[i]);
+      xs[steps[i]].push_back(rx[i]);
+      one.x.push_back(rx[i]);
+      one.y.push_back(vals[i]);
+    }
+    if (seeds && !one.x.empty()) seeds->push_back(std::move(one));
   }
   svg::Series s;
   s.label = label;
   bool band = false;
   for (const auto& [step, v] : at) {
-    double sum = 0;
-    for (double x : v) sum += x;
-    s.x.push_back(step);
+    double sum = 0, xsum = 0;
+    for (double y : v) sum += y;
+    for (double xv : xs[step]) xsum += xv;
+    s.x.push_back(xsum / static_cast<double>(xs[step].size()));
     s.y.push_back(sum / static_cast<double>(v.size()));
     s.lo.push_back(*std::min_element(v.begin(), v.end()));
     s.hi.push_back(*std::max_element(v.begin(), v.end()));
@@ -99,20 +151,19 @@ void robust_top(svg::LinePlot& p, bool& cut) {
   double x0 = INFINITY, x1 = -INFINITY;
   size_t points = 0;
   for (const auto& s : p.series) {
+    if (s.thin) continue;
     for (double x : s.x) x0 = std::min(x0, x), x1 = std::max(x1, x);
     points = std::max(points, s.x.size());
   }
   if (!(x1 > x0) || points < 20) return;  // a short curve shows its start
-  double top = -INFINITY, all = -INFINITY;
+  double top = -INFINITY, all = -INFINITY, lo_all = INFINITY;
   for (const auto& s : p.series)
     for (size_t i = 0; i < s.x.size(); ++i) {
-      double v = s.hi.empty() ? s.y[i] : s.hi[i];
+      const double v = s.hi.empty() ? s.y[i] : s.hi[i];
       all = std::max(all, v);
+      lo_all = std::min(lo_all, s.lo.empty() ? s.y[i] : s.lo[i]);
       if (s.x[i] >= x0 + 0.05 * (x1 - x0)) top = std::max(top, v);
     }
-  double lo_all = INFINITY;
-  for (const auto& s : p.series)
-    for (size_t i = 0; i < s.x.size(); ++i) lo_all = std::min(lo_all, s.lo.empty() ? s.y[i] : s.lo[i]);
   // Only when the start dominates the range (more than half of it).
   if (std::isfinite(top) && all - lo_all > 2.0 * (top - lo_all)) {
     p.y.max = top + 0.04 * (top - lo_all);
@@ -120,30 +171,80 @@ void robust_top(svg::LinePlot& p, bool& cut) {
   }
 }
 
-std::string curve_figure(const Comparison& c, const std::string& table, const std::string& metric, const std::string& title,
-                         const std::string& y_label, bool loss_like) {
+// How the curves are grouped: the comparison's groups when each holds a single point
+// (its seeds), else every point (variant and swept values) with `pooled` naming what the
+// comparison's groups pool.
+struct CurveGroups {
+  std::vector<GroupResult> groups;
+  std::string by, pooled, main_by;
+};
+
+CurveGroups curve_groups(const SweepResults& r, const Comparison& main, const CompareOptions& co) {
+  const Sweep& s = r.sweep;
+  std::vector<std::string> dims;
+  if (!s.variants.empty()) dims.push_back("variant");
+  for (const auto& k : s.grid_keys) dims.push_back(k);
+  for (const auto& k : s.zip_keys) dims.push_back(k);
+  std::vector<std::string> pooled;
+  for (const auto& d : dims) {
+    bool varies = false;
+    for (const auto& g : main.groups) {
+      std::set<std::string> vals;
+      for (const SweepRun* run : g.runs) vals.insert(d == "variant" ? run->point->variant : run->point->value_of(d));
+      varies |= vals.size() > 1;
+    }
+    if (varies) pooled.push_back(d);
+  }
+  if (pooled.empty()) return {main.groups, main.by, "", main.by};
+  CompareOptions po = co;
+  po.by = "point";
+  po.baseline = "";
+  return {compare_sweep(r, po).groups, "point", join(pooled), main.by};
+}
+
+struct CurveSpec {
+  std::string table, metric, title, y_label;
+  bool loss_like = false;
+};
+
+std::string curve_figure(const CurveGroups& cg, const CurveSpec& spec, const ReportOptions& opt) {
   svg::LinePlot p;
-  p.width = 560;
-  p.height = 360;
-  p.title = title;
-  p.x.label = "step";
-  p.y.label = y_label;
-  size_t drawn = 0;
-  std::set<size_t> banded;
-  for (size_t gi = 0; gi < c.groups.size(); ++gi) {
-    svg::Series s = group_series(c.groups[gi].label, curve_runs(c.groups[gi]), table, metric);
+  p.width = opt.plot_width;
+  p.height = static_cast<int>(0.62 * opt.plot_width);
+  p.title = spec.title;
+  p.x.label = opt.x == "step" ? "step" : (opt.x == "tokens" ? "tokens (steps x batch_size x grad_accum x context)" : "training seconds (estimated)");
+  p.x.log = opt.log_x;
+  p.y.log = opt.log_y;
+  p.y.label = spec.y_label;
+  size_t drawn = 0, banded = 0;
+  bool step0 = false;
+  std::vector<svg::Series> mains, thin;
+  for (size_t gi = 0; gi < cg.groups.size(); ++gi) {
+    std::vector<svg::Series> seeds;
+    svg::Series s = group_series(cg.groups[gi].label, curve_runs(cg.groups[gi]), spec.table, spec.metric, opt.x, &seeds);
     s.color = svg::palette(gi);
-    if (!s.x.empty()) ++drawn;
+    if (!s.x.empty()) ++drawn, step0 |= s.x.front() == 0;
     else s.label += " (no data)";
-    if (!s.lo.empty()) banded.insert(gi);
-    p.series.push_back(std::move(s));
+    banded += !s.lo.empty();
+    for (auto& t : seeds) t.color = s.color;
+    if (opt.seed_lines) thin.insert(thin.end(), seeds.begin(), seeds.end());
+    mains.push_back(std::move(s));
   }
   if (drawn == 0) return "";
+  p.series = std::move(thin);  // faint lines under the means
+  p.series.insert(p.series.end(), mains.begin(), mains.end());
   bool cut = false;
-  if (loss_like) robust_top(p, cut);
-  std::string cap = "Mean over seeds per " + c.by + (banded.empty() ? "" : "; shaded: min to max over seeds") + ". Table " + table +
-                    ", column " + metric + "." + (cut ? " The y axis is cut above the values after the first 5% of steps." : "");
-  return "<figure>" + svg::line_plot(p) + "<figcaption>" + escape(cap) + "</figcaption></figure>\n";
+  if (spec.loss_like && !opt.log_y) robust_top(p, cut);
+  std::string cap = "Mean over seeds per " + (cg.by == "point" ? std::string("point (variant and swept values)") : cg.by) + "." +
+                    (banded ? " Shaded: min to max over the seeds of each line." : "") + (opt.seed_lines ? " Faint lines: each run." : "") +
+                    (cg.pooled.empty() ? "" : " Lines are per point, not per " + cg.main_by + ": that grouping pools " + cg.pooled +
+                                                  " (its table above pools them too).") +
+                    " Table " + spec.table + ", column " + spec.metric + "." +
+                    (step0 ? (opt.log_x ? " Step 0 (before training) is not drawn on a log x axis." : " The first point is step 0, before training.") : "") +
+                    (cut ? " The y axis is cut above the values after the first 5% of steps." : "") +
+                    (opt.x == "seconds" ? " Seconds: steps x tokens per step / the run's mean tokens_per_s; evaluations excluded." : "");
+  return "<figure>" + svg::line_plot(p) + "<figcaption style=\"max-width: " + std::to_string(p.width) + "px\">" + escape(cap) +
+         "</figcaption></figure>\n";
 }
 
 std::string comparison_html(const Comparison& c) {
@@ -249,6 +350,18 @@ std::string heat_map_html(const SweepResults& r, const Comparison& c) {
   return "<h2>Heat map</h2>\n<figure>" + svg::heat_map(h) + "<figcaption>Brightest: best. Grey: no finished run.</figcaption></figure>\n";
 }
 
+// The columns (step aside) any run has in a table.
+std::set<std::string> table_columns(const SweepResults& r, const std::string& t) {
+  std::set<std::string> cols;
+  for (const auto& run : r.runs) {
+    auto it = run.data.tables.find(t);
+    if (it != run.data.tables.end())
+      for (const auto& [col, v] : it->second)
+        if (col != "step") cols.insert(col);
+  }
+  return cols;
+}
+
 std::string attr(const SweepRun& r, const char* k) {
   auto it = r.data.str_attrs.find(k);
   return it == r.data.str_attrs.end() ? "" : it->second;
@@ -264,8 +377,16 @@ const char* report_css() { return kStyle; }
 
 std::string render_report(const SweepResults& r, const ReportOptions& opt) {
   const Sweep& s = r.sweep;
+  if (opt.x != "step" && opt.x != "tokens" && opt.x != "seconds") {
+    const std::string dym = did_you_mean(opt.x, {"step", "tokens", "seconds"});
+    throw Error("--x '" + opt.x + "': expected step, tokens or seconds" + (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
+  }
+  if (opt.plot_width < 240 || opt.plot_width > 4000)
+    throw Error("--plot-width " + std::to_string(opt.plot_width) + ": expected 240 to 4000 pixels (default 640)");
   const Comparison main = compare_sweep(r, opt.compare);
-  const std::string title = opt.title.empty() ? "Sweep " + s.name : opt.title;
+  std::vector<std::string> ids;
+  for (const auto& p : s.points) ids.push_back(p.id);
+  const std::string title = !opt.title.empty() ? opt.title : (r.any_runs ? "Runs " + join(ids) : "Sweep " + s.name);
 
   std::map<std::string, int> counts;
   for (const auto& run : r.runs) counts[run.state.status]++;
@@ -279,15 +400,22 @@ std::string render_report(const SweepResults& r, const ReportOptions& opt) {
   std::ostringstream o;
   o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" << escape(title) << "</title>\n<style>" << kStyle
     << "</style>\n</head>\n<body>\n<h1>" << escape(title) << "</h1>\n<div class=\"meta\">";
-  o << "sweep file <code>" << escape(s.file) << "</code>, base <code>" << escape(s.base) << "</code>, results <code>" << escape(s.dir)
-    << "</code><br>" << s.points.size() << " points";
-  if (!s.variants.empty()) o << ", variants " << escape(join(s.variants)) << " (baseline " << escape(s.baseline) << ")";
-  if (!s.grid_keys.empty()) o << ", grid " << escape(join(s.grid_keys));
-  if (!s.zip_keys.empty()) o << ", zipped " << escape(join(s.zip_keys));
+  if (r.any_runs) {
+    o << "runs";
+    for (const auto& p : s.points) o << " <code>" << escape(p.run_dir) << "</code>";
+    o << "<br>" << s.points.size() << " runs, differing in " << (s.grid_keys.empty() ? "nothing but the seed" : escape(join(s.grid_keys)));
+  } else {
+    o << "sweep file <code>" << escape(s.file) << "</code>, base <code>" << escape(s.base) << "</code>, results <code>" << escape(s.dir)
+      << "</code><br>" << s.points.size() << " points";
+    if (!s.variants.empty()) o << ", variants " << escape(join(s.variants)) << " (baseline " << escape(s.baseline) << ")";
+    if (!s.grid_keys.empty()) o << ", grid " << escape(join(s.grid_keys));
+    if (!s.zip_keys.empty()) o << ", zipped " << escape(join(s.zip_keys));
+  }
   o << ", " << s.seeds.size() << " seed" << (s.seeds.size() == 1 ? "" : "s") << "<br>status:";
   for (const auto& [st, n] : counts) o << " <span class=\"status-" << escape(st) << "\">" << n << " " << escape(st) << "</span>";
   o << "<br>generated " << when << (version.empty() ? "" : " from runs of ablate " + escape(version)) << (commit.empty() ? "" : " (" + escape(commit) + ")")
-    << "; reproduce: <code>ablate sweep " << escape(s.file) << " --jobs N</code>, <code>ablate compare " << escape(s.dir) << "</code></div>\n";
+    << (r.any_runs ? "" : "; reproduce: <code>ablate sweep " + escape(s.file) + " --jobs N</code>, <code>ablate compare " + escape(s.dir) + "</code>")
+    << "</div>\n";
 
   // Comparisons: the main one, then every metric of every evaluator table.
   o << "<h2>Comparison</h2>\n" << comparison_html(main);
@@ -296,14 +424,7 @@ std::string render_report(const SweepResults& r, const ReportOptions& opt) {
     for (const auto& [t, cols] : run.data.tables)
       if (t.rfind("eval/", 0) == 0) extra_tables.insert(t);
   for (const auto& t : extra_tables) {
-    std::set<std::string> cols;
-    for (const auto& run : r.runs) {
-      auto it = run.data.tables.find(t);
-      if (it != run.data.tables.end())
-        for (const auto& [col, v] : it->second)
-          if (col != "step") cols.insert(col);
-    }
-    for (const auto& col : cols) {
+    for (const auto& col : table_columns(r, t)) {
       CompareOptions co = opt.compare;
       co.table = t;
       co.metric = col;
@@ -318,21 +439,19 @@ std::string render_report(const SweepResults& r, const ReportOptions& opt) {
   o << heat_map_html(r, main);
 
   // Curves.
-  o << "<h2>Curves</h2>\n<div class=\"plots\">\n";
-  o << curve_figure(main, "eval", "val_loss", "Validation loss", "val_loss", false);
-  o << curve_figure(main, "train", "loss", "Training loss", "loss (mean since the last row)", true);
-  o << curve_figure(main, "eval", "train_loss", "Training loss (evaluation batches)", "train_loss", false);
-  for (const auto& t : extra_tables) {
-    std::set<std::string> cols;
-    for (const auto& run : r.runs) {
-      auto it = run.data.tables.find(t);
-      if (it != run.data.tables.end())
-        for (const auto& [col, v] : it->second)
-          if (col != "step") cols.insert(col);
-    }
-    for (const auto& col : cols) o << curve_figure(main, t, col, t + ": " + col, col, false);
+  {
+    const CurveGroups cg = curve_groups(r, main, opt.compare);
+    std::vector<CurveSpec> specs = {{"eval", "val_loss", "Validation loss", "val_loss", false},
+                                    {"train", "loss", "Training loss", "loss (mean since the last row)", true},
+                                    {"eval", "train_loss", "Training loss (evaluation batches)", "train_loss", false},
+                                    {"train", "lr", "Learning rate", "lr", false},
+                                    {"train", "grad_norm", "Gradient norm (before clipping)", "grad_norm", true}};
+    for (const auto& t : extra_tables)
+      for (const auto& col : table_columns(r, t)) specs.push_back({t, col, t + ": " + col, col, false});
+    o << "<h2>Curves</h2>\n<div class=\"plots\">\n";
+    for (const auto& spec : specs) o << curve_figure(cg, spec, opt);
+    o << "</div>\n";
   }
-  o << "</div>\n";
 
   // Sizes and speed per group.
   o << "<h2>Parameters and speed</h2>\n<table>\n<tr><th>" << escape(main.by)

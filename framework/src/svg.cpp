@@ -257,8 +257,10 @@ std::string line_plot(const LinePlot& p) {
   const std::string id = gen_id(p.id, "plot");
   const double W = p.width, H = p.height;
   size_t longest = 0;
-  for (const auto& s : p.series) longest = std::max(longest, s.label.size());
-  const bool legend = p.legend && !p.series.empty() && longest > 0;
+  std::vector<size_t> listed;  // the series with a legend entry
+  for (size_t i = 0; i < p.series.size(); ++i)
+    if (!p.series[i].thin) longest = std::max(longest, p.series[i].label.size()), listed.push_back(i);
+  const bool legend = p.legend && !listed.empty() && longest > 0;
   // Short labels go right of the plot; long ones below it, in rows, so the plot keeps its width.
   const bool legend_right = legend && longest <= 18;
   const double legend_w = legend_right ? 36.0 + 7.0 * static_cast<double>(longest) : 0;
@@ -268,8 +270,8 @@ std::string line_plot(const LinePlot& p) {
   double legend_h = 0;
   if (legend && !legend_right) {
     double x = 0, row = 0;
-    for (const auto& s : p.series) {
-      const double w = 40.0 + 7.0 * static_cast<double>(s.label.size());
+    for (size_t i : listed) {
+      const double w = 40.0 + 7.0 * static_cast<double>(p.series[i].label.size());
       if (x > 0 && x + w > pw) x = 0, row += 1;
       below.emplace_back(x, row * 18.0);
       x += w;
@@ -326,19 +328,20 @@ std::string line_plot(const LinePlot& p) {
     const Series& s = p.series[i];
     std::string d = polyline(axis_values(s.x, p.x.log), axis_values(s.y, p.y.log), sx, sy);
     if (d.empty()) continue;
-    o << "<path class=\"line\" d=\"" << d << "\" fill=\"none\" stroke=\"" << (s.color.empty() ? palette(i) : s.color)
-      << "\" stroke-width=\"1.8\" stroke-linejoin=\"round\"" << (s.dashed ? " stroke-dasharray=\"6 4\"" : "") << "><title>"
+    o << "<path class=\"" << (s.thin ? "thin" : "line") << "\" d=\"" << d << "\" fill=\"none\" stroke=\"" << (s.color.empty() ? palette(i) : s.color)
+      << (s.thin ? "\" stroke-width=\"1\" stroke-opacity=\"0.45" : "\" stroke-width=\"1.8") << "\" stroke-linejoin=\"round\"" << (s.dashed ? " stroke-dasharray=\"6 4\"" : "") << "><title>"
       << escape(s.label) << "</title></path>\n";
   }
   o << "</g>\n";
 
   if (legend) {
     o << "<g class=\"legend\">\n";
-    for (size_t i = 0; i < p.series.size(); ++i) {
+    for (size_t k = 0; k < listed.size(); ++k) {
+      const size_t i = listed[k];
       const Series& s = p.series[i];
       const std::string c = s.color.empty() ? palette(i) : s.color;
-      const double lx = legend_right ? L + pw + 14 : L + below[i].first;
-      const double ly = legend_right ? T + 8 + 20.0 * static_cast<double>(i) : T + ph + B0 + 4 + below[i].second;
+      const double lx = legend_right ? L + pw + 14 : L + below[k].first;
+      const double ly = legend_right ? T + 8 + 20.0 * static_cast<double>(k) : T + ph + B0 + 4 + below[k].second;
       if (!s.lo.empty())
         o << "<rect x=\"" << px(lx) << "\" y=\"" << px(ly - 6) << "\" width=\"24\" height=\"12\" fill=\"" << c
           << "\" fill-opacity=\"0.2\"/>\n";

@@ -1,5 +1,5 @@
-// Comparing the runs of a sweep: one number per run (a metric's final value, its best,
-// or its value at a step), grouped by variant or a swept key, summarised over seeds
+// Comparing the runs of a sweep, or any runs: one number per run (a metric's final value,
+// its best, or its value at a step), grouped by variant or a swept key, summarised over seeds
 // (mean, std, t confidence interval) and compared with a baseline group by a paired
 // t-test over runs that share everything but the grouping key (same seed, same other
 // values). Runs that are missing, failed or unfinished are listed, never dropped silently.
@@ -22,20 +22,30 @@ struct SweepRun {
 };
 
 struct SweepResults {
-  Sweep sweep;                 // from the manifest
+  Sweep sweep;                 // from the manifest (load_run_results: one point per run given)
   std::vector<SweepRun> runs;  // one per point, in point order
+  bool any_runs = false;       // from load_run_results, not a sweep's manifest
   SweepResults() = default;
   SweepResults(const SweepResults&) = delete;  // runs point into sweep
   SweepResults(SweepResults&&) = default;
 };
 // Reads <sweep_dir>/manifest.yaml and every point's run file.
 SweepResults load_sweep_results(const std::string& sweep_dir);
+// Any runs, as a sweep without variants: `paths` are run directories, run.h5 files,
+// sweep directories (all their runs) or glob patterns ("runs/lr*"). Each run is a point
+// whose id is the shortest unique tail of its path and whose values are the options of
+// its resolved config that differ between the runs (seed, name and output.* aside), so
+// that --by takes any such key and runs pair by seed as in a sweep. Errors name a path
+// that is no run, a pattern that matches nothing, and fewer than one run.
+SweepResults load_run_results(const std::vector<std::string>& paths);
 
 struct CompareOptions {
   std::string metric = "val_loss";
   std::string table;          // "" = the table holding the metric (eval first)
   std::string at = "final";   // final | best | step=N
   std::string by;             // "" = variant if any, else the one swept key, else point
+                              // (any runs: the one differing key, else point, else run);
+                              // run = every run its own group
   std::string baseline;       // "" = the sweep's baseline variant, else the first group
   int higher_is_better = -1;  // -1 = from the metric name (accuracy, exact_match, ... are higher)
   double level = 0.95;
@@ -71,5 +81,13 @@ bool metric_higher_is_better(const std::string& metric);
 // A metric's columns over steps for one run: (steps, values) of `table`; empty if absent.
 std::pair<std::vector<double>, std::vector<double>> metric_series(const RunData& d, const std::string& table,
                                                                   const std::string& metric);
+
+
+// A run's per-step metrics as CSV (header line, then one line per row; numbers in their
+// shortest round-trip form; empty cells where a table has no row). table "": every table
+// joined on step, columns "step", then "<table>/<column>" (train first, then eval, then the
+// others by name), one line per step (a step a table logs twice gets two lines); else
+// that table alone, its own columns, rows in file order. Errors name the tables there are.
+std::string metrics_csv(const RunData& d, const std::string& table, const std::string& what);
 
 }  // namespace ablate

@@ -18,6 +18,7 @@ struct Series {
   std::vector<double> lo, hi;
   std::string color;  // "" = palette(index in the plot)
   bool dashed = false;
+  bool thin = false;    // a faint 1-px line without a legend entry (e.g. one seed's run)
 };
 
 struct Axis {
