@@ -427,6 +427,13 @@ sample: {tokens: 0}
   CHECK(t2.at("step").back() == 1000);
   CHECK(t2.at("exact_match").back() == doctest::Approx(t.at("exact_match").back()));
   CHECK(t2.at("char_accuracy").back() == doctest::Approx(t.at("char_accuracy").back()));
+  // The row says where it came from: the trainer's rows are not listed in eval_writes.
+  REQUIRE(after.str_attrs.count("eval_writes"));
+  const std::string& prov = after.str_attrs.at("eval_writes");
+  CAPTURE(prov);
+  CHECK(prov.rfind("eval/arithmetic row 2 (step 1000): ablate eval --task arithmetic --data ", 0) == 0);
+  CHECK(prov.find("greedy (seed 1), 20") != std::string::npos);  // ... then the UTC time
+  CHECK(ev.output.find("row 2 (step 1000); recorded in its attribute eval_writes") != std::string::npos);
   // A missing problem file is a config error before any training, naming the fix.
   std::string yaml = ablate::test::read_file(dir / "add1.yaml");
   yaml.replace(yaml.find("data: test.txt"), 14, "data: nope.txt");

@@ -130,3 +130,33 @@ TEST_CASE("config/flatten and override helpers") {
   CHECK(f[2].second == "relu");
   CHECK(f[3].second == "[1, 2]");
 }
+
+TEST_CASE("config/overrides reach into lists by position, with errors for a bad index") {
+  YAML::Node n = YAML::Load("{eval: [{type: arithmetic, data: a.txt}, generate], optimizer: {betas: [0.9, 0.99]}}");
+  ablate::apply_override(n, "eval.0.data=b.txt");
+  ablate::apply_override(n, "eval.1.tokens=5");  // a scalar entry is the {type: ...} shorthand
+  ablate::apply_override(n, "optimizer.betas.1=0.98");
+  CHECK(n["eval"][0]["data"].as<std::string>() == "b.txt");
+  CHECK(n["eval"][0]["type"].as<std::string>() == "arithmetic");
+  CHECK(n["eval"][1]["type"].as<std::string>() == "generate");
+  CHECK(n["eval"][1]["tokens"].as<int>() == 5);
+  CHECK(n["optimizer"]["betas"][1].as<double>() == 0.98);
+  CHECK(n["eval"].IsSequence());
+  CHECK(n["eval"].size() == 2);
+  auto error = [&](const std::string& a) {
+    try {
+      ablate::apply_override(n, a);
+    } catch (const ablate::ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  CHECK(error("eval.2.data=c.txt") ==
+        "command-line override 'eval.2.data=c.txt': index 2 is out of range: 'eval' has 2 entries (0 to 1); to add one, give the whole list "
+        "(eval=[...])");
+  CHECK(error("optimizer.betas.7=1").find("index 7 is out of range: 'optimizer.betas' has 2 entries") != std::string::npos);
+  CHECK(error("eval.data=c.txt") ==
+        "command-line override 'eval.data=c.txt': 'eval' is a list; give the position of an entry (eval.0.data) or the whole list (eval=[...])");
+  CHECK(error("eval.-1.data=x").find("'eval' is a list") != std::string::npos);
+  CHECK(n["eval"].size() == 2);  // errors change nothing
+}

@@ -362,3 +362,25 @@ TEST_CASE("inspect/bad input names the flag, the value and a fix") {
   CHECK(no_text.output.find("missing --text") != std::string::npos);
   CHECK_FALSE(fs::exists(d / "a.html"));
 }
+
+TEST_CASE("inspect/generate refuses characters the tokenizer does not know, as inspect does; its output ends with a newline") {
+  const std::string run = tiny_run(), bin = ablate::test::ablate_binary() + " generate ";
+  auto unknown = ablate::test::run_command(bin + run + " --prompt 'caf\xC3\xA9' -n 3");
+  CHECK(unknown.status == 1);
+  CHECK(unknown.output.find("the prompt has 1 character the run's tokenizer does not know: '\xC3\xA9'") != std::string::npos);
+  CHECK(unknown.output.find("--allow-unknown") != std::string::npos);
+  // With --allow-unknown: a warning on stderr, the text (unknown symbol as U+FFFD) on stdout.
+  auto allowed = ablate::test::run_command("(" + bin + run + " --prompt 'caf\xC3\xA9' -n 3 --allow-unknown 2>/dev/null)");
+  CHECK(allowed.status == 0);
+  CHECK(allowed.output.rfind("caf\xEF\xBF\xBD", 0) == 0);
+  auto warned = ablate::test::run_command("(" + bin + run + " --prompt 'caf\xC3\xA9' -n 3 --allow-unknown 2>&1 >/dev/null)");
+  CHECK(warned.output.find("warning: the prompt has 1 character") != std::string::npos);
+  for (const char* n : {"0", "5"}) {
+    auto ok = ablate::test::run_command("(" + bin + run + " --prompt ab -n " + n + " 2>/dev/null)");
+    CAPTURE(ok.output);
+    CHECK(ok.status == 0);
+    REQUIRE_FALSE(ok.output.empty());
+    CHECK(ok.output.back() == '\n');
+    CHECK(ok.output.rfind("ab", 0) == 0);
+  }
+}

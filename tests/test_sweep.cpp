@@ -140,6 +140,11 @@ TEST_CASE("sweep/spec errors name file:line:col, the key, what is allowed and a 
   has(e, "s.yaml:5:18: sweep.zip.train.steps: has 2 values but optimizer.lr has 3");
   e = spec_error("base: {name: x}\nsweep:\n  variants: {relu: {model.ffn: relu}, swiglu: {model.ffn: swiglu}}\n  baseline: swiglo\n", d);
   has(e, "s.yaml:4:13: sweep.baseline: 'swiglo' is not a variant; variants: relu, swiglu. Did you mean 'swiglu'?");
+  e = spec_error("base: {name: x}\nsweep:\n  variants: {relu: {model.ffn: relu}, swiglu: {model.ffn: swiglu}}\n  baseline: swiglu\n"
+                 "  seeds: 2\n  baseline: relu\n", d);
+  has(e, "s.yaml:6:3: sweep.baseline: given twice, on line 4 and on line 6; keep one of them");
+  e = spec_error("base: {name: x, model: {d_model: 8, d_model: 16}}\n", d);
+  has(e, "s.yaml:1:37: base.model.d_model: given twice, on line 1, columns 25 and 37");
   e = spec_error("base: {name: x}\nsweep: {seeds: 0}\n", d);
   has(e, "s.yaml:2:16: sweep.seeds: 0 is out of range");
   e = spec_error("base: {name: x}\nsweep: {seeds: [1, 2, 1]}\n", d);

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <thread>
@@ -130,16 +131,35 @@ int cmd_eval(const std::vector<std::string>& args) {
     std::string table = vm["table"].as<std::string>();
     auto row = r.row(layout, true);
     row.insert(row.begin(), {"step", static_cast<double>(run.step)});
+    // The row looks like the trainer's: the root attribute eval_writes says where it came
+    // from (one line per write: table, row, step, when, the command's settings).
+    std::string previous;
+    try {
+      const auto d0 = ablate::read_run_file(ablate::run_file_path(dir));
+      if (d0.str_attrs.count("eval_writes")) previous = d0.str_attrs.at("eval_writes");
+    } catch (const ablate::Error&) {
+    }
+    int64_t row_index = 0;
     try {
       auto rf = ablate::RunFile::open_append(ablate::run_file_path(dir));
+      row_index = rf.rows(table);
       rf.append(table, row);
+      char when[32];
+      const std::time_t now = std::time(nullptr);
+      std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+      char line[1024];
+      std::snprintf(line, sizeof line, "%s row %lld (step %lld): ablate eval --task %s --data %s --problems %zu --batch %lld %s (seed %llu), %s, ablate %s\n",
+                    table.c_str(), static_cast<long long>(row_index), static_cast<long long>(run.step), task.c_str(), data.c_str(), all.size(),
+                    static_cast<long long>(d.batch), d.sampling.greedy ? "greedy" : ("--temperature " + std::to_string(temperature)).c_str(),
+                    static_cast<unsigned long long>(d.seed), when, ablate::cli::version());
+      rf.set_attr("eval_writes", previous + line);
       rf.flush();
       rf.close();
     } catch (const ablate::Error& e) {
       throw ablate::Error(std::string(e.what()) + ". To keep these scores apart, write them to another table: --table " + table + "_2");
     }
-    std::printf("\nappended to %s, table %s (step %lld)\n", ablate::run_file_path(dir).c_str(), table.c_str(),
-                static_cast<long long>(run.step));
+    std::printf("\nappended to %s, table %s, row %lld (step %lld); recorded in its attribute eval_writes\n", ablate::run_file_path(dir).c_str(),
+                table.c_str(), static_cast<long long>(row_index), static_cast<long long>(run.step));
   }
   return 0;
 }

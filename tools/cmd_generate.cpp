@@ -2,7 +2,9 @@
 #include <cmath>
 #include <iostream>
 
+#include "ablate/error.hpp"
 #include "ablate/generate.hpp"
+#include "ablate/inspect.hpp"
 #include "ablate/trainer.hpp"
 #include "commands.hpp"
 
@@ -19,6 +21,7 @@ static int cmd_generate(const std::vector<std::string>& args) {
     ("top-p", po::value<float>()->default_value(1.0f), "nucleus sampling threshold (1: off)")
     ("greedy", po::bool_switch(), "always take the most likely token")
     ("seed", po::value<int64_t>()->default_value(1), "random seed (>= 0)")
+    ("allow-unknown", po::bool_switch(), "encode prompt characters the tokenizer does not know as its unknown symbol (with a warning)")
     ("plugin-dir", po::value<std::vector<std::string>>()->composing(), "extra plugin directory (repeatable)");
   po::positional_options_description pos;
   pos.add("run", 1);
@@ -42,6 +45,18 @@ static int cmd_generate(const std::vector<std::string>& args) {
   if (seed < 0) throw ablate::cli::UsageError("--seed must be >= 0, got " + std::to_string(seed));
   auto run = ablate::load_run(vm["run"].as<std::string>());
   std::string prompt = vm["prompt"].as<std::string>();
+  // Characters outside the training data have no token: refused, as by inspect, unless
+  // --allow-unknown maps them (visibly) to the unknown symbol.
+  const auto unknown = ablate::unknown_characters(*run.tokenizer, prompt);
+  if (!unknown.empty()) {
+    std::string list;
+    for (const auto& c : unknown) list += (list.empty() ? "'" : ", '") + ablate::visible_token(c) + "'";
+    const std::string what = "the prompt has " + std::to_string(unknown.size()) + " character" + (unknown.size() == 1 ? "" : "s") +
+                             " the run's tokenizer does not know: " + list;
+    if (!vm["allow-unknown"].as<bool>())
+      throw ablate::Error(what + "; use only characters of the training data, or --allow-unknown to encode them as the unknown symbol");
+    std::cerr << "warning: " << what << "; encoded as the unknown symbol (shown as it decodes)\n";
+  }
   auto ids = run.tokenizer->encode(prompt);
   ablate::Rng rng(static_cast<uint64_t>(seed));
   // Streams the text as it grows; decoding the whole sequence each time keeps what a

@@ -119,26 +119,51 @@ void apply_override(YAML::Node& root, const std::string& a) {
     if (p.empty()) throw ConfigError("command-line override '" + a + "': empty component in key path '" + key + "'");
     parts.push_back(p);
   }
+  // Walk the path; a list is entered by position (eval.0.data=...).
+  const std::string where = "command-line override '" + a + "': ";
+  std::string at;  // the path walked so far
+  auto index_of = [&](const YAML::Node& list, const std::string& part) -> size_t {
+    if (part.empty() || part.size() > 9 || part.find_first_not_of("0123456789") != std::string::npos)
+      throw ConfigError(where + "'" + at + "' is a list; give the position of an entry (" + at + ".0" +
+                        (parts.size() > 1 ? "." + parts.back() : "") + ") or the whole list (" + at + "=[...])");
+    const size_t k = std::stoul(part);
+    if (k >= list.size())
+      throw ConfigError(where + "index " + part + " is out of range: '" + at + "' has " + std::to_string(list.size()) + " entr" +
+                        (list.size() == 1 ? "y" : "ies") + (list.size() ? " (0 to " + std::to_string(list.size() - 1) + ")" : "") +
+                        "; to add one, give the whole list (" + at + "=[...])");
+    return k;
+  };
   YAML::Node n;
   n.reset(root);
-  for (size_t i = 0; i + 1 < parts.size(); ++i) {
-    YAML::Node next = n[parts[i]];
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const bool list = n.IsSequence();
+    const size_t k = list ? index_of(n, parts[i]) : 0;
+    auto child = [&]() { return list ? n[k] : n[parts[i]]; };
+    auto set_child = [&](const YAML::Node& v) {
+      if (list) n[k] = v;
+      else n[parts[i]] = v;
+    };
+    at += (at.empty() ? "" : ".") + parts[i];
+    if (i + 1 == parts.size()) {
+      set_child(value);
+      return;
+    }
+    YAML::Node next = child();
     if (next.IsDefined() && next.IsScalar()) {
       // `ffn: relu` shorthand: turn it into {type: relu} so that ffn.x=... can extend it.
       YAML::Node m(YAML::NodeType::Map);
       m["type"] = next.Scalar();
-      n[parts[i]] = m;
-      next.reset(n[parts[i]]);
-    } else if (next.IsDefined() && !next.IsMap() && !next.IsNull()) {
-      throw ConfigError("command-line override '" + a + "': '" + parts[i] + "' is not a map");
+      set_child(m);
+      next.reset(child());
+    } else if (next.IsDefined() && !next.IsMap() && !next.IsSequence() && !next.IsNull()) {
+      throw ConfigError(where + "'" + parts[i] + "' is not a map");
     }
     if (!next.IsDefined() || next.IsNull()) {
-      n[parts[i]] = YAML::Node(YAML::NodeType::Map);
-      next.reset(n[parts[i]]);
+      set_child(YAML::Node(YAML::NodeType::Map));
+      next.reset(child());
     }
     n.reset(next);
   }
-  n[parts.back()] = value;
 }
 
 static void flatten_into(const YAML::Node& n, const std::string& prefix,

@@ -197,6 +197,30 @@ std::string located_error(const SweepPoint& p, const std::string& message) {
   return "point " + std::to_string(p.index) + " (" + p.id + "): " + msg;
 }
 
+// yaml-cpp keeps both of two equal keys and a lookup sees the first: refuse them, naming
+// both lines (`baseline:` twice would otherwise silently compare against the first).
+static void reject_duplicate_keys(const YAML::Node& n, const std::string& file, const std::string& path, int depth = 0) {
+  if (depth > 64) return;  // aliases nested this deep are refused by the experiment checks
+  if (n.IsMap()) {
+    std::map<std::string, YAML::Mark> seen;
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      if (!it->first.IsScalar()) continue;
+      const std::string key = path.empty() ? it->first.Scalar() : path + "." + it->first.Scalar();
+      auto [first, fresh] = seen.emplace(it->first.Scalar(), it->first.Mark());
+      if (!fresh) {
+        const YAML::Mark a = first->second, b = it->first.Mark();
+        const std::string both = a.line == b.line ? "on line " + std::to_string(a.line + 1) + ", columns " + std::to_string(a.column + 1) +
+                                                        " and " + std::to_string(b.column + 1)
+                                                  : "on line " + std::to_string(a.line + 1) + " and on line " + std::to_string(b.line + 1);
+        throw ConfigError(where_of(file, it->first) + ": " + key + ": given twice, " + both + "; keep one of them");
+      }
+      reject_duplicate_keys(it->second, file, key, depth + 1);
+    }
+  } else if (n.IsSequence()) {
+    for (const auto& e : n) reject_duplicate_keys(e, file, path, depth + 1);
+  }
+}
+
 Sweep load_sweep(const std::string& path, const std::string& dir_override) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open sweep file (" + (fs::exists(path) ? "permission denied" : "no such file") + ")");
@@ -216,6 +240,7 @@ Sweep parse_sweep(const std::string& text, const std::string& file, const std::s
   }
   if (!doc.IsMap())
     throw ConfigError(file + ":1:1: a sweep must be a YAML map with base: and sweep: (see docs/SWEEPS.md)");
+  reject_duplicate_keys(doc, file, "");
   auto src = std::make_shared<ConfigSource>();
   src->file = file;
   Options root(doc, src, "");
