@@ -371,6 +371,11 @@ TEST_CASE("report/compare any runs: directories, globs, run.h5 files, grouping b
 TEST_CASE("report/export writes a run's per-step metrics as CSV") {
   TempDir d;
   fake_run(d / "run", 1.7, 1000);
+  {
+    auto rf = ablate::RunFile::open_append(ablate::run_file_path(d / "run"));
+    rf.append("segments", {{"segment", 0}, {"start_step", 0}});  // no step column: left out of the join
+    rf.close();
+  }
   const ablate::RunData rd = ablate::read_run_file(ablate::run_file_path(d / "run"));
   const std::string all = ablate::metrics_csv(rd, "", "run");
   CAPTURE(all);
@@ -398,10 +403,11 @@ TEST_CASE("report/export writes a run's per-step metrics as CSV") {
   CHECK(loss == 1.7 + 3.0 * std::exp(-100 / 40.0));  // shortest round-trip form: exact
   CHECK(val == 1.7 + 0.3 * 200 / 200.0);
   // One table; errors name the tables.
+  CHECK(ablate::metrics_csv(rd, "segments", "run") == "segment,start_step\n0,0\n");
   const std::string ev = ablate::metrics_csv(rd, "eval", "run");
   CHECK(ev.rfind("step,train_loss,val_loss,val_ppl\n100,", 0) == 0);
   CHECK(count(ev, "\n") == 4);
-  CHECK_THROWS_WITH_AS(ablate::metrics_csv(rd, "evl", "run"), doctest::Contains("Tables: train, eval, eval/arithmetic. Did you mean 'eval'?"),
+  CHECK_THROWS_WITH_AS(ablate::metrics_csv(rd, "evl", "run"), doctest::Contains("Tables: train, eval, eval/arithmetic, segments. Did you mean 'eval'?"),
                        ablate::Error);
   // The command: to stdout and to a file.
   const std::string bin = ablate::test::ablate_binary();
@@ -444,7 +450,17 @@ TEST_CASE("report/curves per point, what a grouping pools, seed lines, lr and gr
   CHECK(std::isnan(ablate::curve_x(rd, {400}, "seconds")[0]));  // past the last train row
   CHECK(std::isnan(ablate::curve_x(ablate::RunData{}, {100}, "tokens")[0]));
 
-  // --by variant pools the grid: the lines stay per point and the captions say what is pooled.
+  // --by variant pools the grid: the table's notes say so, the lines stay per point and the
+  // captions say what is pooled.
+  const ablate::Comparison byv = ablate::compare_sweep(r, {});
+  CHECK(byv.pooled == std::vector<std::string>{"model.d_model"});
+  CHECK(ablate::format_comparison(byv, "table").find("Each group pools runs with different model.d_model (besides the seed)") !=
+        std::string::npos);
+  ablate::CompareOptions bp;
+  bp.by = "point";
+  CHECK(ablate::compare_sweep(r, bp).pooled.empty());
+  bp.by = "model.d_model";
+  CHECK(ablate::compare_sweep(r, bp).pooled == std::vector<std::string>{"variant"});
   ablate::ReportOptions o;
   std::string html = ablate::render_report(r, o);
   CHECK(count(html, "Lines are per point, not per variant: that grouping pools model.d_model") >= 5);

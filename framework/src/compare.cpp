@@ -123,7 +123,7 @@ std::vector<std::string> run_dirs_of(const std::string& arg) {
   std::vector<std::string> dirs;
   for (std::string p : paths) {
     while (p.size() > 1 && p.back() == '/') p.pop_back();
-    if (fs::is_regular_file(p) && fs::path(p).extension() == ".h5") {
+    if (fs::is_regular_file(p) && fs::path(p).filename() == "run.h5") {
       dirs.push_back(fs::path(p).has_parent_path() ? fs::path(p).parent_path().string() : ".");
     } else if (fs::is_directory(p) && fs::exists(run_file_path(p))) {
       dirs.push_back(p);
@@ -132,7 +132,7 @@ std::vector<std::string> run_dirs_of(const std::string& arg) {
     } else {
       throw Error("'" + p + "'" + (arg != p ? " (from '" + arg + "')" : "") + ": " +
                   (fs::exists(p) ? "not a run (no run.h5 in it) nor a sweep (no manifest.yaml)" : "no such file or directory") +
-                  "; give run directories written by 'ablate run' (runs/<name>), their run.h5, or sweep directories");
+                  "; give run directories written by 'ablate run' (runs/<name>), their run.h5 files, or sweep directories");
     }
   }
   return dirs;
@@ -454,6 +454,20 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
     if (g.has_test) g.test = stats::paired_t_test(a, b, o.level);
   }
 
+  // What a group pools besides the seed: the dimensions whose value varies inside one.
+  std::vector<std::string> dims;
+  if (!s.variants.empty()) dims.push_back("variant");
+  dims.insert(dims.end(), value_keys.begin(), value_keys.end());
+  for (const auto& d : dims)
+    for (const auto& g : c.groups) {
+      std::set<std::string> vals;
+      for (const SweepRun* run : g.runs) vals.insert(d == "variant" ? run->point->variant : run->point->value_of(d));
+      if (vals.size() > 1) {
+        c.pooled.push_back(d);
+        break;
+      }
+    }
+
   char lvl[40];
   std::snprintf(lvl, sizeof lvl, "%g%%", o.level * 100);
   const std::string pairing = c.by == "point" || c.by == "run" ? "the same seed"
@@ -463,6 +477,9 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
                     c.baseline + ".");
   c.notes.push_back("p: two-sided paired t-test (Student's t, n-1 degrees of freedom) on the per-pair differences (group - " +
                     c.baseline + "), runs paired by " + pairing + ". " + lvl + " CIs from the t distribution.");
+  if (!c.pooled.empty())
+    c.notes.push_back("Each group pools runs with different " + join(c.pooled) + " (besides the seed): n, mean and CI are over all of them; "
+                      "--by point keeps them apart.");
   return c;
 }
 
@@ -642,10 +659,10 @@ std::string metrics_csv(const RunData& d, const std::string& table, const std::s
   out << "step";
   for (size_t t = 0; t < tables.size(); ++t) {
     const auto& tab = d.tables.at(tables[t]);
+    auto s = tab.find("step");
+    if (s == tab.end()) continue;  // not a per-step table (e.g. segments): --table shows it
     for (const auto& c : column_order(tab))
       if (c != "step") cols[t].push_back(c), out << "," << csv_field(tables[t] + "/" + c);
-    auto s = tab.find("step");
-    if (s == tab.end()) continue;  // not a per-step table
     for (size_t i = 0, n = table_rows(tab); i < n; ++i) rows_at[t][s->second[i]].push_back(i);
     for (const auto& [step, rows] : rows_at[t]) lines_at[step] = std::max(lines_at[step], rows.size());
   }

@@ -180,26 +180,11 @@ struct CurveGroups {
 };
 
 CurveGroups curve_groups(const SweepResults& r, const Comparison& main, const CompareOptions& co) {
-  const Sweep& s = r.sweep;
-  std::vector<std::string> dims;
-  if (!s.variants.empty()) dims.push_back("variant");
-  for (const auto& k : s.grid_keys) dims.push_back(k);
-  for (const auto& k : s.zip_keys) dims.push_back(k);
-  std::vector<std::string> pooled;
-  for (const auto& d : dims) {
-    bool varies = false;
-    for (const auto& g : main.groups) {
-      std::set<std::string> vals;
-      for (const SweepRun* run : g.runs) vals.insert(d == "variant" ? run->point->variant : run->point->value_of(d));
-      varies |= vals.size() > 1;
-    }
-    if (varies) pooled.push_back(d);
-  }
-  if (pooled.empty()) return {main.groups, main.by, "", main.by};
+  if (main.pooled.empty()) return {main.groups, main.by, "", main.by};
   CompareOptions po = co;
   po.by = "point";
   po.baseline = "";
-  return {compare_sweep(r, po).groups, "point", join(pooled), main.by};
+  return {compare_sweep(r, po).groups, "point", join(main.pooled), main.by};
 }
 
 struct CurveSpec {

@@ -199,8 +199,8 @@ std::string located_error(const SweepPoint& p, const std::string& message) {
 
 // yaml-cpp keeps both of two equal keys and a lookup sees the first: refuse them, naming
 // both lines (`baseline:` twice would otherwise silently compare against the first).
-static void reject_duplicate_keys(const YAML::Node& n, const std::string& file, const std::string& path, int depth = 0) {
-  if (depth > 64) return;  // aliases nested this deep are refused by the experiment checks
+static void reject_duplicate_keys(const YAML::Node& n, const std::string& file, const std::string& path, size_t& nodes, int depth = 0) {
+  if (depth > 64 || ++nodes > 100000) return;  // alias bombs: refused by the experiment checks, not walked here
   if (n.IsMap()) {
     std::map<std::string, YAML::Mark> seen;
     for (auto it = n.begin(); it != n.end(); ++it) {
@@ -214,10 +214,10 @@ static void reject_duplicate_keys(const YAML::Node& n, const std::string& file, 
                                                   : "on line " + std::to_string(a.line + 1) + " and on line " + std::to_string(b.line + 1);
         throw ConfigError(where_of(file, it->first) + ": " + key + ": given twice, " + both + "; keep one of them");
       }
-      reject_duplicate_keys(it->second, file, key, depth + 1);
+      reject_duplicate_keys(it->second, file, key, nodes, depth + 1);
     }
   } else if (n.IsSequence()) {
-    for (const auto& e : n) reject_duplicate_keys(e, file, path, depth + 1);
+    for (const auto& e : n) reject_duplicate_keys(e, file, path, nodes, depth + 1);
   }
 }
 
@@ -240,7 +240,8 @@ Sweep parse_sweep(const std::string& text, const std::string& file, const std::s
   }
   if (!doc.IsMap())
     throw ConfigError(file + ":1:1: a sweep must be a YAML map with base: and sweep: (see docs/SWEEPS.md)");
-  reject_duplicate_keys(doc, file, "");
+  size_t nodes = 0;
+  reject_duplicate_keys(doc, file, "", nodes);
   auto src = std::make_shared<ConfigSource>();
   src->file = file;
   Options root(doc, src, "");

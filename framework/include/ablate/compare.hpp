@@ -70,7 +70,8 @@ struct Comparison {
   bool higher_is_better = false;
   double level = 0.95;
   std::vector<GroupResult> groups;
-  std::vector<std::string> notes;  // how to read it: the test, pairing, direction
+  std::vector<std::string> pooled; // swept keys ("variant" included) that vary inside a group, seed aside
+  std::vector<std::string> notes;  // how to read it: the test, pairing, direction, what is pooled
 };
 
 // Errors (unknown metric, table, --by key or baseline) name what is available.
@@ -85,7 +86,7 @@ std::pair<std::vector<double>, std::vector<double>> metric_series(const RunData&
 
 // A run's per-step metrics as CSV (header line, then one line per row; numbers in their
 // shortest round-trip form; empty cells where a table has no row). table "": every table
-// joined on step, columns "step", then "<table>/<column>" (train first, then eval, then the
+// with a step column joined on step, columns "step", then "<table>/<column>" (train first, then eval, then the
 // others by name), one line per step (a step a table logs twice gets two lines); else
 // that table alone, its own columns, rows in file order. Errors name the tables there are.
 std::string metrics_csv(const RunData& d, const std::string& table, const std::string& what);
