@@ -181,6 +181,135 @@ std::map<std::string, std::string> run_options(const RunData& d) {
   return m;
 }
 
+// The number one run gives to a comparison (its final, best or step-N value), or NaN with
+// `why` saying why it gives none (missing, failed, unfinished, no such row, not finite).
+double run_value(const SweepRun& run, const Comparison& c, int64_t at_step, std::string& why) {
+  const std::string& st = run.state.status;
+  if (!run.readable) {
+    why = st == "missing" ? "missing (not run yet)" : st + (run.state.error.empty() ? "" : ": " + first_line(run.state.error));
+    return kNaN;
+  }
+  if (at_step < 0 && st != "done") {
+    why = st == "failed" ? "failed: " + first_line(run.state.error) : st + " (unfinished)";
+    return kNaN;
+  }
+  auto [steps, vals] = metric_series(run.data, c.table, c.metric);
+  if (vals.empty()) {
+    why = st == "failed" ? "failed: " + first_line(run.state.error)
+                         : (st == "done" ? "no " : st + ": no ") + c.table + "/" + c.metric + " values" + (st == "done" ? "" : " yet");
+    return kNaN;
+  }
+  double v = kNaN;
+  if (c.at == "final") {
+    v = vals.back();
+  } else if (c.at == "best") {
+    for (double x : vals)
+      if (std::isfinite(x) && (std::isnan(v) || (c.higher_is_better ? x > v : x < v))) v = x;
+  } else {
+    for (size_t i = 0; i < steps.size(); ++i)
+      if (steps[i] == static_cast<double>(at_step)) v = vals[i];
+    if (std::isnan(v)) {
+      why = "no " + c.table + " row at step " + std::to_string(at_step) + " (its steps: " + fmt(steps.front(), "%.0f") + " to " +
+            fmt(steps.back(), "%.0f") + ")" + (st == "failed" ? "; failed: " + first_line(run.state.error) : "");
+      return kNaN;
+    }
+  }
+  if (!std::isfinite(v)) why = c.metric + " is " + fmt(v);
+  return v;
+}
+
+// --at: -1 for final and best, else the step of step=N.
+int64_t parse_at(const std::string& at) {
+  if (at.rfind("step=", 0) == 0) {
+    try {
+      size_t used = 0;
+      const int64_t step = std::stoll(at.substr(5), &used);
+      if (used != at.size() - 5 || step < 0) throw std::invalid_argument("");
+      return step;
+    } catch (const std::exception&) {
+      throw Error("--at '" + at + "': expected final, best or step=N with N a step number (e.g. step=2500)");
+    }
+  }
+  if (at != "final" && at != "best") {
+    std::string dym = did_you_mean(at, {"final", "best"});
+    throw Error("--at '" + at + "': expected final, best or step=N" + (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
+  }
+  return -1;
+}
+
+// --by: variant, point, run, or a swept key (default: variant if any, else the one swept
+// dimension, else point; runs given one by one with nothing differing: run).
+std::string resolve_by(const SweepResults& r, const std::string& by, const std::vector<std::string>& swept) {
+  const Sweep& s = r.sweep;
+  std::string chosen = by;
+  if (chosen.empty()) {
+    std::vector<std::string> dims = s.grid_keys;
+    dims.insert(dims.end(), s.zip_keys.begin(), s.zip_keys.end());
+    chosen = !s.variants.empty() ? "variant" : (dims.size() == 1 ? dims[0] : (r.any_runs && dims.empty() ? "run" : "point"));
+  }
+  if (chosen != "variant" && chosen != "point" && chosen != "run" && std::find(swept.begin(), swept.end(), chosen) == swept.end()) {
+    std::vector<std::string> allowed = {"variant", "point", "run"};
+    allowed.insert(allowed.end(), swept.begin(), swept.end());
+    if (s.variants.empty()) allowed.erase(allowed.begin());
+    std::string dym = did_you_mean(chosen, allowed);
+    throw Error("--by '" + chosen + "': not " + (r.any_runs ? "an option that differs between " : "a swept key of ") + s.dir + ". Allowed: " + join(allowed) +
+                (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
+  }
+  if (chosen == "variant" && s.variants.empty()) throw Error("--by variant: the sweep " + s.dir + " has no variants; use --by point or a swept key");
+  return chosen;
+}
+
+// What a group pools besides the seed: the dimensions whose value varies inside one.
+std::vector<std::string> pooled_dims(const SweepResults& r, const Comparison& c) {
+  const Sweep& s = r.sweep;
+  std::vector<std::string> dims, pooled;
+  if (!s.variants.empty()) dims.push_back("variant");
+  dims.insert(dims.end(), s.grid_keys.begin(), s.grid_keys.end());
+  dims.insert(dims.end(), s.zip_keys.begin(), s.zip_keys.end());
+  for (const auto& d : dims)
+    for (const auto& g : c.groups) {
+      std::set<std::string> vals;
+      for (const SweepRun* run : g.runs) vals.insert(d == "variant" ? run->point->variant : run->point->value_of(d));
+      if (vals.size() > 1) {
+        pooled.push_back(d);
+        break;
+      }
+    }
+  return pooled;
+}
+
+// The baseline group (`baseline`, "" = the first group), each group's summary, and each
+// other group's paired t-test against it over the pairs both have.
+void test_against_baseline(Comparison& c, const std::vector<std::map<std::string, double>>& pair_values, const std::string& baseline,
+                           double level) {
+  std::vector<std::string> labels;
+  for (const auto& g : c.groups) labels.push_back(g.label);
+  c.baseline = baseline.empty() ? labels.front() : baseline;
+  auto bit = std::find(labels.begin(), labels.end(), c.baseline);
+  if (bit == labels.end()) {
+    std::string dym = did_you_mean(c.baseline, labels);
+    throw Error("--baseline '" + c.baseline + "' is not a group of --by " + c.by + ". Groups: " + join(labels) +
+                (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
+  }
+  const size_t base = static_cast<size_t>(bit - labels.begin());
+  for (size_t gi = 0; gi < c.groups.size(); ++gi) {
+    GroupResult& g = c.groups[gi];
+    g.summary = stats::summarize(g.values, level);
+    g.is_baseline = gi == base;
+    if (g.is_baseline) continue;
+    std::vector<double> a, b;
+    for (const auto& [k, v] : pair_values[gi]) {
+      auto m = pair_values[base].find(k);
+      if (m == pair_values[base].end()) continue;
+      a.push_back(v);
+      b.push_back(m->second);
+      g.wins += c.higher_is_better ? v > m->second : v < m->second;
+    }
+    g.has_test = !a.empty();
+    if (g.has_test) g.test = stats::paired_t_test(a, b, level);
+  }
+}
+
 }  // namespace
 
 bool metric_higher_is_better(const std::string& metric) {
@@ -298,21 +427,8 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
   c.higher_is_better = o.higher_is_better < 0 ? metric_higher_is_better(o.metric) : o.higher_is_better > 0;
   c.table = find_table(r, o.metric, o.table);
 
-  // --at
   c.at = o.at;
-  int64_t at_step = -1;
-  if (o.at.rfind("step=", 0) == 0) {
-    try {
-      size_t used = 0;
-      at_step = std::stoll(o.at.substr(5), &used);
-      if (used != o.at.size() - 5 || at_step < 0) throw std::invalid_argument("");
-    } catch (const std::exception&) {
-      throw Error("--at '" + o.at + "': expected final, best or step=N with N a step number (e.g. step=2500)");
-    }
-  } else if (o.at != "final" && o.at != "best") {
-    std::string dym = did_you_mean(o.at, {"final", "best"});
-    throw Error("--at '" + o.at + "': expected final, best or step=N" + (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
-  }
+  const int64_t at_step = parse_at(o.at);
 
   // --by: variant, point, or a swept key.
   const std::vector<std::string> swept = s.swept_keys();
@@ -322,21 +438,7 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
       if (ov.key != "seed" && std::find(s.grid_keys.begin(), s.grid_keys.end(), ov.key) == s.grid_keys.end() &&
           std::find(s.zip_keys.begin(), s.zip_keys.end(), ov.key) == s.zip_keys.end())
         variant_keys.insert(ov.key);
-  c.by = o.by;
-  if (c.by.empty()) {
-    std::vector<std::string> dims = s.grid_keys;
-    dims.insert(dims.end(), s.zip_keys.begin(), s.zip_keys.end());
-    c.by = !s.variants.empty() ? "variant" : (dims.size() == 1 ? dims[0] : (r.any_runs && dims.empty() ? "run" : "point"));
-  }
-  if (c.by != "variant" && c.by != "point" && c.by != "run" && std::find(swept.begin(), swept.end(), c.by) == swept.end()) {
-    std::vector<std::string> allowed = {"variant", "point", "run"};
-    allowed.insert(allowed.end(), swept.begin(), swept.end());
-    if (s.variants.empty()) allowed.erase(allowed.begin());
-    std::string dym = did_you_mean(c.by, allowed);
-    throw Error("--by '" + c.by + "': not " + (r.any_runs ? "an option that differs between " : "a swept key of ") + s.dir + ". Allowed: " + join(allowed) +
-                (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
-  }
-  if (c.by == "variant" && s.variants.empty()) throw Error("--by variant: the sweep " + s.dir + " has no variants; use --by point or a swept key");
+  c.by = resolve_by(r, o.by, swept);
   const bool by_grid = std::find(s.grid_keys.begin(), s.grid_keys.end(), c.by) != s.grid_keys.end() ||
                        std::find(s.zip_keys.begin(), s.zip_keys.end(), c.by) != s.zip_keys.end();
   const bool by_variant_key = !by_grid && variant_keys.count(c.by);
@@ -386,38 +488,10 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
       g.params_min = std::isnan(g.params_min) ? np : std::min(g.params_min, np);
       g.params_max = std::isnan(g.params_max) ? np : std::max(g.params_max, np);
     }
-    const std::string& st = run.state.status;
-    if (!run.readable) {
-      problem(st == "missing" ? "missing (not run yet)" : st + (run.state.error.empty() ? "" : ": " + first_line(run.state.error)));
-      continue;
-    }
-    if (at_step < 0 && st != "done") {
-      problem(st == "failed" ? "failed: " + first_line(run.state.error) : st + " (unfinished)");
-      continue;
-    }
-    auto [steps, vals] = metric_series(run.data, c.table, c.metric);
-    if (vals.empty()) {
-      problem(st == "failed" ? "failed: " + first_line(run.state.error)
-                             : (st == "done" ? "no " : st + ": no ") + c.table + "/" + c.metric + " values" + (st == "done" ? "" : " yet"));
-      continue;
-    }
-    double v = kNaN;
-    if (c.at == "final") {
-      v = vals.back();
-    } else if (c.at == "best") {
-      for (double x : vals)
-        if (std::isfinite(x) && (std::isnan(v) || (c.higher_is_better ? x > v : x < v))) v = x;
-    } else {
-      for (size_t i = 0; i < steps.size(); ++i)
-        if (steps[i] == static_cast<double>(at_step)) v = vals[i];
-      if (std::isnan(v)) {
-        problem("no " + c.table + " row at step " + std::to_string(at_step) + " (its steps: " + fmt(steps.front(), "%.0f") +
-                " to " + fmt(steps.back(), "%.0f") + ")" + (st == "failed" ? "; failed: " + first_line(run.state.error) : ""));
-        continue;
-      }
-    }
-    if (!std::isfinite(v)) {
-      problem(c.metric + " is " + fmt(v));
+    std::string why;
+    const double v = run_value(run, c, at_step, why);
+    if (!why.empty()) {
+      problem(why);
       continue;
     }
     g.valued.push_back(&run);
@@ -425,48 +499,8 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
     pv[pair_key_of(*run.point)] = v;
   }
 
-  // Baseline.
-  std::vector<std::string> labels;
-  for (const auto& g : c.groups) labels.push_back(g.label);
-  c.baseline = o.baseline;
-  if (c.baseline.empty()) c.baseline = (c.by == "variant" && !s.baseline.empty()) ? s.baseline : labels.front();
-  auto bit = std::find(labels.begin(), labels.end(), c.baseline);
-  if (bit == labels.end()) {
-    std::string dym = did_you_mean(c.baseline, labels);
-    throw Error("--baseline '" + c.baseline + "' is not a group of --by " + c.by + ". Groups: " + join(labels) +
-                (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
-  }
-  const size_t base = static_cast<size_t>(bit - labels.begin());
-  for (size_t gi = 0; gi < c.groups.size(); ++gi) {
-    GroupResult& g = c.groups[gi];
-    g.summary = stats::summarize(g.values, o.level);
-    g.is_baseline = gi == base;
-    if (g.is_baseline) continue;
-    std::vector<double> a, b;
-    for (const auto& [k, v] : pair_values[gi]) {
-      auto m = pair_values[base].find(k);
-      if (m == pair_values[base].end()) continue;
-      a.push_back(v);
-      b.push_back(m->second);
-      g.wins += c.higher_is_better ? v > m->second : v < m->second;
-    }
-    g.has_test = !a.empty();
-    if (g.has_test) g.test = stats::paired_t_test(a, b, o.level);
-  }
-
-  // What a group pools besides the seed: the dimensions whose value varies inside one.
-  std::vector<std::string> dims;
-  if (!s.variants.empty()) dims.push_back("variant");
-  dims.insert(dims.end(), value_keys.begin(), value_keys.end());
-  for (const auto& d : dims)
-    for (const auto& g : c.groups) {
-      std::set<std::string> vals;
-      for (const SweepRun* run : g.runs) vals.insert(d == "variant" ? run->point->variant : run->point->value_of(d));
-      if (vals.size() > 1) {
-        c.pooled.push_back(d);
-        break;
-      }
-    }
+  test_against_baseline(c, pair_values, o.baseline.empty() && c.by == "variant" ? s.baseline : o.baseline, o.level);
+  c.pooled = pooled_dims(r, c);
 
   char lvl[40];
   std::snprintf(lvl, sizeof lvl, "%g%%", o.level * 100);

@@ -356,23 +356,9 @@ double num_attr(const SweepRun& r, const char* k) {
   return it == r.data.num_attrs.end() ? kNaN : it->second;
 }
 
-}  // namespace
-
-const char* report_css() { return kStyle; }
-
-std::string render_report(const SweepResults& r, const ReportOptions& opt) {
+// The page's head, title and what the results are.
+void header_html(std::ostringstream& o, const SweepResults& r, const std::string& title) {
   const Sweep& s = r.sweep;
-  if (opt.x != "step" && opt.x != "tokens" && opt.x != "seconds") {
-    const std::string dym = did_you_mean(opt.x, {"step", "tokens", "seconds"});
-    throw Error("--x '" + opt.x + "': expected step, tokens or seconds" + (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
-  }
-  if (opt.plot_width < 240 || opt.plot_width > 4000)
-    throw Error("--plot-width " + std::to_string(opt.plot_width) + ": expected 240 to 4000 pixels (default 640)");
-  const Comparison main = compare_sweep(r, opt.compare);
-  std::vector<std::string> ids;
-  for (const auto& p : s.points) ids.push_back(p.id);
-  const std::string title = !opt.title.empty() ? opt.title : (r.any_runs ? "Runs " + join(ids) : "Sweep " + s.name);
-
   std::map<std::string, int> counts;
   for (const auto& run : r.runs) counts[run.state.status]++;
   std::string version, commit;
@@ -382,7 +368,6 @@ std::string render_report(const SweepResults& r, const ReportOptions& opt) {
   char when[32];
   std::strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
 
-  std::ostringstream o;
   o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" << escape(title) << "</title>\n<style>" << kStyle
     << "</style>\n</head>\n<body>\n<h1>" << escape(title) << "</h1>\n<div class=\"meta\">";
   if (r.any_runs) {
@@ -401,13 +386,13 @@ std::string render_report(const SweepResults& r, const ReportOptions& opt) {
   o << "<br>generated " << when << (version.empty() ? "" : " from runs of ablate " + escape(version)) << (commit.empty() ? "" : " (" + escape(commit) + ")")
     << (r.any_runs ? "" : "; reproduce: <code>ablate sweep " + escape(s.file) + " --jobs N</code>, <code>ablate compare " + escape(s.dir) + "</code>")
     << "</div>\n";
+}
 
+// The main comparison, then every metric of every evaluator table, and the heat map.
+void comparisons_html(std::ostringstream& o, const SweepResults& r, const Comparison& main, const ReportOptions& opt,
+                      const std::set<std::string>& extra_tables) {
   // Comparisons: the main one, then every metric of every evaluator table.
   o << "<h2>Comparison</h2>\n" << comparison_html(main);
-  std::set<std::string> extra_tables;
-  for (const auto& run : r.runs)
-    for (const auto& [t, cols] : run.data.tables)
-      if (t.rfind("eval/", 0) == 0) extra_tables.insert(t);
   for (const auto& t : extra_tables) {
     for (const auto& col : table_columns(r, t)) {
       CompareOptions co = opt.compare;
@@ -422,23 +407,26 @@ std::string render_report(const SweepResults& r, const ReportOptions& opt) {
     }
   }
   o << heat_map_html(r, main);
+}
 
-  // Curves.
-  {
-    const CurveGroups cg = curve_groups(r, main, opt.compare);
-    std::vector<CurveSpec> specs = {{"eval", "val_loss", "Validation loss", "val_loss", false},
-                                    {"train", "loss", "Training loss", "loss (mean since the last row)", true},
-                                    {"eval", "train_loss", "Training loss (evaluation batches)", "train_loss", false},
-                                    {"train", "lr", "Learning rate", "lr", false},
-                                    {"train", "grad_norm", "Gradient norm (before clipping)", "grad_norm", true}};
-    for (const auto& t : extra_tables)
-      for (const auto& col : table_columns(r, t)) specs.push_back({t, col, t + ": " + col, col, false});
-    o << "<h2>Curves</h2>\n<div class=\"plots\">\n";
-    for (const auto& spec : specs) o << curve_figure(cg, spec, opt);
-    o << "</div>\n";
-  }
+// Curves of the losses, learning rate, gradient norm and evaluator metrics.
+void curves_html(std::ostringstream& o, const SweepResults& r, const Comparison& main, const ReportOptions& opt,
+                 const std::set<std::string>& extra_tables) {
+  const CurveGroups cg = curve_groups(r, main, opt.compare);
+  std::vector<CurveSpec> specs = {{"eval", "val_loss", "Validation loss", "val_loss", false},
+                                  {"train", "loss", "Training loss", "loss (mean since the last row)", true},
+                                  {"eval", "train_loss", "Training loss (evaluation batches)", "train_loss", false},
+                                  {"train", "lr", "Learning rate", "lr", false},
+                                  {"train", "grad_norm", "Gradient norm (before clipping)", "grad_norm", true}};
+  for (const auto& t : extra_tables)
+    for (const auto& col : table_columns(r, t)) specs.push_back({t, col, t + ": " + col, col, false});
+  o << "<h2>Curves</h2>\n<div class=\"plots\">\n";
+  for (const auto& spec : specs) o << curve_figure(cg, spec, opt);
+  o << "</div>\n";
+}
 
-  // Sizes and speed per group.
+// Sizes and speed per group.
+void speed_html(std::ostringstream& o, const Comparison& main) {
   o << "<h2>Parameters and speed</h2>\n<table>\n<tr><th>" << escape(main.by)
     << "</th><th>params</th><th>FLOPs/token</th><th>tokens/s (mean)</th><th>train time (mean)</th><th>threads</th></tr>\n";
   for (const auto& g : main.groups) {
@@ -458,8 +446,10 @@ std::string render_report(const SweepResults& r, const ReportOptions& opt) {
       << "</td><td class=\"n\">" << fixed(threads, "%.0f") << "</td></tr>\n";
   }
   o << "</table>\n";
+}
 
-  // Every run.
+// Every run: status, steps, final loss, error.
+void runs_html(std::ostringstream& o, const SweepResults& r, const Comparison& main) {
   o << "<h2>Runs</h2>\n<table>\n<tr><th>#</th><th>id</th><th>" << escape(main.by)
     << "</th><th>seed</th><th>status</th><th>steps</th><th>final val_loss</th><th>params</th><th>error</th></tr>\n";
   for (const auto& run : r.runs) {
@@ -477,57 +467,59 @@ std::string render_report(const SweepResults& r, const ReportOptions& opt) {
       << escape(run.state.error.substr(0, 300)) << "</td></tr>\n";
   }
   o << "</table>\n";
+}
 
-  // What differs between the runs' resolved configs (every option with the value it had,
-  // defaults included), seeds and output paths aside.
-  {
-    std::vector<std::map<std::string, std::string>> flat;
-    std::vector<const SweepRun*> with;
-    std::set<std::string> keys;
-    for (const auto& run : r.runs) {
-      const std::string res = attr(run, "config_resolved");
-      if (res.empty()) continue;
-      std::map<std::string, std::string> m;
-      try {
-        for (auto& [k, v] : flatten(YAML::Load(res))) m[k] = v;
-      } catch (const YAML::Exception&) {
-        continue;
-      }
-      for (const auto& kv : m) keys.insert(kv.first);
-      flat.push_back(std::move(m));
-      with.push_back(&run);
+// What differs between the runs' resolved configs (every option with the value it had,
+// defaults included), seeds and output paths aside.
+void differs_html(std::ostringstream& o, const SweepResults& r) {
+  std::vector<std::map<std::string, std::string>> flat;
+  std::vector<const SweepRun*> with;
+  std::set<std::string> keys;
+  for (const auto& run : r.runs) {
+    const std::string res = attr(run, "config_resolved");
+    if (res.empty()) continue;
+    std::map<std::string, std::string> m;
+    try {
+      for (auto& [k, v] : flatten(YAML::Load(res))) m[k] = v;
+    } catch (const YAML::Exception&) {
+      continue;
     }
-    std::vector<std::string> differ;
-    for (const auto& k : keys) {
-      if (k == "seed" || k == "name" || k.rfind("output.", 0) == 0) continue;
-      auto value = [&](const std::map<std::string, std::string>& m) {
-        auto it = m.find(k);
-        return it == m.end() ? std::string("-") : it->second;
-      };
-      for (const auto& m : flat)
-        if (value(m) != value(flat.front())) {
-          differ.push_back(k);
-          break;
-        }
-    }
-    if (!differ.empty()) {
-      o << "<h2>What differs</h2>\n<p>Options whose value differs between runs, defaults included "
-           "(from each run's resolved config; seeds aside).</p>\n<table><tr><th>run</th>";
-      for (const auto& k : differ) o << "<th><code>" << escape(k) << "</code></th>";
-      o << "</tr>\n";
-      for (size_t i = 0; i < flat.size(); ++i) {
-        o << "<tr><td class=\"id\">" << escape(with[i]->point->id) << "</td>";
-        for (const auto& k : differ) {
-          auto it = flat[i].find(k);
-          o << "<td>" << escape(it == flat[i].end() ? "-" : it->second) << "</td>";
-        }
-        o << "</tr>\n";
-      }
-      o << "</table>\n";
-    }
+    for (const auto& kv : m) keys.insert(kv.first);
+    flat.push_back(std::move(m));
+    with.push_back(&run);
   }
+  std::vector<std::string> differ;
+  for (const auto& k : keys) {
+    if (k == "seed" || k == "name" || k.rfind("output.", 0) == 0) continue;
+    auto value = [&](const std::map<std::string, std::string>& m) {
+      auto it = m.find(k);
+      return it == m.end() ? std::string("-") : it->second;
+    };
+    for (const auto& m : flat)
+      if (value(m) != value(flat.front())) {
+        differ.push_back(k);
+        break;
+      }
+  }
+  if (!differ.empty()) {
+    o << "<h2>What differs</h2>\n<p>Options whose value differs between runs, defaults included "
+         "(from each run's resolved config; seeds aside).</p>\n<table><tr><th>run</th>";
+    for (const auto& k : differ) o << "<th><code>" << escape(k) << "</code></th>";
+    o << "</tr>\n";
+    for (size_t i = 0; i < flat.size(); ++i) {
+      o << "<tr><td class=\"id\">" << escape(with[i]->point->id) << "</td>";
+      for (const auto& k : differ) {
+        auto it = flat[i].find(k);
+        o << "<td>" << escape(it == flat[i].end() ? "-" : it->second) << "</td>";
+      }
+      o << "</tr>\n";
+    }
+    o << "</table>\n";
+  }
+}
 
-  // Configs and samples, collapsed.
+// Configs and samples, collapsed.
+void configs_html(std::ostringstream& o, const SweepResults& r, const Comparison& main) {
   o << "<h2>Configs</h2>\n";
   for (const auto& run : r.runs) {
     const SweepPoint& p = *run.point;
@@ -545,6 +537,37 @@ std::string render_report(const SweepResults& r, const ReportOptions& opt) {
           << escape(run->data.texts.at("samples/final")) << "</pre></details>\n";
         break;
       }
+}
+
+}  // namespace
+
+const char* report_css() { return kStyle; }
+
+std::string render_report(const SweepResults& r, const ReportOptions& opt) {
+  const Sweep& s = r.sweep;
+  if (opt.x != "step" && opt.x != "tokens" && opt.x != "seconds") {
+    const std::string dym = did_you_mean(opt.x, {"step", "tokens", "seconds"});
+    throw Error("--x '" + opt.x + "': expected step, tokens or seconds" + (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
+  }
+  if (opt.plot_width < 240 || opt.plot_width > 4000)
+    throw Error("--plot-width " + std::to_string(opt.plot_width) + ": expected 240 to 4000 pixels (default 640)");
+  const Comparison main = compare_sweep(r, opt.compare);
+  std::vector<std::string> ids;
+  for (const auto& p : s.points) ids.push_back(p.id);
+  const std::string title = !opt.title.empty() ? opt.title : (r.any_runs ? "Runs " + join(ids) : "Sweep " + s.name);
+  std::set<std::string> extra_tables;  // evaluator tables
+  for (const auto& run : r.runs)
+    for (const auto& [t, cols] : run.data.tables)
+      if (t.rfind("eval/", 0) == 0) extra_tables.insert(t);
+
+  std::ostringstream o;
+  header_html(o, r, title);
+  comparisons_html(o, r, main, opt, extra_tables);
+  curves_html(o, r, main, opt, extra_tables);
+  speed_html(o, main);
+  runs_html(o, r, main);
+  differs_html(o, r);
+  configs_html(o, r, main);
   o << "</body>\n</html>\n";
   return o.str();
 }
