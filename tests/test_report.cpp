@@ -346,6 +346,14 @@ TEST_CASE("report/compare any runs: directories, globs, run.h5 files, grouping b
   // The same path twice counts once; the same seed only: one group per run by default.
   CHECK(ablate::load_run_results({d / "runs/lr1-s1", d / "runs/lr1-s1/"}).runs.size() == 1);
   CHECK(ablate::compare_sweep(ablate::load_run_results({d / "runs/lr1-s1", d / "runs/lr1-s2"}), {}).by == "run");
+  // A run directory without a run file yet (config.yaml written, nothing else) is listed, not dropped.
+  fs::create_directories(d / "runs/lr9-s1");
+  d.write("runs/lr9-s1/config.yaml", "name: x\n");
+  c = ablate::compare_sweep(ablate::load_run_results({d / "runs/lr*"}), {});
+  REQUIRE(c.groups.size() == 3);
+  CHECK(c.groups[2].label == "-");  // no options known
+  CHECK(c.groups[2].problems == std::vector<std::string>{"lr9-s1: missing (not run yet)"});
+  fs::remove_all(d / "runs/lr9-s1");
   // Paths that are no runs.
   CHECK_THROWS_WITH_AS(ablate::load_run_results({d / "runs/nope*"}), doctest::Contains("matches no file or directory"), ablate::Error);
   CHECK_THROWS_WITH_AS(ablate::load_run_results({d / "runs"}), doctest::Contains("not a run (no run.h5 in it) nor a sweep"), ablate::Error);

@@ -125,7 +125,10 @@ std::vector<std::string> run_dirs_of(const std::string& arg) {
     while (p.size() > 1 && p.back() == '/') p.pop_back();
     if (fs::is_regular_file(p) && fs::path(p).filename() == "run.h5") {
       dirs.push_back(fs::path(p).has_parent_path() ? fs::path(p).parent_path().string() : ".");
-    } else if (fs::is_directory(p) && fs::exists(run_file_path(p))) {
+    } else if (fs::is_directory(p) && (fs::exists(run_file_path(p)) || fs::exists(fs::path(p) / "config.yaml") ||
+                                       fs::exists(fs::path(p) / "failed.txt"))) {
+      // A run directory, also one whose run died before its run file existed: listed as
+      // missing or failed, not dropped.
       dirs.push_back(p);
     } else if (fs::is_directory(p) && fs::exists(fs::path(p) / "manifest.yaml")) {
       for (const auto& pt : read_manifest(p).points) dirs.push_back(pt.run_dir);
