@@ -42,7 +42,7 @@ std::unique_ptr<ablate::Tokenizer> char_tokenizer(const std::string& text) {
 std::unique_ptr<ablate::Model> small_model(int64_t vocab, int64_t context, uint64_t seed) {
   ablate::test::registry();
   YAML::Node n = YAML::Load("{d_model: 32, n_heads: 4, n_layers: 2, context: " + std::to_string(context) +
-                            ", positional: learned, ffn: relu, norm: {type: layernorm, placement: pre}}");
+                            ", positional: learned, ffn: relu, block: prenorm, norm: layernorm}");
   ablate::Options o(n, std::make_shared<ablate::ConfigSource>(), "model");
   return std::make_unique<ablate::Model>(o, vocab, seed);
 }
@@ -388,7 +388,7 @@ TEST_CASE("arithmetic/a tiny model learns 1-digit addition well above chance") {
 seed: 3
 data: {path: train.txt, train_fraction: 0.9, windows: lines, fill: pack}
 tokenizer: char
-model: {d_model: 48, n_heads: 4, n_layers: 2, context: 22, positional: learned, ffn: relu, norm: {type: layernorm, placement: pre}}
+model: {d_model: 48, n_heads: 4, n_layers: 2, context: 22, positional: learned, ffn: relu, block: prenorm, norm: layernorm}
 train: {steps: 1000, batch_size: 32, eval_every: 500, eval_batches: 2, checkpoint_every: 1000, log_every: 50, threads: 2}
 optimizer: {type: adamw, lr: 3.0e-3, weight_decay: 0.1}
 scheduler: {type: cosine, warmup: 30, min_factor: 0.1}
@@ -508,7 +508,7 @@ TEST_CASE("arithmetic/benchmark: batched KV-cache decoding vs batch 1 vs full re
   auto tok = char_tokenizer(text);
   ablate::test::registry();
   YAML::Node n = YAML::Load("{d_model: 96, n_heads: 8, n_layers: 8, context: 128, positional: learned, ffn: relu, "
-                            "norm: {type: layernorm, placement: pre}}");
+                            "block: prenorm, norm: layernorm}");
   ablate::Model model(ablate::Options(n, std::make_shared<ablate::ConfigSource>(), "model"), tok->vocab_size(), 1);
   std::vector<ar::ParsedProblem> ps;
   for (const auto& l : s.test) ps.push_back(ar::parse_problem(l));

@@ -77,7 +77,7 @@ TEST_CASE("bench/the command prints throughput, allocations per step and the op 
   const std::string cfg = dir.write("tiny.yaml", R"(name: tiny
 vocab: 11
 model: {d_model: 16, n_heads: 2, n_layers: 1, context: 16, positional: learned, attention: causal, ffn: relu,
-        norm: {type: layernorm, placement: pre, final: true}}
+        block: prenorm, norm: {type: layernorm, final: true}}
 train: {batch_size: 4}
 optimizer: {type: adamw, lr: 1.0e-3}
 )");

@@ -62,9 +62,9 @@ TEST_CASE("models/decoding with KV caches on two threads gives one thread's logi
   ablate::test::registry();
   for (const char* yaml :
        {"{d_model: 96, n_heads: 4, n_layers: 2, context: 12, bias: true, positional: learned, ffn: relu,"
-        " norm: {type: layernorm, placement: pre}}",
+        " block: prenorm, norm: layernorm}",
         "{d_model: 96, n_heads: 4, n_layers: 3, context: 12, positional: sinusoidal, attention: {type: causal, n_kv_heads: 1},"
-        " ffn: swiglu, norm: {type: rmsnorm, placement: post}}",
+        " ffn: swiglu, block: postnorm, norm: rmsnorm}",
         "{d_model: 96, n_heads: 6, n_layers: 2, context: 12, positional: rope, attention: {type: causal, n_kv_heads: 3},"
         " ffn: gelu, norm: {type: layernorm}}"}) {
     CAPTURE(yaml);

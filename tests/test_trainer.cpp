@@ -110,7 +110,8 @@ train: {steps: 20, batch_size: 4, eval_every: 20, eval_batches: 2, threads: 1}
   REQUIRE(std::filesystem::exists(resolved));
   YAML::Node r = YAML::LoadFile(resolved);
   CHECK(r["model"]["norm"]["type"].as<std::string>() == "layernorm");
-  CHECK(r["model"]["norm"]["placement"].as<std::string>() == "pre");
+  CHECK(r["model"]["block"]["type"].as<std::string>() == "prenorm");
+  CHECK(r["model"]["norm"]["final"].as<std::string>() == "true");  // the pre-norm block's default
   CHECK(r["model"]["positional"]["type"].as<std::string>() == "learned");
   CHECK(r["model"]["ffn"]["type"].as<std::string>() == "relu");
   CHECK(r["optimizer"]["type"].as<std::string>() == "adamw");

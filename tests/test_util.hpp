@@ -55,7 +55,8 @@ model:
   positional: learned
   attention: causal
   ffn: relu
-  norm: {type: layernorm, placement: pre}
+  block: prenorm
+  norm: layernorm
 train: {steps: 60, batch_size: 16, eval_every: 20, eval_batches: 4, checkpoint_every: 20, log_every: 10}
 optimizer: {type: adamw, lr: 1.0e-2}
 sample: {tokens: 20, prompt: "ROMEO:", temperature: 0.8}

@@ -8,11 +8,68 @@
 
 namespace ablate {
 
+namespace {
+
+// model.blocks: a list whose entries are a block ("prenorm", or a map {type: parallel,
+// shared_norm: false}) or a block repeated ("prenorm*4"); one Options per layer.
+std::vector<Options> block_pattern(const Options& o) {
+  std::vector<Options> layers;
+  const YAML::Node list = o.node()["blocks"];
+  o.mark_used("blocks");
+  if (!list.IsSequence() || list.size() == 0)
+    o.fail("blocks", "expected a non-empty list of blocks, one entry per layer or NAME*COUNT, e.g. [prenorm*4, parallel*2]");
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string path = o.key_path("blocks") + "." + std::to_string(i);
+    const std::string s = list[i].IsScalar() ? list[i].Scalar() : "";
+    const size_t star = s.find('*');
+    if (star == std::string::npos) {
+      layers.emplace_back(list[i], o.source(), path);
+      continue;
+    }
+    const std::string count = s.substr(star + 1);
+    int64_t k = 0;
+    for (char ch : count) k = std::isdigit(static_cast<unsigned char>(ch)) && k < 100000 ? 10 * k + (ch - '0') : -1;
+    if (count.empty() || k <= 0)
+      o.fail("blocks", "entry " + std::to_string(i) + " '" + s + "': the count after '*' must be a positive integer, e.g. prenorm*4");
+    for (int64_t r = 0; r < k; ++r) layers.emplace_back(YAML::Node(s.substr(0, star)), o.source(), path);
+  }
+  return layers;
+}
+
+}  // namespace
+
+// What blocks create their attention, FFN and norms from: the model's options.
+class Model::Parts final : public BlockParts {
+ public:
+  Parts(Options attn, Options ffn, Options norm) : attn_opts(std::move(attn)), ffn_opts(std::move(ffn)), norm_opts(std::move(norm)) {}
+  Options attn_opts, ffn_opts, norm_opts;
+  std::unique_ptr<Attention> attention(const BuildContext& b, const std::string& scope) const override {
+    return PluginRegistry::instance().create<Attention>(attn_opts, under(b, scope));
+  }
+  std::unique_ptr<Ffn> ffn(const BuildContext& b, const std::string& scope) const override {
+    return PluginRegistry::instance().create<Ffn>(ffn_opts, under(b, scope));
+  }
+  std::unique_ptr<Norm> norm(const BuildContext& b, const std::string& scope) const override {
+    return PluginRegistry::instance().create<Norm>(norm_opts, under(b, scope));
+  }
+
+ private:
+  static BuildContext under(const BuildContext& b, const std::string& scope) {
+    BuildContext c = b;
+    c.params = ParamScope(b.params.store(), b.params.prefix() + scope);
+    c.parts = nullptr;
+    return c;
+  }
+};
+
 Model::Model(const Options& o, int64_t vocab_size, uint64_t seed) : params_(seed) {
+  const bool pattern = o.has("blocks");
+  std::vector<Options> layers = pattern ? block_pattern(o) : std::vector<Options>{};
   dims_.vocab_size = vocab_size;
   dims_.d_model = o.get_in<int64_t>("d_model", 64, 1, 65536, "embedding width C");
   dims_.n_heads = o.get_in<int64_t>("n_heads", 4, 1, 4096, "attention heads NH");
-  dims_.n_layers = o.get_in<int64_t>("n_layers", 4, 1, 1024, "transformer blocks");
+  dims_.n_layers = o.get_in<int64_t>("n_layers", pattern ? static_cast<int64_t>(layers.size()) : 4, 1, 1024,
+                                     "transformer blocks (default with model.blocks: its length)");
   dims_.context = o.get_in<int64_t>("context", 64, 1, 1 << 20, "context length T (tokens)");
   dims_.ffn_multiplier = o.get_in<int64_t>("ffn_multiplier", 4, 1, 64, "FFN hidden width = multiplier * d_model");
   dims_.bias = o.get<bool>("bias", false, "biases in linear layers");
@@ -22,17 +79,23 @@ Model::Model(const Options& o, int64_t vocab_size, uint64_t seed) : params_(seed
   if (dims_.d_model % dims_.n_heads != 0)
     o.fail("n_heads", std::to_string(dims_.n_heads) + " does not divide d_model = " + std::to_string(dims_.d_model) +
                           "; choose n_heads among the divisors of d_model");
+  if (pattern && static_cast<int64_t>(layers.size()) != dims_.n_layers)
+    o.fail("blocks", "gives " + std::to_string(layers.size()) + " layers but n_layers is " + std::to_string(dims_.n_layers) +
+                         "; make them agree (or leave n_layers out: it defaults to the pattern's length)");
+  if (pattern && o.has("block")) o.fail("block", "give either block (every layer) or blocks (one per layer), not both");
 
-  // A family left out takes its default variant (family.hpp), written into the config.
-  Options norm_opts = family_options(o, Norm::kFamily);
-  placement_ = norm_opts.get_choice("placement", "pre", {"pre", "post"}, "norm before each sublayer (pre) or after the residual add (post)");
-  bool final_norm = norm_opts.get<bool>("final", placement_ == "pre", "a norm before the LM head");
+  // What the blocks build their leaves from; lives while they are built (BuildContext::parts).
+  Parts parts(family_options(o, Attention::kFamily), family_options(o, Ffn::kFamily), family_options(o, Norm::kFamily));
+  if (parts.norm_opts.has("placement"))
+    parts.norm_opts.fail("placement", "was replaced by the block family: write model.block: prenorm (placement: pre) or "
+                                 "model.block: postnorm (placement: post), and remove norm.placement (docs/MODELS.md)");
+  parts.norm_opts.mark_used("final");  // read below, once the blocks say what it defaults to
 
   auto& reg = PluginRegistry::instance();
   auto ctx = [&](const std::string& scope, int64_t layer) {
     ModelDims d = dims_;
     d.layer = layer;
-    return BuildContext{d, ParamScope(params_, scope), seed};
+    return BuildContext{d, ParamScope(params_, scope), seed, &parts};
   };
   tok_emb_ = &params_.add("tok_emb.weight", vocab_size, dims_.d_model, Init::kNormal, 0.02f, false);
   Options pos_opts = family_options(o, PositionalEncoding::kFamily);
@@ -44,18 +107,12 @@ Model::Model(const Options& o, int64_t vocab_size, uint64_t seed) : params_(seed
     o.fail("context", std::to_string(dims_.context) + " is longer than the positional encoding supports (" +
                           std::to_string(max_pos) + ")");
 
-  Options attn_opts = family_options(o, Attention::kFamily);
-  Options ffn_opts = family_options(o, Ffn::kFamily);
-  for (int64_t l = 0; l < dims_.n_layers; ++l) {
-    std::string p = "blocks." + std::to_string(l) + ".";
-    Block b;
-    b.norm1 = reg.create<Norm>(norm_opts, ctx(p + "norm1.", l));
-    b.attn = reg.create<Attention>(attn_opts, ctx(p + "attn.", l));
-    b.norm2 = reg.create<Norm>(norm_opts, ctx(p + "norm2.", l));
-    b.ffn = reg.create<Ffn>(ffn_opts, ctx(p + "ffn.", l));
-    blocks_.push_back(std::move(b));
-  }
-  if (final_norm) final_norm_ = reg.create<Norm>(norm_opts, ctx("final_norm.", -1));
+  if (!pattern) layers.assign(static_cast<size_t>(dims_.n_layers), family_options(o, Block::kFamily));
+  for (int64_t l = 0; l < dims_.n_layers; ++l)
+    blocks_.push_back(reg.create<Block>(layers[static_cast<size_t>(l)], ctx("blocks." + std::to_string(l) + ".", l)));
+  const bool final_norm =
+      parts.norm_opts.get<bool>("final", blocks_.back()->final_norm(), "a norm before the LM head (default: as the last block says)");
+  if (final_norm) final_norm_ = reg.create<Norm>(parts.norm_opts, ctx("final_norm.", -1));
   if (!tie_embeddings_) head_w_ = &params_.add("head.weight", dims_.d_model, vocab_size, Init::kNormal, 0.02f);
   if (head_bias) head_b_ = &params_.add("head.bias", 1, vocab_size, Init::kZeros, 0.0f, false);
   o.check_unused();
@@ -65,6 +122,12 @@ Model::~Model() = default;
 
 int64_t Model::n_params_non_position() const { return params_.count() - position_params_; }
 
+bool Model::causal() const {
+  for (const auto& b : blocks_)
+    if (!b->attention().causal()) return false;
+  return true;
+}
+
 double Model::flops_per_token() const {
   return 6.0 * static_cast<double>(n_params_non_position()) +
          12.0 * static_cast<double>(dims_.n_layers * dims_.d_model * dims_.context);
@@ -72,7 +135,7 @@ double Model::flops_per_token() const {
 
 std::vector<KVCache> Model::make_caches(int64_t batch, int64_t capacity) const {
   std::vector<KVCache> c(blocks_.size());
-  for (size_t l = 0; l < blocks_.size(); ++l) c[l].init(batch, capacity, blocks_[l].attn->kv_width());
+  for (size_t l = 0; l < blocks_.size(); ++l) c[l].init(batch, capacity, blocks_[l]->attention().kv_width());
   return c;
 }
 
@@ -110,20 +173,13 @@ Var Model::forward_on(Graph& g, const ForwardArgs& a) {
   x = positional_->embed(g, x, pc);
   x = dropout(g, x, dims_.dropout);
   for (size_t l = 0; l < blocks_.size(); ++l) {
-    Block& b = blocks_[l];
     AttentionInput in;
     in.pos = pc;
     in.positional = positional_.get();
     in.cache = a.caches ? &(*a.caches)[l] : nullptr;
     in.key_mask = a.key_mask;
     in.weights_out = a.attention_weights ? (*a.attention_weights)[l] : nullptr;
-    if (placement_ == "pre") {
-      x = add(g, x, dropout(g, b.attn->forward(g, b.norm1->forward(g, x), in), dims_.dropout));
-      x = add(g, x, dropout(g, b.ffn->forward(g, b.norm2->forward(g, x)), dims_.dropout));
-    } else {
-      x = b.norm1->forward(g, add(g, x, dropout(g, b.attn->forward(g, x, in), dims_.dropout)));
-      x = b.norm2->forward(g, add(g, x, dropout(g, b.ffn->forward(g, x), dims_.dropout)));
-    }
+    x = blocks_[l]->forward(g, x, in);
   }
   if (final_norm_) x = final_norm_->forward(g, x);
   Var bias = head_b_ ? g.param(*head_b_) : Var{};

@@ -25,6 +25,9 @@ class Attention {
   // Width of one cached key (or value) row: NKV*HS. Used to size KV caches.
   virtual int64_t kv_width() const = 0;
   virtual int64_t n_heads() const = 0;
+  // True if a query sees no later position (a decoder's mask). Objectives check it: a
+  // next-token objective refuses attention that sees the token it predicts.
+  virtual bool causal() const = 0;
 };
 
 }  // namespace ablate

@@ -75,6 +75,7 @@ class MultiHeadAttention : public Attention {
 
   int64_t kv_width() const override { return NKV_ * HS_; }
   int64_t n_heads() const override { return NH_; }
+  bool causal() const override { return causal_; }
   int64_t n_kv_heads() const { return NKV_; }
 
  private:

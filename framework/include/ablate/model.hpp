@@ -1,14 +1,14 @@
-// A decoder-only GPT assembled from plugins: token embedding, positional encoding,
-// N blocks (attention + FFN with residuals, norm placement pre or post), optional final
-// norm, LM head (optionally tied to the embedding). Configured by the `model:` section.
+// A GPT assembled from plugins: token embedding, positional encoding, N blocks (block
+// family: prenorm, postnorm, parallel, ...; each builds its attention, FFN and norms from
+// model.attention, model.ffn, model.norm), optional final norm, LM head (optionally tied
+// to the embedding). Configured by the `model:` section; model.block chooses the block of
+// every layer, model.blocks one per layer (docs/MODELS.md).
 #pragma once
 #include <memory>
 #include <vector>
 
-#include "ablate/attention.hpp"
-#include "ablate/ffn.hpp"
+#include "ablate/block.hpp"
 #include "ablate/graph.hpp"
-#include "ablate/norm.hpp"
 #include "ablate/options.hpp"
 #include "ablate/plugin.hpp"
 #include "ablate/positional.hpp"
@@ -44,7 +44,8 @@ class Model {
   int64_t n_params_non_position() const;
   // nanoGPT's estimate: 6 N + 12 L d T, for one token of training (forward + backward).
   double flops_per_token() const;
-  const std::string& placement() const { return placement_; }
+  // True if every block's attention is causal (no position sees a later one).
+  bool causal() const;
 
   // For inspection (ablate inspect): the positional encoding, the token embedding
   // (V, C) and the LM head weight (C, V), null when tied to the embedding.
@@ -54,21 +55,16 @@ class Model {
   const Tensor* lm_head_weight() const { return head_w_ ? &head_w_->value : nullptr; }
 
  private:
-  struct Block {
-    std::unique_ptr<Norm> norm1, norm2;
-    std::unique_ptr<Attention> attn;
-    std::unique_ptr<Ffn> ffn;
-  };
+  class Parts;
   ModelDims dims_;
   ParamStore params_;
-  std::string placement_;  // "pre" or "post"
   bool tie_embeddings_ = false;
   Parameter* tok_emb_ = nullptr;
   Parameter* head_w_ = nullptr;
   Parameter* head_b_ = nullptr;
   std::unique_ptr<PositionalEncoding> positional_;
   std::string positional_type_;
-  std::vector<Block> blocks_;
+  std::vector<std::unique_ptr<Block>> blocks_;
   std::unique_ptr<Norm> final_norm_;
   int64_t position_params_ = 0;
   std::unique_ptr<Graph> team_graph_;  // the second decoding rank's (forward)

@@ -33,11 +33,16 @@ struct ModelDims {
   int64_t layer = -1;
 };
 
+class BlockParts;  // block.hpp
+
 // What a plugin constructor receives besides its options.
 struct BuildContext {
   ModelDims dims;
   ParamScope params;   // where the plugin creates its parameters
   uint64_t seed = 0;   // for plugins with randomness of their own
+  // The model's configured attention, FFN and norm, for blocks to create (block.hpp);
+  // null outside a model.
+  const BlockParts* parts = nullptr;
 };
 
 using PluginCreateFn = void* (*)(const Options&, const BuildContext&);

@@ -257,6 +257,7 @@ class @CLASS@ final : public ablate::Attention {
 
   int64_t kv_width() const override { return C_; }  // one cached key row: NKV*HS
   int64_t n_heads() const override { return NH_; }
+  bool causal() const override { return causal_; }
 
  private:
   bool causal_;
