@@ -1,5 +1,6 @@
-// The block family: the shipped pre- and post-norm experiments give bitwise the metrics
-// they gave before blocks were plugins (tests/data/block_reference.txt).
+// The block family: conformance of every variant; model.block and model.blocks; the
+// shipped pre- and post-norm experiments give bitwise the metrics they gave before blocks
+// were plugins (tests/data/block_reference.txt).
 #include <doctest/doctest.h>
 
 #include <cinttypes>
@@ -10,9 +11,12 @@
 #include <map>
 #include <sstream>
 
+#include "ablate/conformance.hpp"
 #include "ablate/experiment.hpp"
+#include "ablate/model.hpp"
 #include "ablate/runfile.hpp"
 #include "ablate/trainer.hpp"
+#include "plugin_test_util.hpp"
 #include "test_util.hpp"
 
 namespace {
@@ -82,4 +86,69 @@ TEST_CASE("block/gpt1_postnorm and the pre-norm baseline give bitwise the metric
     if (!l.empty() && l[0] != '#') want.push_back(l);
   REQUIRE(want.size() == got.size());
   for (size_t i = 0; i < want.size(); ++i) CHECK(got[i] == want[i]);
+}
+
+namespace {
+
+ablate::Model model_of(const std::string& yaml, int64_t vocab = 11) {
+  ablate::test::registry();
+  return ablate::Model(ablate::conformance::options_from_yaml(yaml, "model"), vocab, 3);
+}
+
+std::string error_of(const std::string& yaml) {
+  try {
+    model_of(yaml);
+  } catch (const ablate::ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("block/conformance: shapes, determinism, gradients, KV-cache decoding and options of every variant") {
+  ablate::test::registry();
+  ptest::check_conformance("block");
+}
+
+TEST_CASE("block/model.block and model.blocks: per-layer pattern, parameter counts, final norm defaults") {
+  const std::string base = "{d_model: 16, n_heads: 2, context: 8, ffn: relu, norm: layernorm, ";
+  const int64_t attn = 4 * 16 * 16, ffn = 2 * 16 * 64, norm = 2 * 16;
+  const int64_t outside = 11 * 16 + 8 * 16 + 16 * 11;  // embeddings, positions, head
+  CHECK(model_of(base + "n_layers: 2}").n_params() == outside + 2 * (attn + ffn + 2 * norm) + norm);  // prenorm default
+  CHECK(model_of(base + "n_layers: 2, block: postnorm}").n_params() == outside + 2 * (attn + ffn + 2 * norm));
+  CHECK(model_of(base + "n_layers: 2, block: parallel}").n_params() == outside + 2 * (attn + ffn + norm) + norm);
+  CHECK(model_of(base + "n_layers: 2, block: {type: parallel, shared_norm: false}}").n_params() ==
+        outside + 2 * (attn + ffn + 2 * norm) + norm);
+  CHECK(model_of(base + "n_layers: 2, block: sandwich}").n_params() == outside + 2 * (attn + ffn + 4 * norm) + norm);
+  // A pattern: n_layers defaults to its length; the last block decides the final norm.
+  const ablate::Model mixed = model_of(base + "blocks: [prenorm*2, parallel, postnorm]}");
+  CHECK(mixed.dims().n_layers == 4);
+  CHECK(mixed.n_params() == outside + 3 * (attn + ffn + 2 * norm) + (attn + ffn + norm));
+  auto names = [](const ablate::Model& m) {
+    std::string s;
+    for (const ablate::Parameter* p : const_cast<ablate::Model&>(m).params().all()) s += p->name + " ";
+    return s;
+  };
+  CHECK(names(mixed).find("blocks.2.norm2.") == std::string::npos);  // the parallel block's one norm
+  CHECK(names(mixed).find("blocks.3.norm2.weight") != std::string::npos);
+  CHECK(names(mixed).find("final_norm") == std::string::npos);
+  CHECK(names(model_of(base + "blocks: [{type: parallel, shared_norm: false}, sandwich]}")).find("blocks.1.norm2_post.weight") !=
+        std::string::npos);
+}
+
+TEST_CASE("block/bad configs: norm.placement names its replacement; patterns that do not fit") {
+  const std::string base = "{d_model: 16, n_heads: 2, context: 8, ";
+  const std::string placement = error_of(base + "norm: {type: layernorm, placement: post}}");
+  CHECK(placement.find("model.norm.placement") != std::string::npos);
+  CHECK(placement.find("model.block: postnorm") != std::string::npos);
+  CHECK(error_of(base + "n_layers: 3, blocks: [prenorm*2]}").find("gives 2 layers but n_layers is 3") != std::string::npos);
+  CHECK(error_of(base + "blocks: [prenorm*x]}").find("'prenorm*x'") != std::string::npos);
+  CHECK(error_of(base + "blocks: [prenorm*0]}").find("positive integer") != std::string::npos);
+  CHECK(error_of(base + "blocks: []}").find("non-empty list") != std::string::npos);
+  CHECK(error_of(base + "blocks: [prenorm], block: postnorm}").find("not both") != std::string::npos);
+  const std::string typo = error_of(base + "blocks: [prenrom*2]}");
+  CHECK(typo.find("prenrom") != std::string::npos);
+  CHECK(typo.find("prenorm") != std::string::npos);  // did you mean
+  CHECK(error_of(base + "block: {type: parallel, shared: true}}").find("shared") != std::string::npos);
 }

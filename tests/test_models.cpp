@@ -66,7 +66,8 @@ TEST_CASE("models/decoding with KV caches on two threads gives one thread's logi
         "{d_model: 96, n_heads: 4, n_layers: 3, context: 12, positional: sinusoidal, attention: {type: causal, n_kv_heads: 1},"
         " ffn: swiglu, block: postnorm, norm: rmsnorm}",
         "{d_model: 96, n_heads: 6, n_layers: 2, context: 12, positional: rope, attention: {type: causal, n_kv_heads: 3},"
-        " ffn: gelu, norm: {type: layernorm}}"}) {
+        " ffn: gelu, norm: {type: layernorm}}",
+        "{d_model: 96, n_heads: 4, n_layers: 2, context: 12, positional: rope, blocks: [parallel, sandwich], ffn: swiglu}"}) {
     CAPTURE(yaml);
     YAML::Node n = YAML::Load(yaml);
     ablate::Model model(ablate::Options(n, std::make_shared<ablate::ConfigSource>(), "model"), 23, 5);

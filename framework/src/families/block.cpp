@@ -1,0 +1,184 @@
+// Family "block": its descriptor (see ablate/family.hpp), conformance checks and the
+// skeleton of `ablate plugin new block NAME`. A block is checked with the default
+// attention, FFN and norm as its leaves.
+#include "ablate/block.hpp"
+#include "kit.hpp"
+
+namespace ablate::conformance {
+namespace {
+
+// ---- block: one layer, its attention, FFN and norms built through BuildContext::parts ------
+
+// The leaves a block gets in the checks: the default variants of attention, FFN and norm
+// (their descriptors').
+class CheckParts final : public BlockParts {
+ public:
+  std::unique_ptr<Attention> attention(const BuildContext& b, const std::string& scope) const override {
+    return make<Attention>(b, scope);
+  }
+  std::unique_ptr<Ffn> ffn(const BuildContext& b, const std::string& scope) const override { return make<Ffn>(b, scope); }
+  std::unique_ptr<Norm> norm(const BuildContext& b, const std::string& scope) const override {
+    return make<Norm>(b, scope);
+  }
+
+ private:
+  template <class T>
+  static std::unique_ptr<T> make(const BuildContext& b, const std::string& scope) {
+    BuildContext c = b;
+    c.params = ParamScope(b.params.store(), b.params.prefix() + scope);
+    c.parts = nullptr;
+    const std::string type = family(T::kFamily).default_variant;
+    return PluginRegistry::instance().create<T>(options_from_yaml("{type: " + type + "}", family(T::kFamily).key), c);
+  }
+};
+
+Built<Block> build_block(const YAML::Node& node, const ModelDims& d, const BlockParts* parts) {
+  Built<Block> b;
+  b.store = std::make_unique<ParamStore>(7);
+  Options o(YAML::Clone(node), std::make_shared<ConfigSource>(), "model.block");
+  b.obj = PluginRegistry::instance().create<Block>(o, BuildContext{d, ParamScope(*b.store, "p."), 7, parts});
+  return b;
+}
+
+void check_block_options(Checker& ck, const Subject& s, const ModelDims& d, const BlockParts& parts) {
+  ck.run("rejects an unknown option", [&](std::string&) {
+    try {
+      build_block(s.with("no_such_option", YAML::Node(1)), d, &parts);
+    } catch (const ConfigError& e) {
+      expect(contains(e.what(), "no_such_option"), std::string("the error does not name the key: ") + e.what());
+      return;
+    }
+    expect(false, "{no_such_option: 1} was accepted; read options with Options::get");
+  });
+}
+
+void check_block(Checker& ck, const Subject& s) {
+  constexpr int64_t C = 8, NH = 2, B = 2, T = 4;
+  const ModelDims d = small_dims(C, NH, 16);
+  const CheckParts parts;
+  auto run = [&](Block& blk, const std::vector<float>& x, int64_t b, int64_t t, int64_t pos0 = 0, KVCache* cache = nullptr) {
+    Graph g;
+    g.grad_enabled = cache == nullptr;
+    AttentionInput in;
+    in.pos = {b, t, pos0};
+    in.cache = cache;
+    Var y = blk.forward(g, g.constant(x.data(), b * t, C), in);
+    expect_shape(g, y, b * t, C, "the output");
+    return values(g, y);
+  };
+  const auto x = randn(static_cast<size_t>(B * T * C), 3);
+  ck.run("builds its leaves through BuildContext::parts; output (B*T, C), finite", [&](std::string& note) {
+    auto a = build_block(s.options, d, &parts);
+    expect(a->attention().kv_width() > 0, "attention() is not the attention it was given (kv_width() is 0)");
+    expect_finite(run(*a.obj, x, B, T), "the output");
+    note = std::to_string(a.store->count()) + " parameters, final norm " + (a->final_norm() ? "yes" : "no");
+  });
+  ck.run("without a model (BuildContext::parts null): an ablate::Error, not a crash", [&](std::string&) {
+    try {
+      build_block(s.options, d, nullptr);
+    } catch (const Error&) {
+      return;
+    }
+    expect(false, "built without parts: a block must create its sublayers with block_parts(ctx)");
+  });
+  ck.run("deterministic: same input, same output; same seed, same parameters", [&](std::string&) {
+    auto a = build_block(s.options, d, &parts), b = build_block(s.options, d, &parts);
+    const auto ya = run(*a.obj, x, B, T);
+    expect(ya == run(*a.obj, x, B, T), "two calls on the same input differ");
+    expect(ya == run(*b.obj, x, B, T), "two instances built with the same seed differ");
+  });
+  ck.run("gradients by finite differences (parameters and input)", [&](std::string& note) {
+    auto a = build_block(s.options, d, &parts);
+    randomize(*a.store, 5, 0.5f);
+    ParamStore inputs(11);
+    Parameter& xp = inputs.add("x", B * T, C, Init::kNormal, 1.0f);
+    std::vector<Parameter*> wrt = a.store->all();
+    wrt.push_back(&xp);
+    expect_gradients([&](Graph& g) {
+      AttentionInput in;
+      in.pos = {B, T, 0};
+      return Outputs{a->forward(g, g.param(xp), in)};
+    }, wrt, note);
+  });
+  ck.run("KV-cache decoding one token at a time reproduces the full forward (causal attention)", [&](std::string& note) {
+    auto a = build_block(s.options, d, &parts);
+    if (!a->attention().causal()) {
+      note = "not checked: the default attention is not causal";
+      return;
+    }
+    randomize(*a.store, 6, 0.3f);
+    const auto full = run(*a.obj, x, 1, T);
+    KVCache cache;
+    cache.init(1, T, a->attention().kv_width());
+    for (int64_t t = 0; t < T; ++t) {
+      const std::vector<float> row(x.begin() + t * C, x.begin() + (t + 1) * C);
+      const auto y = run(*a.obj, row, 1, 1, t, &cache);
+      for (int64_t c = 0; c < C; ++c)
+        expect(close(y[static_cast<size_t>(c)], full[static_cast<size_t>(t * C + c)], 1e-4),
+               "position " + std::to_string(t) + " channel " + std::to_string(c) + ": " + num(y[static_cast<size_t>(c)]) +
+                   " decoded, " + num(full[static_cast<size_t>(t * C + c)]) + " in the full forward (is the cache passed on?)");
+    }
+  });
+  check_block_options(ck, s, d, parts);
+}
+
+const char* kTemplate = R"TPL(// @NAME@: a block variant for ablate (family "block"), from `ablate plugin new block @NAME@`.
+// As generated: DeepNorm (Wang et al. 2022, DeepNet), a post-norm block whose residual is
+// up-weighted: norm1(alpha x + attn(x)), then norm2(alpha x + ffn(x)), alpha = (2 N)^(1/4)
+// for N layers (the paper's decoder value; its down-scaled init of the sublayers is left
+// out). A block builds its attention, FFN and norms from the model's options through
+// block_parts(ctx), in a fixed order (the order of their parameters).
+#include <cmath>
+
+#include "ablate/block.hpp"
+#include "ablate/ops.hpp"
+
+namespace {
+
+class @CLASS@ final : public ablate::Block {
+ public:
+  @CLASS@(const ablate::Options& o, const ablate::BuildContext& c)
+      : alpha_(o.get_in<float>("alpha", 0.0f, 0.0f, 1000.0f, "residual weight; 0: (2 n_layers)^(1/4)")), p_(c.dims.dropout) {
+    if (alpha_ == 0.0f) alpha_ = std::pow(2.0f * static_cast<float>(c.dims.n_layers), 0.25f);
+    const ablate::BlockParts& parts = ablate::block_parts(c);
+    norm1_ = parts.norm(c, "norm1.");
+    attn_ = parts.attention(c, "attn.");
+    norm2_ = parts.norm(c, "norm2.");
+    ffn_ = parts.ffn(c, "ffn.");
+  }
+
+  ablate::Var forward(ablate::Graph& g, ablate::Var x, const ablate::AttentionInput& in) override {
+    ablate::Var a = ablate::dropout(g, attn_->forward(g, x, in), p_);
+    x = norm1_->forward(g, ablate::add(g, ablate::scale(g, x, alpha_), a));
+    ablate::Var f = ablate::dropout(g, ffn_->forward(g, x), p_);
+    return norm2_->forward(g, ablate::add(g, ablate::scale(g, x, alpha_), f));
+  }
+  const ablate::Attention& attention() const override { return *attn_; }
+  bool final_norm() const override { return false; }  // the output is normalised already
+
+ private:
+  float alpha_, p_;
+  std::unique_ptr<ablate::Norm> norm1_, norm2_;
+  std::unique_ptr<ablate::Attention> attn_;
+  std::unique_ptr<ablate::Ffn> ffn_;
+};
+
+}  // namespace
+ABLATE_PLUGIN(ablate::Block, @NAME@, @CLASS@, "DeepNorm block: norm(alpha x + sublayer(x)), alpha = (2 N)^(1/4)")
+)TPL";
+
+[[maybe_unused]] const bool registered = register_family([] {
+  FamilyDescriptor d;
+  d.name = Block::kFamily;
+  d.key = "model.block";
+  d.list = false;
+  d.default_variant = "prenorm";
+  d.summary = "one layer, residuals included, wired from the model's attention, FFN and norm: x (B*T, C) -> (B*T, C)";
+  d.checks = &check_block;
+  d.template_summary = "DeepNorm block: norm(alpha x + sublayer(x)), alpha = (2 N)^(1/4)";
+  d.template_source = kTemplate;
+  return d;
+}());
+
+}  // namespace
+}  // namespace ablate::conformance
