@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "ablate/conformance.hpp"
@@ -27,7 +28,7 @@ const std::vector<std::string> kShortRun = {"train.steps=6",     "train.eval_eve
                                             "train.threads=2",   "sample.tokens=16"};
 
 // Every metric of the run (but the time-dependent tokens_per_s) and a hash of its sample,
-// as lines "<config> <table>/<column> <bits of each value in hex>".
+// as lines "<config> <table>/<column> <step> <bits of the value in hex>".
 std::vector<std::string> metric_lines(const std::string& config) {
   ablate::test::TempDir dir;
   ablate::RunOptions ro;
@@ -37,19 +38,20 @@ std::vector<std::string> metric_lines(const std::string& config) {
   ablate::run_experiment(ablate::Experiment::load(std::string(ABLATE_SOURCE_DIR) + "/experiments/" + config + ".yaml", ov), ro);
   const ablate::RunData d = ablate::read_run_file(ablate::run_file_path(ro.out_dir));
   std::vector<std::string> lines;
-  for (const auto& [table, columns] : d.tables)
+  for (const auto& [table, columns] : d.tables) {
+    if (!columns.count("step")) continue;
+    const std::vector<double>& steps = columns.at("step");
     for (const auto& [column, values] : columns) {
-      if (column == "tokens_per_s") continue;
-      std::string line = config + " " + table + "/" + column;
-      for (double v : values) {
+      if (column == "tokens_per_s" || column == "step") continue;
+      for (size_t i = 0; i < values.size() && i < steps.size(); ++i) {
         uint64_t bits;
-        std::memcpy(&bits, &v, sizeof bits);
-        char buf[24];
-        std::snprintf(buf, sizeof buf, " %016" PRIx64, bits);
-        line += buf;
+        std::memcpy(&bits, &values[i], sizeof bits);
+        char buf[64];
+        std::snprintf(buf, sizeof buf, " %lld %016" PRIx64, static_cast<long long>(steps[i]), bits);
+        lines.push_back(config + " " + table + "/" + column + buf);
       }
-      lines.push_back(line);
     }
+  }
   const std::string sample = d.texts.count("samples/final") ? d.texts.at("samples/final") : "";
   uint64_t h = 0xcbf29ce484222325ull;
   for (unsigned char c : sample) h = (h ^ c) * 0x100000001b3ull;
@@ -62,7 +64,9 @@ std::vector<std::string> metric_lines(const std::string& config) {
 }  // namespace
 
 // The reference was written by this test case with ABLATE_RECORD_BLOCK_REFERENCE=1, built
-// from main at 7d143c8 (before the block family, when norm.placement chose pre or post).
+// from main at 7d143c8 (before the block family, when norm.placement chose pre or post;
+// first as one line per column, then rewritten as one line per value by a script, the
+// values unchanged, so that extra rows of a later trainer do not break the comparison).
 TEST_CASE("block/gpt1_postnorm and the pre-norm baseline give bitwise the metrics recorded before blocks were plugins") {
   ablate::test::registry();
   const std::string ref_path = std::string(ABLATE_TEST_DATA_DIR) + "/block_reference.txt";
@@ -72,20 +76,26 @@ TEST_CASE("block/gpt1_postnorm and the pre-norm baseline give bitwise the metric
   const char* record = std::getenv("ABLATE_RECORD_BLOCK_REFERENCE");
   if (record && std::string(record) == "1") {
     std::ofstream out(ref_path);
-    out << "# tests/test_block.cpp: short runs (" ;
+    out << "# tests/test_block.cpp: short runs (";
     for (const auto& o : kShortRun) out << " " << o;
-    out << ") of the shipped experiments; each value's IEEE-754 bits in hex.\n";
+    out << ") of the shipped experiments; one metric value a line, as <config> <table>/<column> <step> <its IEEE-754 "
+           "bits in hex>.\n";
     for (const auto& l : got) out << l << "\n";
     MESSAGE("recorded " << ref_path);
     return;
   }
+  // Every recorded value must be there, bitwise; rows the trainer has since learned to
+  // write besides them (another step, another column) are not compared.
   std::ifstream in(ref_path);
   REQUIRE(in.good());
-  std::vector<std::string> want;
-  for (std::string l; std::getline(in, l);)
-    if (!l.empty() && l[0] != '#') want.push_back(l);
-  REQUIRE(want.size() == got.size());
-  for (size_t i = 0; i < want.size(); ++i) CHECK(got[i] == want[i]);
+  const std::set<std::string> have(got.begin(), got.end());
+  int compared = 0;
+  for (std::string l; std::getline(in, l);) {
+    if (l.empty() || l[0] == '#') continue;
+    ++compared;
+    CHECK_MESSAGE(have.count(l), "recorded before, not produced now: " << l);
+  }
+  CHECK(compared >= 30);
 }
 
 namespace {
@@ -137,7 +147,7 @@ TEST_CASE("block/model.block and model.blocks: per-layer pattern, parameter coun
         std::string::npos);
 }
 
-TEST_CASE("block/bad configs: norm.placement names its replacement; patterns that do not fit") {
+TEST_CASE("block/bad configs: norm.placement names its replacement, patterns that do not fit") {
   const std::string base = "{d_model: 16, n_heads: 2, context: 8, ";
   const std::string placement = error_of(base + "norm: {type: layernorm, placement: post}}");
   CHECK(placement.find("model.norm.placement") != std::string::npos);

@@ -23,6 +23,7 @@
 #include "ablate/fault.hpp"
 #include "ablate/grad_sync.hpp"
 #include "ablate/generate.hpp"
+#include "ablate/objective.hpp"
 #include "ablate/ops.hpp"
 #include "ablate/registry.hpp"
 #include "ablate/runfile.hpp"
@@ -71,10 +72,44 @@ std::string hms(double s) {
   return buf;
 }
 
+// The objective's variants whose attention need is `causal`, for an error message.
+std::vector<std::string> objectives_for(bool causal) {
+  std::vector<std::string> names;
+  for (const PluginEntry* e : PluginRegistry::instance().variants(Objective::kFamily)) {
+    try {
+      YAML::Node n(e->info->name);
+      ParamStore none;
+      auto obj = PluginRegistry::instance().create<Objective>(Options(n, std::make_shared<ConfigSource>(), "objective"),
+                                                              BuildContext{ModelDims{}, ParamScope(none, ""), 0});
+      if (obj->causal() == causal) names.push_back(e->info->name);
+    } catch (const std::exception&) {
+      // a variant that needs options: not suggested
+    }
+  }
+  return names;
+}
+
+// A causal objective (next token) must not see what it predicts; a bidirectional one
+// needs both sides: the model's attention must be what the objective says.
+void check_attention(const Objective& obj, const Model& m, const Options& root) {
+  if (obj.causal() == m.causal()) return;
+  const Options attn = root.child("model").child("attention");
+  const std::string name = PluginRegistry::type_of(root.child("objective")), a = PluginRegistry::type_of(attn);
+  const std::vector<std::string> others = objectives_for(m.causal());
+  const std::string alternative = others.empty() ? "" : ", or an objective for this attention (objective: " + join(others, " or ") + ")";
+  if (obj.causal())
+    attn.fail("type", "'" + a + "' lets every position see the tokens after it, and objective '" + name +
+                          "' scores each position on the next token: the model would read its answers (the loss falls "
+                          "towards 0, samples are garbage). Choose a causal attention" + alternative);
+  attn.fail("type", "objective '" + name + "' predicts tokens from the context on both sides, and '" + a +
+                        "' hides what comes after each position. Choose a bidirectional attention" + alternative);
+}
+
 // Everything the loop needs, built (and so validated) before any training starts.
 struct Setup {
   std::unique_ptr<Tokenizer> tokenizer;
   TextData data;
+  std::unique_ptr<Objective> objective;
   std::unique_ptr<Model> model;
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<Scheduler> scheduler;
@@ -99,7 +134,9 @@ Setup build(const Experiment& exp, const RunOptions& ro) {
   BuildContext none{ModelDims{}, ParamScope(*s.no_params, ""), s.seed};
   s.tokenizer = reg.create<Tokenizer>(family_options(root, Tokenizer::kFamily), none);
   s.data = load_text_data(root.child("data"), exp.dir(), *s.tokenizer, context);
-  s.model = std::make_unique<Model>(model_opts, s.tokenizer->vocab_size(), s.seed);
+  s.objective = reg.create<Objective>(family_options(root, Objective::kFamily), none);
+  s.model = std::make_unique<Model>(model_opts, s.tokenizer->vocab_size() + s.objective->extra_tokens(), s.seed);
+  check_attention(*s.objective, *s.model, root);
   s.train = read_train(root.child("train"));
   s.optimizer = reg.create<Optimizer>(family_options(root, Optimizer::kFamily), none);
   s.scheduler = reg.create<Scheduler>(family_options(root, Scheduler::kFamily), none);
@@ -178,39 +215,48 @@ int64_t counted_targets(const int32_t* y, int64_t n) {
   return c;
 }
 
-// Mean loss over a fixed set of batches (the same batches at every evaluation, so that
-// evaluations of one run, and of runs with the same seed, are directly comparable). With
-// several ranks each computes its slice of every batch, weighted as in the whole batch.
-double evaluate(Model& m, Graph& g, const TextData& data, bool train, const TrainConfig& t, int64_t T,
-                uint64_t seed, std::vector<int32_t>& x, std::vector<int32_t>& y, Communicator& comm) {
-  Rng rng(seed * 0x9E3779B97F4A7C15ull + 0xE7A1);
+// The mean loss and the objective's metrics over a fixed set of batches (the same batches,
+// and the same masks, at every evaluation, so that evaluations of one run, and of runs with
+// the same seed, are directly comparable). With several ranks each computes its slice of
+// every batch, weighted as in the whole batch.
+std::vector<std::pair<std::string, double>> evaluate(Model& m, const Objective& obj, Graph& g, const TextData& data, bool train,
+                                                     const TrainConfig& t, int64_t T, uint64_t seed, std::vector<int32_t>& x,
+                                                     std::vector<int32_t>& y, Communicator& comm) {
+  Rng rng(seed * 0x9E3779B97F4A7C15ull + 0xE7A1), mask_rng(seed * 0x9E3779B97F4A7C15ull + 0x0B1E);
   NoGrad ng(g);
   bool was = g.training;
   g.training = false;
-  const Slice sl = batch_slice(t.batch, comm);
-  std::vector<double> parts(static_cast<size_t>(t.eval_batches), 0.0);  // this rank's share of each batch mean
+  const Slice sl = comm.size() == 1 ? Slice{0, t.batch} : batch_slice(t.batch, comm);
+  std::vector<std::string> names{"loss"};
+  for (const auto& kv : obj.metrics(Tensor{}, nullptr, 0)) names.push_back(kv.first);
+  std::vector<double> parts;  // this rank's share of each batch mean, batch-major, a value per name
   for (int64_t b = 0; b < t.eval_batches; ++b) {
     sample_batch(data, train, t.batch, T, rng, x.data(), y.data());
-    if (comm.size() == 1) {
-      g.reset();
-      ForwardArgs a{x.data(), t.batch, T};
-      Var loss = cross_entropy(g, m.forward(g, a), y.data(), t.batch * T);
-      parts[static_cast<size_t>(b)] = g.value(loss).data[0];
-      continue;
-    }
+    obj.prepare(x.data(), y.data(), t.batch, T, m.dims().vocab_size - obj.extra_tokens(), mask_rng);
     const int64_t n_all = counted_targets(y.data(), t.batch * T);
     const int64_t n_mine = counted_targets(y.data() + sl.lo * T, (sl.hi - sl.lo) * T);
-    if (n_mine == 0) continue;
-    g.reset();
-    ForwardArgs a{x.data() + sl.lo * T, sl.hi - sl.lo, T};
-    Var loss = cross_entropy(g, m.forward(g, a), y.data() + sl.lo * T, (sl.hi - sl.lo) * T);
-    parts[static_cast<size_t>(b)] = g.value(loss).data[0] * static_cast<double>(n_mine) / static_cast<double>(n_all);
+    std::vector<std::pair<std::string, double>> row{{"loss", 0.0}};
+    if (n_mine > 0) {
+      g.reset();
+      Var logits = m.forward(g, ForwardArgs{x.data() + sl.lo * T, sl.hi - sl.lo, T});
+      const int32_t* targets = y.data() + sl.lo * T;
+      row[0].second = g.value(obj.loss(g, logits, targets, (sl.hi - sl.lo) * T)).data[0];
+      for (const auto& kv : obj.metrics(g.value(logits), targets, (sl.hi - sl.lo) * T)) row.push_back(kv);
+    }
+    for (size_t k = 0; k < names.size(); ++k) {
+      const double v = k < row.size() ? row[k].second : 0.0;
+      parts.push_back(comm.size() == 1 ? v : v * static_cast<double>(n_mine) / static_cast<double>(n_all));
+    }
   }
   comm.allreduce_sum(parts.data(), parts.size());
-  double total = 0;
-  for (double v : parts) total += v;
+  std::vector<std::pair<std::string, double>> means;
+  for (size_t k = 0; k < names.size(); ++k) {
+    double total = 0;
+    for (int64_t b = 0; b < t.eval_batches; ++b) total += parts[static_cast<size_t>(b) * names.size() + k];
+    means.emplace_back(names[k], total / static_cast<double>(t.eval_batches));
+  }
   g.training = was;
-  return total / static_cast<double>(t.eval_batches);
+  return means;
 }
 
 // FNV-1a over the bits of every parameter: equal on every rank while their weights are.
@@ -451,6 +497,9 @@ RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
       for (int64_t m = 0; m < t.accum; ++m) {
         // Every rank draws the whole batch from the same stream and computes its slice.
         sample_batch(s.data, true, B, T, data_rng, x.data(), y.data());
+        // The objective's randomness (masks) from the step, not from a stream to checkpoint.
+        Rng mask_rng((s.seed ^ 0x0B1Eull) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(step * t.accum + m));
+        s.objective->prepare(x.data(), y.data(), B, T, s.tokenizer->vocab_size(), mask_rng);
         float weight = t.accum > 1 ? 1.0f / static_cast<float>(t.accum) : 1.0f;
         if (comm.size() > 1) {
           // The slice's mean loss, weighted by its share of the batch's counted targets:
@@ -465,7 +514,7 @@ RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
         g.reset();
         ForwardArgs a = comm.size() > 1 ? ForwardArgs{x.data() + sl.lo * T, sl.hi - sl.lo, T} : ForwardArgs{x.data(), B, T};
         const int32_t* targets = comm.size() > 1 ? y.data() + sl.lo * T : y.data();
-        Var loss = cross_entropy(g, model.forward(g, a), targets, a.batch * T);
+        Var loss = s.objective->loss(g, model.forward(g, a), targets, a.batch * T);
         if (weight != 1.0f) loss = scale(g, loss, weight);
         loss_sum += g.value(loss).data[0];
         if (comm.size() > 1 && m + 1 == t.accum) sync.attach(g);
@@ -515,9 +564,16 @@ RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
       }
       if (step % t.eval_every == 0 || step == t.steps) {
         g.batch_rows = g.batch_offset = 0;
-        double tl = evaluate(model, g, s.data, true, t, T, s.seed, x, y, comm);
-        double vl = evaluate(model, g, s.data, false, t, T, s.seed + 1, x, y, comm);
-        if (rfp) rfp->append("eval", {{"step", double(step)}, {"train_loss", tl}, {"val_loss", vl}, {"val_ppl", std::exp(vl)}});
+        const auto train_m = evaluate(model, *s.objective, g, s.data, true, t, T, s.seed, x, y, comm);
+        const auto val_m = evaluate(model, *s.objective, g, s.data, false, t, T, s.seed + 1, x, y, comm);
+        const double tl = train_m[0].second, vl = val_m[0].second;
+        std::vector<std::pair<std::string, double>> eval_row{
+            {"step", double(step)}, {"train_loss", tl}, {"val_loss", vl}, {"val_ppl", std::exp(vl)}};
+        for (size_t k = 1; k < val_m.size(); ++k) {
+          eval_row.emplace_back("train_" + train_m[k].first, train_m[k].second);
+          eval_row.emplace_back("val_" + val_m[k].first, val_m[k].second);
+        }
+        if (rfp) rfp->append("eval", eval_row);
         // Evaluators (generation, task metrics) run on rank 0 only; the others wait at the
         // next step's allreduce.
         for (auto& [table, ev] : s.evaluators) {
@@ -567,7 +623,7 @@ RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
   sum.tokens_per_s = trained_steps ? static_cast<double>(B * T * t.accum) * double(trained_steps) / train_seconds : 0;
   if (!root) return sum;
   RunFile& rf = *rfp;
-  if (s.sample_tokens > 0) {
+  if (s.sample_tokens > 0 && s.objective->generates()) {
     Rng rng(s.seed ^ 0x5A3Bull);
     std::vector<int32_t> prompt = s.tokenizer->encode(s.sample_prompt);
     auto out = generate(model, prompt, s.sample_tokens, s.sampling, rng);
@@ -606,7 +662,8 @@ LoadedRun load_run(const std::string& dir) {
   r.tokenizer = reg.create<Tokenizer>(family_options(root, Tokenizer::kFamily), none);
   r.tokenizer->load(ck.texts["tokenizer"]);
   uint64_t seed = static_cast<uint64_t>(root.get<int64_t>("seed", 1));
-  r.model = std::make_unique<Model>(root.child("model"), r.tokenizer->vocab_size(), seed);
+  auto objective = reg.create<Objective>(family_options(root, Objective::kFamily), none);
+  r.model = std::make_unique<Model>(root.child("model"), r.tokenizer->vocab_size() + objective->extra_tokens(), seed);
   restore_params(*r.model, ck, path);
   r.step = static_cast<int64_t>(ck.ints["step"]);
   return r;

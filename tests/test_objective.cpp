@@ -1,0 +1,127 @@
+// The objective family: conformance of every variant; masked_lm's 15% and 80/10/10 rule;
+// the trainer refuses an attention the objective cannot use; a masked-LM run end to end.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+#include "ablate/experiment.hpp"
+#include "ablate/objective.hpp"
+#include "ablate/runfile.hpp"
+#include "ablate/trainer.hpp"
+#include "plugin_test_util.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+std::unique_ptr<ablate::Objective> objective(const std::string& yaml) {
+  ablate::test::registry();
+  ablate::ParamStore none;
+  return ablate::PluginRegistry::instance().create<ablate::Objective>(
+      ablate::conformance::options_from_yaml(yaml, "objective"), ablate::BuildContext{ablate::ModelDims{}, ablate::ParamScope(none, ""), 1});
+}
+
+// The tiny experiment of test_util.hpp with extra lines appended (later keys win).
+std::string tiny(const ablate::test::TempDir& dir, const std::string& model_extra, const std::string& extra) {
+  std::string base = ablate::test::kTinyBase;
+  const std::string at = "  attention: causal\n";
+  base.replace(base.find(at), at.size(), model_extra);
+  return dir.write("tiny.yaml", base + extra);
+}
+
+ablate::RunSummary run(const std::string& file, const std::string& out, const std::vector<std::string>& overrides = {}) {
+  ablate::RunOptions ro;
+  ro.quiet = true;
+  ro.out_dir = out;
+  std::vector<std::string> ov = overrides;
+  ov.push_back("data.path=" + std::string(ABLATE_TEST_DATA_DIR) + "/shakespeare_16k.txt");
+  return ablate::run_experiment(ablate::Experiment::load(file, ov), ro);
+}
+
+}  // namespace
+
+TEST_CASE("objective/conformance: inputs and targets, determinism, loss gradients, metrics and options of every variant") {
+  ablate::test::registry();
+  ptest::check_conformance("objective");
+}
+
+TEST_CASE("objective/masked_lm: 15% of real tokens chosen, of them 80% masked, 10% random, 10% kept, only they are scored") {
+  auto o = objective("{type: masked_lm}");
+  CHECK_FALSE(o->causal());
+  CHECK(o->extra_tokens() == 1);
+  const int64_t B = 64, T = 256, V = 50;
+  std::vector<int32_t> x(static_cast<size_t>(B * T)), y(x.size());
+  ablate::Rng data(3);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<int32_t>(data.below(V));
+  for (size_t i = 0; i < x.size(); ++i) y[i] = i % T + 1 < T ? x[i + 1] : static_cast<int32_t>(data.below(V));
+  const std::vector<int32_t> x0 = x;
+  ablate::Rng rng(11);
+  o->prepare(x.data(), y.data(), B, T, V, rng);
+  int64_t chosen = 0, masked = 0, kept = 0, other = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (y[i] < 0) {
+      CHECK(x[i] == x0[i]);  // not chosen: unchanged
+      continue;
+    }
+    ++chosen;
+    CHECK(y[i] == x0[i]);  // scored on the original token
+    if (x[i] == V) ++masked;
+    else if (x[i] == x0[i]) ++kept;
+    else ++other;
+  }
+  const double n = static_cast<double>(B * T), c = static_cast<double>(chosen);
+  CHECK(c / n == doctest::Approx(0.15).epsilon(0.05));
+  CHECK(masked / c == doctest::Approx(0.8).epsilon(0.03));
+  // A random token equals the original one time in V: kept ~ 0.1 + 0.1 / V.
+  CHECK(kept / c == doctest::Approx(0.1 + 0.1 / V).epsilon(0.12));
+  CHECK(other / c == doctest::Approx(0.1 - 0.1 / V).epsilon(0.12));
+  CHECK_THROWS_AS(objective("{type: masked_lm, replace_mask: 0.9, replace_random: 0.2}"), ablate::ConfigError);
+  CHECK_THROWS_AS(objective("{type: masked_lm, mask_rate: 0}"), ablate::ConfigError);
+}
+
+TEST_CASE("objective/the trainer refuses an attention the objective cannot use, naming the key and the fix") {
+  ablate::test::TempDir dir;
+  auto error = [&](const std::string& model_extra, const std::string& extra) {
+    try {
+      run(tiny(dir, model_extra, extra), dir / "out", {"train.steps=1"});
+    } catch (const ablate::ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  // Next-token prediction through a bidirectional mask reads its answers.
+  const std::string leak = error("  attention: bidirectional\n", "");
+  CHECK(leak.find("tiny.yaml") != std::string::npos);
+  CHECK(leak.find("model.attention") != std::string::npos);
+  CHECK(leak.find("'next_token'") != std::string::npos);
+  CHECK(leak.find("objective: masked_lm") != std::string::npos);
+  const std::string blind = error("  attention: causal\n", "objective: masked_lm\n");
+  CHECK(blind.find("model.attention") != std::string::npos);
+  CHECK(blind.find("bidirectional attention") != std::string::npos);
+  CHECK(blind.find("objective: next_token") != std::string::npos);
+}
+
+TEST_CASE("objective/masked_lm trains end to end: loss and accuracy on masked positions, the mask token in the vocabulary") {
+  ablate::test::TempDir dir;
+  const std::string file = tiny(dir, "  attention: bidirectional\n", "objective: masked_lm\n");
+  const ablate::RunSummary s = run(file, dir / "out", {"train.steps=60"});
+  const ablate::RunData d = ablate::read_run_file(ablate::run_file_path(s.run_dir));
+  const auto& eval = d.tables.at("eval");
+  REQUIRE(eval.count("val_accuracy"));
+  REQUIRE(eval.count("train_accuracy"));
+  const auto& acc = eval.at("val_accuracy");
+  const auto& loss = eval.at("val_loss");
+  // The char tokenizer: the text's characters and the unknown symbol; then the mask token.
+  const std::string text = ablate::test::read_file(std::string(ABLATE_TEST_DATA_DIR) + "/shakespeare_16k.txt");
+  const double chars = static_cast<double>(std::set<char>(text.begin(), text.end()).size());
+  CHECK(d.num_attrs.at("vocab_size") == chars + 2);
+  CHECK(loss.back() < loss.front());
+  CHECK(loss.back() < std::log(chars));  // below the uniform guess over the characters
+  CHECK(acc.back() > 2.0 / chars);       // above a guess
+  CHECK(acc.back() <= 1.0);
+  CHECK_FALSE(d.texts.count("samples/final"));  // an encoder samples no text
+  // The same run again: bitwise the same metrics (masks come from the seed and the step).
+  const ablate::RunSummary s2 = run(file, dir / "out2", {"train.steps=60"});
+  CHECK(ablate::read_run_file(ablate::run_file_path(s2.run_dir)).tables.at("eval").at("val_accuracy") == acc);
+}
