@@ -93,15 +93,15 @@ std::vector<std::string> objectives_for(bool causal) {
 // needs both sides: the model's attention must be what the objective says.
 void check_attention(const Objective& obj, const Model& m, const Options& root) {
   if (obj.causal() == m.causal()) return;
-  const Options attn = root.child("model").child("attention");
-  const std::string name = PluginRegistry::type_of(root.child("objective")), a = PluginRegistry::type_of(attn);
+  const Options model = root.child("model"), attn = family_options(model, Attention::kFamily);
+  const std::string name = PluginRegistry::type_of(family_options(root, Objective::kFamily)), a = PluginRegistry::type_of(attn);
   const std::vector<std::string> others = objectives_for(m.causal());
   const std::string alternative = others.empty() ? "" : ", or an objective for this attention (objective: " + join(others, " or ") + ")";
   if (obj.causal())
-    attn.fail("type", "'" + a + "' lets every position see the tokens after it, and objective '" + name +
+    model.fail("attention", "'" + a + "' lets every position see the tokens after it, and objective '" + name +
                           "' scores each position on the next token: the model would read its answers (the loss falls "
                           "towards 0, samples are garbage). Choose a causal attention" + alternative);
-  attn.fail("type", "objective '" + name + "' predicts tokens from the context on both sides, and '" + a +
+  model.fail("attention", "objective '" + name + "' predicts tokens from the context on both sides, and '" + a +
                         "' hides what comes after each position. Choose a bidirectional attention" + alternative);
 }
 

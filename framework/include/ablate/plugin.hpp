@@ -18,6 +18,8 @@ namespace ablate {
 //   3: PositionalEncoding::rotates(); AttentionSpec has column offsets (fused qkv).
 //   4: PluginInfo::destroy; families declared as data (ablate/family.hpp); custom ops
 //      (ablate/custom_op.hpp), tanh, scalar broadcasting and Init::kConstant; task plugins.
+//      The block family (block.hpp) and BuildContext::parts; Attention::causal(); the
+//      objective family (objective.hpp).
 constexpr int kPluginApiVersion = 4;
 
 // Model sizes a plugin may need. `layer` is the block index (-1 outside blocks).
