@@ -1,5 +1,5 @@
-// Family "norm": a normalisation over channels. Placement (pre/post) and the final
-// norm are the model's business (model.norm.placement, model.norm.final).
+// Family "norm": a normalisation over channels. Where norms sit is the block's business
+// (block.hpp: prenorm, postnorm, ...); the final norm the model's (model.norm.final).
 #pragma once
 #include "ablate/graph.hpp"
 
