@@ -125,3 +125,15 @@ TEST_CASE("objective/masked_lm trains end to end: loss and accuracy on masked po
   const ablate::RunSummary s2 = run(file, dir / "out2", {"train.steps=60"});
   CHECK(ablate::read_run_file(ablate::run_file_path(s2.run_dir)).tables.at("eval").at("val_accuracy") == acc);
 }
+
+TEST_CASE("objective/the shipped encoder_vs_decoder sweep validates: two variants differ only in attention and objective") {
+  const ablate::test::TempDir dir;
+  const ablate::test::CommandResult r = ablate::test::run_command(
+      ablate::test::ablate_binary() + " sweep " + std::string(ABLATE_SOURCE_DIR) +
+      "/experiments/ablations/encoder_vs_decoder.yaml --dry-run --dir " + (dir / "s"));
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("model.attention=causal objective=next_token") != std::string::npos);
+  CHECK(r.output.find("model.attention=bidirectional objective=masked_lm") != std::string::npos);
+  CHECK(r.output.find("4 points (2 variants x 2 seeds)") != std::string::npos);
+}

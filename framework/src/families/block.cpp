@@ -50,6 +50,28 @@ void check_block_options(Checker& ck, const Subject& s, const ModelDims& d, cons
     }
     expect(false, "{no_such_option: 1} was accepted; read options with Options::get");
   });
+  ck.run("rejects absurd values of numeric options", [&](std::string& note) {
+    int n_numeric = 0;
+    for (const OptionDoc& doc : describe(s.family, s.name, d, "model.block")) {
+      if (doc.type != "a number" && doc.type != "an integer") continue;
+      ++n_numeric;
+      int rejected = 0;
+      const std::vector<std::string> absurd = doc.type == "a number" ? std::vector<std::string>{"-1e30", "1e30"}
+                                                                   : std::vector<std::string>{"-4611686018427387904", "4611686018427387904"};
+      for (const std::string& v : absurd) {
+        try {
+          build_block(s.with(doc.key, YAML::Load(v)), d, &parts);
+        } catch (const ConfigError& e) {
+          expect(contains(e.what(), "model.block." + doc.key), "option '" + doc.key + "' = " + v +
+                                                                   " is rejected, but the error does not name model.block." + doc.key);
+          ++rejected;
+        }
+      }
+      expect(rejected > 0, "numeric option '" + doc.key + "' accepts both " + absurd[0] + " and " + absurd[1] +
+                               "; give it a range (Options::get_in)");
+    }
+    note = n_numeric ? std::to_string(n_numeric) + " numeric option" + (n_numeric > 1 ? "s" : "") : "no numeric options";
+  });
 }
 
 void check_block(Checker& ck, const Subject& s) {
