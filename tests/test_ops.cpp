@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "../framework/src/ops/kernels.hpp"
+#include "ablate/custom_op.hpp"
 #include "ablate/error.hpp"
 #include "ablate/graph.hpp"
 #include "ablate/ops.hpp"
@@ -363,6 +364,79 @@ TEST_CASE("ops/grad: activations") {
              {{3, 300, -3.0f, 3.0f}}, 6);
   CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return silu(g, in[0]); },
              {{3, 300, -4.0f, 4.0f}}, 7);
+}
+
+TEST_CASE("ops/grad: tanh; add and mul with a (1,1) scalar broadcast over every element") {
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return ablate::tanh(g, in[0]); }, {{4, 6, -3.0f, 3.0f}});
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return ablate::tanh(g, in[0]); }, {{3, 300, -3.0f, 3.0f}}, 2);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return add(g, in[0], in[1]); }, {{3, 5}, {1, 1}}, 3);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return mul(g, in[0], in[1]); }, {{3, 5}, {1, 1}}, 4);
+  // Several fixed chunks of the scalar's gradient sum (4096 elements each).
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return mul(g, in[0], in[1]); }, {{3, 3000}, {1, 1}}, 5);
+  // x * s with s computed from x (both gradients reach x).
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return mul(g, in[0], sum(g, in[0])); }, {{2, 3}}, 6);
+}
+
+// y = a x^3 (a an attribute) as a custom op (ablate/custom_op.hpp), with `factor` planted
+// into its backward: the finite-difference check must catch a wrong one.
+float g_cube_factor = 1.0f;
+struct Cube {
+  static constexpr const char* kName = "test_cube";
+  static void forward(ablate::OpContext& op) {
+    const Tensor& x = op.in(0);
+    float* sq = op.save(0, static_cast<size_t>(x.numel()));
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      sq[i] = x.data[i] * x.data[i];
+      op.out().data[i] = op.attr(0) * sq[i] * x.data[i];
+    }
+  }
+  static void backward(ablate::OpContext& op) {
+    if (!op.needs_grad(0)) return;
+    const float* sq = op.saved(0);
+    const float* dy = op.grad_out().data;
+    float* dx = op.grad_in(0).data;
+    for (int64_t i = 0; i < op.in(0).numel(); ++i) dx[i] += g_cube_factor * 3.0f * op.attr(0) * sq[i] * dy[i];
+  }
+};
+
+TEST_CASE("ops/custom_op: forward, backward, saved buffers and attributes; a wrong backward is caught") {
+  const BuildFn f = [](Graph& g, const std::vector<Var>& in) {
+    const Tensor& x = g.value(in[0]);
+    return ablate::custom_op<Cube>(g, {in[0]}, x.rows, x.cols, {1.5f});
+  };
+  g_cube_factor = 1.0f;
+  CHECK_GRAD(f, {{3, 4}});
+  g_cube_factor = 2.0f;
+  CHECK_FALSE(check_gradients(f, {{3, 4}}).ok);
+  g_cube_factor = 1.0f;
+  CHECK(ablate::is_custom_op("test_cube"));
+  Graph g;
+  const float v = 2.0f;
+  Var x = g.constant(&v, 1, 1);
+  CHECK(g.value(ablate::custom_op<Cube>(g, {x}, 1, 1, {0.5f})).data[0] == doctest::Approx(4.0f));
+  CHECK_THROWS_AS(ablate::custom_op<Cube>(g, {Var{}}, 1, 1), ablate::Error);
+  CHECK_THROWS_AS(ablate::custom_op<Cube>(g, {x}, 0, 1), ablate::Error);
+}
+
+TEST_CASE("ops/graph: references to nodes and values taken before make() stay valid as the tape grows") {
+  Graph g;
+  const std::vector<float> xv = random_vec(6, 3);
+  Var x = g.constant(xv.data(), 2, 3);
+  Node& node = g.node(x);
+  const Tensor& value = g.value(x);
+  for (int k = 0; k < 5000; ++k) scale(g, x, 1.0f);  // many chunks of nodes
+  CHECK(&node == &g.node(x));
+  CHECK(&value == &g.value(x));
+  CHECK(value.data[5] == xv[5]);
+  g.reset();
+  Var y = g.constant(xv.data(), 2, 3);
+  CHECK(&g.node(y) == &node);  // chunks are reused after reset
+}
+
+TEST_CASE("ops/init: a constant-init parameter holds its value") {
+  ablate::ParamStore store(1);
+  ablate::Parameter& p = store.add("alpha", 1, 3, ablate::Init::kConstant, 0.5f, false);
+  for (int64_t i = 0; i < 3; ++i) CHECK(p.value.data[i] == 0.5f);
 }
 
 TEST_CASE("ops/grad: layernorm with and without gain and bias, rmsnorm, softmax") {

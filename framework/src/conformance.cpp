@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "ablate/custom_op.hpp"
 #include "ablate/error.hpp"
 #include "ablate/family.hpp"
 #include "ablate/ops.hpp"
@@ -78,6 +79,11 @@ GradCheckResult check_gradients(const ForwardFn& forward, const std::vector<Para
   Graph g;
   std::vector<std::vector<float>> R;
   Outputs ys = forward(g);
+  for (int id = 0; id < static_cast<int>(g.num_nodes()); ++id) {
+    const std::string op = g.node(id).op;
+    if (is_custom_op(op) && std::find(res.custom_ops.begin(), res.custom_ops.end(), op) == res.custom_ops.end())
+      res.custom_ops.push_back(op);
+  }
   Var loss;
   for (size_t k = 0; k < ys.size(); ++k) {
     const Tensor& t = g.value(ys[k]);

@@ -22,13 +22,13 @@ float* aligned_floats(size_t n) {
 void free_floats(float* p) { std::free(p); }
 }  // namespace
 
-Graph::Graph() { nodes_.reserve(1024); }
+Graph::Graph() { chunks_.reserve(64); }
 Graph::~Graph() = default;
 
 void Graph::reset() {
   kernels::sync_scratch();  // no kernel is running: this thread's scratch may move
   open_op_ = nullptr;
-  nodes_.clear();
+  n_nodes_ = 0;
   peak_ = std::max(peak_, current_);
   current_ = 0;
   // After a step that needed several blocks, replace them by one block of the peak
@@ -80,6 +80,13 @@ void Graph::profile_tick(const char* next_op) {
   open_since_ = now;
 }
 
+Var Graph::push(const Node& n) {
+  if (n_nodes_ >> kChunkBits >= chunks_.size()) chunks_.push_back(std::make_unique<Node[]>(kChunkMask + 1));
+  const int id = static_cast<int>(n_nodes_++);
+  node(id) = n;
+  return Var{id};
+}
+
 void Graph::profile_flush() {
   if (profile) profile_tick(nullptr);
 }
@@ -91,8 +98,7 @@ Var Graph::param(Parameter& p) {
   n.grad = p.grad;
   n.param = &p;
   n.requires_grad = grad_enabled;
-  nodes_.push_back(n);
-  return Var{static_cast<int>(nodes_.size() - 1)};
+  return push(n);
 }
 
 Var Graph::constant(const float* data, int64_t rows, int64_t cols) {
@@ -106,8 +112,7 @@ Var Graph::input(int64_t rows, int64_t cols) {
   Node n;
   n.value = Tensor{alloc(static_cast<size_t>(rows * cols)), rows, cols};
   std::memset(n.value.data, 0, sizeof(float) * static_cast<size_t>(rows * cols));
-  nodes_.push_back(n);
-  return Var{static_cast<int>(nodes_.size() - 1)};
+  return push(n);
 }
 
 Var Graph::make(int64_t rows, int64_t cols, BackwardFn backward, std::initializer_list<Var> inputs,
@@ -125,8 +130,7 @@ Var Graph::make(int64_t rows, int64_t cols, BackwardFn backward, std::initialize
     any = any || requires_grad(v);
   }
   n.requires_grad = grad_enabled && any && backward != nullptr;
-  nodes_.push_back(n);
-  return Var{static_cast<int>(nodes_.size() - 1)};
+  return push(n);
 }
 
 Tensor& Graph::grad(int id) {
@@ -137,7 +141,7 @@ Tensor& Graph::grad(int id) {
 }
 
 Tensor& Graph::grad_unzeroed(int id, bool& fresh) {
-  Node& n = nodes_[static_cast<size_t>(id)];
+  Node& n = node(id);
   fresh = !n.grad.data;
   if (fresh) n.grad = Tensor{alloc(static_cast<size_t>(n.value.numel())), n.value.rows, n.value.cols};
   return n.grad;
@@ -149,7 +153,7 @@ void Graph::backward(Var loss) {
   for (int64_t i = 0; i < g.numel(); ++i) g.data[i] = 1.0f;
   profile_flush();
   for (int id = loss.id; id >= 0; --id) {
-    Node& n = nodes_[static_cast<size_t>(id)];
+    Node& n = node(id);
     if (n.requires_grad && n.backward && n.grad.data) {
       if (!profile) {
         n.backward(*this, id);

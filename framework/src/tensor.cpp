@@ -44,6 +44,7 @@ Parameter& ParamStore::add(const std::string& name, int64_t rows, int64_t cols, 
     case Init::kOnes: for (size_t i = 0; i < n; ++i) v[i] = 1.0f; break;
     case Init::kNormal: for (size_t i = 0; i < n; ++i) v[i] = scale * rng_.normal(); break;
     case Init::kUniform: for (size_t i = 0; i < n; ++i) v[i] = scale * (2.0f * rng_.uniform() - 1.0f); break;
+    case Init::kConstant: for (size_t i = 0; i < n; ++i) v[i] = scale; break;
   }
   order_.push_back(p.get());
   params_.push_back(std::move(p));

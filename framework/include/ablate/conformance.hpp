@@ -78,6 +78,7 @@ using ForwardFn = std::function<Outputs(Graph&)>;
 struct GradCheckResult {
   int checked = 0, skipped = 0, failed = 0;
   std::string report;  // the mismatches, one per line
+  std::vector<std::string> custom_ops;  // custom ops (custom_op.hpp) the forward used, so checked
   // Passed: no mismatch, something checked, and not mostly kinks.
   bool ok() const { return failed == 0 && checked > 0 && skipped <= checked; }
 };

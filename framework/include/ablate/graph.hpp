@@ -2,7 +2,10 @@
 // values, gradients and saved state live in an arena that is sized during the first
 // step and then recycled, so a steady-state training step allocates nothing.
 // Ops (ops.hpp) append nodes; backward() walks the tape in reverse. A composite op
-// written from built-in ops needs no backward of its own.
+// written from built-in ops needs no backward of its own; an op with a hand-written
+// backward is defined with ablate/custom_op.hpp (which uses make() below).
+// References to nodes, their values and gradients stay valid until reset(): nodes are
+// stored in fixed chunks that never move.
 #pragma once
 #include <cstddef>
 #include <chrono>
@@ -72,8 +75,8 @@ class Graph {
   Var make(int64_t rows, int64_t cols, BackwardFn backward, std::initializer_list<Var> inputs,
            const char* op = "op");
 
-  Node& node(Var v) { return nodes_[static_cast<size_t>(v.id)]; }
-  Node& node(int id) { return nodes_[static_cast<size_t>(id)]; }
+  Node& node(Var v) { return node(v.id); }
+  Node& node(int id) { return chunks_[static_cast<size_t>(id) >> kChunkBits][static_cast<size_t>(id) & kChunkMask]; }
   Tensor& value(Var v) { return node(v).value; }
   // The gradient buffer of a node, allocated and zeroed on first use.
   Tensor& grad(Var v) { return grad(v.id); }
@@ -82,8 +85,10 @@ class Graph {
   // buffer is not zeroed and `fresh` is set, and the op overwrites (or zeroes each block
   // as it goes, in cache) instead of accumulating.
   Tensor& grad_unzeroed(int id, bool& fresh);
-  bool requires_grad(Var v) const { return v.valid() && nodes_[static_cast<size_t>(v.id)].requires_grad; }
-  bool requires_grad(int id) const { return id >= 0 && nodes_[static_cast<size_t>(id)].requires_grad; }
+  bool requires_grad(Var v) const { return requires_grad(v.id); }
+  bool requires_grad(int id) const {
+    return id >= 0 && chunks_[static_cast<size_t>(id) >> kChunkBits][static_cast<size_t>(id) & kChunkMask].requires_grad;
+  }
 
   // Scratch memory from the arena, valid until reset(). Aligned to 64 bytes.
   float* alloc(size_t n_floats);
@@ -109,7 +114,7 @@ class Graph {
   void profile_flush();
 
   size_t arena_bytes() const;
-  size_t num_nodes() const { return nodes_.size(); }
+  size_t num_nodes() const { return n_nodes_; }
 
  private:
   struct Block {
@@ -117,7 +122,12 @@ class Graph {
     size_t size = 0;
     size_t used = 0;
   };
-  std::vector<Node> nodes_;
+  // The tape: node id -> chunks_[id >> kChunkBits][id & kChunkMask]. Chunks are kept
+  // across reset(), so a steady-state step allocates none.
+  static constexpr size_t kChunkBits = 9, kChunkMask = (size_t{1} << kChunkBits) - 1;
+  std::vector<std::unique_ptr<Node[]>> chunks_;
+  size_t n_nodes_ = 0;
+  Var push(const Node& n);
   std::vector<Block> blocks_;
   void profile_tick(const char* next_op);
   const char* open_op_ = nullptr;  // op whose forward time is being measured

@@ -30,7 +30,8 @@ Var matmul(Graph& g, Var a, Var b, bool transpose_b = false);
 Var linear(Graph& g, Var x, Var w, Var bias = {}, bool transpose_w = false);
 
 // ---- elementwise ----------------------------------------------------------------
-// Same shapes, or b of shape (1, cols) broadcast over the rows of a.
+// Same shapes, or b of shape (1, cols) broadcast over the rows of a, or b of shape (1, 1)
+// (a scalar, e.g. a learned one) broadcast over every element of a.
 Var add(Graph& g, Var a, Var b);
 Var mul(Graph& g, Var a, Var b);
 Var scale(Graph& g, Var a, float s);
@@ -38,6 +39,7 @@ Var relu(Graph& g, Var x);
 Var gelu(Graph& g, Var x);        // tanh approximation (GPT-2)
 Var gelu_exact(Graph& g, Var x);  // x * Phi(x) with erf
 Var silu(Graph& g, Var x);        // x * sigmoid(x)
+Var tanh(Graph& g, Var x);
 // Inverted dropout: identity unless g.training and p > 0. The mask is a hash of
 // (g.seed, g.step, node id, element): independent of threads, reproducible on resume.
 Var dropout(Graph& g, Var x, float p);

@@ -53,7 +53,8 @@ struct Parameter {
   std::vector<float> grad_storage;
 };
 
-enum class Init { kZeros, kOnes, kNormal, kUniform };
+// kConstant: every element = scale (e.g. a learned scalar starting at 0.5).
+enum class Init { kZeros, kOnes, kNormal, kUniform, kConstant };
 
 // All parameters of a model, in creation order (which fixes the order of the
 // optimizer state, the checkpoint and every gradient reduction).

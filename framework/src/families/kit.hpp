@@ -121,11 +121,13 @@ inline void expect_gradients(const ForwardFn& f, const std::vector<Parameter*>& 
   for (int k = 0; k < 6 && cut != std::string::npos; ++k) cut = lines.find('\n', cut ? cut + 1 : 0);
   if (cut != std::string::npos) lines = lines.substr(0, cut) + "\n...";
   expect(r.failed == 0, std::to_string(r.failed) + " of " + std::to_string(r.checked) +
-                            " elements disagree with finite differences (name[index]: analytic vs numeric):\n" + lines);
+                            " elements disagree with finite differences (name[index]: analytic vs numeric)" +
+                            (r.custom_ops.empty() ? "" : "; check the backward of the custom ops " + join(r.custom_ops)) + ":\n" + lines);
   expect(r.checked > 0, "no element could be checked (" + std::to_string(r.skipped) + " on kinks)");
   expect(r.skipped <= r.checked, "too many elements on kinks: " + std::to_string(r.skipped) + " skipped, " +
                                      std::to_string(r.checked) + " checked");
   note = std::to_string(r.checked) + " elements checked" + (r.skipped ? ", " + std::to_string(r.skipped) + " on kinks skipped" : "");
+  if (!r.custom_ops.empty()) note += "; custom ops: " + join(r.custom_ops);
 }
 
 // The key path a family's options live at in an experiment (for messages).

@@ -1,5 +1,5 @@
-// Elementwise ops: add and mul (with (1,C) row broadcast), scale, the activations
-// relu / gelu (tanh) / gelu_exact (erf) / silu, and inverted dropout.
+// Elementwise ops: add and mul (with (1,C) row and (1,1) scalar broadcast), scale, the
+// activations relu / gelu (tanh) / gelu_exact (erf) / silu / tanh, and inverted dropout.
 // Activations evaluate through Eigen arrays, whose exp/tanh/erf/logistic are vectorised.
 #include <unsupported/Eigen/SpecialFunctions>
 
@@ -126,6 +126,65 @@ Var binary(const char* op, Graph& g, Var a, Var b, BackwardFn bw, F f) {
   return out;
 }
 
+// ---- scalar broadcast: a (N,C) op s (1,1) ------------------------------------------
+
+bool is_scalar_broadcast(Graph& g, Var a, Var b) {
+  if (!a.valid() || !b.valid() || a.id >= static_cast<int>(g.num_nodes()) || b.id >= static_cast<int>(g.num_nodes()))
+    return false;
+  const Tensor& A = g.value(a);
+  const Tensor& B = g.value(b);
+  return B.rows == 1 && B.cols == 1 && A.numel() > 1;
+}
+
+// sum_i dy[i] * (x ? x[i] : 1), in double over chunks fixed by n (thread-independent).
+float fixed_chunk_sum(Graph& g, const float* dy, const float* x, int64_t n) {
+  constexpr int64_t kChunk = 4096;
+  const int64_t parts = (n + kChunk - 1) / kChunk;
+  double* partial = g.alloc_as<double>(static_cast<size_t>(parts));
+  parallel_chunks(parts, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      double acc = 0;
+      for (int64_t i = p * kChunk, e = std::min(n, (p + 1) * kChunk); i < e; ++i)
+        acc += static_cast<double>(dy[i]) * (x ? x[i] : 1.0f);
+      partial[p] = acc;
+    }
+  });
+  double total = 0;
+  for (int64_t p = 0; p < parts; ++p) total += partial[p];
+  return static_cast<float>(total);
+}
+
+// node: in = {a, s}; i[0] = 1 for mul, 0 for add.
+void scalar_backward(Graph& g, int id) {
+  Node& n = g.node(id);
+  const bool is_mul = n.i[0] != 0;
+  const float* dy = n.grad.data;
+  const int64_t N = n.grad.numel();
+  const float* a = g.node(n.in[0]).value.data;
+  const float s = g.node(n.in[1]).value.data[0];
+  if (g.requires_grad(n.in[0])) {
+    if (is_mul) set_or_add_grad(g, n.in[0], N, [s, dy](int64_t i) { return s * dy[i]; });
+    else set_or_add_grad(g, n.in[0], N, dy);
+  }
+  if (g.requires_grad(n.in[1])) g.grad(n.in[1]).data[0] += fixed_chunk_sum(g, dy, is_mul ? a : nullptr, N);
+}
+
+Var scalar_binary(const char* op, Graph& g, Var a, Var b, bool is_mul) {
+  const Tensor A = g.value(a);
+  const float s = g.value(b).data[0];
+  Var out = g.make(A.rows, A.cols, &scalar_backward, {a, b}, op);
+  Node& n = g.node(out);
+  n.i[0] = is_mul ? 1 : 0;
+  float* y = n.value.data;
+  parallel_chunks(A.numel(), items_per_task(1), [&](int64_t i0, int64_t i1) {
+    if (is_mul)
+      for (int64_t i = i0; i < i1; ++i) y[i] = A.data[i] * s;
+    else
+      for (int64_t i = i0; i < i1; ++i) y[i] = A.data[i] + s;
+  });
+  return out;
+}
+
 // ---- scale ------------------------------------------------------------------------
 
 // node: in = {x}; f[0] = s.
@@ -208,6 +267,17 @@ struct Silu {  // x sigmoid(x)
   static constexpr int64_t kCost = 20;
 };
 
+struct Tanh {
+  static void fwd(const float* xp, float* yp, int64_t w) { ArrMap(yp, w) = ConstArrMap(xp, w).tanh(); }
+  static void bwd(const float* xp, const float* dyp, float* dxp, int64_t w) {
+    float tb[kSpan];
+    ArrMap t(tb, w);
+    t = ConstArrMap(xp, w).tanh();
+    ArrMap(dxp, w) += ConstArrMap(dyp, w) * (1.0f - t.square());
+  }
+  static constexpr int64_t kCost = 20;
+};
+
 template <class A>
 void activation_backward(Graph& g, int id) {
   Node& n = g.node(id);
@@ -274,10 +344,12 @@ void dropout_backward(Graph& g, int id) {
 }  // namespace
 
 Var add(Graph& g, Var a, Var b) {
+  if (is_scalar_broadcast(g, a, b)) return scalar_binary("add", g, a, b, false);
   return binary("add", g, a, b, &add_backward, [](float x, float y) { return x + y; });
 }
 
 Var mul(Graph& g, Var a, Var b) {
+  if (is_scalar_broadcast(g, a, b)) return scalar_binary("mul", g, a, b, true);
   return binary("mul", g, a, b, &mul_backward, [](float x, float y) { return x * y; });
 }
 
@@ -298,6 +370,7 @@ Var relu(Graph& g, Var x) { return activation<Relu>("relu", g, x); }
 Var gelu(Graph& g, Var x) { return activation<Gelu>("gelu", g, x); }
 Var gelu_exact(Graph& g, Var x) { return activation<GeluExact>("gelu_exact", g, x); }
 Var silu(Graph& g, Var x) { return activation<Silu>("silu", g, x); }
+Var tanh(Graph& g, Var x) { return activation<Tanh>("tanh", g, x); }
 
 Var dropout(Graph& g, Var x, float p) {
   check_var("dropout", "x", g, x);
