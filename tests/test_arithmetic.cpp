@@ -11,6 +11,8 @@
 #include <unordered_set>
 
 #include "ablate/arithmetic.hpp"
+#include "ablate/conformance.hpp"
+#include "ablate/task.hpp"
 #include "ablate/data.hpp"
 #include "ablate/experiment.hpp"
 #include "ablate/ops.hpp"
@@ -412,6 +414,21 @@ sample: {tokens: 0}
   CHECK(t.at("problems").back() == 20);
   CHECK(t.count("em_add_carries_1"));
   CHECK(t.count("acc_pos_1"));
+  // The console line is a readable summary of the row, not its ~20 columns.
+  {
+    ablate::ParamStore none;
+    auto ev = ablate::make_evaluator(ablate::conformance::options_from_yaml("{type: arithmetic, data: " + (dir / "test.txt") + "}", "eval.0"),
+                                     ablate::BuildContext{ablate::ModelDims{}, ablate::ParamScope(none, ""), 0});
+    std::vector<std::pair<std::string, double>> row;
+    for (const auto& [name, values] : t)
+      if (name != "step") row.emplace_back(name, values.back());
+    const std::string line = ev->summary(row);
+    MESSAGE("console line: " << line);
+    CHECK(line.rfind("exact 0.", 0) == 0);
+    CHECK(line.find("chars 0.") != std::string::npos);
+    CHECK(line.find("20 problems") != std::string::npos);
+    CHECK(line.size() < 100);
+  }
 
   // ablate eval through the real binary scores the checkpoint the same way and --write
   // appends a row to the run's table.
@@ -432,7 +449,7 @@ sample: {tokens: 0}
   const std::string& prov = after.str_attrs.at("eval_writes");
   CAPTURE(prov);
   CHECK(prov.rfind("eval/arithmetic row 2 (step 1000): ablate eval --task arithmetic --data ", 0) == 0);
-  CHECK(prov.find("greedy (seed 1), 20") != std::string::npos);  // ... then the UTC time
+  CHECK(prov.find(" (seed 1), 20") != std::string::npos);  // ... then the UTC time
   CHECK(ev.output.find("row 2 (step 1000); recorded in its attribute eval_writes") != std::string::npos);
   // A missing problem file is a config error before any training, naming the fix.
   std::string yaml = ablate::test::read_file(dir / "add1.yaml");
@@ -444,8 +461,12 @@ sample: {tokens: 0}
   auto bad = ablate::test::run_command(ablate::test::ablate_binary() + " eval " + (dir / "run") + " --task arithmetc --data x");
   CHECK(bad.status == 2);
   CHECK(bad.output.find("Did you mean 'arithmetic'") != std::string::npos);
-  auto missing = ablate::test::run_command(ablate::test::ablate_binary() + " eval " + (dir / "run") + " --data " + (dir / "nope.txt"));
+  auto missing = ablate::test::run_command(ablate::test::ablate_binary() + " eval " + (dir / "run") + " --task arithmetic --data " +
+                                          (dir / "nope.txt"));
   CHECK(missing.status == 1);
+  auto no_task = ablate::test::run_command(ablate::test::ablate_binary() + " eval " + (dir / "run") + " --data " + (dir / "test.txt"));
+  CHECK(no_task.status == 2);
+  CHECK(no_task.output.find("missing --task") != std::string::npos);
 }
 
 TEST_CASE("arithmetic/ablate data arithmetic writes disjoint files in the reference format") {

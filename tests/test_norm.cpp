@@ -72,7 +72,7 @@ TEST_CASE("norm/rmsnorm: unit root mean square per row; scale option") {
   CHECK(ptest::build<Norm>("{type: rmsnorm, scale: false}", d).store->count() == 0);
 }
 
-TEST_CASE("norm/dyt: gamma * tanh(alpha x) + beta with alpha = 0.5; fused custom op = built-in ops; both conform") {
+TEST_CASE("norm/dyt: gamma * tanh(alpha x) + beta with alpha = 0.5, the fused custom op equals the built-in ops, both conform") {
   const int64_t C = 12, rows = 5;
   const auto d = ptest::dims(C, 2);
   const auto x = ptest::randn(static_cast<size_t>(rows * C), 10, 2.0f);

@@ -366,7 +366,7 @@ TEST_CASE("ops/grad: activations") {
              {{3, 300, -4.0f, 4.0f}}, 7);
 }
 
-TEST_CASE("ops/grad: tanh; add and mul with a (1,1) scalar broadcast over every element") {
+TEST_CASE("ops/grad: tanh, and add and mul with a (1,1) scalar broadcast over every element") {
   CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return ablate::tanh(g, in[0]); }, {{4, 6, -3.0f, 3.0f}});
   CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return ablate::tanh(g, in[0]); }, {{3, 300, -3.0f, 3.0f}}, 2);
   CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return add(g, in[0], in[1]); }, {{3, 5}, {1, 1}}, 3);
@@ -399,7 +399,7 @@ struct Cube {
   }
 };
 
-TEST_CASE("ops/custom_op: forward, backward, saved buffers and attributes; a wrong backward is caught") {
+TEST_CASE("ops/custom_op: forward, backward, saved buffers and attributes, and a wrong backward is caught") {
   const BuildFn f = [](Graph& g, const std::vector<Var>& in) {
     const Tensor& x = g.value(in[0]);
     return ablate::custom_op<Cube>(g, {in[0]}, x.rows, x.cols, {1.5f});

@@ -51,14 +51,27 @@ static int cmd_plugins(const std::vector<std::string>& args) {
       std::cout << "  " << e->info->name << " — " << e->info->summary << "\n";
       ablate::ParamStore store;
       ablate::Options o = ablate::Options::describe(f);
+      std::vector<std::pair<std::string, std::vector<ablate::OptionDoc>>> more;
       try {
-        e->info->destroy(e->info->create(o, ablate::BuildContext{dims, ablate::ParamScope(store, ""), 0}));
+        void* obj = e->info->create(o, ablate::BuildContext{dims, ablate::ParamScope(store, ""), 0});
+        try {
+          if (fd && fd->more_options) more = fd->more_options(obj);
+        } catch (const std::exception&) {
+        }
+        e->info->destroy(obj);
       } catch (const std::exception&) {
         // Variants with required options may refuse an empty map; what was read is listed.
       }
-      for (const auto& d : o.docs())
-        std::cout << "      " << d.key << " (" << d.type << ", default " << d.default_value << ")"
-                  << (d.help.empty() ? "" : ": " + d.help) << "\n";
+      auto print = [](const std::vector<ablate::OptionDoc>& docs) {
+        for (const auto& d : docs)
+          std::cout << "      " << d.key << " (" << d.type << ", default " << d.default_value << ")"
+                    << (d.help.empty() ? "" : ": " + d.help) << "\n";
+      };
+      print(o.docs());
+      for (const auto& [heading, docs] : more) {
+        std::cout << "    " << heading << ":\n";
+        print(docs);
+      }
     }
   }
   std::cout << "\nsearched: " << ablate::join(reg.directories()) << "\n";

@@ -1,6 +1,7 @@
 // Shared command-line plumbing: the command table and option parsing with clear errors.
 #include "commands.hpp"
 
+#include <algorithm>
 #include <iostream>
 
 #include "ablate/error.hpp"
@@ -44,6 +45,38 @@ bool parse(const std::vector<std::string>& args, const std::string& usage_line, 
 void add_plugin_dirs(const po::variables_map& vm) {
   if (!vm.count("plugin-dir")) return;
   for (const auto& d : vm["plugin-dir"].as<std::vector<std::string>>()) PluginRegistry::instance().add_directory(d);
+}
+
+Options flag_options(const std::vector<std::string>& args, const std::string& command) {
+  auto src = std::make_shared<ConfigSource>();
+  src->file = command;
+  YAML::Node map(YAML::NodeType::Map);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.size() < 3 || a.compare(0, 2, "--") != 0)
+      throw UsageError("unexpected argument '" + a + "'; flags are written --name value (see " + command + " --help)");
+    std::string key = a.substr(2), value = "true", shown = a;
+    if (const size_t eq = key.find('='); eq != std::string::npos) {
+      value = key.substr(eq + 1);
+      key.resize(eq);
+    } else if (i + 1 < args.size() && args[i + 1].compare(0, 2, "--") != 0) {
+      value = args[++i];
+      shown += " " + value;
+    }
+    std::replace(key.begin(), key.end(), '-', '_');
+    src->overrides[key] = shown;
+    if (!map[key]) {
+      map[key] = value;
+    } else {  // repeated: a list
+      if (!map[key].IsSequence()) {
+        YAML::Node first = YAML::Clone(map[key]);
+        map[key] = YAML::Node(YAML::NodeType::Sequence);
+        map[key].push_back(first);
+      }
+      map[key].push_back(value);
+    }
+  }
+  return Options(map, src, "");
 }
 
 }  // namespace ablate::cli

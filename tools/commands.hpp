@@ -9,6 +9,8 @@
 
 #include <boost/program_options.hpp>
 
+#include "ablate/options.hpp"
+
 namespace ablate::cli {
 
 // Bad command-line usage: printed with a pointer to --help, exit code 2.
@@ -37,6 +39,11 @@ bool parse(const std::vector<std::string>& args, const std::string& usage_line,
            boost::program_options::options_description& opts,
            const boost::program_options::positional_options_description& pos,
            boost::program_options::variables_map& vm);
+
+// Command-line flags as options, for plugins that read them as they read YAML:
+// "--train-count 5", "--train-count=5" -> train_count: 5; a flag without a value is true; a
+// repeated flag is a list. Errors name the flag as given ("command-line override '--x 5'").
+Options flag_options(const std::vector<std::string>& args, const std::string& command);
 
 // Applies --plugin-dir values to the registry.
 void add_plugin_dirs(const boost::program_options::variables_map& vm);

@@ -20,6 +20,7 @@
 #include "ablate/communicator.hpp"
 #include "ablate/data.hpp"
 #include "ablate/evaluator.hpp"
+#include "ablate/task.hpp"
 #include "ablate/fault.hpp"
 #include "ablate/grad_sync.hpp"
 #include "ablate/generate.hpp"
@@ -147,7 +148,7 @@ Setup build(const Experiment& exp, const RunOptions& ro) {
     for (size_t i = 0; i < evn.size(); ++i) {
       Options e(evn[i], root.source(), "eval." + std::to_string(i));
       std::string type = PluginRegistry::type_of(e);
-      s.evaluators.emplace_back("eval/" + type, reg.create<Evaluator>(e, none));
+      s.evaluators.emplace_back("eval/" + type, make_evaluator(e, none));
     }
   }
   Options smp = root.child("sample");
@@ -580,11 +581,10 @@ RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
           if (!rfp) break;
           EvalContext ctx{model, *s.tokenizer, step, step == t.steps, s.seed, exp.dir()};
           auto row = ev->evaluate(ctx);
-          std::string shown;
-          for (const auto& [k, v] : row) shown += " " + k + " " + std::to_string(v);
+          const std::string shown = ev->summary(row);
           row.insert(row.begin(), {"step", double(step)});
           rfp->append(table, row);
-          progress.line(table + " step " + std::to_string(step) + ":" + shown);
+          progress.line(table + " step " + std::to_string(step) + ": " + shown);
         }
         if (rfp) rfp->flush();
         sum.train_loss = tl;

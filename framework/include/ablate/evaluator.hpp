@@ -4,6 +4,7 @@
 // "eval/<variant name>" together with the step.
 #pragma once
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +30,21 @@ class Evaluator {
   // Named scalar metrics, e.g. {"exact_match", 0.93}. Columns must be the same at
   // every call. Long evaluations may be run only when ctx.final (say so in options).
   virtual std::vector<std::pair<std::string, double>> evaluate(EvalContext& ctx) = 0;
+  // One readable console line for a row evaluate() returned (the trainer prints it at each
+  // evaluation; run.h5 keeps every column). Default: the first six metrics.
+  virtual std::string summary(const std::vector<std::pair<std::string, double>>& row) const {
+    std::string s;
+    for (size_t k = 0; k < row.size() && k < 6; ++k) {
+      char v[32];
+      std::snprintf(v, sizeof v, "%.4g", row[k].second);
+      s += (k ? ", " : "") + row[k].first + " " + v;
+    }
+    if (row.size() > 6) s += " (+" + std::to_string(row.size() - 6) + " more columns in run.h5)";
+    return s;
+  }
+  // Details of the last evaluate() for `ablate eval` (breakdowns, wrong answers), several
+  // lines; "" when there is nothing beyond the metrics.
+  virtual std::string report() const { return ""; }
 };
 
 }  // namespace ablate

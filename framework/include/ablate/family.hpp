@@ -8,6 +8,7 @@
 // family", shows the steps.
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ablate/options.hpp"
@@ -32,8 +33,10 @@ struct FamilyDescriptor {
   // passes the checks. @NAME@, @CLASS@ and @FAMILY@ are replaced.
   std::string template_summary;
   std::string template_source;
-  // Options `ablate plugin check` gives the variant when the user gives none ("" = none).
-  std::string check_options;
+  // Options a variant reads beyond its constructor's, for `ablate plugins`: (heading, docs)
+  // sections, found by calling it in describe mode (a task's data flags and evaluator
+  // options). Null: none.
+  std::vector<std::pair<std::string, std::vector<OptionDoc>>> (*more_options)(void* variant) = nullptr;
 };
 
 // Adds a family (at static initialisation, from its file in framework/src/families/);
