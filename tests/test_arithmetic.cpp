@@ -504,13 +504,17 @@ TEST_CASE("arithmetic/ablate data arithmetic writes disjoint files in the refere
     ar::Decimal want = ar::compute(ar::parse_decimal(p.a), p.op, ar::parse_decimal(p.b), 2);
     CHECK(p.answer == ar::format_decimal(want));
   }
-  // Errors: bad usage exits 2, impossible requests exit 1 with the fix.
+  // Errors: unknown flags and tasks exit 2, bad or impossible values exit 1 with the fix.
   r = ablate::test::run_command(ablate::test::ablate_binary() + " data arithmetic --ops + --digits 1 --width 1 --test " +
                                 (dir / "x.txt") + " --test-count 500");
   CHECK(r.status == 1);
   CHECK(r.output.find("too small") != std::string::npos);
   r = ablate::test::run_command(ablate::test::ablate_binary() + " data arithmetic --digits 3 --max 5 --test " + (dir / "x.txt"));
+  CHECK(r.status == 1);  // the task's option error, naming the flag as given
+  CHECK(r.output.find("'--digits 3': digits: --digits sets --min and --max; give one or the other") != std::string::npos);
+  r = ablate::test::run_command(ablate::test::ablate_binary() + " data arithmetic --digts 3 --test " + (dir / "x.txt"));
   CHECK(r.status == 2);
+  CHECK(r.output.find("Did you mean --digits?") != std::string::npos);
   r = ablate::test::run_command(ablate::test::ablate_binary() + " data arithmetic --digits 4 --width 3 --test " + (dir / "x.txt"));
   CHECK(r.status == 1);
   CHECK(r.output.find("raise --width") != std::string::npos);
