@@ -44,7 +44,8 @@ sample: {tokens: 30, prompt: "ROMEO:"}
 constexpr int64_t kSteps = 60, kCheckpointEvery = 4, kEvalEvery = 20;
 
 // Starts `ablate run <args>` with ABLATE_FAULT=fault (if not empty); output goes to log.
-pid_t spawn_run(const std::vector<std::string>& args, const std::string& fault, const std::string& log) {
+pid_t spawn_run(const std::vector<std::string>& args, const std::string& fault, const std::string& log,
+                const std::vector<std::string>& extra_env = {}) {
   std::vector<std::string> argv = {ablate::test::ablate_binary(), "run"};
   argv.insert(argv.end(), args.begin(), args.end());
   std::vector<std::string> env;
@@ -52,6 +53,7 @@ pid_t spawn_run(const std::vector<std::string>& args, const std::string& fault, 
     if (std::strncmp(*e, "ABLATE_FAULT=", 13) != 0 && std::strncmp(*e, "ABLATE_DATA_PATH=", 17) != 0) env.push_back(*e);
   env.push_back(std::string("ABLATE_DATA_PATH=") + ABLATE_TEST_DATA_DIR);
   if (!fault.empty()) env.push_back("ABLATE_FAULT=" + fault);
+  env.insert(env.end(), extra_env.begin(), extra_env.end());
   auto ptrs = [](std::vector<std::string>& v) {
     std::vector<char*> p;
     for (auto& s : v) p.push_back(s.data());
@@ -74,13 +76,16 @@ pid_t spawn_run(const std::vector<std::string>& args, const std::string& fault, 
 struct Exit {
   bool killed = false;  // by SIGKILL
   int code = -1;        // exit code otherwise
+  double seconds = 0;   // from wait_for's call to the exit
 };
 
 Exit wait_for(pid_t pid) {
   int st = 0;
+  const auto t0 = std::chrono::steady_clock::now();
   while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }
   Exit e;
+  e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   e.killed = WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
   e.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return e;
@@ -165,6 +170,15 @@ void check_killed_run(const std::string& dir, const ablate::RunData& want, int64
   check_tables(want, got, static_cast<double>(std::max(ck_step, flushed)), /*exact_length=*/false);
 }
 
+// The status in a run directory's run.h5 ("" when there is none or it does not read).
+std::string status_of(const std::string& dir) {
+  try {
+    return ablate::read_run_file(ablate::run_file_path(dir)).str_attrs.at("status");
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
 // The last step whose rows were flushed before the process reached step `next`.
 int64_t flushed_before(int64_t next) {
   int64_t s = next - 1;
@@ -206,6 +220,7 @@ TEST_CASE("reliability/kill -9 at random points, resume, and get the uninterrupt
       if (attempts > 0 && fs::exists(ablate::checkpoint_path(out)))
         start = static_cast<int64_t>(ablate::read_checkpoint(ablate::checkpoint_path(out)).ints["step"]);
       if (start >= kSteps) kind = "none";  // killed after the last checkpoint
+      if (attempts > 0 && status_of(out) == "done") break;  // killed after it finished
       std::string fault;
       int64_t flushed = 0;
       if (kind == "step") {
@@ -220,7 +235,8 @@ TEST_CASE("reliability/kill -9 at random points, resume, and get the uninterrupt
         fault = kind + ":" + std::to_string(uniform(1, 60));
       }
       std::vector<std::string> args = {cfg, "-o", out, "-q"};
-      if (attempts > 0) args.push_back("--resume");
+      // Killed before its first checkpoint: nothing to resume, so the run starts again.
+      if (attempts > 0) args.push_back(fs::exists(ablate::checkpoint_path(out)) ? "--resume" : "--overwrite");
       INFO("scenario " << k << " attempt " << attempts << ": " << (fault.empty() ? kind : fault));
       Exit e;
       if (kind == "timed") {
@@ -336,4 +352,125 @@ TEST_CASE("reliability/a whole training run is bitwise the same on 1 and 2 threa
   CHECK(a.num_attrs.at("threads") == 1);
   CHECK(b.num_attrs.at("threads") == 2);
   check_same_run(dir / "t1", dir / "t2");
+}
+
+namespace {
+
+// Waits (up to 120 s) until pred() holds; false on timeout.
+template <class Pred>
+bool wait_until(Pred pred) {
+  for (int i = 0; i < 2400; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+ablate::test::CommandResult ablate_run(const std::string& args) {
+  return ablate::test::run_command("ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " + ablate::test::ablate_binary() + " run " + args);
+}
+
+// The run has trained (its log shows the evaluation before training is over).
+bool training(const std::string& dir) { return contains(ablate::test::read_file(dir + "/run.log"), "eval step 0:"); }
+
+}  // namespace
+
+TEST_CASE("reliability/a run directory is never overwritten silently") {
+  ablate::test::TempDir dir;
+  const std::string cfg = dir.write("resume.yaml", kConfig);
+  const std::string out = dir / "run";
+  auto r = ablate_run(cfg + " -q -o " + out + " train.steps=8");
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  const auto before = ablate::read_run_file(ablate::run_file_path(out));
+  // Starting again over it is refused, naming the three ways on; nothing changes.
+  r = ablate_run(cfg + " -q -o " + out + " train.steps=8");
+  CHECK(r.status == 1);
+  INFO(r.output);
+  CHECK(contains(r.output, out + " already holds a run (status done, checkpoint at step 8)"));
+  for (const char* flag : {"--resume", "--overwrite", "--fork NEW_DIR"}) CHECK(contains(r.output, flag));
+  auto after = ablate::read_run_file(ablate::run_file_path(out));
+  CHECK(after.str_attrs == before.str_attrs);
+  check_tables(before, after);
+  // Resuming a finished run: nothing to resume (not a "done" run with zero losses).
+  r = ablate_run(out + " -q --resume");
+  CHECK(r.status == 1);
+  CHECK(contains(r.output, "is a finished run (status done, step 8): nothing to resume. --extend-to N"));
+  // --overwrite starts afresh: the old sample goes too.
+  std::ofstream(out + "/sample.txt") << "stale";
+  r = ablate_run(cfg + " -q -o " + out + " --overwrite train.steps=4 sample.tokens=0");
+  CHECK_MESSAGE(r.status == 0, r.output);
+  CHECK(!fs::exists(out + "/sample.txt"));
+  CHECK(ablate::read_run_file(ablate::run_file_path(out)).tables.at("train").at("step").back() == 4);
+  // Nothing to resume: an empty directory, and a run killed before its first checkpoint.
+  fs::create_directories(dir / "empty");
+  r = ablate_run(cfg + " -q --resume -o " + (dir / "empty"));
+  CHECK(r.status == 1);
+  CHECK(contains(r.output, "nothing to resume: no run here (no checkpoint.ckpt)"));
+  REQUIRE(run({cfg, "-o", dir / "early", "-q"}, "step:3", dir / "log.txt").killed);
+  r = ablate_run(cfg + " -q --resume -o " + (dir / "early"));
+  CHECK(r.status == 1);
+  CHECK(contains(r.output, "nothing to resume: the run stopped before its first checkpoint (status running)"));
+  CHECK(contains(r.output, "--overwrite"));
+  // A checkpoint without its run file: its metrics are gone.
+  fs::remove(ablate::run_file_path(out));
+  r = ablate_run(cfg + " -q --resume -o " + out);
+  CHECK(r.status == 1);
+  CHECK(contains(r.output, "has a checkpoint but no run.h5"));
+}
+
+TEST_CASE("reliability/SIGINT and SIGTERM finish the step, checkpoint, and resume from the directory bitwise") {
+  ablate::test::TempDir dir;
+  const std::string cfg = dir.write("resume.yaml", kConfig);
+  const std::string log = dir / "log.txt";
+  REQUIRE(run({cfg, "-o", dir / "full", "-q"}, "", log).code == 0);
+  int k = 0;
+  for (int sig : {SIGINT, SIGTERM}) {
+    const std::string out = dir / ("s" + std::to_string(k++)), out_log = out + ".log";
+    pid_t pid = spawn_run({cfg, "-o", out, "-q"}, "", out_log);
+    REQUIRE(wait_until([&] { return training(out); }));
+    ::kill(pid, sig);
+    Exit e = wait_for(pid);
+    const std::string said = ablate::test::read_file(out_log);
+    INFO(said);
+    if (e.code == 0) {  // the 60 steps were over before the signal: nothing to check
+      MESSAGE("run finished before the signal");
+      continue;
+    }
+    CHECK(e.code == 128 + sig);
+    auto d = ablate::read_run_file(ablate::run_file_path(out));
+    CHECK(d.str_attrs.at("status") == "interrupted");
+    CHECK(contains(d.str_attrs.at("error"), sig == SIGINT ? "stopped by SIGINT after step " : "stopped by SIGTERM after step "));
+    const int64_t at = static_cast<int64_t>(ablate::read_checkpoint(ablate::checkpoint_path(out)).ints["step"]);
+    CHECK(contains(d.str_attrs.at("error"), "after step " + std::to_string(at)));  // the checkpoint is of the last step
+    CHECK(contains(said, "Continue with:\n  ablate run " + out + " --resume"));
+    CHECK(contains(ablate::test::read_file(out + "/run.log"), "interrupted by"));
+    // Resumed from the directory alone (SIGINT), or from the config file it holds (SIGTERM).
+    const std::string target = sig == SIGINT ? out : out + "/config.yaml";
+    auto r = ablate::test::run_command("cd " + dir.path.string() + " && ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " +
+                                       ablate::test::ablate_binary() + " run " + target + " -q --resume");
+    REQUIRE_MESSAGE(r.status == 0, r.output);
+    check_same_run(dir / "full", out);
+  }
+}
+
+TEST_CASE("reliability/a second Ctrl-C exits at once") {
+  ablate::test::TempDir dir;
+  const std::string cfg = dir.write("resume.yaml", kConfig);
+  const std::string out = dir / "run", log = dir / "log.txt";
+  // Slow steps (about a second each on 2 cores), so that both signals land in one step.
+  pid_t pid = spawn_run({cfg, "-o", out, "-q", "train.batch_size=512", "model.d_model=64", "train.eval_batches=1"}, "", log);
+  REQUIRE(wait_until([&] { return training(out); }));
+  ::kill(pid, SIGINT);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  ::kill(pid, SIGINT);
+  Exit e = wait_for(pid);
+  const std::string said = ablate::test::read_file(log);
+  INFO(said);
+  CHECK(e.code == 130);
+  CHECK(contains(said, "interrupt: finishing this step and writing a checkpoint (interrupt again to exit at once)"));
+  CHECK(contains(said, "second interrupt: exiting now"));
+  // It left at once: no checkpoint of an unfinished step, the run still marked running.
+  CHECK(ablate::read_run_file(ablate::run_file_path(out)).str_attrs.at("status") == "running");
 }

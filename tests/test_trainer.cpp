@@ -50,7 +50,7 @@ TEST_CASE("trainer/a tiny run learns, writes HDF5, a checkpoint and a sample") {
   CHECK(!data.str_attrs.at("git_commit").empty());
   CHECK(!data.str_attrs.at("compiler").empty());
   CHECK(data.tables.at("train").at("step").size() == 15);
-  CHECK(data.tables.at("eval").at("step") == std::vector<double>{50, 100, 150});
+  CHECK(data.tables.at("eval").at("step") == std::vector<double>{0, 50, 100, 150});  // 0: before training
   CHECK(data.tables.at("eval").at("val_loss").back() == doctest::Approx(sum.val_loss));
   CHECK(data.tables.at("train").at("loss").front() > data.tables.at("train").at("loss").back());
   CHECK(data.texts.at("samples/final").rfind("ROMEO:", 0) == 0);
@@ -130,10 +130,11 @@ train: {steps: 20, batch_size: 4, eval_every: 20, eval_batches: 2, threads: 1}
   CHECK(b.val_loss == a.val_loss);
 }
 
-TEST_CASE("trainer/resuming from a checkpoint reproduces the uninterrupted run bitwise") {
+TEST_CASE("trainer/extending a finished run reproduces the uninterrupted run bitwise (constant lr)") {
   ablate::test::TempDir dir;
   train(dir, "full", {"train.steps=60", "train.checkpoint_every=20", "train.eval_every=20", "model.dropout=0.1"});
-  // Stop after 40 steps (as if killed after the checkpoint at 40), then resume to 60.
+  // A run planned for 40 steps, then extended to 60: with a constant schedule holding its
+  // last lr is the same as having planned 60 steps.
   train(dir, "part", {"train.steps=40", "train.checkpoint_every=20", "train.eval_every=20", "model.dropout=0.1"});
   ablate::test::registry();
   ablate::RunOptions ro;
@@ -141,19 +142,27 @@ TEST_CASE("trainer/resuming from a checkpoint reproduces the uninterrupted run b
   ro.quiet = true;
   ro.resume = true;
   std::string file = dir / "tiny.yaml";
+  auto load = [&](const std::string& dropout) {
+    return ablate::Experiment::load(file, longer({"train.steps=40", "train.checkpoint_every=20", "train.eval_every=20",
+                                                  "model.dropout=" + dropout}));
+  };
+  // Resuming a finished run without --extend-to is refused: nothing to resume.
+  CHECK_THROWS_WITH_AS(ablate::run_experiment(load("0.1"), ro), doctest::Contains("is a finished run"), ablate::Error);
   // A changed config is refused, naming the key...
-  std::string msg;
-  try {
-    ablate::run_experiment(ablate::Experiment::load(file, longer({"train.steps=60", "train.checkpoint_every=20", "train.eval_every=20", "model.dropout=0.2"})), ro);
-  } catch (const ablate::Error& e) {
-    msg = e.what();
-  }
-  CHECK(msg.find("model.dropout: 0.1 -> 0.2") != std::string::npos);
-  // ...unless allowed (here: only train.steps changes, which --allow-config-change accepts).
-  ro.allow_config_change = true;
-  ablate::run_experiment(ablate::Experiment::load(file, longer({"train.steps=60", "train.checkpoint_every=20", "train.eval_every=20", "model.dropout=0.1"})), ro);
+  ro.extend_to = 60;
+  CHECK_THROWS_WITH_AS(ablate::run_experiment(load("0.2"), ro), doctest::Contains("model.dropout: 0.1 -> 0.2"), ablate::Error);
+  // ...train.steps and train.schedule_steps are what --extend-to changes.
+  ablate::run_experiment(load("0.1"), ro);
   auto full = ablate::read_run_file(ablate::run_file_path(dir / "full"));
   auto part = ablate::read_run_file(ablate::run_file_path(dir / "part"));
   CHECK(full.tables.at("train").at("loss") == part.tables.at("train").at("loss"));
   CHECK(full.tables.at("eval").at("val_loss") == part.tables.at("eval").at("val_loss"));
+  // Two segments, each with the config that produced it.
+  const auto& seg = part.tables.at("segments");
+  CHECK(seg.at("start_step") == std::vector<double>{0, 40});
+  CHECK(seg.at("steps") == std::vector<double>{40, 60});
+  CHECK(seg.at("schedule_steps") == std::vector<double>{40, 40});
+  CHECK(part.texts.at("segments/0").find("steps: 40") != std::string::npos);
+  CHECK(part.texts.at("segments/1").find("schedule_steps: 40") != std::string::npos);
+  CHECK(part.str_attrs.at("config") == part.texts.at("segments/1"));
 }

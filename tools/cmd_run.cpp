@@ -1,28 +1,152 @@
-// ablate run FILE [key.path=value ...]: trains one experiment; under mpirun (or srun
-// --mpi=pmix) data-parallel over the ranks, rank 0 writing everything (docs/CLUSTER.md).
+// ablate run FILE|RUN_DIR [key.path=value ...]: trains one experiment; under mpirun (or
+// srun --mpi=pmix) data-parallel over the ranks, rank 0 writing everything
+// (docs/CLUSTER.md). A run directory is never written over silently: --resume, --overwrite,
+// --fork and --extend-to say what to do with one (docs/RELIABILITY.md).
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
+#include "ablate/checkpoint.hpp"
 #include "ablate/communicator.hpp"
+#include "ablate/machine.hpp"
+#include "ablate/runfile.hpp"
 #include "ablate/trainer.hpp"
 #include "commands.hpp"
 
 namespace po = boost::program_options;
+namespace fs = std::filesystem;
 
-static int cmd_run(const std::vector<std::string>& args) {
+namespace {
+
+bool is_run_dir(const fs::path& d) {
+  std::error_code ec;
+  return fs::is_regular_file(ablate::run_file_path(d.string()), ec) || fs::is_regular_file(ablate::checkpoint_path(d.string()), ec);
+}
+
+// What the run directory recorded about where its experiment came from (empty if unknown).
+void recorded(const std::string& dir, std::string& exp_dir, std::string& name) {
+  try {
+    auto d = ablate::read_run_file(ablate::run_file_path(dir));
+    exp_dir = d.str_attrs["experiment_dir"];
+    name = d.str_attrs["name"];
+  } catch (const ablate::Error&) {
+  }
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ablate::Error(path + ": cannot read the experiment file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The experiment and its run directory from FILE or RUN_DIR: a run directory runs its own
+// saved config (from its checkpoint, else run.h5); a config file inside a run directory
+// (runs/x/config.yaml) runs in that directory. Relative data paths resolve where the run's
+// experiment file was (recorded in run.h5 as experiment_dir).
+ablate::Experiment load_target(const std::string& target, const std::vector<std::string>& overrides, ablate::RunOptions& ro) {
+  std::string exp_dir, name;
+  if (fs::is_directory(target)) {
+    if (!is_run_dir(target))
+      throw ablate::cli::UsageError(target + " is a directory without a run (no run.h5 or checkpoint.ckpt); give an experiment "
+                                    "file (e.g. experiments/quickstart.yaml) or a run directory");
+    recorded(target, exp_dir, name);
+    std::string config;
+    if (fs::exists(ablate::checkpoint_path(target))) config = ablate::read_checkpoint(ablate::checkpoint_path(target)).texts["config"];
+    if (config.empty()) config = read_text((fs::path(target) / "config.yaml").string());
+    if (ro.out_dir.empty()) ro.out_dir = target;
+    if (ro.name.empty()) ro.name = name;
+    return ablate::Experiment::parse(config, target + " (its saved config)", exp_dir.empty() ? fs::current_path().string() : exp_dir,
+                                     overrides);
+  }
+  const fs::path parent = fs::path(target).parent_path();
+  if (!parent.empty() && is_run_dir(parent) && fs::is_regular_file(target)) {
+    recorded(parent.string(), exp_dir, name);
+    if (ro.out_dir.empty()) ro.out_dir = parent.string();
+    if (ro.name.empty()) ro.name = name;
+    if (!exp_dir.empty()) return ablate::Experiment::parse(read_text(target), target, exp_dir, overrides);
+  }
+  return ablate::Experiment::load(target, overrides);
+}
+
+// --fork NEW: the run FILE|RUN_DIR (and -o) names is the source; the new run goes to NEW
+// with the same config, the overrides, and init_from: the source.
+ablate::Experiment fork_target(const std::string& target, std::vector<std::string> overrides, const std::string& new_dir,
+                               ablate::RunOptions& ro) {
+  ablate::RunOptions src = ro;
+  auto source_exp = load_target(target, overrides, src);
+  const std::string source = src.out_dir.empty() ? ablate::describe_experiment(source_exp, src).out_dir : src.out_dir;
+  if (!fs::exists(ablate::checkpoint_path(source)))
+    throw ablate::Error("--fork: " + source + " has no checkpoint to start from; name a run written by 'ablate run'");
+  overrides.push_back("init_from=" + fs::absolute(source).lexically_normal().string());
+  ro.out_dir = new_dir;
+  if (ro.name.empty()) ro.name = fs::path(new_dir).filename().string();
+  ablate::RunOptions ignored;
+  return load_target(target, overrides, ignored);
+}
+
+std::string flops_text(double f) {
+  char buf[32];
+  if (f >= 1e12) std::snprintf(buf, sizeof buf, "%.2f TFLOP", f / 1e12);
+  else if (f >= 1e9) std::snprintf(buf, sizeof buf, "%.2f GFLOP", f / 1e9);
+  else std::snprintf(buf, sizeof buf, "%.2f MFLOP", f / 1e6);
+  return buf;
+}
+
+// --dry-run: validate, print sizes, cost and the memory estimate; fail if it does not fit.
+int dry_run(const ablate::Experiment& exp, const ablate::RunOptions& ro) {
+  ablate::ExperimentInfo in = ablate::describe_experiment(exp, ro, true);
+  const ablate::MemoryEstimate& m = in.memory;
+  const double per_step = in.flops_per_token * static_cast<double>(in.tokens_per_step);
+  std::cout << "experiment " << exp.file() << ": valid\n"
+            << "  run directory   " << in.out_dir << (is_run_dir(in.out_dir) ? " (holds a run: --resume, --overwrite or --fork)" : "") << "\n"
+            << "  parameters      " << in.n_params << " (vocab " << in.vocab_size << ")\n"
+            << "  tokens per step " << in.tokens_per_step << " (batch_size " << in.batch_size << " x grad_accum " << in.grad_accum
+            << " x context " << in.context << "), " << in.steps << " steps\n"
+            << "  FLOPs per step  " << flops_text(per_step) << " (training, forward + backward), whole run "
+            << flops_text(per_step * static_cast<double>(in.steps)) << "\n"
+            << "  peak memory     " << ablate::human_bytes(m.total()) << " (estimate)\n"
+            << "    parameters    " << ablate::human_bytes(m.params) << "\n"
+            << "    gradients     " << ablate::human_bytes(m.grads) << "\n"
+            << "    optimizer     " << ablate::human_bytes(m.optimizer) << "\n"
+            << "    activations   " << ablate::human_bytes(m.activations) << " (" << in.batch_size << " sequences x "
+            << ablate::human_bytes(m.activations_per_sequence) << ", measured at 1 and 2)\n"
+            << "    data and code " << ablate::human_bytes(m.other) << "\n";
+  const ablate::MemoryRoom room = ablate::memory_room();
+  if (room.bytes >= 0) std::cout << "  available       " << ablate::human_bytes(room.bytes) << " more (" << room.limited_by << ")\n";
+  std::cout << "  threads         "
+            << (ro.threads > 0 ? std::to_string(ro.threads) + " (-j)"
+                               : std::to_string(ablate::usable_cores()) + " usable cores, " +
+                                     std::to_string(ablate::CoreClaim::claimed_by_others()) + " claimed by running ablate runs")
+            << "\n";
+  const std::string problem = ablate::memory_shortfall(m, in.batch_size, in.grad_accum);
+  if (!problem.empty()) throw ablate::Error(problem);
+  return 0;
+}
+
+int cmd_run(const std::vector<std::string>& args) {
   po::options_description opts("options");
   opts.add_options()
-    ("experiment", po::value<std::string>(), "experiment YAML file")
+    ("experiment", po::value<std::string>(), "experiment YAML file, or a run directory (runs its saved config)")
     ("override", po::value<std::vector<std::string>>()->composing(), "key.path=value overrides (positional)")
     ("out,o", po::value<std::string>(), "run directory (default: output.dir, else runs/<name>)")
-    ("resume", po::bool_switch(), "continue from the run directory's last checkpoint")
+    ("resume", po::bool_switch(), "continue the run in the run directory from its last checkpoint")
+    ("overwrite", po::bool_switch(), "delete the run in the run directory and start again")
+    ("fork", po::value<std::string>(), "start a new run in this directory from the weights of the run named (init_from)")
+    ("extend-to", po::value<int64_t>(), "continue the run past its planned end, to this step (the lr schedule holds its last value)")
     ("allow-config-change", po::bool_switch(), "with --resume: accept a config that differs from the checkpoint's")
-    ("threads,j", po::value<int64_t>(), "worker threads (default: train.threads, else all cores / ranks on this machine)")
-    ("quiet,q", po::bool_switch(), "no progress line")
+    ("dry-run", po::bool_switch(), "validate, print parameters, FLOPs per step and the memory estimate; train nothing")
+    ("no-memory-check", po::bool_switch(), "start even when the memory estimate exceeds the memory available")
+    ("threads,j", po::value<int64_t>(), "worker threads (default: train.threads, else the cores no other ablate run claims)")
+    ("quiet,q", po::bool_switch(), "no progress line (run.log in the run directory is written all the same)")
     ("plugin-dir", po::value<std::vector<std::string>>()->composing(), "extra plugin directory (repeatable)");
   po::positional_options_description pos;
   pos.add("experiment", 1).add("override", -1);
   po::variables_map vm;
-  if (!ablate::cli::parse(args, "ablate run FILE [key.path=value ...] [options]", opts, pos, vm)) return 0;
+  if (!ablate::cli::parse(args, "ablate run FILE|RUN_DIR [key.path=value ...] [options]", opts, pos, vm)) return 0;
   if (!vm.count("experiment")) throw ablate::cli::UsageError("missing the experiment file (e.g. experiments/quickstart.yaml)");
   ablate::cli::add_plugin_dirs(vm);
   std::vector<std::string> overrides;
@@ -33,15 +157,28 @@ static int cmd_run(const std::vector<std::string>& args) {
   ablate::RunOptions ro;
   if (vm.count("out")) ro.out_dir = vm["out"].as<std::string>();
   ro.resume = vm["resume"].as<bool>();
+  ro.overwrite = vm["overwrite"].as<bool>();
   ro.allow_config_change = vm["allow-config-change"].as<bool>();
   ro.quiet = vm["quiet"].as<bool>();
+  ro.memory_check = !vm["no-memory-check"].as<bool>();
+  ro.handle_signals = true;
   if (vm.count("threads")) {
     ro.threads = vm["threads"].as<int64_t>();
     if (ro.threads < 1) throw ablate::cli::UsageError("--threads must be at least 1, got " + std::to_string(ro.threads));
   }
-  auto exp = ablate::Experiment::load(vm["experiment"].as<std::string>(), overrides);
+  if (vm.count("extend-to")) {
+    ro.extend_to = vm["extend-to"].as<int64_t>();
+    if (ro.extend_to < 1) throw ablate::cli::UsageError("--extend-to must be a step >= 1, got " + std::to_string(ro.extend_to));
+    ro.resume = true;
+  }
+  if (ro.resume && ro.overwrite) throw ablate::cli::UsageError("--resume and --overwrite exclude each other");
+  const std::string target = vm["experiment"].as<std::string>();
+  if (vm.count("fork") && ro.resume) throw ablate::cli::UsageError("--fork starts a new run: it excludes --resume and --extend-to");
+  auto exp = vm.count("fork") ? fork_target(target, overrides, vm["fork"].as<std::string>(), ro) : load_target(target, overrides, ro);
+  if (vm["dry-run"].as<bool>()) return dry_run(exp, ro);
   auto sum = ablate::run_experiment(exp, ro);
   if (!ablate::world().root()) return 0;
+  if (sum.interrupted_by) return 128 + sum.interrupted_by;
   std::cout << "run " << sum.run_dir << ": " << sum.n_params << " parameters, " << sum.steps << " steps, train loss " << sum.train_loss << ", val loss "
             << sum.val_loss << " (ppl " << std::exp(sum.val_loss) << "), " << static_cast<int64_t>(sum.tokens_per_s)
             << " tokens/s\n";
@@ -49,4 +186,6 @@ static int cmd_run(const std::vector<std::string>& args) {
   return 0;
 }
 
-ABLATE_COMMAND("run", "train an experiment (YAML) and write runs/<name>/{run.h5,checkpoint.ckpt,sample.txt}", cmd_run);
+}  // namespace
+
+ABLATE_COMMAND("run", "train an experiment (YAML) and write runs/<name>/{run.h5,checkpoint.ckpt,sample.txt,run.log}", cmd_run);

@@ -177,6 +177,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
     ablate::RunOptions ro;
     ro.threads = threads;
     ro.quiet = quiet;
+    ro.handle_signals = true;  // the sweep stops its points with SIGTERM: they checkpoint
     if (!ablate::run_point(s, p, ro)) std::cout << "point " << i << " (" << p.id << "): already done in " << p.run_dir << "\n";
     else std::cout << "point " << i << " (" << p.id << "): done -> " << p.run_dir << "\n";
     return 0;

@@ -28,7 +28,7 @@ std::vector<int64_t> encode_lines(const Tokenizer& tok, const std::string& text,
 
 }  // namespace
 
-TextData load_text_data(const Options& o, const std::string& yaml_dir, Tokenizer& tok, int64_t context) {
+TextData load_text_data(const Options& o, const std::string& yaml_dir, Tokenizer& tok, int64_t context, bool fit) {
   TextData d;
   std::string name = o.require<std::string>("path", "text file: a path, or a file name found in the data directories");
   double frac = o.get_in<double>("train_fraction", 0.9, 0.01, 0.999, "leading fraction of the file used for training");
@@ -59,7 +59,7 @@ TextData load_text_data(const Options& o, const std::string& yaml_dir, Tokenizer
   } catch (const Error& e) {
     o.fail("path", e.what());
   }
-  tok.fit(d.train_text);
+  if (fit) tok.fit(d.train_text);
   if (!d.line_windows) {
     d.train = tok.encode(d.train_text);
     d.val = tok.encode(d.val_text);

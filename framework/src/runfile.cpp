@@ -1,6 +1,7 @@
 // The per-run HDF5 file: writer (RunFile) and reader (read_run_file). Default HDF5
 // format, no SWMR: plain readers (h5py, h5dump) open it, and flush() makes a killed
-// writer leave a readable file (docs/PLATFORM.md measurements).
+// writer leave a readable file (docs/PLATFORM.md measurements). Neither side takes HDF5's
+// file lock, so a running run can be read as of its last flush (docs/RESULTS.md).
 #include "ablate/runfile.hpp"
 
 #include <H5Cpp.h>
@@ -170,6 +171,14 @@ void check_version(const std::string& path, const H5::H5File& f) {
                 std::to_string(RunFile::kFormatVersion) + "); update ablate");
 }
 
+// File access without HDF5's file lock (readers and the writer alike): a reader such as
+// h5py then opens a file that a run is writing, and a reader never blocks the writer.
+H5::FileAccPropList unlocked() {
+  H5::FileAccPropList fapl;
+  H5Pset_file_locking(fapl.getId(), false, true);
+  return fapl;
+}
+
 std::string not_run_file(const std::string& path, const std::string& why) {
   return path + ": not an ablate run file (" + why + ")";
 }
@@ -183,11 +192,7 @@ H5::H5File open_run_file(const std::string& path, unsigned flags) {
   if (H5Fis_hdf5(path.c_str()) <= 0) throw Error(not_run_file(path, "not an HDF5 file"));
   H5::H5File f;
   try {
-    // Readers skip HDF5's file lock so that reports can read a run still being written
-    // (as of its last flush); appenders keep it, so two writers cannot share a file.
-    H5::FileAccPropList fapl;
-    if (flags == H5F_ACC_RDONLY) H5Pset_file_locking(fapl.getId(), false, true);
-    f.openFile(path, flags, fapl);
+    f.openFile(path, flags, unlocked());
   } catch (const H5::Exception& e) {
     std::string detail = hdf5_detail(e);
     if (detail.find("unable to lock file") != std::string::npos)
@@ -265,7 +270,7 @@ RunFile RunFile::create(const std::string& path) {
   auto impl = std::make_unique<Impl>();
   impl->path = path;
   guarded(path, "creating the run file", [&] {
-    impl->file = H5::H5File(path, H5F_ACC_TRUNC);
+    impl->file = H5::H5File(path, H5F_ACC_TRUNC, H5::FileCreatPropList::DEFAULT, unlocked());
     impl->open = true;
   });
   RunFile rf(std::move(impl));
@@ -370,6 +375,29 @@ int64_t RunFile::rows(const std::string& group) const {
   Impl& m = impl();
   auto it = m.tables.find(group);
   return it == m.tables.end() ? 0 : static_cast<int64_t>(it->second.rows);
+}
+
+std::vector<double> RunFile::column(const std::string& group, const std::string& col) const {
+  Impl& m = impl();
+  m.check_open();
+  auto it = m.tables.find(group);
+  if (it == m.tables.end() || !it->second.data.count(col)) return {};
+  return guarded(m.path, "reading table '" + group + "'", [&] {
+    std::vector<double> v = read_column(it->second.data.at(col));
+    v.resize(std::min<size_t>(v.size(), it->second.rows));
+    return v;
+  });
+}
+
+void RunFile::keep_rows(const std::string& group, int64_t n) {
+  Impl& m = impl();
+  m.check_open();
+  auto it = m.tables.find(group);
+  if (it == m.tables.end() || n < 0 || static_cast<hsize_t>(n) >= it->second.rows) return;
+  guarded(m.path, "truncating table '" + group + "'", [&] {
+    for (auto& [col, ds] : it->second.data) set_length(ds, static_cast<hsize_t>(n));
+    it->second.rows = static_cast<hsize_t>(n);
+  });
 }
 
 void RunFile::truncate_after_step(double step) {

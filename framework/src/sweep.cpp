@@ -695,14 +695,11 @@ bool run_point(const Sweep& s, const SweepPoint& p, RunOptions ro) {
     throw Error(located_error(p, p.run_dir + " holds a finished run of a different config (" + join(changes, "; ") +
                                      "). Delete it to rerun, or give the sweep another directory (dir: or --dir)"));
   }
-  ro.resume = true;
+  // Resume what can be resumed; anything else in the directory (another config's run, a
+  // run killed before its first checkpoint, a run file broken by a crash) starts afresh.
   std::error_code ec;
-  if (!changes.empty()) {
-    // Left by another config: start afresh, not from its checkpoint.
-    fs::remove(checkpoint_path(p.run_dir), ec);
-    ro.resume = false;
-  }
-  if (fs::exists(run_file_path(p.run_dir))) {
+  ro.resume = changes.empty() && fs::exists(checkpoint_path(p.run_dir)) && fs::exists(run_file_path(p.run_dir));
+  if (ro.resume) {
     try {
       read_run_file(run_file_path(p.run_dir));
     } catch (const Error&) {
@@ -711,6 +708,7 @@ bool run_point(const Sweep& s, const SweepPoint& p, RunOptions ro) {
       ro.resume = false;
     }
   }
+  ro.overwrite = !ro.resume;
   fs::remove(fs::path(p.run_dir) / "failed.txt", ec);
   try {
     run_experiment(exp, ro);

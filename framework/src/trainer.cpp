@@ -1,18 +1,21 @@
 // The training loop (see trainer.hpp).
 #include "ablate/trainer.hpp"
 
+#include <signal.h>
 #include <tbb/global_control.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <new>
 #include <optional>
 #include <thread>
 
@@ -22,8 +25,9 @@
 #include "ablate/evaluator.hpp"
 #include "ablate/task.hpp"
 #include "ablate/fault.hpp"
-#include "ablate/grad_sync.hpp"
 #include "ablate/generate.hpp"
+#include "ablate/grad_sync.hpp"
+#include "ablate/machine.hpp"
 #include "ablate/objective.hpp"
 #include "ablate/ops.hpp"
 #include "ablate/registry.hpp"
@@ -38,20 +42,26 @@ std::string run_file_path(const std::string& dir) { return (fs::path(dir) / "run
 
 namespace {
 
+constexpr int64_t kDefaultSteps = 1000;
+
 struct TrainConfig {
-  int64_t steps, batch, accum, threads, eval_every, eval_batches, checkpoint_every, log_every;
+  int64_t steps, schedule_steps, batch, accum, threads, eval_every, eval_batches, checkpoint_every, log_every;
   float grad_clip;
+  bool eval_at_start;
 };
 
 TrainConfig read_train(const Options& o) {
   TrainConfig t;
-  t.steps = o.get_in<int64_t>("steps", 1000, 1, int64_t{1} << 40, "optimizer steps");
+  t.steps = o.get_in<int64_t>("steps", kDefaultSteps, 1, int64_t{1} << 40, "optimizer steps");
+  t.schedule_steps = o.get_in<int64_t>("schedule_steps", t.steps, 1, int64_t{1} << 40,
+                                       "steps the lr schedule is planned for; later steps hold its last lr (--extend-to)");
   t.batch = o.get_in<int64_t>("batch_size", 32, 1, 1 << 20, "sequences per micro-batch");
   t.accum = o.get_in<int64_t>("grad_accum", 1, 1, 1 << 16, "micro-batches per optimizer step");
   t.grad_clip = o.get_in<float>("grad_clip", 1.0f, 0.0f, 1e9f, "clip the global gradient norm to this (0: off)");
-  t.threads = o.get_in<int64_t>("threads", 0, 0, 4096, "worker threads (0: all cores)");
+  t.threads = o.get_in<int64_t>("threads", 0, 0, 4096, "worker threads (0: the cores no other ablate run claims)");
   t.eval_every = o.get_in<int64_t>("eval_every", 250, 1, int64_t{1} << 40, "steps between evaluations");
   t.eval_batches = o.get_in<int64_t>("eval_batches", 20, 1, 1 << 20, "batches per evaluation");
+  t.eval_at_start = o.get<bool>("eval_at_start", true, "evaluate once before training (step 0)");
   t.checkpoint_every = o.get_in<int64_t>("checkpoint_every", 500, 1, int64_t{1} << 40, "steps between checkpoints");
   t.log_every = o.get_in<int64_t>("log_every", 10, 1, int64_t{1} << 40, "steps between train-metric rows");
   o.check_unused();
@@ -70,6 +80,12 @@ std::string hms(double s) {
   char buf[32];
   if (v >= 3600) std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", v / 3600, (v / 60) % 60, v % 60);
   else std::snprintf(buf, sizeof buf, "%02ld:%02ld", v / 60, v % 60);
+  return buf;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
   return buf;
 }
 
@@ -120,37 +136,23 @@ struct Setup {
   std::string sample_prompt;
   int64_t sample_tokens = 0;
   uint64_t seed = 0;
-  std::string name, out_dir;
+  std::string name, out_dir, init_from;
   std::unique_ptr<ParamStore> no_params = std::make_unique<ParamStore>();  // for plugins without parameters
 };
 
-Setup build(const Experiment& exp, const RunOptions& ro) {
-  Setup s;
-  Options root = exp.root();
-  auto& reg = PluginRegistry::instance();
-  s.name = root.get<std::string>("name", fs::path(exp.file()).stem().string(), "run name");
-  s.seed = static_cast<uint64_t>(root.get_in<int64_t>("seed", 1, 0, int64_t{1} << 62, "seed of every random stream"));
-  Options model_opts = root.child("model");
-  int64_t context = model_opts.get_in<int64_t>("context", 64, 1, 1 << 20, "context length T (tokens)");
-  BuildContext none{ModelDims{}, ParamScope(*s.no_params, ""), s.seed};
-  s.tokenizer = reg.create<Tokenizer>(family_options(root, Tokenizer::kFamily), none);
-  s.data = load_text_data(root.child("data"), exp.dir(), *s.tokenizer, context);
-  s.objective = reg.create<Objective>(family_options(root, Objective::kFamily), none);
-  s.model = std::make_unique<Model>(model_opts, s.tokenizer->vocab_size() + s.objective->extra_tokens(), s.seed);
-  check_attention(*s.objective, *s.model, root);
-  s.train = read_train(root.child("train"));
-  s.optimizer = reg.create<Optimizer>(family_options(root, Optimizer::kFamily), none);
-  s.scheduler = reg.create<Scheduler>(family_options(root, Scheduler::kFamily), none);
+void build_evaluators(Options& root, Setup& s, const BuildContext& none) {
   const YAML::Node& evn = root.node()["eval"];
   root.mark_used("eval");
-  if (evn.IsDefined() && !evn.IsNull()) {
-    if (!evn.IsSequence()) root.fail("eval", "expected a list of evaluators, e.g. [{type: arithmetic, data: test.txt}]");
-    for (size_t i = 0; i < evn.size(); ++i) {
-      Options e(evn[i], root.source(), "eval." + std::to_string(i));
-      std::string type = PluginRegistry::type_of(e);
-      s.evaluators.emplace_back("eval/" + type, make_evaluator(e, none));
-    }
+  if (!evn.IsDefined() || evn.IsNull()) return;
+  if (!evn.IsSequence()) root.fail("eval", "expected a list of evaluators, e.g. [{type: arithmetic, data: test.txt}]");
+  for (size_t i = 0; i < evn.size(); ++i) {
+    Options e(evn[i], root.source(), "eval." + std::to_string(i));
+    std::string type = PluginRegistry::type_of(e);
+    s.evaluators.emplace_back("eval/" + type, make_evaluator(e, none));
   }
+}
+
+void read_sampling(const Options& root, Setup& s) {
   Options smp = root.child("sample");
   s.sample_tokens = smp.get_in<int64_t>("tokens", 200, 0, 1 << 24, "tokens generated after training (0: none)");
   s.sample_prompt = smp.get<std::string>("prompt", "\n", "text the sample continues");
@@ -158,12 +160,43 @@ Setup build(const Experiment& exp, const RunOptions& ro) {
   s.sampling.top_k = smp.get_in<int64_t>("top_k", 0, 0, 1 << 24, "sample among the k most likely tokens (0: all)");
   s.sampling.top_p = smp.get_in<float>("top_p", 1.0f, 0.0f, 1.0f, "nucleus sampling threshold (1: off)");
   smp.check_unused();
+}
+
+// `tokenizer_state`: the state of the tokenizer of the run this one continues or starts
+// from (its data is then encoded with it, not with a tokenizer fitted afresh).
+Setup build(const Experiment& exp, const RunOptions& ro, const std::string* tokenizer_state = nullptr) {
+  Setup s;
+  Options root = exp.root();
+  auto& reg = PluginRegistry::instance();
+  s.name = root.get<std::string>("name", ro.name.empty() ? fs::path(exp.file()).stem().string() : ro.name, "run name");
+  s.seed = static_cast<uint64_t>(root.get_in<int64_t>("seed", 1, 0, int64_t{1} << 62, "seed of every random stream"));
+  s.init_from = root.get<std::string>("init_from", "", "run directory (or checkpoint file) whose weights start this run");
+  Options model_opts = root.child("model");
+  int64_t context = model_opts.get_in<int64_t>("context", 64, 1, 1 << 20, "context length T (tokens)");
+  BuildContext none{ModelDims{}, ParamScope(*s.no_params, ""), s.seed};
+  s.tokenizer = reg.create<Tokenizer>(family_options(root, Tokenizer::kFamily), none);
+  if (tokenizer_state) s.tokenizer->load(*tokenizer_state);
+  s.data = load_text_data(root.child("data"), exp.dir(), *s.tokenizer, context, tokenizer_state == nullptr);
+  s.objective = reg.create<Objective>(family_options(root, Objective::kFamily), none);
+  s.model = std::make_unique<Model>(model_opts, s.tokenizer->vocab_size() + s.objective->extra_tokens(), s.seed);
+  check_attention(*s.objective, *s.model, root);
+  s.train = read_train(root.child("train"));
+  s.optimizer = reg.create<Optimizer>(family_options(root, Optimizer::kFamily), none);
+  s.scheduler = reg.create<Scheduler>(family_options(root, Scheduler::kFamily), none);
+  build_evaluators(root, s, none);
+  read_sampling(root, s);
   Options out = root.child("output");
   s.out_dir = out.get<std::string>("dir", "runs/" + s.name, "run directory (HDF5 metrics, checkpoint, sample)");
   out.check_unused();
   if (!ro.out_dir.empty()) s.out_dir = ro.out_dir;
   root.check_unused();
   return s;
+}
+
+// The loss of one batch under the run's objective; every training loss of the trainer
+// (the step, the memory probe) goes through here.
+Var batch_loss(Graph& g, Model& m, const Objective& obj, const ForwardArgs& a, const int32_t* targets) {
+  return obj.loss(g, m.forward(g, a), targets, a.batch * a.time);
 }
 
 double global_grad_norm(const std::vector<Parameter*>& params) {
@@ -270,7 +303,7 @@ uint64_t weights_hash(const std::vector<Parameter*>& params) {
   return h;
 }
 
-void save_checkpoint(const std::string& dir, const Experiment& exp, Setup& s, int64_t step, const Rng& data_rng,
+void save_checkpoint(const std::string& dir, const Experiment& exp, const Setup& s, int64_t step, const Rng& data_rng,
                      const LossWindow& window) {
   Checkpoint ck;
   ck.texts["config"] = exp.yaml();
@@ -299,39 +332,818 @@ void restore_params(Model& m, const Checkpoint& ck, const std::string& path) {
   }
 }
 
+// The progress line on stderr (unless quiet) and run.log in the run directory (always,
+// on rank 0): one timestamped line per event, and a train line at most every 10 s.
 class Progress {
  public:
   Progress(bool quiet, int64_t total) : quiet_(quiet), tty_(isatty(STDERR_FILENO)), total_(total) {}
+  void open_log(const std::string& path) { log_.open(path, std::ios::app); }
   void step(int64_t step, double loss, float lr, double tok_s, double elapsed, double per_step) {
-    if (quiet_) return;
     double eta = per_step * static_cast<double>(total_ - step);
     char buf[256];
     std::snprintf(buf, sizeof buf, "step %lld/%lld | loss %.4f | lr %.2e | %.1fk tok/s | %s elapsed, ETA %s",
                   static_cast<long long>(step), static_cast<long long>(total_), loss, lr, tok_s / 1000.0,
                   hms(elapsed).c_str(), hms(eta).c_str());
-    if (tty_) {
-      std::fprintf(stderr, "\r%-110s", buf);
-    } else if (elapsed - last_print_ >= 10.0 || step == total_) {
-      std::fprintf(stderr, "%s\n", buf);
+    const bool periodic = elapsed - last_print_ >= 10.0 || step == total_;
+    if (periodic) {
       last_print_ = elapsed;
+      to_log(buf);
     }
+    if (quiet_) return;
+    if (tty_) std::fprintf(stderr, "\r%-110s", buf);
+    else if (periodic) std::fprintf(stderr, "%s\n", buf);
     std::fflush(stderr);
   }
-  void line(const std::string& s) {
-    if (quiet_) return;
-    std::fprintf(stderr, tty_ ? "\r%-110s\n" : "%s\n", s.c_str());
+  // always: also with quiet (what the user must see: how to resume).
+  void line(const std::string& s, bool always = false) {
+    to_log(s);
+    if (quiet_ && !always) return;
+    std::fprintf(stderr, tty_ && !quiet_ ? "\r%-110s\n" : "%s\n", s.c_str());
     std::fflush(stderr);
+  }
+  // run.log only (the caller prints it).
+  void to_log(const std::string& s) {
+    if (log_.is_open()) log_ << now_iso() << " " << s << "\n" << std::flush;
   }
 
  private:
   bool quiet_, tty_;
   int64_t total_;
   double last_print_ = -1e9;
+  std::ofstream log_;
 };
+
+// SIGINT/SIGTERM while installed: the first sets the flag (the loop checkpoints at the end
+// of the step and stops), a second exits at once.
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+extern "C" void on_run_stop_signal(int sig) {
+  if (g_stop_signal != 0) {
+    static const char msg[] = "\nsecond interrupt: exiting now; the run keeps its last checkpoint\n";
+    [[maybe_unused]] ssize_t w = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+    ::_exit(128 + sig);
+  }
+  g_stop_signal = sig;
+  static const char msg[] = "\ninterrupt: finishing this step and writing a checkpoint (interrupt again to exit at once)\n";
+  [[maybe_unused]] ssize_t w = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+}
+
+class StopSignals {
+ public:
+  explicit StopSignals(bool install) : installed_(install) {
+    if (!installed_) return;
+    g_stop_signal = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_run_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~StopSignals() {
+    if (!installed_) return;
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  bool installed_;
+  struct sigaction old_int_ {}, old_term_ {};
+};
+
+const char* signal_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal"; }
+
+// Memory of a run at its micro-batch of `rows` sequences (see MemoryEstimate). The probe
+// runs a forward and backward pass at 1 and 2 sequences on a graph of its own; it touches
+// no state the run carries (its gradients are zeroed again at every step).
+MemoryEstimate estimate_memory(Setup& s, int64_t rows) {
+  MemoryEstimate m;
+  Model& model = *s.model;
+  auto params = model.params().all();
+  for (const Parameter* p : params) m.params += 4.0 * static_cast<double>(p->value.numel());
+  m.grads = m.params;
+  for (auto& b : s.optimizer->state()) m.optimizer += 4.0 * static_cast<double>(b.data->size());
+  const int64_t T = model.dims().context;
+  std::vector<int32_t> x(static_cast<size_t>(2 * T)), y(static_cast<size_t>(2 * T));
+  double bytes[2] = {0, 0};
+  for (int64_t b = 1; b <= 2; ++b) {
+    Graph g;
+    g.training = true;
+    g.seed = s.seed;
+    Rng rng(s.seed ^ 0x3E3A0ull);
+    sample_batch(s.data, true, b, T, rng, x.data(), y.data());
+    s.objective->prepare(x.data(), y.data(), b, T, s.tokenizer->vocab_size(), rng);
+    g.backward(batch_loss(g, model, *s.objective, ForwardArgs{x.data(), b, T}, y.data()));
+    bytes[b - 1] = static_cast<double>(g.step_bytes());
+  }
+  model.params().zero_grad();
+  m.activations_per_sequence = std::max(0.0, bytes[1] - bytes[0]);
+  m.activations = bytes[0] + m.activations_per_sequence * static_cast<double>(rows - 1);
+  m.other = std::max(0.0, resident_bytes() - m.params - m.grads);
+  return m;
+}
+
+std::string describe_memory(const MemoryEstimate& m, int64_t rows) {
+  return human_bytes(m.total()) + " (parameters " + human_bytes(m.params) + ", gradients " + human_bytes(m.grads) +
+         ", optimizer state " + human_bytes(m.optimizer) + ", activations " + human_bytes(m.activations) + " = " +
+         std::to_string(rows) + " sequences x " + human_bytes(m.activations_per_sequence) + ", data and code " +
+         human_bytes(m.other) + ")";
+}
+
+// The options that bring a run's memory under `room` bytes.
+std::string memory_fixes(const MemoryEstimate& m, int64_t batch, int64_t grad_accum, double room) {
+  const double fixed = m.total() - m.activations + m.activations_per_sequence;  // with one sequence
+  std::string out = "Lower train.batch_size (each sequence of the micro-batch holds " + human_bytes(m.activations_per_sequence) +
+                    " of activations)";
+  if (m.activations_per_sequence > 0 && room > fixed) {
+    const int64_t fit = std::max<int64_t>(1, 1 + static_cast<int64_t>((room - fixed) / m.activations_per_sequence * 0.8));
+    if (fit < batch) {
+      const int64_t accum = (batch * grad_accum + fit - 1) / fit;
+      out += ", e.g. train.batch_size=" + std::to_string(fit) + " train.grad_accum=" + std::to_string(accum) +
+             " for about the same tokens per step";
+    }
+  }
+  return out + "; or lower model.context (activations grow with it, attention's quadratically). "
+               "If the estimate is wrong, --no-memory-check skips this check";
+}
+
+// "key: old -> new" for every leaf that differs ("(removed)", "(added)"), sorted by key.
+std::vector<std::string> config_changes(const YAML::Node& old_cfg, const YAML::Node& new_cfg) {
+  auto a = flatten(old_cfg), b = flatten(new_cfg);
+  std::vector<std::string> changed;
+  size_t i = 0, j = 0;
+  while (i < a.size() || j < b.size()) {
+    if (j >= b.size() || (i < a.size() && a[i].first < b[j].first)) changed.push_back(a[i++].first + " (removed)");
+    else if (i >= a.size() || b[j].first < a[i].first) changed.push_back(b[j++].first + " (added)");
+    else {
+      if (a[i].second != b[j].second) changed.push_back(a[i].first + ": " + a[i].second + " -> " + b[j].second);
+      ++i, ++j;
+    }
+  }
+  return changed;
+}
+
+// A checkpoint written by `ablate run`, with the keys resuming needs.
+Checkpoint read_run_checkpoint(const std::string& path) {
+  Checkpoint ck = read_checkpoint(path);
+  for (const char* key : {"step", "rng/data"})
+    if (!ck.ints.count(key))
+      throw Error(path + ": checkpoint lacks '" + key + "'; not written by 'ablate run', cannot resume from it");
+  for (const char* key : {"config", "tokenizer"})
+    if (!ck.texts.count(key))
+      throw Error(path + ": checkpoint lacks '" + key + "'; not written by 'ablate run', cannot resume from it");
+  return ck;
+}
+
+YAML::Node checkpoint_config(const Checkpoint& ck, const std::string& path) {
+  try {
+    return YAML::Load(ck.texts.at("config"));
+  } catch (const YAML::Exception& e) {
+    throw Error(path + ": the config stored in the checkpoint does not parse: " + e.what());
+  }
+}
+
+// The scalar at key in a map node as text, else "" (no exceptions on missing keys).
+std::string scalar_at(const YAML::Node& n, const char* key) {
+  if (!n.IsMap()) return "";
+  const YAML::Node v = n[key];
+  return v.IsDefined() && v.IsScalar() ? v.Scalar() : "";
+}
+YAML::Node map_at(const YAML::Node& n, const char* key) {
+  if (!n.IsMap()) return YAML::Node();
+  const YAML::Node v = n[key];
+  return v.IsDefined() && v.IsMap() ? v : YAML::Node();
+}
+
+// train.schedule_steps of a config (else train.steps, else the default).
+int64_t planned_steps(const YAML::Node& cfg) {
+  const YAML::Node t = map_at(cfg, "train");
+  for (const char* key : {"schedule_steps", "steps"})
+    if (!scalar_at(t, key).empty()) return std::stoll(scalar_at(t, key));
+  return kDefaultSteps;
+}
+
+// The run directory or checkpoint file `ref` names (relative to the working directory,
+// else to the experiment's), as the checkpoint file to read.
+std::string init_checkpoint(const std::string& ref, const std::string& exp_dir) {
+  fs::path p(ref);
+  if (p.is_relative() && !fs::exists(p) && fs::exists(fs::path(exp_dir) / p)) p = fs::path(exp_dir) / p;
+  if (fs::is_directory(p)) p = checkpoint_path(p.string());
+  if (!fs::is_regular_file(p))
+    throw Error("init_from: " + ref + ": no checkpoint there (" + p.string() +
+                "); name a run directory written by 'ablate run' (e.g. runs/quickstart) or its checkpoint.ckpt");
+  return fs::absolute(p).lexically_normal().string();
+}
+
+// The files ablate writes in a run directory (what --overwrite removes; nothing else).
+const char* const kRunFiles[] = {"run.h5", "checkpoint.ckpt", "checkpoint.ckpt.tmp", "sample.txt",
+                                 "config.yaml", "config.resolved.yaml", "run.log"};
 
 }  // namespace
 
-ExperimentInfo describe_experiment(const Experiment& exp, const RunOptions& ro) {
+namespace {
+
+// One run of run_experiment, step by step.
+class Trainer {
+ public:
+  Trainer(const Experiment& exp, const RunOptions& ro)
+      : ro_(ro), exp_(&exp), comm_(ro.comm ? *ro.comm : world()), root_(comm_.root()), signals_(ro.handle_signals) {}
+  RunSummary run();
+
+ private:
+  using clock = std::chrono::steady_clock;
+  std::string out_dir_of(const Experiment& exp) const;
+  void check_run_dir(const std::string& dir);
+  void prepare_extension();
+  void build_and_configure();
+  void check_memory();
+  void restore(const Checkpoint& ck);
+  void open_run_file();
+  void write_metadata();
+  void record_segment();
+  void train_loop();
+  double train_step(int64_t step, float lr, double& norm);
+  void check_finite(int64_t step, double loss, double norm);
+  void log_row(int64_t step, float lr, double norm);
+  void evaluate_at(int64_t step);
+  void check_ranks_agree(int64_t step);
+  void checkpoint_at(int64_t step);
+  int stop_requested();
+  void interrupt(int64_t step, int sig);
+  void finish();
+  [[noreturn]] void fail(const std::string& msg);
+  void mark_failed(const std::string& msg);
+  float lr_at(int64_t step) const {
+    const int64_t p = s_.train.schedule_steps;
+    return s_.optimizer->base_lr() * s_.scheduler->factor(std::min(step, p) - 1, p);
+  }
+
+  const RunOptions& ro_;
+  const Experiment* exp_;
+  std::optional<Experiment> extended_;  // the config with train.steps = --extend-to
+  Communicator& comm_;
+  const bool root_;
+  StopSignals signals_;
+  Setup s_;
+  std::optional<Checkpoint> ck_;        // the checkpoint resumed from
+  std::optional<RunData> previous_;     // the run file found when resuming (rank 0)
+  std::vector<std::string> changes_;    // config changes against the checkpoint (a new segment)
+  std::optional<RunLock> lock_;
+  std::unique_ptr<CoreClaim> claim_;
+  std::optional<tbb::global_control> parallelism_;
+  int64_t threads_ = 1, other_threads_ = 0;
+  std::optional<RunFile> rf_;           // rank 0 only
+  RunFile* rfp_ = nullptr;
+  Progress progress_{true, 0};
+  Rng data_rng_{0};
+  LossWindow window_;
+  int64_t start_ = 0, last_checkpoint_ = -1, trained_steps_ = 0, init_step_ = 0;
+  Graph g_;
+  Slice sl_;
+  std::unique_ptr<GradientSync> sync_;
+  std::vector<int32_t> x_, y_;
+  RunSummary sum_;
+  clock::time_point t0_ = clock::now(), last_flush_ = clock::now();
+  double train_seconds_ = 0, allreduce_seconds_ = 0;  // this process's part (not of a resumed one)
+  bool evaluated_ = false;
+};
+
+// Where the run goes: as build() decides, read before building (the checkpoint there
+// decides how to build).
+std::string Trainer::out_dir_of(const Experiment& exp) const {
+  if (!ro_.out_dir.empty()) return ro_.out_dir;
+  const YAML::Node n = exp.node();
+  const std::string dir = scalar_at(map_at(n, "output"), "dir"), name = scalar_at(n, "name");
+  if (!dir.empty()) return dir;
+  return "runs/" + (!name.empty() ? name : ro_.name.empty() ? fs::path(exp.file()).stem().string() : ro_.name);
+}
+
+// What a run directory holds, for messages ("status done, checkpoint at step 60").
+std::string describe_run_dir(const std::string& dir) {
+  std::string state;
+  auto add = [&](const std::string& s) { state += (state.empty() ? "" : ", ") + s; };
+  if (fs::exists(run_file_path(dir))) {
+    try {
+      add("status " + read_run_file(run_file_path(dir)).str_attrs["status"]);
+    } catch (const Error&) {
+      add("run.h5 unreadable");
+    }
+  }
+  if (fs::exists(checkpoint_path(dir))) {
+    try {
+      add("checkpoint at step " + std::to_string(read_checkpoint(checkpoint_path(dir)).ints["step"]));
+    } catch (const Error&) {
+      add("checkpoint unreadable");
+    }
+  }
+  return state;
+}
+
+// A directory that holds a run is never written over silently (rank 0; under its lock).
+void Trainer::check_run_dir(const std::string& dir) {
+  const std::string ck = checkpoint_path(dir), h5 = run_file_path(dir);
+  const bool has_ck = fs::exists(ck), has_h5 = fs::exists(h5);
+  if (ro_.overwrite) {
+    std::error_code ec;
+    for (const char* f : kRunFiles) fs::remove(fs::path(dir) / f, ec);
+    return;
+  }
+  if (!ro_.resume) {
+    if (has_ck || has_h5)
+      throw Error(dir + " already holds a run (" + describe_run_dir(dir) + "); not overwriting it. Use --resume to continue "
+                  "it, --overwrite to delete it and start again, or --fork NEW_DIR to start a new run in NEW_DIR from its weights");
+    return;
+  }
+  if (!has_ck)
+    throw Error(dir + ": nothing to resume: " +
+                (has_h5 ? "the run stopped before its first checkpoint (" + describe_run_dir(dir) + "). Start it again with --overwrite"
+                        : std::string("no run here (no checkpoint.ckpt). Start a run there without --resume")));
+  const int64_t ck_step = static_cast<int64_t>(read_run_checkpoint(ck).ints["step"]);  // a broken one says so here
+  if (!has_h5)
+    throw Error(dir + ": has a checkpoint but no run.h5 (its metrics are gone), so it cannot be resumed. Use --fork NEW_DIR "
+                "to start a new run from its weights, or --overwrite");
+  previous_ = read_run_file(h5);
+  if (previous_->str_attrs["status"] == "done" && ro_.extend_to == 0)
+    throw Error(dir + " is a finished run (status done, step " + std::to_string(ck_step) + "): nothing to resume. --extend-to N "
+                "continues it to step N; --fork NEW_DIR starts a new run from its weights");
+}
+
+// --extend-to N: the same config with train.steps = N; the schedule keeps the length it
+// was planned for (train.schedule_steps), so steps past it hold its last lr.
+void Trainer::prepare_extension() {
+  const YAML::Node old = checkpoint_config(*ck_, checkpoint_path(out_dir_of(*exp_)));
+  const int64_t at = static_cast<int64_t>(ck_->ints.at("step")), planned = planned_steps(old);
+  if (ro_.extend_to <= at)
+    throw Error(out_dir_of(*exp_) + ": --extend-to " + std::to_string(ro_.extend_to) + " is not past the checkpoint's step " +
+                std::to_string(at) + "; give a larger step");
+  extended_.emplace(Experiment::parse(exp_->yaml(), exp_->file(), exp_->dir(),
+                                      {"train.steps=" + std::to_string(ro_.extend_to),
+                                       "train.schedule_steps=" + std::to_string(planned)}));
+  exp_ = &*extended_;
+}
+
+void Trainer::build_and_configure() {
+  const std::string dir = out_dir_of(*exp_);
+  if (root_) {
+    if (fs::is_directory(dir)) lock_.emplace(dir);
+    check_run_dir(dir);
+  }
+  // Rank 0 decided; every rank reads the checkpoint, which must be on a shared filesystem.
+  uint64_t resume = ro_.resume;
+  comm_.broadcast(&resume, 1);
+  const std::string* tokenizer_state = nullptr;
+  Checkpoint init;
+  if (resume) {
+    ck_ = read_run_checkpoint(checkpoint_path(dir));
+    if (ro_.extend_to > 0) prepare_extension();
+    tokenizer_state = &ck_->texts.at("tokenizer");
+  } else if (!scalar_at(exp_->node(), "init_from").empty()) {
+    const std::string path = init_checkpoint(scalar_at(exp_->node(), "init_from"), exp_->dir());
+    init = read_run_checkpoint(path);
+    init.texts["path"] = path;
+    tokenizer_state = &init.texts.at("tokenizer");
+  }
+  s_ = build(*exp_, ro_, tokenizer_state);
+  s_.out_dir = dir;
+  if (root_ && !lock_) {
+    fs::create_directories(dir);
+    lock_.emplace(dir);
+  }
+  const TrainConfig& t = s_.train;
+  if (t.batch < comm_.size())
+    throw Error("train.batch_size " + std::to_string(t.batch) + " is smaller than the " + std::to_string(comm_.size()) +
+                " ranks it is split across; give every rank at least one sequence (batch_size >= " + std::to_string(comm_.size()) + ")");
+  // One process: the cores no other ablate run claims; ranks on one machine share its cores.
+  const int64_t want = ro_.threads > 0 ? ro_.threads : t.threads;
+  if (comm_.size() == 1) {
+    claim_ = std::make_unique<CoreClaim>(want, &other_threads_);
+    threads_ = claim_->threads();
+  } else {
+    threads_ = want > 0 ? want : std::max<int64_t>(1, usable_cores() / comm_.local_size());
+  }
+  parallelism_.emplace(tbb::global_control::max_allowed_parallelism, static_cast<size_t>(threads_));
+  s_.optimizer->init(s_.model->params().all());
+  sl_ = batch_slice(t.batch, comm_);
+  check_memory();
+  data_rng_ = Rng(s_.seed ^ 0xDA7Aull);
+  if (ck_) {
+    restore(*ck_);
+  } else if (!init.texts.empty()) {
+    restore_params(*s_.model, init, init.texts["path"]);
+    s_.init_from = init.texts["path"];
+    init_step_ = static_cast<int64_t>(init.ints["step"]);
+  }
+}
+
+void Trainer::check_memory() {
+  const int64_t rows = sl_.hi - sl_.lo;
+  const MemoryEstimate m = estimate_memory(s_, rows);
+  if (!ro_.memory_check) return;
+  const std::string problem = memory_shortfall(m, rows, s_.train.accum);
+  if (!problem.empty()) throw Error(problem);
+}
+
+void Trainer::restore(const Checkpoint& ck) {
+  const std::string path = checkpoint_path(s_.out_dir);
+  const YAML::Node old = checkpoint_config(ck, path);
+  changes_ = config_changes(old, exp_->node());
+  std::vector<std::string> refused;
+  for (const auto& c : changes_)
+    if (!(ro_.extend_to > 0 && (c.rfind("train.steps", 0) == 0 || c.rfind("train.schedule_steps", 0) == 0))) refused.push_back(c);
+  if (!refused.empty() && !ro_.allow_config_change)
+    throw Error(s_.out_dir + ": cannot resume: the config differs from the checkpoint's: " + join(refused, "; ") +
+                ". Resume with the same config, or pass --allow-config-change");
+  restore_params(*s_.model, ck, path);
+  for (auto& buf : s_.optimizer->state()) {
+    auto it = ck.tensors.find("optimizer/" + buf.name);
+    if (it == ck.tensors.end() || it->second.size() != buf.data->size())
+      throw Error(path + ": optimizer state '" + buf.name + "' missing or of the wrong size");
+    *buf.data = it->second;
+  }
+  start_ = static_cast<int64_t>(ck.ints.at("step"));
+  last_checkpoint_ = start_;
+  data_rng_.set_state(ck.ints.at("rng/data"));
+  uint64_t loss_bits = ck.ints.count("train/window_loss") ? ck.ints.at("train/window_loss") : 0;  // 0.0 in older checkpoints
+  std::memcpy(&window_.loss, &loss_bits, sizeof loss_bits);
+  window_.steps = ck.ints.count("train/window_steps") ? static_cast<int64_t>(ck.ints.at("train/window_steps")) : 0;
+}
+
+void Trainer::open_run_file() {
+  const std::string h5 = run_file_path(s_.out_dir);
+  progress_ = Progress(ro_.quiet || !root_, s_.train.steps);
+  if (!root_) return;
+  progress_.open_log((fs::path(s_.out_dir) / "run.log").string());
+  if (ck_) {
+    rf_.emplace(RunFile::open_append(h5));
+    rf_->truncate_after_step(static_cast<double>(start_));
+  } else {
+    rf_.emplace(RunFile::create(h5));
+    rf_->set_attr("started", now_iso());
+  }
+  rfp_ = &*rf_;
+}
+
+void Trainer::write_metadata() {
+  Model& model = *s_.model;
+  if (root_) {
+    RunFile& rf = *rfp_;
+    const std::string given = exp_->yaml(), resolved = exp_->resolved_yaml();
+    rf.set_attr("config", given);
+    rf.set_attr("config_resolved", resolved);
+    rf.set_attr("experiment_dir", fs::absolute(exp_->dir()).lexically_normal().string());
+    rf.set_attr("name", s_.name);
+    rf.set_attr("ablate_version", ABLATE_VERSION);
+    rf.set_attr("git_commit", ABLATE_GIT_COMMIT);
+    rf.set_attr("compiler", ABLATE_COMPILER);
+    rf.set_attr("threads", threads_);
+    rf.set_attr("n_params", model.n_params());
+    rf.set_attr("flops_per_token", model.flops_per_token());
+    rf.set_attr("vocab_size", model.dims().vocab_size);
+    rf.set_attr("data_file", s_.data.path);
+    if (!ck_ && !s_.init_from.empty()) {
+      rf.set_attr("init_from", s_.init_from);
+      rf.set_attr("init_from_step", init_step_);
+    }
+    if (comm_.size() > 1) rf.set_attr("ranks", static_cast<int64_t>(comm_.size()));
+    rf.set_attr("status", "running");
+    rf.set_attr("error", "");
+    record_segment();
+    rf.flush();
+    std::ofstream(fs::path(s_.out_dir) / "config.yaml") << given << "\n";
+    std::ofstream(fs::path(s_.out_dir) / "config.resolved.yaml")
+        << "# Every option of this run with the value it had, defaults included (ablate " << ABLATE_VERSION << ").\n"
+        << resolved << "\n";
+  }
+  const std::string shared = other_threads_ > 0 ? " (of " + std::to_string(usable_cores()) + " cores, " +
+                                                      std::to_string(other_threads_) + " claimed by other ablate runs)"
+                                                : "";
+  progress_.line(s_.name + ": " + std::to_string(model.n_params()) + " parameters, vocab " +
+                 std::to_string(model.dims().vocab_size) + ", " + std::to_string(s_.data.train.size()) + " train / " +
+                 std::to_string(s_.data.val.size()) + " val tokens, " + std::to_string(threads_) + " threads" + shared +
+                 (comm_.size() > 1 ? " x " + comm_.description() : "") + " -> " + s_.out_dir);
+  if (ck_) progress_.line("resuming " + s_.out_dir + " at step " + std::to_string(start_));
+  if (ro_.extend_to > 0)
+    progress_.line("extending to step " + std::to_string(s_.train.steps) + ": the lr schedule was planned for " +
+                       std::to_string(s_.train.schedule_steps) + " steps and ends at lr " + fmt("%.3g", lr_at(s_.train.schedule_steps)) +
+                       "; steps " + std::to_string(s_.train.schedule_steps + 1) + "-" + std::to_string(s_.train.steps) +
+                       " hold that lr (train.schedule_steps = " + std::to_string(s_.train.schedule_steps) + ")",
+                   true);
+}
+
+// Segments: the configs that produced the run's steps, one per start or config change
+// (table `segments`: segment, start_step, steps, schedule_steps; text segments/<k>).
+void Trainer::record_segment() {
+  RunFile& rf = *rfp_;
+  if (ck_ && changes_.empty() && rf.rows("segments") > 0) return;  // the same config goes on
+  if (ck_ && rf.rows("segments") == 0) {
+    // A run from before segments were recorded: its first segment is the checkpoint's config.
+    const YAML::Node old = checkpoint_config(*ck_, checkpoint_path(s_.out_dir));
+    rf.write_text("segments/0", ck_->texts.at("config"));
+    rf.append("segments", {{"segment", 0}, {"start_step", 0}, {"steps", double(planned_steps(old))},
+                           {"schedule_steps", double(planned_steps(old))}});
+  }
+  // Segments that began at or after the step resumed from were superseded.
+  int64_t keep = 0;
+  for (double st : rf.column("segments", "start_step")) keep += st < static_cast<double>(start_);
+  rf.keep_rows("segments", keep);
+  rf.write_text("segments/" + std::to_string(keep), exp_->yaml());
+  rf.append("segments", {{"segment", double(keep)}, {"start_step", double(start_)}, {"steps", double(s_.train.steps)},
+                         {"schedule_steps", double(s_.train.schedule_steps)}});
+}
+
+// One optimizer step: accumulated micro-batches, gradient sync across ranks, the finite
+// check, clipping and the update. Returns the loss; `norm` gets the gradient norm.
+double Trainer::train_step(int64_t step, float lr, double& norm) {
+  const TrainConfig& t = s_.train;
+  Model& model = *s_.model;
+  auto params = model.params().all();
+  const int64_t B = t.batch, T = model.dims().context;
+  model.params().zero_grad();
+  double loss_sum = 0;
+  g_.training = true;
+  g_.step = static_cast<uint64_t>(step);
+  for (int64_t m = 0; m < t.accum; ++m) {
+    // Every rank draws the whole batch from the same stream and computes its slice.
+    sample_batch(s_.data, true, B, T, data_rng_, x_.data(), y_.data());
+    // The objective's randomness (masks) from the step, not from a stream to checkpoint.
+    Rng mask_rng((s_.seed ^ 0x0B1Eull) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(step * t.accum + m));
+    s_.objective->prepare(x_.data(), y_.data(), B, T, s_.tokenizer->vocab_size(), mask_rng);
+    float weight = t.accum > 1 ? 1.0f / static_cast<float>(t.accum) : 1.0f;
+    if (comm_.size() > 1) {
+      // The slice's mean loss, weighted by its share of the batch's counted targets:
+      // the ranks' losses (and gradients) then sum to those of the whole batch.
+      const int64_t n_all = counted_targets(y_.data(), B * T);
+      const int64_t n_mine = counted_targets(y_.data() + sl_.lo * T, (sl_.hi - sl_.lo) * T);
+      if (n_mine == 0) continue;
+      weight *= static_cast<float>(n_mine) / static_cast<float>(n_all);
+      g_.batch_rows = sl_.hi - sl_.lo;
+      g_.batch_offset = sl_.lo;
+    }
+    g_.reset();
+    ForwardArgs a = comm_.size() > 1 ? ForwardArgs{x_.data() + sl_.lo * T, sl_.hi - sl_.lo, T} : ForwardArgs{x_.data(), B, T};
+    Var loss = batch_loss(g_, model, *s_.objective, a, comm_.size() > 1 ? y_.data() + sl_.lo * T : y_.data());
+    if (weight != 1.0f) loss = scale(g_, loss, weight);
+    loss_sum += g_.value(loss).data[0];
+    if (comm_.size() > 1 && m + 1 == t.accum) sync_->attach(g_);
+    g_.backward(loss);
+  }
+  if (comm_.size() > 1) {
+    auto tc = clock::now();
+    sync_->finish();
+    comm_.allreduce_sum(&loss_sum, 1);
+    allreduce_seconds_ += std::chrono::duration<double>(clock::now() - tc).count();
+  }
+  norm = global_grad_norm(params);
+  check_finite(step, loss_sum, norm);
+  if (t.grad_clip > 0 && norm > t.grad_clip) {
+    float c = static_cast<float>(t.grad_clip / (norm + 1e-6));
+    for (Parameter* p : params)
+      for (int64_t i = 0; i < p->grad.numel(); ++i) p->grad.data[i] *= c;
+  }
+  s_.optimizer->step(params, lr, step);
+  return loss_sum;
+}
+
+void Trainer::check_finite(int64_t step, double loss, double norm) {
+  if (std::isfinite(loss) && std::isfinite(norm)) return;
+  // A non-finite value (the previous update overflowed) is the cause; a non-finite
+  // gradient with finite values is the symptom seen at this step.
+  auto params = s_.model->params().all();
+  const Parameter* bad_value = first_non_finite(params, false);
+  const Parameter* bad_grad = first_non_finite(params, true);
+  auto [big, big_value] = largest_value(params);
+  fail("step " + std::to_string(step) + ": " + (std::isfinite(loss) ? "gradient" : "loss") + " is not finite (loss " +
+       std::to_string(loss) + ", gradient norm " + std::to_string(norm) + ")" +
+       (bad_value ? "; first parameter with non-finite values: '" + bad_value->name + "'" : "") +
+       (bad_grad ? "; first parameter with a non-finite gradient: '" + bad_grad->name + "'" : "") +
+       (!bad_value && big ? "; largest parameter value: " + fmt("%.3g", big_value) + " in '" + big->name + "'" : "") +
+       ". Lower the learning rate, enable train.grad_clip, or check the data");
+}
+
+void Trainer::log_row(int64_t step, float lr, double norm) {
+  const TrainConfig& t = s_.train;
+  const double tok_s = static_cast<double>(t.batch * t.accum * s_.model->dims().context) * static_cast<double>(trained_steps_) /
+                       train_seconds_;
+  const double loss = window_.loss / double(window_.steps);
+  if (rfp_) {
+    rfp_->append("train", {{"step", double(step)}, {"loss", loss}, {"lr", lr}, {"grad_norm", norm}, {"tokens_per_s", tok_s}});
+    // Readers (h5py, reports) see the rows as of the last flush: at most a second old.
+    if (std::chrono::duration<double>(clock::now() - last_flush_).count() >= 1.0) {
+      rfp_->flush();
+      last_flush_ = clock::now();
+    }
+  }
+  progress_.step(step, loss, lr, tok_s, std::chrono::duration<double>(clock::now() - t0_).count(),
+                 train_seconds_ / double(trained_steps_));
+  window_ = LossWindow{};
+}
+
+// Losses on fixed train and validation batches, then the evaluators (rank 0 only; the
+// others wait at the next step's allreduce).
+void Trainer::evaluate_at(int64_t step) {
+  Model& model = *s_.model;
+  const int64_t T = model.dims().context;
+  g_.batch_rows = g_.batch_offset = 0;
+  const auto train_m = evaluate(model, *s_.objective, g_, s_.data, true, s_.train, T, s_.seed, x_, y_, comm_);
+  const auto val_m = evaluate(model, *s_.objective, g_, s_.data, false, s_.train, T, s_.seed + 1, x_, y_, comm_);
+  const double tl = train_m[0].second, vl = val_m[0].second;
+  std::vector<std::pair<std::string, double>> eval_row{
+      {"step", double(step)}, {"train_loss", tl}, {"val_loss", vl}, {"val_ppl", std::exp(vl)}};
+  for (size_t k = 1; k < val_m.size(); ++k) {
+    eval_row.emplace_back("train_" + train_m[k].first, train_m[k].second);
+    eval_row.emplace_back("val_" + val_m[k].first, val_m[k].second);
+  }
+  if (rfp_) rfp_->append("eval", eval_row);
+  for (auto& [table, ev] : s_.evaluators) {
+    if (!rfp_) break;
+    EvalContext ctx{model, *s_.tokenizer, step, step == s_.train.steps, s_.seed, exp_->dir()};
+    auto row = ev->evaluate(ctx);
+    const std::string shown = ev->summary(row);
+    row.insert(row.begin(), {"step", double(step)});
+    rfp_->append(table, row);
+    progress_.line(table + " step " + std::to_string(step) + ": " + shown);
+  }
+  if (rfp_) {
+    rfp_->flush();
+    last_flush_ = clock::now();
+  }
+  sum_.train_loss = tl;
+  sum_.val_loss = vl;
+  evaluated_ = true;
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "eval step %lld: train loss %.4f, val loss %.4f, val ppl %.2f", static_cast<long long>(step),
+                tl, vl, std::exp(vl));
+  progress_.line(buf);
+}
+
+// Every rank applied the same summed gradients to the same weights; check it.
+void Trainer::check_ranks_agree(int64_t step) {
+  if (comm_.size() == 1) return;
+  auto params = s_.model->params().all();
+  uint64_t h = weights_hash(params), h0 = h;
+  comm_.broadcast(&h0, 1);
+  double differ = h != h0;
+  comm_.allreduce_sum(&differ, 1);
+  if (differ > 0)
+    fail("step " + std::to_string(step) + ": the weights of " + std::to_string(static_cast<int64_t>(differ)) +
+         " rank(s) differ from rank 0's (an MPI reduction that is not bitwise identical on every rank?)");
+}
+
+void Trainer::checkpoint_at(int64_t step) {
+  check_ranks_agree(step);
+  if (rfp_) {
+    rfp_->flush();
+    last_flush_ = clock::now();
+    save_checkpoint(s_.out_dir, *exp_, s_, step, data_rng_, window_);
+  }
+  last_checkpoint_ = step;
+}
+
+// The signal that asks this run to stop (on any rank), else 0.
+int Trainer::stop_requested() {
+  if (!ro_.handle_signals) return 0;
+  double sig = g_stop_signal;
+  if (comm_.size() > 1) comm_.allreduce_sum(&sig, 1);  // the same decision on every rank
+  return sig > 0 ? (g_stop_signal ? static_cast<int>(g_stop_signal) : SIGTERM) : 0;
+}
+
+void Trainer::train_loop() {
+  const TrainConfig& t = s_.train;
+  for (int64_t step = start_ + 1; step <= t.steps; ++step) {
+    fault_point("step");
+    auto ts = clock::now();
+    const float lr = lr_at(step);
+    double norm = 0;
+    const double loss = train_step(step, lr, norm);
+    train_seconds_ += std::chrono::duration<double>(clock::now() - ts).count();
+    ++trained_steps_;
+    window_.loss += loss;
+    ++window_.steps;
+    sum_.steps = step;
+    if (step % t.log_every == 0 || step == t.steps) log_row(step, lr, norm);
+    if (step % t.eval_every == 0 || step == t.steps) evaluate_at(step);
+    if (step % t.checkpoint_every == 0 || step == t.steps) checkpoint_at(step);
+    if (int sig = stop_requested()) {
+      interrupt(step, sig);
+      return;
+    }
+  }
+}
+
+void Trainer::interrupt(int64_t step, int sig) {
+  if (last_checkpoint_ != step) checkpoint_at(step);
+  sum_.interrupted_by = sig;
+  if (!rfp_) return;
+  rfp_->set_attr("status", "interrupted");
+  rfp_->set_attr("error", std::string("stopped by ") + signal_name(sig) + " after step " + std::to_string(step));
+  rfp_->set_attr("train_seconds", train_seconds_);
+  rfp_->close();
+  progress_.line("interrupted by " + std::string(signal_name(sig)) + " at step " + std::to_string(step) + " of " +
+                     std::to_string(s_.train.steps) + ": checkpoint written, status 'interrupted'. Continue with:\n  ablate run " +
+                     s_.out_dir + " --resume",
+                 true);
+}
+
+void Trainer::finish() {
+  const TrainConfig& t = s_.train;
+  sum_.steps = t.steps;
+  sum_.tokens_per_s = trained_steps_ ? static_cast<double>(t.batch * t.accum * s_.model->dims().context) *
+                                           double(trained_steps_) / train_seconds_
+                                     : 0;
+  if (!root_) return;
+  if (!evaluated_ && previous_ && previous_->tables.count("eval")) {
+    // Resumed after the last step (killed while finishing): the last evaluation stands.
+    const auto& ev = previous_->tables.at("eval");
+    if (!ev.at("val_loss").empty()) {
+      sum_.train_loss = ev.at("train_loss").back();
+      sum_.val_loss = ev.at("val_loss").back();
+    }
+  }
+  RunFile& rf = *rfp_;
+  if (s_.sample_tokens > 0 && s_.objective->generates()) {
+    Rng rng(s_.seed ^ 0x5A3Bull);
+    std::vector<int32_t> prompt = s_.tokenizer->encode(s_.sample_prompt);
+    auto out = generate(*s_.model, prompt, s_.sample_tokens, s_.sampling, rng);
+    // Decoded together with the prompt: a tokenizer may join them (BPE's implied spaces).
+    prompt.insert(prompt.end(), out.begin(), out.end());
+    sum_.sample = s_.tokenizer->decode(prompt);
+    rf.write_text("samples/final", sum_.sample);
+    std::ofstream(fs::path(s_.out_dir) / "sample.txt") << sum_.sample << "\n";
+  }
+  rf.set_attr("status", "done");
+  rf.set_attr("finished", now_iso());
+  rf.set_attr("train_seconds", train_seconds_);
+  if (comm_.size() > 1) {
+    rf.set_attr("allreduce_seconds", allreduce_seconds_);  // rank 0's wait included
+    rf.set_attr("allreduce_buckets", static_cast<int64_t>(sync_->buckets()));
+    rf.set_attr("allreduce_buckets_during_backward", static_cast<int64_t>(sync_->started_during_backward()));  // last step
+  }
+  rf.close();
+  progress_.line("done: " + s_.out_dir + " (step " + std::to_string(t.steps) + ")");
+}
+
+void Trainer::mark_failed(const std::string& msg) {
+  progress_.to_log("error: " + msg);
+  if (!rfp_ || !rfp_->is_open()) return;
+  try {
+    rfp_->set_attr("status", "failed");
+    rfp_->set_attr("error", msg);
+    rfp_->set_attr("finished", now_iso());
+    rfp_->flush();
+  } catch (const std::exception&) {
+  }
+}
+
+void Trainer::fail(const std::string& msg) { throw Error(msg); }
+
+RunSummary Trainer::run() {
+  try {
+    build_and_configure();
+    sum_.run_dir = s_.out_dir;
+    sum_.n_params = s_.model->n_params();
+    const int64_t B = s_.train.batch, T = s_.model->dims().context;
+    x_.resize(static_cast<size_t>(B * T));
+    y_.resize(static_cast<size_t>(B * T));
+    g_.seed = s_.seed;
+    // ABLATE_ALLREDUCE_OVERLAP=0: start every bucket after backward (to measure the overlap).
+    const char* overlap = std::getenv("ABLATE_ALLREDUCE_OVERLAP");
+    sync_ = std::make_unique<GradientSync>(comm_, s_.model->params().all(), !(overlap && std::string(overlap) == "0"));
+    open_run_file();
+    // Identical weights on every rank from the start (each built them from the same seed or
+    // checkpoint; this makes it so whatever the platform).
+    for (Parameter* p : s_.model->params().all()) comm_.broadcast(p->value.data, static_cast<size_t>(p->value.numel()));
+    write_metadata();
+    if (start_ == 0 && s_.train.eval_at_start) evaluate_at(0);
+    train_loop();
+  } catch (const std::bad_alloc&) {
+    const std::string msg = "out of memory (std::bad_alloc) " + std::string(trained_steps_ ? "during training" : "before training") +
+                            " of " + (s_.out_dir.empty() ? std::string("the run") : s_.out_dir) +
+                            ". Lower train.batch_size (raise train.grad_accum to keep the tokens per step) or model.context; "
+                            "'ablate run --dry-run' prints the memory estimate";
+    mark_failed(msg);
+    throw Error(msg);
+  } catch (const std::exception& e) {
+    mark_failed(e.what());
+    throw;
+  }
+  if (!sum_.interrupted_by) finish();
+  return sum_;
+}
+
+}  // namespace
+
+std::string memory_shortfall(const MemoryEstimate& m, int64_t batch, int64_t grad_accum) {
+  const MemoryRoom room = memory_room();
+  const double held = m.other + m.params + m.grads;  // allocated already
+  const double needed = m.total() - held;
+  if (room.bytes < 0 || needed <= room.bytes) return "";
+  return "estimated peak memory " + describe_memory(m, batch) + " needs " + human_bytes(needed) +
+         " more than this process holds, but only " + human_bytes(room.bytes) + " is available (" + room.limited_by + "). " +
+         memory_fixes(m, batch, grad_accum, room.bytes + held);
+}
+
+ExperimentInfo describe_experiment(const Experiment& exp, const RunOptions& ro, bool estimate) {
   Setup s = build(exp, ro);
   ExperimentInfo info;
   info.name = s.name;
@@ -340,309 +1152,22 @@ ExperimentInfo describe_experiment(const Experiment& exp, const RunOptions& ro) 
   info.flops_per_token = s.model->flops_per_token();
   info.vocab_size = s.model->dims().vocab_size;
   info.steps = s.train.steps;
+  info.batch_size = s.train.batch;
+  info.grad_accum = s.train.accum;
+  info.context = s.model->dims().context;
   info.tokens_per_step = s.train.batch * s.train.accum * s.model->dims().context;
+  if (estimate) {
+    s.optimizer->init(s.model->params().all());
+    info.memory = estimate_memory(s, s.train.batch);
+  }
   return info;
 }
 
 RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
-  Communicator& comm = ro.comm ? *ro.comm : world();
-  const bool root = comm.root();
-  Setup s = build(exp, ro);
-  const TrainConfig& t = s.train;
-  // Ranks on one machine share its cores unless told otherwise.
-  const int64_t cores = std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()) / comm.local_size());
-  const int64_t threads = ro.threads > 0 ? ro.threads : (t.threads > 0 ? t.threads : cores);
-  if (t.batch < comm.size())
-    throw Error("train.batch_size " + std::to_string(t.batch) + " is smaller than the " + std::to_string(comm.size()) +
-                " ranks it is split across; give every rank at least one sequence (batch_size >= " + std::to_string(comm.size()) + ")");
-  tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism, static_cast<size_t>(threads));
-  Model& model = *s.model;
-  const int64_t B = t.batch, T = model.dims().context;
-  auto params = model.params().all();
-  s.optimizer->init(params);
-
-  if (root) fs::create_directories(s.out_dir);
-  const std::string ck_path = checkpoint_path(s.out_dir), h5_path = run_file_path(s.out_dir);
-  Rng data_rng(s.seed ^ 0xDA7Aull);
-  LossWindow window;
-  int64_t start = 0;
-  std::optional<RunFile> rf_holder;  // rank 0 only
-  // Rank 0 decides (the others may not see its files yet); every rank then reads the
-  // checkpoint, which must be on a filesystem they share.
-  uint64_t resume_flag = ro.resume && fs::exists(ck_path) && fs::exists(h5_path);
-  comm.broadcast(&resume_flag, 1);
-  const bool resumed = resume_flag != 0;
-  Progress progress(ro.quiet || !root, t.steps);
-  if (resumed) {
-    Checkpoint ck = read_checkpoint(ck_path);
-    for (const char* key : {"step", "rng/data"})
-      if (!ck.ints.count(key))
-        throw Error(ck_path + ": checkpoint lacks '" + key + "'; not written by 'ablate run', cannot resume from it");
-    for (const char* key : {"config", "tokenizer"})
-      if (!ck.texts.count(key))
-        throw Error(ck_path + ": checkpoint lacks '" + key + "'; not written by 'ablate run', cannot resume from it");
-    YAML::Node old;
-    try {
-      old = YAML::Load(ck.texts["config"]);
-    } catch (const YAML::Exception& e) {
-      throw Error(ck_path + ": the config stored in the checkpoint does not parse: " + e.what());
-    }
-    auto a = flatten(old), b = flatten(exp.node());
-    if (a != b && !ro.allow_config_change) {
-      std::vector<std::string> changed;
-      size_t i = 0, j = 0;
-      while (i < a.size() || j < b.size()) {
-        if (j >= b.size() || (i < a.size() && a[i].first < b[j].first)) changed.push_back(a[i++].first + " (removed)");
-        else if (i >= a.size() || b[j].first < a[i].first) changed.push_back(b[j++].first + " (added)");
-        else {
-          if (a[i].second != b[j].second) changed.push_back(a[i].first + ": " + a[i].second + " -> " + b[j].second);
-          ++i, ++j;
-        }
-      }
-      throw Error(s.out_dir + ": cannot resume: the config differs from the checkpoint's: " + join(changed, "; ") +
-                  ". Resume with the same config, or pass --allow-config-change");
-    }
-    s.tokenizer->load(ck.texts["tokenizer"]);
-    restore_params(model, ck, ck_path);
-    for (auto& buf : s.optimizer->state()) {
-      auto it = ck.tensors.find("optimizer/" + buf.name);
-      if (it == ck.tensors.end() || it->second.size() != buf.data->size())
-        throw Error(ck_path + ": optimizer state '" + buf.name + "' missing or of the wrong size");
-      *buf.data = it->second;
-    }
-    start = static_cast<int64_t>(ck.ints["step"]);
-    data_rng.set_state(ck.ints["rng/data"]);
-    uint64_t loss_bits = ck.ints["train/window_loss"];  // 0 (= 0.0) in older checkpoints
-    std::memcpy(&window.loss, &loss_bits, sizeof loss_bits);
-    window.steps = static_cast<int64_t>(ck.ints["train/window_steps"]);
-    if (root) {
-      rf_holder.emplace(RunFile::open_append(h5_path));
-      rf_holder->truncate_after_step(static_cast<double>(start));
-    }
-    progress.line("resuming " + s.out_dir + " at step " + std::to_string(start));
-  } else {
-    if (ro.resume)
-      progress.line("nothing to resume in " + s.out_dir + " (" + (fs::exists(ck_path) ? "no run.h5" : "no checkpoint") +
-                    "): starting at step 0");
-    if (root) {
-      rf_holder.emplace(RunFile::create(h5_path));
-      rf_holder->set_attr("started", now_iso());
-    }
-  }
-  // Identical weights on every rank from the start (each built them from the same seed or
-  // checkpoint; this makes it so whatever the platform).
-  for (Parameter* p : params) comm.broadcast(p->value.data, static_cast<size_t>(p->value.numel()));
-  // Metrics, checkpoints and files: rank 0 alone (rfp is null on the others).
-  RunFile* rfp = root ? &*rf_holder : nullptr;
-  if (root) {
-    RunFile& rf = *rfp;
-    const std::string given = exp.yaml(), resolved = exp.resolved_yaml();
-    rf.set_attr("config", given);
-    rf.set_attr("config_resolved", resolved);
-    rf.set_attr("name", s.name);
-    rf.set_attr("ablate_version", ABLATE_VERSION);
-    rf.set_attr("git_commit", ABLATE_GIT_COMMIT);
-    rf.set_attr("compiler", ABLATE_COMPILER);
-    rf.set_attr("threads", threads);
-    rf.set_attr("n_params", model.n_params());
-    rf.set_attr("flops_per_token", model.flops_per_token());
-    rf.set_attr("vocab_size", model.dims().vocab_size);
-    rf.set_attr("data_file", s.data.path);
-    if (comm.size() > 1) rf.set_attr("ranks", static_cast<int64_t>(comm.size()));
-    rf.set_attr("status", "running");
-    rf.set_attr("error", "");
-    rf.flush();
-    std::ofstream(fs::path(s.out_dir) / "config.yaml") << given << "\n";
-    std::ofstream(fs::path(s.out_dir) / "config.resolved.yaml")
-        << "# Every option of this run with the value it had, defaults included (ablate " << ABLATE_VERSION << ").\n"
-        << resolved << "\n";
-  }
-  if (!ro.quiet)
-    progress.line(s.name + ": " + std::to_string(model.n_params()) + " parameters, vocab " +
-                  std::to_string(model.dims().vocab_size) + ", " + std::to_string(s.data.train.size()) + " train / " +
-                  std::to_string(s.data.val.size()) + " val tokens, " + std::to_string(threads) + " threads" +
-                  (comm.size() > 1 ? " x " + comm.description() : "") + " -> " + s.out_dir);
-
-  Graph g;
-  g.seed = s.seed;
-  const Slice sl = batch_slice(B, comm);
-  // ABLATE_ALLREDUCE_OVERLAP=0: start every bucket after backward (to measure the overlap).
-  const char* overlap_env = std::getenv("ABLATE_ALLREDUCE_OVERLAP");
-  GradientSync sync(comm, params, !(overlap_env && std::string(overlap_env) == "0"));
-  std::vector<int32_t> x(static_cast<size_t>(B * T)), y(static_cast<size_t>(B * T));
-  RunSummary sum;
-  sum.run_dir = s.out_dir;
-  sum.n_params = model.n_params();
-  using clock = std::chrono::steady_clock;
-  auto t0 = clock::now();
-  double train_seconds = 0, allreduce_seconds = 0;  // this run's part (not of a resumed one)
-  int64_t trained_steps = 0;
-  auto fail = [&](const std::string& msg) {
-    if (rfp) {
-      rfp->set_attr("status", "failed");
-      rfp->set_attr("error", msg);
-      rfp->set_attr("finished", now_iso());
-      rfp->flush();
-    }
-    throw Error(msg);
-  };
-  try {
-    for (int64_t step = start + 1; step <= t.steps; ++step) {
-      fault_point("step");
-      auto ts = clock::now();
-      float lr = s.optimizer->base_lr() * s.scheduler->factor(step - 1, t.steps);
-      model.params().zero_grad();
-      double loss_sum = 0;
-      g.training = true;
-      g.step = static_cast<uint64_t>(step);
-      for (int64_t m = 0; m < t.accum; ++m) {
-        // Every rank draws the whole batch from the same stream and computes its slice.
-        sample_batch(s.data, true, B, T, data_rng, x.data(), y.data());
-        // The objective's randomness (masks) from the step, not from a stream to checkpoint.
-        Rng mask_rng((s.seed ^ 0x0B1Eull) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(step * t.accum + m));
-        s.objective->prepare(x.data(), y.data(), B, T, s.tokenizer->vocab_size(), mask_rng);
-        float weight = t.accum > 1 ? 1.0f / static_cast<float>(t.accum) : 1.0f;
-        if (comm.size() > 1) {
-          // The slice's mean loss, weighted by its share of the batch's counted targets:
-          // the ranks' losses (and gradients) then sum to those of the whole batch.
-          const int64_t n_all = counted_targets(y.data(), B * T);
-          const int64_t n_mine = counted_targets(y.data() + sl.lo * T, (sl.hi - sl.lo) * T);
-          if (n_mine == 0) continue;
-          weight *= static_cast<float>(n_mine) / static_cast<float>(n_all);
-          g.batch_rows = sl.hi - sl.lo;
-          g.batch_offset = sl.lo;
-        }
-        g.reset();
-        ForwardArgs a = comm.size() > 1 ? ForwardArgs{x.data() + sl.lo * T, sl.hi - sl.lo, T} : ForwardArgs{x.data(), B, T};
-        const int32_t* targets = comm.size() > 1 ? y.data() + sl.lo * T : y.data();
-        Var loss = s.objective->loss(g, model.forward(g, a), targets, a.batch * T);
-        if (weight != 1.0f) loss = scale(g, loss, weight);
-        loss_sum += g.value(loss).data[0];
-        if (comm.size() > 1 && m + 1 == t.accum) sync.attach(g);
-        g.backward(loss);
-      }
-      if (comm.size() > 1) {
-        auto tc = clock::now();
-        sync.finish();
-        comm.allreduce_sum(&loss_sum, 1);
-        allreduce_seconds += std::chrono::duration<double>(clock::now() - tc).count();
-      }
-      double norm = global_grad_norm(params);
-      if (!std::isfinite(loss_sum) || !std::isfinite(norm)) {
-        // A non-finite value (the previous update overflowed) is the cause; a non-finite
-        // gradient with finite values is the symptom seen at this step.
-        const Parameter* bad_value = first_non_finite(params, false);
-        const Parameter* bad_grad = first_non_finite(params, true);
-        auto [big, big_value] = largest_value(params);
-        char big_text[32];
-        std::snprintf(big_text, sizeof big_text, "%.3g", static_cast<double>(big_value));
-        fail("step " + std::to_string(step) + ": " + (std::isfinite(loss_sum) ? "gradient" : "loss") +
-             " is not finite (loss " + std::to_string(loss_sum) + ", gradient norm " + std::to_string(norm) + ")" +
-             (bad_value ? "; first parameter with non-finite values: '" + bad_value->name + "'" : "") +
-             (bad_grad ? "; first parameter with a non-finite gradient: '" + bad_grad->name + "'" : "") +
-             (!bad_value && big ? "; largest parameter value: " + std::string(big_text) + " in '" + big->name + "'" : "") +
-             ". Lower the learning rate, enable train.grad_clip, or check the data");
-      }
-      if (t.grad_clip > 0 && norm > t.grad_clip) {
-        float c = static_cast<float>(t.grad_clip / (norm + 1e-6));
-        for (Parameter* p : params)
-          for (int64_t i = 0; i < p->grad.numel(); ++i) p->grad.data[i] *= c;
-      }
-      s.optimizer->step(params, lr, step);
-      double dt = std::chrono::duration<double>(clock::now() - ts).count();
-      train_seconds += dt;
-      ++trained_steps;
-      window.loss += loss_sum;
-      ++window.steps;
-      double tok_s = static_cast<double>(B * T * t.accum) * static_cast<double>(trained_steps) / train_seconds;
-      if (step % t.log_every == 0 || step == t.steps) {
-        if (rfp)
-          rfp->append("train", {{"step", double(step)}, {"loss", window.loss / double(window.steps)}, {"lr", lr},
-                                {"grad_norm", norm}, {"tokens_per_s", tok_s}});
-        progress.step(step, window.loss / double(window.steps), lr, tok_s,
-                      std::chrono::duration<double>(clock::now() - t0).count(), train_seconds / double(trained_steps));
-        window = LossWindow{};
-      }
-      if (step % t.eval_every == 0 || step == t.steps) {
-        g.batch_rows = g.batch_offset = 0;
-        const auto train_m = evaluate(model, *s.objective, g, s.data, true, t, T, s.seed, x, y, comm);
-        const auto val_m = evaluate(model, *s.objective, g, s.data, false, t, T, s.seed + 1, x, y, comm);
-        const double tl = train_m[0].second, vl = val_m[0].second;
-        std::vector<std::pair<std::string, double>> eval_row{
-            {"step", double(step)}, {"train_loss", tl}, {"val_loss", vl}, {"val_ppl", std::exp(vl)}};
-        for (size_t k = 1; k < val_m.size(); ++k) {
-          eval_row.emplace_back("train_" + train_m[k].first, train_m[k].second);
-          eval_row.emplace_back("val_" + val_m[k].first, val_m[k].second);
-        }
-        if (rfp) rfp->append("eval", eval_row);
-        // Evaluators (generation, task metrics) run on rank 0 only; the others wait at the
-        // next step's allreduce.
-        for (auto& [table, ev] : s.evaluators) {
-          if (!rfp) break;
-          EvalContext ctx{model, *s.tokenizer, step, step == t.steps, s.seed, exp.dir()};
-          auto row = ev->evaluate(ctx);
-          const std::string shown = ev->summary(row);
-          row.insert(row.begin(), {"step", double(step)});
-          rfp->append(table, row);
-          progress.line(table + " step " + std::to_string(step) + ": " + shown);
-        }
-        if (rfp) rfp->flush();
-        sum.train_loss = tl;
-        sum.val_loss = vl;
-        char buf[160];
-        std::snprintf(buf, sizeof buf, "eval step %lld: train loss %.4f, val loss %.4f, val ppl %.2f",
-                      static_cast<long long>(step), tl, vl, std::exp(vl));
-        progress.line(buf);
-      }
-      if (step % t.checkpoint_every == 0 || step == t.steps) {
-        if (comm.size() > 1) {
-          // Every rank applied the same summed gradients to the same weights; check it.
-          uint64_t h = weights_hash(params), h0 = h;
-          comm.broadcast(&h0, 1);
-          double differ = h != h0;
-          comm.allreduce_sum(&differ, 1);
-          if (differ > 0)
-            fail("step " + std::to_string(step) + ": the weights of " + std::to_string(static_cast<int64_t>(differ)) +
-                 " rank(s) differ from rank 0's (an MPI reduction that is not bitwise identical on every rank?)");
-        }
-        if (rfp) {
-          rfp->flush();
-          save_checkpoint(s.out_dir, exp, s, step, data_rng, window);
-        }
-      }
-    }
-  } catch (const std::exception& e) {
-    if (rfp && rfp->is_open()) {
-      rfp->set_attr("status", "failed");
-      rfp->set_attr("error", e.what());
-      rfp->flush();
-    }
-    throw;
-  }
-  sum.steps = t.steps;
-  sum.tokens_per_s = trained_steps ? static_cast<double>(B * T * t.accum) * double(trained_steps) / train_seconds : 0;
-  if (!root) return sum;
-  RunFile& rf = *rfp;
-  if (s.sample_tokens > 0 && s.objective->generates()) {
-    Rng rng(s.seed ^ 0x5A3Bull);
-    std::vector<int32_t> prompt = s.tokenizer->encode(s.sample_prompt);
-    auto out = generate(model, prompt, s.sample_tokens, s.sampling, rng);
-    // Decoded together with the prompt: a tokenizer may join them (BPE's implied spaces).
-    prompt.insert(prompt.end(), out.begin(), out.end());
-    sum.sample = s.tokenizer->decode(prompt);
-    rf.write_text("samples/final", sum.sample);
-    std::ofstream(fs::path(s.out_dir) / "sample.txt") << sum.sample << "\n";
-  }
-  rf.set_attr("status", "done");
-  rf.set_attr("finished", now_iso());
-  rf.set_attr("train_seconds", train_seconds);
-  if (comm.size() > 1) {
-    rf.set_attr("allreduce_seconds", allreduce_seconds);  // rank 0's wait included
-    rf.set_attr("allreduce_buckets", static_cast<int64_t>(sync.buckets()));
-    rf.set_attr("allreduce_buckets_during_backward", static_cast<int64_t>(sync.started_during_backward()));  // last step
-  }
-  rf.close();
-  return sum;
+  if (ro.resume && ro.overwrite) throw Error("--resume and --overwrite exclude each other: continue the run, or start it again");
+  if (ro.extend_to > 0 && !ro.resume) throw Error("--extend-to continues a run: it needs --resume");
+  Trainer t(exp, ro);
+  return t.run();
 }
 
 LoadedRun load_run(const std::string& dir) {

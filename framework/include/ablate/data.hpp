@@ -31,7 +31,9 @@ struct TextData {
 // checked against the length of each part (random windows) or of the longest line (line
 // windows: with windows: lines the split falls on a line boundary and each line is
 // encoded on its own).
-TextData load_text_data(const Options& data_opts, const std::string& yaml_dir, Tokenizer& tok, int64_t context);
+// fit = false: the tokenizer is used as it is (its state loaded from a checkpoint).
+TextData load_text_data(const Options& data_opts, const std::string& yaml_dir, Tokenizer& tok, int64_t context,
+                        bool fit = true);
 
 // Fills x and y (B*T each) with B windows of the training (train = true) or validation
 // part. Targets that must not count in the loss (padding) are -1.

@@ -114,6 +114,8 @@ class Graph {
   void profile_flush();
 
   size_t arena_bytes() const;
+  // Bytes of the arena this step has used so far (forward and backward values, gradients).
+  size_t step_bytes() const { return current_ * sizeof(float); }
   size_t num_nodes() const { return n_nodes_; }
 
  private:

@@ -19,6 +19,9 @@ class RunFile {
 
   // Creates (truncating) path and writes the root attributes format and format_version.
   static RunFile create(const std::string& path);
+  // The writer takes no HDF5 file lock, so that h5py and other readers open the file while
+  // a run writes it (as of its last flush); the trainer keeps two writers apart with
+  // run.lock in the run directory instead.
   // Opens an existing run file for appending (resume). Tables found in the file keep
   // their columns; a table whose columns differ in length (a writer killed mid-row) is
   // cut back to its shortest column.
@@ -43,6 +46,11 @@ class RunFile {
   void append(const std::string& group, const std::vector<std::pair<std::string, double>>& row);
   // Number of rows of a table, 0 if it does not exist.
   int64_t rows(const std::string& group) const;
+
+  // One column of a table as written so far (empty if the table or column does not exist).
+  std::vector<double> column(const std::string& group, const std::string& col) const;
+  // Keeps the first n rows of a table (a table without a "step" column, e.g. segments).
+  void keep_rows(const std::string& group, int64_t n);
 
   // Keeps only the rows whose "step" column is <= step, in every table that has a
   // "step" column (tables without one are left alone). Used on resume.
