@@ -258,7 +258,9 @@ SweepRunResult run_sweep(const Sweep& s, const std::vector<PointCheck>& checks, 
                                            : "exited with status " + std::to_string(WEXITSTATUS(wstatus));
     if (!interrupted.empty()) how = interrupted + " (" + how + ")";
     std::string error;
-    if (st.status == "failed" && !st.error.empty() && interrupted.empty()) {
+    if (st.status == "interrupted") {
+      error = how + "; checkpointed at its last step, resumes on the next run of the sweep";  // keeps its status
+    } else if (st.status == "failed" && !st.error.empty() && interrupted.empty()) {
       error = st.error;  // the child recorded why
     } else {
       std::string tail = log_tail(j.log, j.log_offset);
