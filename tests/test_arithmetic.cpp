@@ -404,7 +404,7 @@ sample: {tokens: 0}
   ablate::run_experiment(ablate::Experiment::load(dir / "add1.yaml"), ro);
   auto data = ablate::read_run_file(ablate::run_file_path(dir / "run"));
   const auto& t = data.tables.at("eval/arithmetic");
-  CHECK(t.at("step") == std::vector<double>{500, 1000});
+  CHECK(t.at("step") == std::vector<double>{0, 500, 1000});  // 0: before training
   // Chance: 1 in 19 answers ("00".."81", i.e. 0..18 reversed), 1/16 per character. The 20
   // held-out sums are facts never seen in training (measured: exact match 0.75).
   MESSAGE("1-digit addition, held out: exact match " << t.at("exact_match").back() << ", char accuracy "
@@ -440,7 +440,7 @@ sample: {tokens: 0}
   CHECK(ev.output.find("carries") != std::string::npos);
   auto after = ablate::read_run_file(ablate::run_file_path(dir / "run"));
   const auto& t2 = after.tables.at("eval/arithmetic");
-  REQUIRE(t2.at("step").size() == 3);
+  REQUIRE(t2.at("step").size() == 4);
   CHECK(t2.at("step").back() == 1000);
   CHECK(t2.at("exact_match").back() == doctest::Approx(t.at("exact_match").back()));
   CHECK(t2.at("char_accuracy").back() == doctest::Approx(t.at("char_accuracy").back()));

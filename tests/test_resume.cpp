@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "ablate/checkpoint.hpp"
+#include "ablate/machine.hpp"
 #include "ablate/runfile.hpp"
 #include "ablate/trainer.hpp"
 #include "test_util.hpp"
@@ -473,4 +474,148 @@ TEST_CASE("reliability/a second Ctrl-C exits at once") {
   CHECK(contains(said, "second interrupt: exiting now"));
   // It left at once: no checkpoint of an unfinished step, the run still marked running.
   CHECK(ablate::read_run_file(ablate::run_file_path(out)).str_attrs.at("status") == "running");
+}
+
+TEST_CASE("reliability/--fork and init_from start a new run from another run's weights") {
+  ablate::test::TempDir dir;
+  const std::string cfg = dir.write("resume.yaml", kConfig);
+  const std::string src = dir / "src";
+  auto r = ablate_run(cfg + " -q -o " + src + " train.steps=8");
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  const auto source = ablate::read_run_file(ablate::run_file_path(src));
+  const double last_val = source.tables.at("eval").at("val_loss").back();
+  // From the directory with --fork, and from a config with init_from: (as an override).
+  const std::vector<std::pair<std::string, std::string>> ways = {
+      {dir / "fork", src + " -q --fork " + (dir / "fork") + " train.steps=4"},
+      {dir / "init", cfg + " -q -o " + (dir / "init") + " init_from=" + src + " train.steps=4"}};
+  for (const auto& [out, args] : ways) {
+    r = ablate_run(args);
+    INFO(args << "\n" << r.output);
+    REQUIRE(r.status == 0);
+    auto d = ablate::read_run_file(ablate::run_file_path(out));
+    CHECK(d.str_attrs.at("init_from") == fs::weakly_canonical(ablate::checkpoint_path(src)).string());
+    CHECK(d.num_attrs.at("init_from_step") == 8);
+    // Step 0 evaluates the source's weights on the same batches: its last evaluation, bitwise.
+    const auto& ev = d.tables.at("eval");
+    CHECK(ev.at("step").front() == 0);
+    CHECK(ev.at("val_loss").front() == last_val);
+    CHECK(d.tables.at("train").at("step").back() == 4);
+  }
+  // The source is left alone; a source without a checkpoint is refused.
+  CHECK(ablate::read_run_file(ablate::run_file_path(src)).tables.at("eval").at("step") == source.tables.at("eval").at("step"));
+  r = ablate_run(cfg + " -q -o " + (dir / "x") + " init_from=" + (dir / "nowhere"));
+  CHECK(r.status == 1);
+  CHECK(contains(r.output, "init_from: " + (dir / "nowhere") + ": no checkpoint there"));
+}
+
+TEST_CASE("reliability/h5py reads run.h5 while the run writes it; run.log is kept with -q") {
+  if (ablate::test::run_command("/usr/bin/python3 -c 'import h5py'").status != 0) {
+    MESSAGE("skipped: /usr/bin/python3 cannot import h5py (apt install python3-h5py)");
+    return;
+  }
+  ablate::test::TempDir dir;
+  const std::string cfg = dir.write("resume.yaml", kConfig);
+  const std::string out = dir / "run";
+  pid_t pid = spawn_run({cfg, "-o", out, "-q", "train.steps=240", "train.eval_every=40", "train.checkpoint_every=40"}, "",
+                        dir / "log.txt");
+  REQUIRE(wait_until([&] { return training(out); }));
+  // Polls until the run is no longer running; no HDF5_USE_FILE_LOCKING in its environment.
+  const char* script = R"(import sys, time, h5py
+path, ok, rows, lock, errors = sys.argv[1], 0, [], 0, []
+end = time.time() + 300
+while time.time() < end:
+    try:
+        with h5py.File(path, 'r') as f:
+            status = f.attrs['status']
+            status = status.decode() if isinstance(status, bytes) else status
+            n = len(f['metrics/train/step']) if 'metrics/train/step' in f else 0
+        if status != 'running':
+            break
+        ok += 1
+        rows.append(n)
+    except Exception as e:
+        lock += 'lock' in str(e)
+        errors.append(str(e)[:120])
+    time.sleep(0.1)
+print('reads', ok, 'first', rows[0] if rows else -1, 'last', rows[-1] if rows else -1, 'lock', lock, 'errors', len(errors))
+print('\n'.join(errors[:3])))";
+  auto r = ablate::test::run_command("env -u HDF5_USE_FILE_LOCKING /usr/bin/python3 " + dir.write("poll.py", script) + " " + out +
+                                     "/run.h5");
+  Exit e = wait_for(pid);
+  INFO(r.output);
+  CHECK(e.code == 0);
+  REQUIRE(r.status == 0);
+  std::istringstream in(r.output);
+  std::string w;
+  int64_t reads = 0, first = 0, last = 0, lock = 0, errors = 0;
+  in >> w >> reads >> w >> first >> w >> last >> w >> lock >> w >> errors;
+  MESSAGE("h5py during the run: " << reads << " reads, train rows " << first << " -> " << last << ", " << errors << " errors");
+  CHECK(lock == 0);
+  CHECK(reads >= 3);
+  CHECK(last > first);  // the rows grow as the run goes
+  const std::string run_log = ablate::test::read_file(out + "/run.log");
+  CHECK(contains(run_log, "eval step 240:"));
+  CHECK(contains(run_log, "done: " + out));
+}
+
+TEST_CASE("reliability/--dry-run and the memory estimate: a run that cannot fit fails before training") {
+  ablate::test::TempDir dir;
+  const std::string cfg = dir.write("resume.yaml", kConfig);
+  auto r = ablate_run(cfg + " --dry-run -o " + (dir / "dry"));
+  INFO(r.output);
+  CHECK(r.status == 0);
+  for (const char* part : {"parameters      29696", "FLOPs per step", "peak memory", "activations", "8 sequences x", "available"})
+    CHECK(contains(r.output, part));
+  CHECK(!fs::exists(dir / "dry"));  // nothing written
+  // A million sequences per micro-batch: hundreds of GB of activations.
+  r = ablate_run(cfg + " -q -o " + (dir / "big") + " train.batch_size=1000000");
+  CHECK(r.status == 1);
+  for (const char* part : {"error: estimated peak memory", "activations", "1000000 sequences x", "is available (",
+                           "Lower train.batch_size", "train.grad_accum=", "model.context", "--no-memory-check"})
+    CHECK(contains(r.output, part));
+  CHECK(!fs::exists(ablate::run_file_path(dir / "big")));  // before training: no run file
+  r = ablate_run(cfg + " --dry-run train.batch_size=1000000");
+  CHECK(r.status == 1);
+  CHECK(contains(r.output, "error: estimated peak memory"));
+#if !defined(__SANITIZE_ADDRESS__)
+  // Past the check (--no-memory-check) under an address-space limit: a clear error, not
+  // "internal error: std::bad_alloc".
+  r = ablate::test::run_command("ulimit -v 3000000 && ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " + ablate::test::ablate_binary() +
+                                " run " + cfg + " -q --no-memory-check -o " + (dir / "oom") + " train.batch_size=20000");
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK(contains(r.output, "error: out of memory (std::bad_alloc)"));
+  CHECK(contains(r.output, "Lower train.batch_size"));
+  CHECK(!contains(r.output, "internal error"));
+  CHECK(ablate::read_run_file(ablate::run_file_path(dir / "oom")).str_attrs.at("status") == "failed");
+#endif
+}
+
+TEST_CASE("reliability/default threads leave out the cores other ablate runs claim") {
+  ablate::test::TempDir dir;
+  const std::string cfg = dir.write("resume.yaml", kConfig);
+  const std::string claims = dir / "claims";
+  const std::string env = "ABLATE_RUNTIME_DIR=" + claims;
+  auto threads_of = [&](const std::string& out) {
+    auto r = ablate::test::run_command(env + " ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " + ablate::test::ablate_binary() + " run " +
+                                       cfg + " -q -o " + out + " train.threads=0 train.steps=2 sample.tokens=0");
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    return static_cast<int64_t>(ablate::read_run_file(ablate::run_file_path(out)).num_attrs.at("threads"));
+  };
+  const int64_t cores = ablate::usable_cores();
+  pid_t busy = spawn_run({cfg, "-o", dir / "busy", "-q", "-j", "2", "train.steps=100000"}, "", dir / "log.txt", {env});
+  REQUIRE(wait_until([&] { return training(dir / "busy"); }));
+  CHECK(threads_of(dir / "a") == std::max<int64_t>(1, cores - 2));
+  ::kill(busy, SIGTERM);
+  CHECK(wait_for(busy).code == 128 + SIGTERM);
+  // A claim whose process is gone (no lock held on it) does not count, and is removed.
+  std::ofstream(claims + "/999999") << "8\n";
+  CHECK(threads_of(dir / "b") == cores);
+  CHECK(!fs::exists(claims + "/999999"));
+  // -j still wins.
+  auto r = ablate::test::run_command(env + " ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " + ablate::test::ablate_binary() + " run " +
+                                     cfg + " -q -j 3 -o " + (dir / "c") + " train.steps=2 sample.tokens=0");
+  REQUIRE(r.status == 0);
+  CHECK(ablate::read_run_file(ablate::run_file_path(dir / "c")).num_attrs.at("threads") == 3);
 }

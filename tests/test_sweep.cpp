@@ -279,7 +279,7 @@ sweep:
     auto data = ablate::read_run_file(d / ("out/runs/" + std::string(id) + "/run.h5"));
     CHECK(data.str_attrs.at("status") == "done");
     CHECK(data.num_attrs.at("threads") == threads);
-    CHECK(data.tables.at("eval").at("step") == std::vector<double>{20, 40, 60});
+    CHECK(data.tables.at("eval").at("step") == std::vector<double>{0, 20, 40, 60});  // 0: before training
     CHECK(fs::exists(d / ("out/logs/" + std::string(id) + ".log")));
   }
   auto broken = ablate::run_state(d / "out/runs/broken-seed1");

@@ -21,6 +21,7 @@
 #include <sstream>
 #include <thread>
 
+#include "ablate/machine.hpp"
 #include "ablate/runfile.hpp"
 #include "ablate/sweep.hpp"
 
@@ -161,226 +162,267 @@ class Display {
   std::vector<std::string> block_;
 };
 
-}  // namespace
+// One run of a sweep: the queue, the running children, the display and the log.
+class SweepRun {
+ public:
+  SweepRun(const Sweep& s, const std::vector<PointCheck>& checks, const SweepRunOptions& o);
+  SweepRunResult run();
 
-SweepRunResult run_sweep(const Sweep& s, const std::vector<PointCheck>& checks, const SweepRunOptions& o) {
-  SweepRunResult result;
-  const auto t0 = Clock::now();
-  const int64_t jobs = std::max<int64_t>(1, o.jobs);
-  const int64_t cores = std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
-  const int64_t threads = o.threads > 0 ? o.threads : std::max<int64_t>(1, cores / jobs);
+ private:
+  void event(const std::string& line) {
+    sweep_log_ << now_iso() << " " << line << "\n" << std::flush;
+    display_.event(line);
+  }
+  void queue_points();
+  void launch(const SweepPoint& p);
+  void finish(Job& j, int wstatus, const std::string& interrupted);
+  bool reap();
+  void stop_all(int sig);
+  std::vector<std::string> progress_lines();
+
+  const Sweep& s_;
+  const std::vector<PointCheck>& checks_;
+  const SweepRunOptions& o_;
+  SweepRunResult result_;
+  const Clock::time_point t0_ = Clock::now();
+  int64_t jobs_ = 1, threads_ = 1;
+  std::ofstream sweep_log_;
+  Display display_;
+  std::deque<const SweepPoint*> queue_;
+  std::vector<Job> running_;
+};
+
+SweepRun::SweepRun(const Sweep& s, const std::vector<PointCheck>& checks, const SweepRunOptions& o)
+    : s_(s), checks_(checks), o_(o), display_(o.quiet) {
+  jobs_ = std::max<int64_t>(1, o.jobs);
+  threads_ = o.threads > 0 ? o.threads : std::max<int64_t>(1, usable_cores() / jobs_);
   if (o.binary.empty()) throw Error("run_sweep: no ablate binary to run the points with");
-
   fs::create_directories(fs::path(s.dir) / "logs");
   write_manifest(s);
-  std::ofstream sweep_log(fs::path(s.dir) / "sweep.log", std::ios::app);
-  Display display(o.quiet);
-  auto event = [&](const std::string& line) {
-    sweep_log << now_iso() << " " << line << "\n" << std::flush;
-    display.event(line);
-  };
+  sweep_log_.open(fs::path(s.dir) / "sweep.log", std::ios::app);
+}
 
-  std::deque<const SweepPoint*> queue;
-  for (const auto& p : s.points) {
-    if (checks[static_cast<size_t>(p.index)].state.status == "done") {
-      result.skipped.push_back(p.index);
-      sweep_log << now_iso() << " skip point " << p.index << " (" << p.id << "): done\n";
+void SweepRun::queue_points() {
+  for (const auto& p : s_.points) {
+    if (checks_[static_cast<size_t>(p.index)].state.status == "done") {
+      result_.skipped.push_back(p.index);
+      sweep_log_ << now_iso() << " skip point " << p.index << " (" << p.id << "): done\n";
     } else {
-      queue.push_back(&p);
+      queue_.push_back(&p);
     }
   }
-  event("sweep " + s.name + ": " + std::to_string(s.points.size()) + " points, " + std::to_string(result.skipped.size()) +
-        " already done, " + std::to_string(queue.size()) + " to run, " + std::to_string(std::min<int64_t>(jobs, static_cast<int64_t>(queue.size()))) +
-        " at a time with " + std::to_string(threads) + " thread" + (threads == 1 ? "" : "s") + " each -> " + s.dir);
+  event("sweep " + s_.name + ": " + std::to_string(s_.points.size()) + " points, " + std::to_string(result_.skipped.size()) +
+        " already done, " + std::to_string(queue_.size()) + " to run, " +
+        std::to_string(std::min<int64_t>(jobs_, static_cast<int64_t>(queue_.size()))) + " at a time with " +
+        std::to_string(threads_) + " thread" + (threads_ == 1 ? "" : "s") + " each -> " + s_.dir);
+}
 
+void SweepRun::launch(const SweepPoint& p) {
+  Job j;
+  j.point = &p;
+  j.log = (fs::path(s_.dir) / "logs" / (p.id + ".log")).string();
+  std::vector<std::string> argv = {o_.binary, "sweep", s_.file, "--point", std::to_string(p.index), "--dir", s_.dir,
+                                   "--threads", std::to_string(threads_), "--quiet"};
+  argv.insert(argv.end(), o_.extra_args.begin(), o_.extra_args.end());
+  int fd = ::open(j.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error(j.log + ": cannot open the point's log (" + std::strerror(errno) + ")");
+  std::string header = "==== " + now_iso() + " " + join(argv, " ") + "\n";
+  [[maybe_unused]] ssize_t written = ::write(fd, header.data(), header.size());
+  j.log_offset = fs::file_size(j.log);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, fd, 1);
+  posix_spawn_file_actions_adddup2(&fa, fd, 2);
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  int rc = posix_spawn(&j.pid, o_.binary.c_str(), &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(fd);
+  if (rc != 0) throw Error("cannot start " + o_.binary + " for point " + std::to_string(p.index) + ": " + std::strerror(rc));
+  j.started = Clock::now();
+  const PointCheck& c = checks_[static_cast<size_t>(p.index)];
+  const bool resumes = c.state.checkpoint && c.changes.empty() && c.state.status != "unreadable";
+  event("start point " + std::to_string(p.index) + " (" + p.id + ")" + (resumes ? " resuming from its checkpoint" : "") +
+        ", pid " + std::to_string(j.pid));
+  running_.push_back(j);
+}
+
+void SweepRun::finish(Job& j, int wstatus, const std::string& interrupted) {
+  const SweepPoint& p = *j.point;
+  const PointCheck& c = checks_[static_cast<size_t>(p.index)];
+  RunState st = run_state(p.run_dir);
+  const bool exited_ok = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
+  if (st.status == "done" && exited_ok) {
+    std::string val;
+    try {
+      RunData d = read_run_file(run_file_path(p.run_dir));
+      const auto& ev = d.tables.at("eval");
+      if (ev.count("val_loss") && !ev.at("val_loss").empty()) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, ", val loss %.4f", ev.at("val_loss").back());
+        val = buf;
+      }
+    } catch (const std::exception&) {
+    }
+    result_.done.push_back(p.index);
+    event("done point " + std::to_string(p.index) + " (" + p.id + ") in " + hms(since(j.started)) + val);
+    return;
+  }
+  std::string how = WIFSIGNALED(wstatus) ? "killed by " + signal_name(WTERMSIG(wstatus))
+                                         : "exited with status " + std::to_string(WEXITSTATUS(wstatus));
+  if (!interrupted.empty()) how = interrupted + " (" + how + ")";
+  std::string error;
+  if (st.status == "interrupted") {
+    error = how + "; checkpointed at its last step, resumes on the next run of the sweep";  // keeps its status
+  } else if (st.status == "failed" && !st.error.empty() && interrupted.empty()) {
+    error = st.error;  // the child recorded why
+  } else {
+    std::string tail = log_tail(j.log, j.log_offset);
+    error = "ablate " + how + (tail.empty() ? "" : "; last output:\n" + tail);
+    mark_failed(p, c.info.name, c.config, error);
+  }
+  result_.failed.push_back(p.index);
+  result_.errors[p.index] = error;
+  std::string first = error.substr(0, error.find('\n'));
+  event("FAILED point " + std::to_string(p.index) + " (" + p.id + ") after " + hms(since(j.started)) + ": " + first +
+        " (log: " + j.log + ")");
+}
+
+std::vector<std::string> SweepRun::progress_lines() {
+  // Latest train row of every running point.
+  double flops_left = 0, flops_rate = 0;
+  for (Job& j : running_) {
+    try {
+      RunData d = read_run_file(run_file_path(j.point->run_dir));
+      auto it = d.tables.find("train");
+      if (it != d.tables.end() && it->second.count("step") && !it->second.at("step").empty()) {
+        j.step = it->second.at("step").back();
+        j.loss = it->second.count("loss") ? it->second.at("loss").back() : j.loss;
+        j.tok_s = it->second.count("tokens_per_s") ? it->second.at("tokens_per_s").back() : 0;
+      }
+    } catch (const std::exception&) {
+      // not written yet, or caught mid-write: keep the last values
+    }
+    const ExperimentInfo& in = checks_[static_cast<size_t>(j.point->index)].info;
+    flops_left += (static_cast<double>(in.steps) - j.step) * static_cast<double>(in.tokens_per_step) * in.flops_per_token;
+    flops_rate += j.tok_s * in.flops_per_token;
+  }
+  for (const SweepPoint* p : queue_) {
+    const ExperimentInfo& in = checks_[static_cast<size_t>(p->index)].info;
+    flops_left += static_cast<double>(in.steps) * static_cast<double>(in.tokens_per_step) * in.flops_per_token;
+  }
+  const double eta = flops_rate > 0 ? flops_left / flops_rate : std::numeric_limits<double>::quiet_NaN();
+  const size_t total = s_.points.size();
+  const size_t finished = result_.done.size() + result_.skipped.size();
+  char head[256];
+  std::snprintf(head, sizeof head, "[%s] %zu/%zu done, %zu failed, %zu running, %zu queued | ETA %s", hms(since(t0_)).c_str(),
+                finished, total, result_.failed.size(), running_.size(), queue_.size(), hms(eta).c_str());
+  std::vector<std::string> lines{head};
+  if (!display_.tty()) {
+    std::string brief;
+    for (const Job& j : running_) {
+      const ExperimentInfo& in = checks_[static_cast<size_t>(j.point->index)].info;
+      brief += (brief.empty() ? " | " : ", ") + j.point->id + " " + std::to_string(static_cast<int64_t>(j.step)) + "/" +
+               std::to_string(in.steps);
+    }
+    lines[0] += brief;
+    return lines;
+  }
+  for (const Job& j : running_) {
+    const ExperimentInfo& in = checks_[static_cast<size_t>(j.point->index)].info;
+    const double steps_per_s = in.tokens_per_step > 0 ? j.tok_s / static_cast<double>(in.tokens_per_step) : 0;
+    const double left = steps_per_s > 0 ? (static_cast<double>(in.steps) - j.step) / steps_per_s : std::numeric_limits<double>::quiet_NaN();
+    char loss[32] = "   -  ", buf[256];
+    if (std::isfinite(j.loss)) std::snprintf(loss, sizeof loss, "%.4f", j.loss);
+    std::snprintf(buf, sizeof buf, "  %-28s step %6lld/%-6lld %3.0f%%  loss %s  %6.1fk tok/s  ETA %s", j.point->id.c_str(),
+                  static_cast<long long>(j.step), static_cast<long long>(in.steps),
+                  in.steps > 0 ? 100.0 * j.step / static_cast<double>(in.steps) : 0.0, loss, j.tok_s / 1000.0,
+                  hms(left).c_str());
+    lines.push_back(buf);
+  }
+  return lines;
+}
+
+// Finished children are recorded; true if any finished.
+bool SweepRun::reap() {
+  bool any = false;
+  for (size_t i = 0; i < running_.size();) {
+    int ws = 0;
+    pid_t r = waitpid(running_[i].pid, &ws, WNOHANG);
+    if (r == running_[i].pid) {
+      finish(running_[i], ws, "");
+      running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+      any = true;
+    } else {
+      ++i;
+    }
+  }
+  return any;
+}
+
+// SIGINT/SIGTERM: the children get SIGTERM (each checkpoints its step and stops).
+void SweepRun::stop_all(int sig) {
+  result_.interrupted = true;
+  event("interrupted by " + signal_name(sig) + ": stopping " + std::to_string(running_.size()) + " running point(s); " +
+        std::to_string(queue_.size()) + " not started");
+  for (Job& j : running_) kill(j.pid, SIGTERM);
+  for (Job& j : running_) {
+    int ws = 0;
+    while (waitpid(j.pid, &ws, 0) < 0 && errno == EINTR) {
+    }
+    finish(j, ws, "interrupted by " + signal_name(sig));
+  }
+  running_.clear();
+}
+
+SweepRunResult SweepRun::run() {
+  queue_points();
   struct sigaction sa {}, old_int{}, old_term{};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   g_signal = 0;
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
-
-  std::vector<Job> running;
-  auto launch = [&](const SweepPoint& p) {
-    Job j;
-    j.point = &p;
-    j.log = (fs::path(s.dir) / "logs" / (p.id + ".log")).string();
-    std::vector<std::string> argv = {o.binary, "sweep", s.file, "--point", std::to_string(p.index), "--dir", s.dir,
-                                     "--threads", std::to_string(threads), "--quiet"};
-    argv.insert(argv.end(), o.extra_args.begin(), o.extra_args.end());
-    int fd = ::open(j.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0) throw Error(j.log + ": cannot open the point's log (" + std::strerror(errno) + ")");
-    std::string header = "==== " + now_iso() + " " + join(argv, " ") + "\n";
-    [[maybe_unused]] ssize_t written = ::write(fd, header.data(), header.size());
-    j.log_offset = fs::file_size(j.log);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, fd, 1);
-    posix_spawn_file_actions_adddup2(&fa, fd, 2);
-    std::vector<char*> args;
-    for (auto& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
-    int rc = posix_spawn(&j.pid, o.binary.c_str(), &fa, nullptr, args.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    ::close(fd);
-    if (rc != 0) throw Error("cannot start " + o.binary + " for point " + std::to_string(p.index) + ": " + std::strerror(rc));
-    j.started = Clock::now();
-    const PointCheck& c = checks[static_cast<size_t>(p.index)];
-    const bool resumes = c.state.checkpoint && c.changes.empty() && c.state.status != "unreadable";
-    event("start point " + std::to_string(p.index) + " (" + p.id + ")" + (resumes ? " resuming from its checkpoint" : "") +
-          ", pid " + std::to_string(j.pid));
-    running.push_back(j);
-  };
-
-  auto finish = [&](Job& j, int wstatus, const std::string& interrupted) {
-    const SweepPoint& p = *j.point;
-    const PointCheck& c = checks[static_cast<size_t>(p.index)];
-    RunState st = run_state(p.run_dir);
-    const bool exited_ok = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
-    if (st.status == "done" && exited_ok) {
-      std::string val;
-      try {
-        RunData d = read_run_file(run_file_path(p.run_dir));
-        const auto& ev = d.tables.at("eval");
-        if (ev.count("val_loss") && !ev.at("val_loss").empty()) {
-          char buf[64];
-          std::snprintf(buf, sizeof buf, ", val loss %.4f", ev.at("val_loss").back());
-          val = buf;
-        }
-      } catch (const std::exception&) {
-      }
-      result.done.push_back(p.index);
-      event("done point " + std::to_string(p.index) + " (" + p.id + ") in " + hms(since(j.started)) + val);
-      return;
-    }
-    std::string how = WIFSIGNALED(wstatus) ? "killed by " + signal_name(WTERMSIG(wstatus))
-                                           : "exited with status " + std::to_string(WEXITSTATUS(wstatus));
-    if (!interrupted.empty()) how = interrupted + " (" + how + ")";
-    std::string error;
-    if (st.status == "interrupted") {
-      error = how + "; checkpointed at its last step, resumes on the next run of the sweep";  // keeps its status
-    } else if (st.status == "failed" && !st.error.empty() && interrupted.empty()) {
-      error = st.error;  // the child recorded why
-    } else {
-      std::string tail = log_tail(j.log, j.log_offset);
-      error = "ablate " + how + (tail.empty() ? "" : "; last output:\n" + tail);
-      mark_failed(p, c.info.name, c.config, error);
-    }
-    result.failed.push_back(p.index);
-    result.errors[p.index] = error;
-    std::string first = error.substr(0, error.find('\n'));
-    event("FAILED point " + std::to_string(p.index) + " (" + p.id + ") after " + hms(since(j.started)) + ": " + first +
-          " (log: " + j.log + ")");
-  };
-
-  auto progress_lines = [&]() {
-    // Latest train row of every running point.
-    double flops_left = 0, flops_rate = 0;
-    for (Job& j : running) {
-      try {
-        RunData d = read_run_file(run_file_path(j.point->run_dir));
-        auto it = d.tables.find("train");
-        if (it != d.tables.end() && it->second.count("step") && !it->second.at("step").empty()) {
-          j.step = it->second.at("step").back();
-          j.loss = it->second.count("loss") ? it->second.at("loss").back() : j.loss;
-          j.tok_s = it->second.count("tokens_per_s") ? it->second.at("tokens_per_s").back() : 0;
-        }
-      } catch (const std::exception&) {
-        // not written yet, or caught mid-write: keep the last values
-      }
-      const ExperimentInfo& in = checks[static_cast<size_t>(j.point->index)].info;
-      flops_left += (static_cast<double>(in.steps) - j.step) * static_cast<double>(in.tokens_per_step) * in.flops_per_token;
-      flops_rate += j.tok_s * in.flops_per_token;
-    }
-    for (const SweepPoint* p : queue) {
-      const ExperimentInfo& in = checks[static_cast<size_t>(p->index)].info;
-      flops_left += static_cast<double>(in.steps) * static_cast<double>(in.tokens_per_step) * in.flops_per_token;
-    }
-    const double eta = flops_rate > 0 ? flops_left / flops_rate : std::numeric_limits<double>::quiet_NaN();
-    const size_t total = s.points.size();
-    const size_t finished = result.done.size() + result.skipped.size();
-    char head[256];
-    std::snprintf(head, sizeof head, "[%s] %zu/%zu done, %zu failed, %zu running, %zu queued | ETA %s", hms(since(t0)).c_str(),
-                  finished, total, result.failed.size(), running.size(), queue.size(), hms(eta).c_str());
-    std::vector<std::string> lines{head};
-    if (!display.tty()) {
-      std::string brief;
-      for (const Job& j : running) {
-        const ExperimentInfo& in = checks[static_cast<size_t>(j.point->index)].info;
-        brief += (brief.empty() ? " | " : ", ") + j.point->id + " " + std::to_string(static_cast<int64_t>(j.step)) + "/" +
-                 std::to_string(in.steps);
-      }
-      lines[0] += brief;
-      return lines;
-    }
-    for (const Job& j : running) {
-      const ExperimentInfo& in = checks[static_cast<size_t>(j.point->index)].info;
-      const double steps_per_s = in.tokens_per_step > 0 ? j.tok_s / static_cast<double>(in.tokens_per_step) : 0;
-      const double left = steps_per_s > 0 ? (static_cast<double>(in.steps) - j.step) / steps_per_s : std::numeric_limits<double>::quiet_NaN();
-      char loss[32] = "   -  ", buf[256];
-      if (std::isfinite(j.loss)) std::snprintf(loss, sizeof loss, "%.4f", j.loss);
-      std::snprintf(buf, sizeof buf, "  %-28s step %6lld/%-6lld %3.0f%%  loss %s  %6.1fk tok/s  ETA %s", j.point->id.c_str(),
-                    static_cast<long long>(j.step), static_cast<long long>(in.steps),
-                    in.steps > 0 ? 100.0 * j.step / static_cast<double>(in.steps) : 0.0, loss, j.tok_s / 1000.0,
-                    hms(left).c_str());
-      lines.push_back(buf);
-    }
-    return lines;
-  };
-
-  const double every = o.progress_every > 0 ? o.progress_every : (display.tty() ? 2.0 : 15.0);
+  const double every = o_.progress_every > 0 ? o_.progress_every : (display_.tty() ? 2.0 : 15.0);
   auto last_progress = Clock::now();
   bool changed = true;
   while (true) {
-    while (g_signal == 0 && static_cast<int64_t>(running.size()) < jobs && !queue.empty()) {
-      launch(*queue.front());
-      queue.pop_front();
+    while (g_signal == 0 && static_cast<int64_t>(running_.size()) < jobs_ && !queue_.empty()) {
+      launch(*queue_.front());
+      queue_.pop_front();
       changed = true;
     }
-    for (size_t i = 0; i < running.size();) {
-      int ws = 0;
-      pid_t r = waitpid(running[i].pid, &ws, WNOHANG);
-      if (r == running[i].pid) {
-        finish(running[i], ws, "");
-        running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
-        changed = true;
-      } else {
-        ++i;
-      }
-    }
+    changed |= reap();
     if (g_signal != 0) {
-      const int sig = g_signal;
-      result.interrupted = true;
-      event("interrupted by " + signal_name(sig) + ": stopping " + std::to_string(running.size()) + " running point(s); " +
-            std::to_string(queue.size()) + " not started");
-      for (Job& j : running) kill(j.pid, SIGTERM);
-      for (Job& j : running) {
-        int ws = 0;
-        while (waitpid(j.pid, &ws, 0) < 0 && errno == EINTR) {
-        }
-        finish(j, ws, "interrupted by " + signal_name(sig));
-      }
-      running.clear();
+      stop_all(g_signal);
       break;
     }
-    if (running.empty() && queue.empty()) break;
+    if (running_.empty() && queue_.empty()) break;
     // A terminal redraws soon after a change; a log gets one line per interval.
-    if (since(last_progress) >= every || (changed && display.tty() && since(last_progress) >= 0.5)) {
-      display.block(progress_lines());
+    if (since(last_progress) >= every || (changed && display_.tty() && since(last_progress) >= 0.5)) {
+      display_.block(progress_lines());
       last_progress = Clock::now();
       changed = false;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  display.finish();
+  display_.finish();
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
-  result.seconds = since(t0);
-  sweep_log << now_iso() << " finished: " << result.done.size() << " done, " << result.skipped.size() << " skipped, "
-            << result.failed.size() << " failed" << (result.interrupted ? " (interrupted)" : "") << " in " << hms(result.seconds)
-            << "\n";
-  return result;
+  result_.seconds = since(t0_);
+  sweep_log_ << now_iso() << " finished: " << result_.done.size() << " done, " << result_.skipped.size() << " skipped, "
+             << result_.failed.size() << " failed" << (result_.interrupted ? " (interrupted)" : "") << " in "
+             << hms(result_.seconds) << "\n";
+  return result_;
+}
+
+}  // namespace
+
+SweepRunResult run_sweep(const Sweep& s, const std::vector<PointCheck>& checks, const SweepRunOptions& o) {
+  SweepRun r(s, checks, o);
+  return r.run();
 }
 
 }  // namespace ablate
