@@ -448,9 +448,9 @@ sample: {tokens: 0}
   REQUIRE(after.str_attrs.count("eval_writes"));
   const std::string& prov = after.str_attrs.at("eval_writes");
   CAPTURE(prov);
-  CHECK(prov.rfind("eval/arithmetic row 2 (step 1000): ablate eval --task arithmetic --data ", 0) == 0);
+  CHECK(prov.rfind("eval/arithmetic row 3 (step 1000): ablate eval --task arithmetic --data ", 0) == 0);
   CHECK(prov.find(" (seed 1), 20") != std::string::npos);  // ... then the UTC time
-  CHECK(ev.output.find("row 2 (step 1000); recorded in its attribute eval_writes") != std::string::npos);
+  CHECK(ev.output.find("row 3 (step 1000); recorded in its attribute eval_writes") != std::string::npos);
   // A missing problem file is a config error before any training, naming the fix.
   std::string yaml = ablate::test::read_file(dir / "add1.yaml");
   yaml.replace(yaml.find("data: test.txt"), 14, "data: nope.txt");
