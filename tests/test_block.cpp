@@ -44,6 +44,7 @@ std::vector<std::string> metric_lines(const std::string& config) {
     for (const auto& [column, values] : columns) {
       if (column == "tokens_per_s" || column == "step") continue;
       for (size_t i = 0; i < values.size() && i < steps.size(); ++i) {
+        if (steps[i] == 0) continue;  // the evaluation before training came after the reference
         uint64_t bits;
         std::memcpy(&bits, &values[i], sizeof bits);
         char buf[64];
