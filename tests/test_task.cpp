@@ -39,19 +39,23 @@ sample: {tokens: 0}
   CHECK(run.output.find("eval/modadd step 600: exact match") != std::string::npos);
   auto data = ablate::read_run_file(ablate::run_file_path(dir / "run"));
   const auto& t = data.tables.at("eval/modadd");
-  REQUIRE(t.at("step").size() == 2);  // both entries write to eval/modadd: train file, then test file
+  // Both entries write to eval/modadd (train file, then test file), at step 0 and at step 600.
+  REQUIRE(t.at("step").size() == 4);
+  CHECK(t.at("step")[0] == 0);
+  CHECK(t.at("step")[2] == 600);
   // Memorised: the 40 training sums (measured 1.0); the held-out ones are for grokking, which
   // takes far longer than a test.
-  MESSAGE("modadd p=7: exact match train " << t.at("exact_match")[0] << ", held out " << t.at("exact_match")[1]);
-  CHECK(t.at("exact_match")[0] >= 0.8);
-  CHECK(t.at("problems")[0] == 40);
-  CHECK(t.at("problems")[1] == 9);
+  MESSAGE("modadd p=7: exact match train " << t.at("exact_match")[2] << ", held out " << t.at("exact_match")[3]);
+  CHECK(t.at("exact_match")[0] < 0.5);  // the untrained model at step 0
+  CHECK(t.at("exact_match")[2] >= 0.8);
+  CHECK(t.at("problems")[2] == 40);
+  CHECK(t.at("problems")[3] == 9);
   // ablate eval scores the checkpoint the same way.
   auto ev = ablate::test::run_command(bin + " eval " + (dir / "run") + " --task modadd --data " + (dir / "train.txt") + " --write");
   REQUIRE_MESSAGE(ev.status == 0, ev.output);
   CHECK(ev.output.find("exact match") != std::string::npos);
   auto after = ablate::read_run_file(ablate::run_file_path(dir / "run"));
-  CHECK(after.tables.at("eval/modadd").at("exact_match").back() == doctest::Approx(t.at("exact_match")[0]));
+  CHECK(after.tables.at("eval/modadd").at("exact_match").back() == doctest::Approx(t.at("exact_match")[2]));
   // Bad flags: an unknown one with a did-you-mean, a task that does not exist.
   auto bad = ablate::test::run_command(bin + " data modadd --train-cont 5 --train " + (dir / "x.txt"));
   CHECK(bad.status == 2);
