@@ -14,6 +14,7 @@
 
 #include "ablate/conformance.hpp"
 #include "ablate/graph.hpp"
+#include "ablate/init.hpp"
 #include "ablate/ops.hpp"
 #include "ablate/options.hpp"
 #include "ablate/plugin.hpp"
@@ -70,6 +71,7 @@ Built<Base> build(const std::string& yaml, const ablate::ModelDims& d = dims(), 
   Built<Base> b;
   b.store = std::make_unique<ablate::ParamStore>(seed);
   b.obj = registry().create<Base>(opts(yaml, path), ablate::BuildContext{d, ablate::ParamScope(*b.store, "p."), seed});
+  ablate::initialise_default(*b.store, d);  // the values a model's default init gives
   return b;
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ablate/conformance.hpp"
 #include "ablate/graph.hpp"
 #include "ablate/ops.hpp"
 #include "ablate/tensor.hpp"
@@ -14,6 +15,7 @@
 
 namespace {
 using namespace ablate;
+using conformance::add_input;
 
 // A small attention block and its loss: linear -> attention -> linear -> cross entropy.
 struct TinyBlock {
@@ -23,9 +25,9 @@ struct TinyBlock {
   std::vector<int32_t> tokens, targets;
   TinyBlock() {
     Rng rng(7);
-    emb = &store.add("emb", V, C, Init::kNormal, 0.5f);
-    wqkv = &store.add("wqkv", C, 3 * C, Init::kNormal, 0.3f);
-    wo = &store.add("wo", C, V, Init::kNormal, 0.3f);
+    emb = &add_input(store, "emb", V, C, 0.5f);
+    wqkv = &add_input(store, "wqkv", C, 3 * C, 0.3f);
+    wo = &add_input(store, "wo", C, V, 0.3f);
     for (int64_t i = 0; i < B * T; ++i) {
       tokens.push_back(static_cast<int32_t>(rng.below(V)));
       targets.push_back(static_cast<int32_t>(rng.below(V)));

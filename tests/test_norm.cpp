@@ -31,7 +31,7 @@ TEST_CASE("norm/layernorm: zero mean, unit variance per row; scale and shift opt
   REQUIRE(ln.store->all().size() == 2);
   CHECK(ln.store->all()[0]->name == "p.weight");
   CHECK(ln.store->all()[1]->name == "p.bias");
-  CHECK_FALSE(ln.store->all()[0]->weight_decay);
+  CHECK_FALSE(ln.store->all()[0]->weight_decay());
   const auto y = run(*ln.obj, x, rows, C);
   for (int64_t r = 0; r < rows; ++r) {
     double m = 0, v = 0;

@@ -18,12 +18,14 @@
 #include "../framework/src/ops/kernels.hpp"
 #include "ablate/custom_op.hpp"
 #include "ablate/error.hpp"
+#include "ablate/conformance.hpp"
 #include "ablate/graph.hpp"
 #include "ablate/ops.hpp"
 #include "ablate/tensor.hpp"
 
 namespace {
 using namespace ablate;
+using conformance::add_input;
 
 // ---- finite-difference gradient checker ----------------------------------------------
 
@@ -76,7 +78,7 @@ FdResult check_gradients(const BuildFn& build, const std::vector<InputSpec>& inp
   std::vector<Parameter*> ps;
   for (size_t k = 0; k < inputs.size(); ++k) {
     const InputSpec& s = inputs[k];
-    Parameter& p = store.add("in" + std::to_string(k), s.rows, s.cols, Init::kZeros);
+    Parameter& p = store.add("in" + std::to_string(k), s.rows, s.cols, Role::kCustom);
     for (int64_t i = 0; i < p.value.numel(); ++i) {
       float x;
       do x = s.lo + (s.hi - s.lo) * rng.uniform();
@@ -510,9 +512,9 @@ TEST_CASE("ops/grad: lanes attention over several query blocks, probabilities sa
                  {{B * T, NH * HS}, {B * T, NKV * HS}, {B * T, NKV * HS}}, 31);
       // The two paths' gradients agree to float rounding.
       ParamStore store(1);
-      Parameter& q = store.add("q", B * T, NH * HS, Init::kNormal, 1.0f);
-      Parameter& k = store.add("k", B * T, NKV * HS, Init::kNormal, 1.0f);
-      Parameter& v = store.add("v", B * T, NKV * HS, Init::kNormal, 1.0f);
+      Parameter& q = add_input(store, "q", B * T, NH * HS, 1.0f);
+      Parameter& k = add_input(store, "k", B * T, NKV * HS, 1.0f);
+      Parameter& v = add_input(store, "v", B * T, NKV * HS, 1.0f);
       Graph g;
       Var y = attention(g, g.param(q), g.param(k), g.param(v), s);
       backward_with_seed(g, y, random_vec(B * T * NH * HS, 32));
@@ -537,7 +539,7 @@ TEST_CASE("ops/grad: attention on column ranges of one fused node, and bitwise a
              {{B * T, W}}, 21);
   // The same numbers, to the bit, as attention on slice_cols copies.
   ParamStore store(1);
-  Parameter& x = store.add("x", B * T, W, Init::kNormal, 1.0f);
+  Parameter& x = add_input(store, "x", B * T, W, 1.0f);
   const std::vector<float> dy = random_vec(B * T * NH * HS, 22);
   auto run = [&](bool fused) {
     store.zero_grad();
@@ -591,9 +593,11 @@ TEST_CASE("ops/grad: dropout in training mode") {
 
 TEST_CASE("ops/dropout: identity unless training; mask consistent, scaled, reproducible") {
   ParamStore store(1);
-  Parameter& p = store.add("x", 64, 50, Init::kUniform, 1.0f);
-  for (int64_t i = 0; i < p.value.numel(); ++i)
+  Parameter& p = store.add("x", 64, 50, Role::kCustom);
+  for (int64_t i = 0; i < p.value.numel(); ++i) {
+    p.value.data[i] = 2.0f * store.rng().uniform() - 1.0f;
     p.value.data[i] += p.value.data[i] >= 0 ? 0.1f : -0.1f;
+  }
   Graph g;
   g.seed = 7;
   g.step = 11;
@@ -739,9 +743,9 @@ TEST_CASE("ops/forward: matmul and linear match a naive product at parallel size
                                bv = random_vec(M, 3);
       const std::vector<float> dyv = random_vec(N * M, 4);
       ParamStore store(1);
-      Parameter& x = store.add("x", N, K, Init::kZeros);
-      Parameter& w = tw ? store.add("w", M, K, Init::kZeros) : store.add("w", K, M, Init::kZeros);
-      Parameter& b = store.add("b", 1, M, Init::kZeros);
+      Parameter& x = store.add("x", N, K, Role::kCustom);
+      Parameter& w = tw ? store.add("w", M, K, Role::kCustom) : store.add("w", K, M, Role::kCustom);
+      Parameter& b = store.add("b", 1, M, Role::kCustom);
       std::memcpy(x.value.data, xv.data(), sizeof(float) * xv.size());
       std::memcpy(b.value.data, bv.data(), sizeof(float) * bv.size());
       auto W = [&](int64_t kk, int64_t mm) -> float& {
@@ -970,11 +974,11 @@ namespace {
 std::vector<float> run_linear_attention() {
   const int64_t B = 4, T = 64, NH = 4, NKV = 2, HS = 16, C = NH * HS;
   ParamStore store(3);
-  Parameter& x = store.add("x", B * T, C, Init::kNormal, 1.0f);
-  Parameter& wq = store.add("wq", C, C, Init::kNormal, 0.2f);
-  Parameter& wkv = store.add("wkv", C, 2 * NKV * HS, Init::kNormal, 0.2f);
-  Parameter& bkv = store.add("bkv", 1, 2 * NKV * HS, Init::kNormal, 0.2f);
-  Parameter& wo = store.add("wo", 384, C, Init::kNormal, 0.2f);
+  Parameter& x = add_input(store, "x", B * T, C, 1.0f);
+  Parameter& wq = add_input(store, "wq", C, C, 0.2f);
+  Parameter& wkv = add_input(store, "wkv", C, 2 * NKV * HS, 0.2f);
+  Parameter& bkv = add_input(store, "bkv", 1, 2 * NKV * HS, 0.2f);
+  Parameter& wo = add_input(store, "wo", 384, C, 0.2f);
   Graph g;
   Var xv = g.param(x);
   Var q = linear(g, xv, g.param(wq));
@@ -1006,8 +1010,8 @@ TEST_CASE("ops/determinism: linear and attention are bitwise identical with 1 an
   const std::vector<float> xv = random_vec(N * K, 1), wv = random_vec(K * M, 2);
   auto gemm = [&] {
     ParamStore store(1);
-    Parameter& x = store.add("x", N, K, Init::kZeros);
-    Parameter& w = store.add("w", K, M, Init::kZeros);
+    Parameter& x = store.add("x", N, K, Role::kCustom);
+    Parameter& w = store.add("w", K, M, Role::kCustom);
     std::memcpy(x.value.data, xv.data(), sizeof(float) * xv.size());
     std::memcpy(w.value.data, wv.data(), sizeof(float) * wv.size());
     Graph g;

@@ -1,13 +1,22 @@
 // Conformance of every "optimizer" variant (a quadratic's loss decreases, determinism,
-// state names, bitwise resume from the state buffers, options), plus single steps of
-// AdamW, Adam, SGD and Lion against values computed by hand.
+// state names, eval/train points, bitwise resume from the state buffers, options), plus
+// single steps of AdamW, Adam, SGD and Lion against values computed by hand, Muon's
+// orthogonalised update and its routing by role, and schedule-free AdamW's recursion.
 #include <doctest/doctest.h>
 
+#include <Eigen/Core>
+#include <Eigen/SVD>
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
+#include "ablate/checkpoint.hpp"
 #include "ablate/optimizer.hpp"
+#include "ablate/runfile.hpp"
+#include "ablate/trainer.hpp"
 #include "plugin_test_util.hpp"
+#include "test_util.hpp"
 
 using ablate::Optimizer;
 
@@ -18,7 +27,8 @@ ptest::Built<Optimizer> make(const std::string& yaml) { return ptest::build<Opti
 // One scalar parameter p = 1 (decayed or not), stepped with the given gradients.
 std::pair<float, std::vector<float>> steps(const std::string& yaml, bool decay, std::vector<float> grads, float lr = 0.1f) {
   ablate::ParamStore s(1);
-  ablate::Parameter& p = s.add("p", 1, 1, ablate::Init::kOnes, 0.0f, decay);
+  ablate::Parameter& p = s.add("p", 1, 1, decay ? ablate::Role::kHidden : ablate::Role::kGain);
+  p.value.data[0] = 1.0f;
   auto o = make(yaml);
   o->init({&p});
   int64_t t = 1;
@@ -92,4 +102,104 @@ TEST_CASE("optimizer/lion: two steps by hand (lr 0.1, betas 0.9/0.99, wd 0.1)") 
   CHECK(s2.at(0) == doctest::Approx(0.00245));
   CHECK(steps(y, false, {0.5f}).first == doctest::Approx(0.9).epsilon(1e-6));
   CHECK(make("{type: lion}")->base_lr() == doctest::Approx(1e-4));
+}
+
+namespace {
+
+// One step of `yaml` on a parameter of this role and shape with gradient g; returns the
+// change of the parameter.
+std::vector<double> one_step(const std::string& yaml, ablate::Role role, int64_t rows, int64_t cols,
+                             const std::vector<float>& g, float lr) {
+  ablate::ParamStore s(1);
+  ablate::Parameter& p = s.add("blocks.0.ffn.up.weight", rows, cols, role);  // a name that says nothing true
+  std::copy(g.begin(), g.end(), p.grad.data);
+  auto o = make(yaml);
+  o->init({&p});
+  o->step({&p}, lr, 1);
+  return std::vector<double>(p.value.data, p.value.data + p.value.numel());
+}
+
+}  // namespace
+
+TEST_CASE("optimizer/muon: hidden matrices get an orthogonalised update, other roles AdamW, whatever their names") {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{6, 10}, {10, 6}}) {
+    CAPTURE(rows);
+    const std::vector<float> g = ptest::randn(static_cast<size_t>(rows * cols), 3);
+    // Muon with lr 1 from zero momentum, no Nesterov: the update is -scale * NS(g).
+    const auto u = one_step("{type: muon, nesterov: false, momentum: 0.5}", ablate::Role::kHidden, rows, cols, g, 1.0f);
+    const double scale = std::sqrt(std::max(1.0, double(cols) / double(rows)));
+    Eigen::MatrixXd U(rows, cols), G(rows, cols);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) U(r, c) = -u[size_t(r * cols + c)] / scale, G(r, c) = g[size_t(r * cols + c)];
+    // NS(g) approximates the polar factor of g: singular values near 1 (the quintic's
+    // fixed band is about 0.7-1.2), the same singular vectors.
+    Eigen::JacobiSVD<Eigen::MatrixXd> svd(U);
+    CHECK(svd.singularValues().minCoeff() > 0.6);
+    CHECK(svd.singularValues().maxCoeff() < 1.25);
+    Eigen::JacobiSVD<Eigen::MatrixXd> gs(G, Eigen::ComputeThinU | Eigen::ComputeThinV);
+    const Eigen::MatrixXd polar = gs.matrixU() * gs.matrixV().transpose();
+    CHECK((U.cwiseProduct(polar)).sum() / (U.norm() * polar.norm()) > 0.97);
+  }
+  // Any other role: AdamW, whose first step moves each value by adam_lr (times the scheduler's factor).
+  for (ablate::Role role : {ablate::Role::kEmbedding, ablate::Role::kHead, ablate::Role::kGain, ablate::Role::kBias}) {
+    CAPTURE(ablate::role_name(role));
+    const auto u = one_step("{type: muon, lr: 0.02, adam_lr: 0.001}", role, 4, 5, ptest::randn(20, 4), 0.01f);
+    for (double x : u) CHECK(std::fabs(x) == doctest::Approx(0.0005).epsilon(1e-4));
+  }
+}
+
+TEST_CASE("optimizer/schedule_free: two steps against the paper's recursion; eval point is the average x") {
+  // p = 1 (decayed role), lr 0.1, betas 0.9 / 0.999, wd 0.1; gradients 0.5 then -0.25.
+  const double b1 = 0.9, b2 = 0.999, lr = 0.1, wd = 0.1, eps = 1e-8;
+  double z = 1, x = 1, y = 1, v = 0, lr_max = 0, wsum = 0;
+  const double grads[] = {0.5, -0.25};
+  for (int t = 1; t <= 2; ++t) {
+    const double g = grads[t - 1], gamma = lr * std::sqrt(1 - std::pow(b2, t));
+    v = b2 * v + (1 - b2) * g * g;
+    z -= gamma * (g / (std::sqrt(v) + eps) + wd * y);
+    lr_max = std::max(lr_max, gamma);
+    wsum += lr_max * lr_max;
+    const double c = lr_max * lr_max / wsum;
+    x = (1 - c) * x + c * z;
+    y = (1 - b1) * z + b1 * x;
+  }
+  ablate::ParamStore s(1);
+  ablate::Parameter& p = s.add("p", 1, 1, ablate::Role::kHidden);
+  p.value.data[0] = 1.0f;
+  auto o = make("{type: schedule_free, lr: 0.1, weight_decay: 0.1}");
+  o->init({&p});
+  for (int t = 1; t <= 2; ++t) {
+    p.grad.data[0] = static_cast<float>(grads[t - 1]);
+    o->step({&p}, 0.1f, t);
+  }
+  CHECK(p.value.data[0] == doctest::Approx(y).epsilon(1e-5));
+  o->eval_point({&p});
+  CHECK(p.value.data[0] == doctest::Approx(x).epsilon(1e-5));
+  CHECK(x != doctest::Approx(y).epsilon(1e-3));  // the two points differ
+  o->train_point({&p});
+  CHECK(p.value.data[0] == doctest::Approx(y).epsilon(1e-5));
+}
+
+TEST_CASE("optimizer/muon and schedule_free: a run killed and resumed ends bitwise like the uninterrupted one") {
+  ablate::test::TempDir dir;
+  for (const char* opt : {"{type: muon, lr: 0.02, adam_lr: 3.0e-3}", "{type: schedule_free, lr: 3.0e-3, weight_decay: 0.1}"}) {
+    CAPTURE(opt);
+    std::string cfg = ablate::test::kTinyBase;
+    cfg.replace(cfg.find("{type: adamw, lr: 1.0e-2}"), 25, opt);
+    cfg.replace(cfg.find("steps: 60"), 9, "steps: 30");
+    cfg.replace(cfg.find("checkpoint_every: 20"), 20, "checkpoint_every: 10");
+    const std::string yaml = dir.write("run.yaml", cfg);
+    const std::string run = "ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " + ablate::test::ablate_binary() + " run " + yaml + " -q -o ";
+    REQUIRE(ablate::test::run_command(run + dir / "full").status == 0);
+    CHECK(ablate::test::run_command("ABLATE_FAULT=step:17 " + run + dir / "cut").status != 0);  // killed after the checkpoint at 10
+    const auto resumed = ablate::test::run_command(run + dir / "cut --resume");
+    REQUIRE_MESSAGE(resumed.status == 0, resumed.output);
+    const auto a = ablate::read_run_file(ablate::run_file_path(dir / "full")), b = ablate::read_run_file(ablate::run_file_path(dir / "cut"));
+    CHECK(a.tables.at("eval").at("val_loss") == b.tables.at("eval").at("val_loss"));
+    CHECK(a.tables.at("train").at("loss") == b.tables.at("train").at("loss"));
+    CHECK(a.texts.at("samples/final") == b.texts.at("samples/final"));
+    const auto ca = ablate::read_checkpoint(ablate::checkpoint_path(dir / "full"));
+    const auto cb = ablate::read_checkpoint(ablate::checkpoint_path(dir / "cut"));
+    CHECK(ca.tensors == cb.tensors);
+  }
 }

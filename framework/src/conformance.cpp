@@ -73,6 +73,12 @@ void randomize(ParamStore& s, uint64_t seed, float std) {
     for (int64_t i = 0; i < p->value.numel(); ++i) p->value.data[i] = std * r.normal();
 }
 
+Parameter& add_input(ParamStore& store, const std::string& name, int64_t rows, int64_t cols, float std) {
+  Parameter& p = store.add(name, rows, cols, Role::kCustom);
+  fill_normal(p.value, store.rng(), std);
+  return p;
+}
+
 GradCheckResult check_gradients(const ForwardFn& forward, const std::vector<Parameter*>& wrt, int per_tensor, double h,
                                 double rtol, double atol) {
   GradCheckResult res;

@@ -2,6 +2,7 @@
 #include "ablate/model.hpp"
 
 #include "ablate/family.hpp"
+#include "ablate/init.hpp"
 #include "ablate/ops.hpp"
 #include "ablate/registry.hpp"
 #include "ops/kernels.hpp"
@@ -97,7 +98,7 @@ Model::Model(const Options& o, int64_t vocab_size, uint64_t seed) : params_(seed
     d.layer = layer;
     return BuildContext{d, ParamScope(params_, scope), seed, &parts};
   };
-  tok_emb_ = &params_.add("tok_emb.weight", vocab_size, dims_.d_model, Init::kNormal, 0.02f, false);
+  tok_emb_ = &params_.add("tok_emb.weight", vocab_size, dims_.d_model, Role::kEmbedding);
   Options pos_opts = family_options(o, PositionalEncoding::kFamily);
   positional_ = reg.create<PositionalEncoding>(pos_opts, ctx("pos.", -1));
   positional_type_ = PluginRegistry::type_of(pos_opts);
@@ -113,8 +114,10 @@ Model::Model(const Options& o, int64_t vocab_size, uint64_t seed) : params_(seed
   const bool final_norm =
       parts.norm_opts.get<bool>("final", blocks_.back()->final_norm(), "a norm before the LM head (default: as the last block says)");
   if (final_norm) final_norm_ = reg.create<Norm>(parts.norm_opts, ctx("final_norm.", -1));
-  if (!tie_embeddings_) head_w_ = &params_.add("head.weight", dims_.d_model, vocab_size, Init::kNormal, 0.02f);
-  if (head_bias) head_b_ = &params_.add("head.bias", 1, vocab_size, Init::kZeros, 0.0f, false);
+  if (!tie_embeddings_) head_w_ = &params_.add("head.weight", dims_.d_model, vocab_size, Role::kHead);
+  if (head_bias) head_b_ = &params_.add("head.bias", 1, vocab_size, Role::kBias);
+  // Values by role, drawn in creation order: the init variant (model.init) decides them.
+  initialise(params_, *reg.create<Initializer>(family_options(o, Initializer::kFamily), ctx("", -1)));
   o.check_unused();
 }
 

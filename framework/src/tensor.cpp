@@ -20,8 +20,29 @@ float hash_uniform(uint64_t seed, uint64_t a, uint64_t b) {
   return r.uniform();
 }
 
-Parameter& ParamStore::add(const std::string& name, int64_t rows, int64_t cols, Init init,
-                           float scale, bool weight_decay) {
+const char* role_name(Role r) {
+  switch (r) {
+    case Role::kEmbedding: return "embedding";
+    case Role::kPosition: return "position";
+    case Role::kHidden: return "hidden";
+    case Role::kResidualOut: return "residual_out";
+    case Role::kHead: return "head";
+    case Role::kGain: return "gain";
+    case Role::kBias: return "bias";
+    case Role::kCustom: return "custom";
+  }
+  return "?";
+}
+
+void fill(const Tensor& t, float v) {
+  for (int64_t i = 0; i < t.numel(); ++i) t.data[i] = v;
+}
+
+void fill_normal(const Tensor& t, Rng& rng, float std) {
+  for (int64_t i = 0; i < t.numel(); ++i) t.data[i] = std * rng.normal();
+}
+
+Parameter& ParamStore::add(const std::string& name, int64_t rows, int64_t cols, Role role) {
   if (rows <= 0 || cols <= 0)
     throw Error("parameter '" + name + "' has an empty shape (" + std::to_string(rows) + ", " +
                 std::to_string(cols) + ")");
@@ -32,20 +53,12 @@ Parameter& ParamStore::add(const std::string& name, int64_t rows, int64_t cols, 
   if (find(name)) throw Error("parameter '" + name + "' is created twice");
   auto p = std::make_unique<Parameter>();
   p->name = name;
-  p->weight_decay = weight_decay;
+  p->role = role;
   size_t n = static_cast<size_t>(rows * cols);
   p->value_storage.assign(n, 0.0f);
   p->grad_storage.assign(n, 0.0f);
   p->value = Tensor{p->value_storage.data(), rows, cols};
   p->grad = Tensor{p->grad_storage.data(), rows, cols};
-  float* v = p->value.data;
-  switch (init) {
-    case Init::kZeros: break;
-    case Init::kOnes: for (size_t i = 0; i < n; ++i) v[i] = 1.0f; break;
-    case Init::kNormal: for (size_t i = 0; i < n; ++i) v[i] = scale * rng_.normal(); break;
-    case Init::kUniform: for (size_t i = 0; i < n; ++i) v[i] = scale * (2.0f * rng_.uniform() - 1.0f); break;
-    case Init::kConstant: for (size_t i = 0; i < n; ++i) v[i] = scale; break;
-  }
   order_.push_back(p.get());
   params_.push_back(std::move(p));
   return *order_.back();

@@ -767,6 +767,8 @@ void Trainer::restore(const Checkpoint& ck) {
   uint64_t loss_bits = ck.ints.count("train/window_loss") ? ck.ints.at("train/window_loss") : 0;  // 0.0 in older checkpoints
   std::memcpy(&window_.loss, &loss_bits, sizeof loss_bits);
   window_.steps = ck.ints.count("train/window_steps") ? static_cast<int64_t>(ck.ints.at("train/window_steps")) : 0;
+  // Checkpoints hold the eval point (Optimizer::eval_point); training continues from y.
+  if (start_ < s_.train.steps) s_.optimizer->train_point(s_.model->params().all());
 }
 
 void Trainer::open_run_file() {
@@ -1022,12 +1024,20 @@ void Trainer::train_loop() {
     ++window_.steps;
     sum_.steps = step;
     if (step % t.log_every == 0 || step == t.steps) log_row(step, lr, norm);
-    if (step % t.eval_every == 0 || step == t.steps) evaluate_at(step);
-    if (step % t.checkpoint_every == 0 || step == t.steps) checkpoint_at(step);
+    // Evaluations and checkpoints see the optimizer's eval point (schedule-free: its average).
+    const bool evaluating = step % t.eval_every == 0 || step == t.steps;
+    const bool saving = step % t.checkpoint_every == 0 || step == t.steps;
+    auto& params = s_.model->params().all();
+    if (evaluating || saving) s_.optimizer->eval_point(params);
+    if (evaluating) evaluate_at(step);
+    if (saving) checkpoint_at(step);
     if (int sig = stop_requested()) {
+      if (!(evaluating || saving)) s_.optimizer->eval_point(params);  // the interrupt's checkpoint
       interrupt(step, sig);
       return;
     }
+    // After the last step the weights stay at the eval point (the sample uses them).
+    if ((evaluating || saving) && step < t.steps) s_.optimizer->train_point(params);
   }
 }
 
@@ -1114,7 +1124,11 @@ RunSummary Trainer::run() {
     // checkpoint; this makes it so whatever the platform).
     for (Parameter* p : s_.model->params().all()) comm_.broadcast(p->value.data, static_cast<size_t>(p->value.numel()));
     write_metadata();
-    if (start_ == 0 && s_.train.eval_at_start) evaluate_at(0);
+    if (start_ == 0 && s_.train.eval_at_start) {
+      s_.optimizer->eval_point(s_.model->params().all());
+      evaluate_at(0);
+      s_.optimizer->train_point(s_.model->params().all());
+    }
     train_loop();
   } catch (const std::bad_alloc&) {
     const std::string msg = "out of memory (std::bad_alloc) " + std::string(trained_steps_ ? "during training" : "before training") +

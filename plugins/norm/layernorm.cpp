@@ -15,8 +15,8 @@ class LayerNorm final : public ablate::Norm {
     bool shift = o.get<bool>("shift", scale, "learned shift (1, C), initialised to 0 (default: as scale)");
     if (c.dims.d_model <= 0) o.fail("", "d_model must be positive, got " + std::to_string(c.dims.d_model));
     ablate::ParamScope ps = c.params;
-    if (scale) gain_ = &ps.add("weight", 1, c.dims.d_model, ablate::Init::kOnes, 0.0f, false);
-    if (shift) bias_ = &ps.add("bias", 1, c.dims.d_model, ablate::Init::kZeros, 0.0f, false);
+    if (scale) gain_ = &ps.add("weight", 1, c.dims.d_model, ablate::Role::kGain);
+    if (shift) bias_ = &ps.add("bias", 1, c.dims.d_model, ablate::Role::kBias);
   }
 
   ablate::Var forward(ablate::Graph& g, ablate::Var x) override {

@@ -13,7 +13,7 @@ class RmsNorm final : public ablate::Norm {
     bool scale = o.get<bool>("scale", true, "learned gain (1, C), initialised to 1");
     if (c.dims.d_model <= 0) o.fail("", "d_model must be positive, got " + std::to_string(c.dims.d_model));
     ablate::ParamScope ps = c.params;
-    if (scale) gain_ = &ps.add("weight", 1, c.dims.d_model, ablate::Init::kOnes, 0.0f, false);
+    if (scale) gain_ = &ps.add("weight", 1, c.dims.d_model, ablate::Role::kGain);
   }
 
   ablate::Var forward(ablate::Graph& g, ablate::Var x) override {

@@ -44,7 +44,7 @@ class Adam final : public ablate::Optimizer {
       const float* g = p.grad.data;
       float* m = m_[i].data();
       float* v = v_[i].data();
-      const float l2 = p.weight_decay ? wd_ : 0.0f;
+      const float l2 = p.weight_decay() ? wd_ : 0.0f;
       const int64_t n = p.value.numel();
       // Elementwise: chunks of 16K on ablate's threads (no effect on the result).
       ablate::parallel_for(n, int64_t{1} << 14, [&](int64_t j0, int64_t j1) {

@@ -44,7 +44,7 @@ class AdamW final : public ablate::Optimizer {
       const float* g = p.grad.data;
       float* m = m_[i].data();
       float* v = v_[i].data();
-      const float decay = p.weight_decay ? 1.0f - lr * wd_ : 1.0f;
+      const float decay = p.weight_decay() ? 1.0f - lr * wd_ : 1.0f;
       const int64_t n = p.value.numel();
       // Elementwise: chunks of 16K on ablate's threads (no effect on the result).
       ablate::parallel_for(n, int64_t{1} << 14, [&](int64_t j0, int64_t j1) {

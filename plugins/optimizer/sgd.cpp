@@ -39,7 +39,7 @@ class Sgd final : public ablate::Optimizer {
         throw ablate::Error("sgd: parameter '" + p.name + "' changed size since init()");
       float* w = p.value.data;
       const float* g = p.grad.data;
-      const float l2 = p.weight_decay ? wd_ : 0.0f;
+      const float l2 = p.weight_decay() ? wd_ : 0.0f;
       const int64_t n = p.value.numel();
       if (momentum_ == 0.0f) {
         for (int64_t j = 0; j < n; ++j) w[j] -= lr * (g[j] + l2 * w[j]);

@@ -18,7 +18,7 @@ class Learned final : public ablate::PositionalEncoding {
                      ", d_model = " + std::to_string(c.dims.d_model));
     // Not decayed, as the token embedding (minGPT's choice).
     ablate::ParamScope ps = c.params;
-    table_ = &ps.add("weight", c.dims.context, c.dims.d_model, ablate::Init::kNormal, 0.02f, false);
+    table_ = &ps.add("weight", c.dims.context, c.dims.d_model, ablate::Role::kPosition);
   }
 
   ablate::Var embed(ablate::Graph& g, ablate::Var x, const ablate::PosContext& pc) override {

@@ -36,13 +36,11 @@ class MultiHeadAttention : public Attention {
                                "; choose a divisor of n_heads (1 = multi-query, n_heads = multi-head)");
     HS_ = C_ / NH_;
     const int64_t kv = NKV_ * HS_;
-    // GPT-2 scales the residual projection's init by 1/sqrt(2 * n_layers).
-    float out_std = 0.02f / std::sqrt(2.0f * static_cast<float>(std::max<int64_t>(1, c.dims.n_layers)));
     ParamScope ps = c.params;
-    wqkv_ = &ps.add("qkv.weight", C_, C_ + 2 * kv, Init::kNormal, 0.02f);
-    if (qkv_bias) bqkv_ = &ps.add("qkv.bias", 1, C_ + 2 * kv, Init::kZeros, 0.0f, false);
-    wo_ = &ps.add("proj.weight", C_, C_, Init::kNormal, out_std);
-    if (out_bias) bo_ = &ps.add("proj.bias", 1, C_, Init::kZeros, 0.0f, false);
+    wqkv_ = &ps.add("qkv.weight", C_, C_ + 2 * kv, Role::kHidden);
+    if (qkv_bias) bqkv_ = &ps.add("qkv.bias", 1, C_ + 2 * kv, Role::kBias);
+    wo_ = &ps.add("proj.weight", C_, C_, Role::kResidualOut);
+    if (out_bias) bo_ = &ps.add("proj.bias", 1, C_, Role::kBias);
   }
 
   Var forward(Graph& g, Var x, const AttentionInput& in) override {

@@ -66,6 +66,9 @@ std::vector<float> randn(size_t n, uint64_t seed, float std = 1.0f);
 // Replaces every parameter by N(0, std): gradients are then checked away from the special
 // values of the init (unit gains, zero biases, tiny weights).
 void randomize(ParamStore& store, uint64_t seed, float std = 0.5f);
+// An input tensor for a gradient check: a Role::kCustom parameter of N(0, std) values
+// drawn from store.rng().
+Parameter& add_input(ParamStore& store, const std::string& name, int64_t rows, int64_t cols, float std = 1.0f);
 
 // The options a variant reads (key, type, default, help), found by constructing it in
 // describe mode.

@@ -14,12 +14,6 @@ namespace ablate {
 
 namespace ffn_detail {
 
-// GPT-2 scales the init of projections that write into the residual stream by
-// 1/sqrt(2 * n_layers) so that the residual's variance does not grow with depth.
-inline float residual_std(const ModelDims& d) {
-  return 0.02f / std::sqrt(2.0f * static_cast<float>(std::max<int64_t>(1, d.n_layers)));
-}
-
 inline int64_t channels(const Options& o, const ModelDims& d) {
   if (d.d_model <= 0) o.fail("", "d_model must be positive, got " + std::to_string(d.d_model));
   return d.d_model;
@@ -39,10 +33,10 @@ class UngatedFfn : public Ffn {
     hidden_ = hidden > 0 ? hidden : c.dims.ffn_multiplier * C;
     if (hidden_ <= 0) o.fail("hidden", "the hidden width must be positive (ffn_multiplier = " + std::to_string(c.dims.ffn_multiplier) + ")");
     ParamScope ps = c.params;
-    w1_ = &ps.add("up.weight", C, hidden_, Init::kNormal, 0.02f);
-    if (bias) b1_ = &ps.add("up.bias", 1, hidden_, Init::kZeros, 0.0f, false);
-    w2_ = &ps.add("down.weight", hidden_, C, Init::kNormal, ffn_detail::residual_std(c.dims));
-    if (bias) b2_ = &ps.add("down.bias", 1, C, Init::kZeros, 0.0f, false);
+    w1_ = &ps.add("up.weight", C, hidden_, Role::kHidden);
+    if (bias) b1_ = &ps.add("up.bias", 1, hidden_, Role::kBias);
+    w2_ = &ps.add("down.weight", hidden_, C, Role::kResidualOut);
+    if (bias) b2_ = &ps.add("down.bias", 1, C, Role::kBias);
   }
 
   Var forward(Graph& g, Var x) override {
@@ -76,12 +70,12 @@ class GatedFfn : public Ffn {
       o.fail("hidden", "the hidden width comes out as " + std::to_string(hidden_) + " for d_model " + std::to_string(C) +
                            "; set hidden explicitly");
     ParamScope ps = c.params;
-    w_ = &ps.add("gate.weight", C, hidden_, Init::kNormal, 0.02f);
-    if (bias) bw_ = &ps.add("gate.bias", 1, hidden_, Init::kZeros, 0.0f, false);
-    v_ = &ps.add("up.weight", C, hidden_, Init::kNormal, 0.02f);
-    if (bias) bv_ = &ps.add("up.bias", 1, hidden_, Init::kZeros, 0.0f, false);
-    w2_ = &ps.add("down.weight", hidden_, C, Init::kNormal, ffn_detail::residual_std(c.dims));
-    if (bias) b2_ = &ps.add("down.bias", 1, C, Init::kZeros, 0.0f, false);
+    w_ = &ps.add("gate.weight", C, hidden_, Role::kHidden);
+    if (bias) bw_ = &ps.add("gate.bias", 1, hidden_, Role::kBias);
+    v_ = &ps.add("up.weight", C, hidden_, Role::kHidden);
+    if (bias) bv_ = &ps.add("up.bias", 1, hidden_, Role::kBias);
+    w2_ = &ps.add("down.weight", hidden_, C, Role::kResidualOut);
+    if (bias) b2_ = &ps.add("down.bias", 1, C, Role::kBias);
   }
 
   Var forward(Graph& g, Var x) override {

@@ -28,6 +28,12 @@ void parallel_for(int64_t n, int64_t chunk, const F& f) {
 Var matmul(Graph& g, Var a, Var b, bool transpose_b = false);
 // x (N,K) times w (K,M) [or w (M,K) with transpose_w], plus bias (1,M) if given.
 Var linear(Graph& g, Var x, Var w, Var bias = {}, bool transpose_w = false);
+// Outside any graph (no backward), for plugins' own arithmetic such as an optimizer's:
+// c = alpha * op(a) op(b), plus c's old values with accumulate; op(x) = x^T when
+// transposed. Mismatched shapes are an Error naming them. Parallel over blocks of c fixed
+// by the shapes: the same bits for any thread count.
+void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, const Tensor& c,
+          float alpha = 1.0f, bool accumulate = false);
 
 // ---- elementwise ----------------------------------------------------------------
 // Same shapes, or b of shape (1, cols) broadcast over the rows of a, or b of shape (1, 1)

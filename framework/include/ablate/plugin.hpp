@@ -17,9 +17,11 @@ namespace ablate {
 //   2: Node names its op; Graph has a profile, gradient-sync hooks and grad_unzeroed.
 //   3: PositionalEncoding::rotates(); AttentionSpec has column offsets (fused qkv).
 //   4: PluginInfo::destroy; families declared as data (ablate/family.hpp); custom ops
-//      (ablate/custom_op.hpp), tanh, scalar broadcasting and Init::kConstant; task plugins.
+//      (ablate/custom_op.hpp), tanh, scalar broadcasting; task plugins.
 //      The block family (block.hpp) and BuildContext::parts; Attention::causal(); the
-//      objective family (objective.hpp).
+//      objective family (objective.hpp). Parameters are created with a Role, not values
+//      (tensor.hpp; the `init` family sets them); optimizers see roles
+//      (Parameter::weight_decay() follows the role; eval_point(), train_point()).
 constexpr int kPluginApiVersion = 4;
 
 // Model sizes a plugin may need. `layer` is the block index (-1 outside blocks).

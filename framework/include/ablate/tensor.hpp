@@ -43,18 +43,39 @@ class Rng {
 // number must not depend on thread scheduling (dropout masks).
 float hash_uniform(uint64_t seed, uint64_t a, uint64_t b);
 
+// What a parameter is for. Plugins create parameters with a role, never with values:
+// the `init` family (plugins/init/) sets the values by role and shape, and optimizers
+// may treat roles differently (Muon orthogonalises hidden matrices only).
+enum class Role {
+  kEmbedding,    // token embedding table (V, C)
+  kPosition,     // learned position table (T, C)
+  kHidden,       // a matrix inside a block that reads the residual stream (qkv, FFN up/gate)
+  kResidualOut,  // a matrix whose output is added to the residual stream (attention proj, FFN down)
+  kHead,         // the LM head (C, V)
+  kGain,         // a multiplicative gain (norm weight), initially 1
+  kBias,         // an additive bias, initially 0
+  kCustom,       // values the plugin writes itself after creating it; no init variant touches it
+};
+const char* role_name(Role r);  // "embedding", "hidden", ...
+// Whether decoupled weight decay / L2 applies by default: to matrices that mix features
+// (hidden, residual output, head), not to embeddings, positions, gains, biases or custom values.
+inline bool decays(Role r) { return r == Role::kHidden || r == Role::kResidualOut || r == Role::kHead; }
+
 // A trainable tensor with its gradient. Owned by a ParamStore; addresses are stable.
+// Values are 0 until an init variant sets them (ablate::initialise, init.hpp).
 struct Parameter {
   std::string name;     // hierarchical: "blocks.0.attn.qkv.weight"
   Tensor value;
   Tensor grad;
-  bool weight_decay = true;  // false for biases, gains, (optionally) embeddings
+  Role role = Role::kCustom;
+  bool weight_decay() const { return decays(role); }
   std::vector<float> value_storage;
   std::vector<float> grad_storage;
 };
 
-// kConstant: every element = scale (e.g. a learned scalar starting at 0.5).
-enum class Init { kZeros, kOnes, kNormal, kUniform, kConstant };
+// Fills for init variants and tests: every value = v; N(0, std) drawn in order from rng.
+void fill(const Tensor& t, float v);
+void fill_normal(const Tensor& t, Rng& rng, float std);
 
 // All parameters of a model, in creation order (which fixes the order of the
 // optimizer state, the checkpoint and every gradient reduction).
@@ -64,14 +85,13 @@ class ParamStore {
   ParamStore(const ParamStore&) = delete;
   ParamStore& operator=(const ParamStore&) = delete;
 
-  // Creates a parameter; kNormal uses std `scale`, kUniform uses [-scale, scale].
-  Parameter& add(const std::string& name, int64_t rows, int64_t cols, Init init,
-                 float scale = 0.02f, bool weight_decay = true);
+  // Creates a parameter of this role, all zeros until an init variant sets it.
+  Parameter& add(const std::string& name, int64_t rows, int64_t cols, Role role);
   Parameter* find(const std::string& name);
   const std::vector<Parameter*>& all() const { return order_; }
   int64_t count() const;  // number of scalars
   void zero_grad();
-  Rng& rng() { return rng_; }
+  Rng& rng() { return rng_; }  // the init variant draws from it, in creation order
 
  private:
   std::vector<std::unique_ptr<Parameter>> params_;
@@ -84,9 +104,8 @@ class ParamStore {
 class ParamScope {
  public:
   ParamScope(ParamStore& store, std::string prefix) : store_(&store), prefix_(std::move(prefix)) {}
-  Parameter& add(const std::string& name, int64_t rows, int64_t cols, Init init,
-                 float scale = 0.02f, bool weight_decay = true) {
-    return store_->add(prefix_ + name, rows, cols, init, scale, weight_decay);
+  Parameter& add(const std::string& name, int64_t rows, int64_t cols, Role role) {
+    return store_->add(prefix_ + name, rows, cols, role);
   }
   ParamScope sub(const std::string& name) const { return ParamScope(*store_, prefix_ + name + "."); }
   ParamStore& store() const { return *store_; }

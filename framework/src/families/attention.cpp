@@ -176,7 +176,7 @@ void check_attention(Checker& ck, const Subject& s) {
     auto a = build<Attention>(s.options, path, d);
     randomize(*a.store, 5, 0.3f);
     ParamStore inputs(11);
-    Parameter& xp = inputs.add("x", B * T, C, Init::kNormal, 1.0f);
+    Parameter& xp = add_input(inputs, "x", B * T, C);
     std::vector<Parameter*> wrt = a.store->all();
     wrt.push_back(&xp);
     std::vector<uint8_t> mask(static_cast<size_t>(B * T), 1);
@@ -229,10 +229,10 @@ class @CLASS@ final : public ablate::Attention {
       o.fail("", "needs n_heads dividing d_model, got d_model = " + std::to_string(C_) + ", n_heads = " + std::to_string(NH_));
     HS_ = C_ / NH_;
     ablate::ParamScope ps = c.params;
-    wq_ = &ps.add("q.weight", C_, C_, ablate::Init::kNormal, 0.02f);
-    wk_ = &ps.add("k.weight", C_, C_, ablate::Init::kNormal, 0.02f);
-    wv_ = &ps.add("v.weight", C_, C_, ablate::Init::kNormal, 0.02f);
-    wo_ = &ps.add("proj.weight", C_, C_, ablate::Init::kNormal, 0.02f);
+    wq_ = &ps.add("q.weight", C_, C_, ablate::Role::kHidden);
+    wk_ = &ps.add("k.weight", C_, C_, ablate::Role::kHidden);
+    wv_ = &ps.add("v.weight", C_, C_, ablate::Role::kHidden);
+    wo_ = &ps.add("proj.weight", C_, C_, ablate::Role::kResidualOut);
   }
 
   ablate::Var forward(ablate::Graph& g, ablate::Var x, const ablate::AttentionInput& in) override {

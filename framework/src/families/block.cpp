@@ -113,7 +113,7 @@ void check_block(Checker& ck, const Subject& s) {
     auto a = build_block(s.options, d, &parts);
     randomize(*a.store, 5, 0.5f);
     ParamStore inputs(11);
-    Parameter& xp = inputs.add("x", B * T, C, Init::kNormal, 1.0f);
+    Parameter& xp = add_input(inputs, "x", B * T, C);
     std::vector<Parameter*> wrt = a.store->all();
     wrt.push_back(&xp);
     expect_gradients([&](Graph& g) {

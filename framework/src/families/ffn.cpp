@@ -33,12 +33,12 @@ class @CLASS@ final : public ablate::Ffn {
     H_ = hidden > 0 ? hidden : c.dims.ffn_multiplier * C;
     // Parameters are created through the scope, so their names are hierarchical
     // ("blocks.0.ffn.up.weight") and they are saved, decayed and optimised with the model.
+    // Their role decides their initial values (model.init) and how optimizers treat them.
     ablate::ParamScope ps = c.params;
-    const float out_std = 0.02f / std::sqrt(2.0f * static_cast<float>(std::max<int64_t>(1, c.dims.n_layers)));
-    w1_ = &ps.add("up.weight", C, H_, ablate::Init::kNormal, 0.02f);
-    if (bias) b1_ = &ps.add("up.bias", 1, H_, ablate::Init::kZeros, 0.0f, /*weight_decay=*/false);
-    w2_ = &ps.add("down.weight", H_, C, ablate::Init::kNormal, out_std);
-    if (bias) b2_ = &ps.add("down.bias", 1, C, ablate::Init::kZeros, 0.0f, false);
+    w1_ = &ps.add("up.weight", C, H_, ablate::Role::kHidden);
+    if (bias) b1_ = &ps.add("up.bias", 1, H_, ablate::Role::kBias);
+    w2_ = &ps.add("down.weight", H_, C, ablate::Role::kResidualOut);  // writes into the residual stream
+    if (bias) b2_ = &ps.add("down.bias", 1, C, ablate::Role::kBias);
   }
 
   // Composed of ops (ablate/ops.hpp), so the backward pass comes for free.

@@ -16,6 +16,7 @@
 #include "ablate/conformance.hpp"
 #include "ablate/error.hpp"
 #include "ablate/family.hpp"
+#include "ablate/init.hpp"
 #include "ablate/ops.hpp"
 #include "ablate/registry.hpp"
 
@@ -95,6 +96,7 @@ Built<Base> build(const YAML::Node& node, const std::string& path, const ModelDi
   b.store = std::make_unique<ParamStore>(seed);
   Options o(YAML::Clone(node), std::make_shared<ConfigSource>(), path);
   b.obj = PluginRegistry::instance().create<Base>(o, BuildContext{d, ParamScope(*b.store, "p."), seed});
+  initialise_default(*b.store, d);  // the values a model's default init gives
   return b;
 }
 
@@ -209,7 +211,7 @@ void check_rowwise(Checker& ck, const Subject& s, int64_t C, int64_t rows, float
       auto a = build<Base>(s.options, path_of(s.family), d);
       randomize(*a.store, 5, param_std);
       ParamStore inputs(11);
-      Parameter& xp = inputs.add("x", rows, C, Init::kNormal, 1.0f);
+      Parameter& xp = add_input(inputs, "x", rows, C);
       std::vector<Parameter*> wrt = a.store->all();
       wrt.push_back(&xp);
       expect_gradients([&](Graph& g) { return Outputs{a->forward(g, g.param(xp))}; }, wrt, note);

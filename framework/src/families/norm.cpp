@@ -25,7 +25,7 @@ class @CLASS@ final : public ablate::Norm {
       : eps_(o.get_in<float>("eps", 1e-5f, 1e-12f, 1.0f, "added to the mean square")) {
     if (c.dims.d_model <= 0) o.fail("", "d_model must be positive, got " + std::to_string(c.dims.d_model));
     ablate::ParamScope ps = c.params;
-    gain_ = &ps.add("weight", 1, c.dims.d_model, ablate::Init::kOnes, 0.0f, /*weight_decay=*/false);
+    gain_ = &ps.add("weight", 1, c.dims.d_model, ablate::Role::kGain);
   }
 
   ablate::Var forward(ablate::Graph& g, ablate::Var x) override { return ablate::rmsnorm(g, x, g.param(*gain_), eps_); }

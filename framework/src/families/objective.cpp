@@ -65,7 +65,7 @@ void check_objective(Checker& ck, const Subject& s) {
     Rng r(9);
     o->prepare(x.data(), y.data(), B, T, V, r);
     ParamStore store(3);
-    Parameter& logits = store.add("logits", B * T, Vm, Init::kNormal, 1.0f);
+    Parameter& logits = add_input(store, "logits", B * T, Vm);
     {
       Graph g;
       Var l = o->loss(g, g.param(logits), y.data(), B * T);

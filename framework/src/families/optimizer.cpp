@@ -8,15 +8,17 @@ namespace {
 
 // ---- optimizer -----------------------------------------------------------------------------
 
-// Two parameters (one decayed, one not) and a diagonal quadratic 0.5 * sum c (p - t)^2.
+// Three parameters (a wide hidden matrix, a bias, a tall residual-output matrix) and a
+// diagonal quadratic 0.5 * sum c (p - t)^2.
 struct Quadratic {
   ParamStore store{3};
   std::vector<float> target, curv;
   Quadratic() {
-    store.add("w", 3, 4, Init::kNormal, 1.0f, true);
-    store.add("b", 1, 4, Init::kNormal, 1.0f, false);
-    target = randn(16, 4);
-    curv = randn(16, 5);
+    add_input(store, "w", 3, 4).role = Role::kHidden;
+    add_input(store, "b", 1, 4).role = Role::kBias;
+    add_input(store, "u", 5, 2).role = Role::kResidualOut;
+    target = randn(26, 4);
+    curv = randn(26, 5);
     for (float& c : curv) c = 0.5f + std::fabs(c);
   }
   // Sets the gradients, returns the loss.
@@ -59,7 +61,7 @@ void check_optimizer(Checker& ck, const Subject& s) {
     expect(after < before, "the loss went from " + num(before) + " to " + num(after));
     note = "loss " + num(before) + " -> " + num(after);
   });
-  ck.run("state buffers: unique names, each as large as a parameter", [&](std::string& note) {
+  ck.run("state buffers: unique names, each as large as a parameter or of at most 16 scalars", [&](std::string& note) {
     auto o = build<Optimizer>(s.options, path, d);
     Quadratic q;
     o->init(q.store.all());
@@ -70,22 +72,36 @@ void check_optimizer(Checker& ck, const Subject& s) {
     for (const StateBuffer& b : o->state()) {
       expect(names.insert(b.name).second, "state buffer name '" + b.name + "' is used twice");
       expect(b.data != nullptr, "state buffer '" + b.name + "' has no data");
-      expect(sizes.count(b.data->size()) > 0, "state buffer '" + b.name + "' has " + std::to_string(b.data->size()) +
-                                                  " values, not the size of any parameter");
+      expect(sizes.count(b.data->size()) > 0 || b.data->size() <= 16,
+             "state buffer '" + b.name + "' has " + std::to_string(b.data->size()) + " values, not the size of any parameter");
     }
-    note = std::to_string(names.size()) + " buffers for 2 parameters";
+    note = std::to_string(names.size()) + " buffers for 3 parameters";
   });
-  ck.run("deterministic; resumes bit for bit from its state buffers (as checkpoints do)", [&](std::string&) {
+  ck.run("deterministic; eval_point then train_point restores the parameters bitwise", [&](std::string&) {
     Quadratic q1, q2;
     auto o1 = build<Optimizer>(s.options, path, d), o2 = build<Optimizer>(s.options, path, d);
     o1->init(q1.store.all());
     o2->init(q2.store.all());
     q1.run(*o1.obj, 1, 10);
     q2.run(*o2.obj, 1, 10);
-    expect(q1.flat() == q2.flat(), "two runs from the same start differ");
+    const std::vector<float> trained = q1.flat();
+    expect(trained == q2.flat(), "two runs from the same start differ");
+    o1->eval_point(q1.store.all());
+    expect_finite(q1.flat(), "the parameters at the eval point");
+    o1->train_point(q1.store.all());
+    expect(q1.flat() == trained, "eval_point() then train_point() changed the parameters");
+  });
+  // As the trainer checkpoints: at the eval point, then back to the train point.
+  ck.run("resumes bit for bit from its state buffers and eval-point parameters (as checkpoints do)", [&](std::string&) {
+    Quadratic q1;
+    auto o1 = build<Optimizer>(s.options, path, d);
+    o1->init(q1.store.all());
+    q1.run(*o1.obj, 1, 10);
+    o1->eval_point(q1.store.all());
     std::map<std::string, std::vector<float>> saved;
     for (const auto& b : o1->state()) saved[b.name] = *b.data;
     const std::vector<float> params = q1.flat();
+    o1->train_point(q1.store.all());
     q1.run(*o1.obj, 11, 5);
     Quadratic q3;
     size_t k = 0;
@@ -97,6 +113,7 @@ void check_optimizer(Checker& ck, const Subject& s) {
       expect(saved.count(b.name) > 0, "a fresh optimizer has a state buffer '" + b.name + "' that the first did not have");
       *b.data = saved[b.name];
     }
+    o3->train_point(q3.store.all());
     q3.run(*o3.obj, 11, 5);
     expect(q3.flat() == q1.flat(), "steps 11-15 after restoring the state differ from the uninterrupted run");
   });
@@ -139,7 +156,7 @@ class @CLASS@ final : public ablate::Optimizer {
       float* w = p.value.data;
       const float* g = p.grad.data;
       float* m = m_[i].data();
-      const float decay = p.weight_decay ? lr * wd_ : 0.0f;
+      const float decay = p.weight_decay() ? lr * wd_ : 0.0f;
       for (int64_t j = 0; j < p.value.numel(); ++j) {
         w[j] -= decay * w[j];
         m[j] = momentum_ * m[j] + g[j];

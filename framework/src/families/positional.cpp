@@ -105,9 +105,9 @@ void check_positional(Checker& ck, const Subject& s) {
     auto a = build<PositionalEncoding>(s.options, path, d);
     randomize(*a.store, 6);
     ParamStore inputs(12);
-    Parameter& xp = inputs.add("x", B * T, C, Init::kNormal, 1.0f);
-    Parameter& qp = inputs.add("q", B * T, NH * HS, Init::kNormal, 1.0f);
-    Parameter& kp = inputs.add("k", B * T, NKV * HS, Init::kNormal, 1.0f);
+    Parameter& xp = add_input(inputs, "x", B * T, C);
+    Parameter& qp = add_input(inputs, "q", B * T, NH * HS);
+    Parameter& kp = add_input(inputs, "k", B * T, NKV * HS);
     std::vector<Parameter*> wrt = a.store->all();
     for (Parameter* p : {&xp, &qp, &kp}) wrt.push_back(p);
     expect_gradients(
@@ -138,12 +138,11 @@ namespace {
 class @CLASS@ final : public ablate::PositionalEncoding {
  public:
   @CLASS@(const ablate::Options& o, const ablate::BuildContext& c) : context_(c.dims.context) {
-    const float init_std = o.get_in<float>("init_std", 0.02f, 0.0f, 1.0f, "standard deviation of the table's initial values");
     if (c.dims.context <= 0 || c.dims.d_model <= 0)
       o.fail("", "needs positive context and d_model, got context = " + std::to_string(c.dims.context) +
                      ", d_model = " + std::to_string(c.dims.d_model));
     ablate::ParamScope ps = c.params;
-    table_ = &ps.add("weight", c.dims.context, c.dims.d_model, ablate::Init::kNormal, init_std, /*weight_decay=*/false);
+    table_ = &ps.add("weight", c.dims.context, c.dims.d_model, ablate::Role::kPosition);
   }
 
   ablate::Var embed(ablate::Graph& g, ablate::Var x, const ablate::PosContext& pc) override {

@@ -1,6 +1,9 @@
 // Matrix products: matmul and linear (x W + b), forward and backward.
 // The GEMMs run on Eigen's kernel (kernels.hpp), parallel over output rows or columns
 // with shape-fixed blocks, never over the reduction dimension.
+#include <string>
+
+#include "ablate/error.hpp"
 #include "ablate/ops.hpp"
 #include "kernels.hpp"
 
@@ -67,6 +70,20 @@ Var matmul(Graph& g, Var a, Var b, bool transpose_b) {
 
 Var linear(Graph& g, Var x, Var w, Var bias, bool transpose_w) {
   return linear_impl("linear", "x", "w", g, x, w, bias, transpose_w);
+}
+
+void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, const Tensor& c, float alpha,
+          bool accumulate) {
+  const int64_t m = transpose_a ? a.cols : a.rows, k = transpose_a ? a.rows : a.cols;
+  const int64_t kb = transpose_b ? b.cols : b.rows, n = transpose_b ? b.rows : b.cols;
+  auto shape = [](const Tensor& t, bool tr) {
+    return "(" + std::to_string(t.rows) + ", " + std::to_string(t.cols) + ")" + (tr ? "^T" : "");
+  };
+  if (k != kb || c.rows != m || c.cols != n || k <= 0)
+    throw Error("gemm: shapes do not match: a " + shape(a, transpose_a) + " times b " + shape(b, transpose_b) +
+                " into c " + shape(c, false));
+  gemm_acc_parallel(transpose_a, transpose_b, m, n, k, alpha, a.data, a.cols, b.data, b.cols, c.data, c.cols,
+                    /*overwrite=*/!accumulate);
 }
 
 }  // namespace ablate
