@@ -63,7 +63,7 @@ TEST_CASE("init/gpt2: a model's initial weights are bitwise those of the fixed p
   ptest::registry();
   for (const char* yaml : {"{d_model: 32, n_heads: 4, n_layers: 3, context: 16, bias: true, ffn: swiglu, norm: rmsnorm}",
                            "{d_model: 24, n_heads: 2, n_layers: 2, context: 8, positional: learned, ffn: relu,"
-                           " norm: {type: layernorm, placement: post}, head_bias: true}",
+                           " norm: layernorm, block: postnorm, head_bias: true}",
                            "{d_model: 16, n_heads: 2, n_layers: 5, context: 8, positional: rope, tie_embeddings: true, init: gpt2}"}) {
     CAPTURE(yaml);
     YAML::Node n = YAML::Load(yaml);
