@@ -84,9 +84,11 @@ class Dyt final : public ablate::Norm {
     const float alpha0 = o.get_in<float>("alpha", 0.5f, 1e-3f, 100.0f, "initial value of the learned scalar alpha");
     if (c.dims.d_model <= 0) o.fail("", "d_model must be positive, got " + std::to_string(c.dims.d_model));
     ablate::ParamScope ps = c.params;
-    alpha_ = &ps.add("alpha", 1, 1, ablate::Init::kConstant, alpha0, /*weight_decay=*/false);
-    gamma_ = &ps.add("weight", 1, c.dims.d_model, ablate::Init::kOnes, 0.0f, false);
-    beta_ = &ps.add("bias", 1, c.dims.d_model, ablate::Init::kZeros, 0.0f, false);
+    // alpha's value is the plugin's own (role custom: no init variant touches it).
+    alpha_ = &ps.add("alpha", 1, 1, ablate::Role::kCustom);
+    ablate::fill(alpha_->value, alpha0);
+    gamma_ = &ps.add("weight", 1, c.dims.d_model, ablate::Role::kGain);
+    beta_ = &ps.add("bias", 1, c.dims.d_model, ablate::Role::kBias);
   }
 
   ablate::Var forward(ablate::Graph& g, ablate::Var x) override {
