@@ -182,24 +182,26 @@ TEST_CASE("optimizer/schedule_free: two steps against the paper's recursion; eva
 
 TEST_CASE("optimizer/muon and schedule_free: a run killed and resumed ends bitwise like the uninterrupted one") {
   ablate::test::TempDir dir;
+  int k = 0;
   for (const char* opt : {"{type: muon, lr: 0.02, adam_lr: 3.0e-3}", "{type: schedule_free, lr: 3.0e-3, weight_decay: 0.1}"}) {
     CAPTURE(opt);
+    const std::string full = "full" + std::to_string(k), cut = "cut" + std::to_string(k++);  // a run directory is never reused
     std::string cfg = ablate::test::kTinyBase;
     cfg.replace(cfg.find("{type: adamw, lr: 1.0e-2}"), 25, opt);
     cfg.replace(cfg.find("steps: 60"), 9, "steps: 30");
     cfg.replace(cfg.find("checkpoint_every: 20"), 20, "checkpoint_every: 10");
     const std::string yaml = dir.write("run.yaml", cfg);
     const std::string run = "ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " + ablate::test::ablate_binary() + " run " + yaml + " -q -o ";
-    REQUIRE(ablate::test::run_command(run + dir / "full").status == 0);
-    CHECK(ablate::test::run_command("ABLATE_FAULT=step:17 " + run + dir / "cut").status != 0);  // killed after the checkpoint at 10
-    const auto resumed = ablate::test::run_command(run + dir / "cut --resume");
+    REQUIRE(ablate::test::run_command(run + dir / full).status == 0);
+    CHECK(ablate::test::run_command("ABLATE_FAULT=step:17 " + run + dir / cut).status != 0);  // killed after the checkpoint at 10
+    const auto resumed = ablate::test::run_command(run + dir / cut + " --resume");
     REQUIRE_MESSAGE(resumed.status == 0, resumed.output);
-    const auto a = ablate::read_run_file(ablate::run_file_path(dir / "full")), b = ablate::read_run_file(ablate::run_file_path(dir / "cut"));
+    const auto a = ablate::read_run_file(ablate::run_file_path(dir / full)), b = ablate::read_run_file(ablate::run_file_path(dir / cut));
     CHECK(a.tables.at("eval").at("val_loss") == b.tables.at("eval").at("val_loss"));
     CHECK(a.tables.at("train").at("loss") == b.tables.at("train").at("loss"));
     CHECK(a.texts.at("samples/final") == b.texts.at("samples/final"));
-    const auto ca = ablate::read_checkpoint(ablate::checkpoint_path(dir / "full"));
-    const auto cb = ablate::read_checkpoint(ablate::checkpoint_path(dir / "cut"));
+    const auto ca = ablate::read_checkpoint(ablate::checkpoint_path(dir / full));
+    const auto cb = ablate::read_checkpoint(ablate::checkpoint_path(dir / cut));
     CHECK(ca.tensors == cb.tensors);
   }
 }
