@@ -142,3 +142,45 @@ optimizer: {type: adamw, lr: 1.0e-3}
   CHECK(b.status != 0);
   CHECK(b.output.find("bach") != std::string::npos);
 }
+
+TEST_CASE("bench/kernel paths: ABLATE_ISA forces a lower one; an unknown or higher one is an error naming it") {
+  // The process's own path is the one ABLATE_ISA names (ctest runs the op suite once per
+  // path: tests/CMakeLists.txt), else the CPU's best.
+  const char* forced = std::getenv("ABLATE_ISA");
+  if (forced && *forced) CHECK(std::string(ablate::kernel_path()) == forced);
+  ablate::test::TempDir dir;
+  const std::string cfg = dir.write("tiny.yaml", R"(name: tiny
+vocab: 11
+model: {d_model: 16, n_heads: 2, n_layers: 1, context: 16, positional: learned, attention: causal, ffn: relu,
+        norm: {type: layernorm, placement: pre, final: true}}
+train: {batch_size: 4}
+optimizer: {type: adamw, lr: 1.0e-3}
+)");
+  const std::string bench = ablate::test::ablate_binary() + " bench " + cfg + " --no-torch --steps 1 --warmup 1 --gen-tokens 4 -j 1";
+  // Unforced: the CPU's best, printed with the CPU model.
+  auto best = ablate::test::run_command("env -u ABLATE_ISA " + bench);
+  INFO(best.output);
+  REQUIRE(best.status == 0);
+  CHECK(best.output.find("CPU: ") != std::string::npos);
+  CHECK(best.output.find("(the CPU's best)") != std::string::npos);
+  std::string best_path;
+  for (const char* p : {"avx512", "avx2", "portable"})
+    if (best.output.find(std::string("kernel path: ") + p + " ") != std::string::npos) best_path = p;
+  REQUIRE(!best_path.empty());
+  // The portable path runs on every CPU, and the bench says it was forced.
+  auto low = ablate::test::run_command("ABLATE_ISA=portable " + bench);
+  INFO(low.output);
+  CHECK(low.status == 0);
+  CHECK(low.output.find("kernel path: portable (forced by ABLATE_ISA)") != std::string::npos);
+  auto bogus = ablate::test::run_command("ABLATE_ISA=sse9 " + bench);
+  CHECK(bogus.status != 0);
+  CHECK(bogus.output.find("ABLATE_ISA='sse9' is not a kernel path: use avx512, avx2 or portable") != std::string::npos);
+  if (best_path == "avx512") {
+    MESSAGE("this CPU runs every kernel path: the error for a path above the CPU's is not reachable here");
+  } else {
+    auto high = ablate::test::run_command("ABLATE_ISA=avx512 " + bench);
+    CHECK(high.status != 0);
+    CHECK(high.output.find("ABLATE_ISA=avx512: this CPU") != std::string::npos);
+    CHECK(high.output.find("the best it runs is '" + best_path + "'") != std::string::npos);
+  }
+}

@@ -1,6 +1,8 @@
 // ablate bench: training and generation throughput of named model configurations,
 // side by side with the PyTorch reference (../shared/bench/torch_ref.sh) in one run.
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 #include <sys/resource.h>
 #include <tbb/global_control.h>
 
@@ -9,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
@@ -126,39 +129,63 @@ BenchResult bench_one(const std::string& file, int64_t steps, int64_t warmup, in
   return r;
 }
 
-// FP32 multiply-add peak of `threads` cores: each thread runs 12 independent chains of
-// fused multiply-adds on the widest vectors this build targets, for about `seconds`.
-double measure_fma_peak(int64_t threads, double seconds) {
-#if defined(__AVX512F__)
-  using vec = __m512;
-  constexpr int kLanes = 16;
-  auto fma = [](vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); };
-  auto set1 = [](float x) { return _mm512_set1_ps(x); };
-  auto sum = [](vec a) {  // (not _mm512_reduce_add_ps: GCC 12 warns inside its header)
-    alignas(64) float t[16];
-    _mm512_store_ps(t, a);
-    float s = 0;
+// 12 independent chains of `iters` fused multiply-adds each, on the vectors of one
+// kernel path (each function compiled for its instruction set, called only where the
+// CPU has it); returns their sum, which keeps the loop. Flops: 2 x lanes x 12 x iters.
+constexpr int kChains = 12;
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) float fma_chains_avx512(int64_t iters, float seed) {
+  __m512 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(0.001f * static_cast<float>(c) + seed);
+  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  for (int64_t i = 0; i < iters; ++i)
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm512_fmadd_ps(acc[c], a, b);
+  alignas(64) float t[16];
+  float s = 0;
+  for (int c = 0; c < kChains; ++c) {
+    _mm512_store_ps(t, acc[c]);  // (not _mm512_reduce_add_ps: GCC 12 warns inside its header)
     for (float x : t) s += x;
-    return s;
-  };
-#elif defined(__AVX2__) && defined(__FMA__)
-  using vec = __m256;
-  constexpr int kLanes = 8;
-  auto fma = [](vec a, vec b, vec c) { return _mm256_fmadd_ps(a, b, c); };
-  auto set1 = [](float x) { return _mm256_set1_ps(x); };
-  auto sum = [](vec a) {
-    alignas(32) float t[8];
-    _mm256_store_ps(t, a);
-    return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
-  };
-#else
-  using vec = float;
-  constexpr int kLanes = 1;
-  auto fma = [](vec a, vec b, vec c) { return a * b + c; };
-  auto set1 = [](float x) { return x; };
-  auto sum = [](vec a) { return a; };
+  }
+  return s;
+}
+__attribute__((target("avx2,fma"))) float fma_chains_avx2(int64_t iters, float seed) {
+  __m256 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm256_set1_ps(0.001f * static_cast<float>(c) + seed);
+  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+  for (int64_t i = 0; i < iters; ++i)
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm256_fmadd_ps(acc[c], a, b);
+  alignas(32) float t[8];
+  float s = 0;
+  for (int c = 0; c < kChains; ++c) {
+    _mm256_store_ps(t, acc[c]);
+    for (float x : t) s += x;
+  }
+  return s;
+}
 #endif
-  constexpr int kChains = 12;
+// The portable path: four-wide multiply and add (SSE2 on x86-64: no FMA).
+float fma_chains_portable(int64_t iters, float seed) {
+  using v4 = float __attribute__((vector_size(16)));
+  v4 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = v4{} + (0.001f * static_cast<float>(c) + seed);
+  const v4 a = v4{} + 0.999999f, b = v4{} + 1e-7f;
+  for (int64_t i = 0; i < iters; ++i)
+    for (int c = 0; c < kChains; ++c) acc[c] = acc[c] * a + b;
+  float s = 0;
+  for (int c = 0; c < kChains; ++c) s += acc[c][0] + acc[c][1] + acc[c][2] + acc[c][3];
+  return s;
+}
+
+// FP32 multiply-add peak of `threads` cores on the kernel path in use (ablate::kernel_path):
+// each thread runs 12 independent chains of its widest multiply-adds for about `seconds`.
+double measure_fma_peak(int64_t threads, double seconds) {
+  const std::string path = ablate::kernel_path();
+  int kLanes = 4;
+  float (*chains)(int64_t, float) = &fma_chains_portable;
+#if defined(__x86_64__)
+  if (path == "avx512") kLanes = 16, chains = &fma_chains_avx512;
+  if (path == "avx2") kLanes = 8, chains = &fma_chains_avx2;
+#endif
   constexpr int64_t kInner = 1 << 16;
   // One std::thread per core, all started before any is timed, and the total flops over
   // the wall time of the whole run: so the cores are counted only while they run at once.
@@ -166,21 +193,16 @@ double measure_fma_peak(int64_t threads, double seconds) {
   std::vector<float> sink(static_cast<size_t>(threads), 0.0f);
   std::atomic<int64_t> ready{0};
   auto work = [&](int64_t t) {
-    vec acc[kChains];
-    for (int c = 0; c < kChains; ++c) acc[c] = set1(0.001f * static_cast<float>(c + t));
-    const vec a = set1(0.999999f), b = set1(1e-7f);
     ready.fetch_add(1);
     while (ready.load() < threads) {
     }
     auto t0 = clock_type::now();
     int64_t n = 0;
+    float s = 0;
     while (std::chrono::duration<double>(clock_type::now() - t0).count() < seconds) {
-      for (int64_t i = 0; i < kInner; ++i)
-        for (int c = 0; c < kChains; ++c) acc[c] = fma(acc[c], a, b);
+      s += chains(kInner, static_cast<float>(t));
       n += kInner;
     }
-    float s = 0;
-    for (int c = 0; c < kChains; ++c) s += sum(acc[c]);
     sink[static_cast<size_t>(t)] = s;  // keeps the loop
     iters[static_cast<size_t>(t)] = n;
   };
@@ -198,9 +220,15 @@ double measure_fma_peak(int64_t threads, double seconds) {
   return flops / wall / 1e9;
 }
 
-// Runs torch_ref.sh and reads its {"best": ...} line.
+// Runs torch_ref.sh and reads its {"best": ...} line. On the forced AVX2 path PyTorch is
+// capped to AVX2 too: ATen's kernels by ATEN_CPU_CAPABILITY, OpenBLAS's by running the
+// script with its AVX-512 kernel set (SkylakeX, chosen from /proc/cpuinfo) swapped for
+// Haswell's; the script is read-only shared code, so the swap is made on the way in.
 void run_torch(BenchResult& r, const std::string& script) {
   std::string cmd = script + " " + r.torch_name + " best 2>/dev/null";
+  if (std::string(ablate::kernel_path()) == "avx2")
+    cmd = "ATEN_CPU_CAPABILITY=avx2 bash -c \"$(sed 's/OPENBLAS_CORETYPE=SkylakeX/OPENBLAS_CORETYPE=Haswell/' '" +
+          script + "')\" '" + script + "' " + r.torch_name + " best 2>/dev/null";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return;
   std::string out;
@@ -272,6 +300,7 @@ static int cmd_bench(const std::vector<std::string>& args) {
   if (rounds < 1) throw ablate::cli::UsageError("--repeat must be >= 1");
   // Rounds of all configs rather than repeats of one: this VM's speed drifts by 10-20%
   // over minutes, and each round measures ablate and PyTorch a minute apart at most.
+  std::cerr << "bench: " << ablate::cpu_model() << ", kernel path " << ablate::kernel_path() << "\n";
   std::vector<std::vector<BenchResult>> runs(files.size());
   for (int64_t round = 0; round < rounds; ++round)
     for (size_t i = 0; i < files.size(); ++i) {
@@ -370,7 +399,10 @@ static int cmd_bench(const std::vector<std::string>& args) {
     row({"all ops", num(fwd / n * 1e3, 3), num(bwd / n * 1e3, 3), num((fwd + bwd) / n * 1e3, 3),
          num(100 * (fwd + bwd) / n * 1e3 / step_ms, 1), "-"});
   }
-  std::cout << "\nablate: " << threads << " threads, float32; FP32 FMA peak measured before and after each config (GFLOP/s,"
+  std::cout << "\nCPU: " << ablate::cpu_model() << "; kernel path: " << ablate::kernel_path()
+            << (std::getenv("ABLATE_ISA") && *std::getenv("ABLATE_ISA") ? " (forced by ABLATE_ISA)" : " (the CPU's best)")
+            << (std::string(ablate::kernel_path()) == "avx2" && std::getenv("ABLATE_ISA") ? "; PyTorch capped to AVX2" : "")
+            << "\nablate: " << threads << " threads, float32; FP32 FMA peak measured before and after each config (GFLOP/s,"
             << " the higher of the two); PyTorch: best of 1, 2 and 2 threads with 1 BLAS thread"
             << " (torch_ref.sh); peak RSS " << ru.ru_maxrss / 1024 << " MiB";
   if (rounds > 1) std::cout << "; medians of " << rounds << " rounds, [min-max] of the per-round values";

@@ -799,6 +799,8 @@ void Trainer::write_metadata() {
     rf.set_attr("git_commit", ABLATE_GIT_COMMIT);
     rf.set_attr("compiler", ABLATE_COMPILER);
     rf.set_attr("threads", threads_);
+    rf.set_attr("cpu", cpu_model());
+    rf.set_attr("kernel_path", kernel_path());
     rf.set_attr("n_params", model.n_params());
     rf.set_attr("flops_per_token", model.flops_per_token());
     rf.set_attr("vocab_size", model.dims().vocab_size);

@@ -5,11 +5,20 @@
 // number of threads: parallel loops split work into chunks fixed by the shapes.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "ablate/graph.hpp"
 
 namespace ablate {
+
+// The kernel path the ops run on: "avx512", "avx2" or "portable", the best this CPU has,
+// or a lower one forced with the environment variable ABLATE_ISA (docs/BENCHMARKS.md).
+// Chosen at the first call; throws Error if ABLATE_ISA names an unknown path or one
+// above the CPU's.
+const char* kernel_path();
+// This CPU's model from /proc/cpuinfo, e.g. "Intel(R) Xeon(R) ... (family 6 model 167)".
+std::string cpu_model();
 
 // Runs f(begin, end) over [0, n) in chunks of `chunk` on ablate's threads (the calling
 // thread and its pinned workers; nested calls run serially). Chunk boundaries depend only

@@ -1,6 +1,8 @@
-// Shared kernels of the ops: shape errors, per-thread scratch, accumulating SGEMM on
-// Eigen's GEBP kernel with caller-owned packing buffers, column sums.
+// Shared kernels of the ops: shape errors, per-thread scratch, the parallel loops, the
+// accumulating SGEMM (on the kernel path's, dispatch.hpp), column sums.
 #include "kernels.hpp"
+
+#include "dispatch.hpp"
 
 #include "ablate/ops.hpp"
 
@@ -255,80 +257,6 @@ bool run_decode_team(const std::function<void(int64_t)>& f) {
 }
 
 namespace {
-using Eigen::Index;
-
-// Eigen's level-3 blocking with packing buffers from this thread's scratch instead of
-// the heap (Eigen mallocs them when they exceed 128 KB). Sizes as in Eigen's
-// gemm_blocking_space for a row-major result: the product is solved transposed, so
-// Eigen's "rows" are our n and its "cols" our m.
-class ScratchBlocking : public Eigen::internal::level3_blocking<float, float> {
- public:
-  ScratchBlocking(Index m, Index n, Index k) {
-    this->m_mc = n;
-    this->m_nc = m;
-    this->m_kc = k;
-    Eigen::internal::computeProductBlockingSizes<float, float, 1>(this->m_kc, this->m_mc,
-                                                                  this->m_nc, Index{1});
-    const size_t size_a = static_cast<size_t>(round_up(this->m_kc * this->m_mc, 16));
-    const size_t size_b = static_cast<size_t>(this->m_kc * this->m_nc);
-    float* buf = thread_scratch(kSlotGemm, size_a + size_b);
-    this->m_blockA = buf;
-    this->m_blockB = buf + size_a;
-  }
-};
-
-template <int OrderA, int OrderB>
-void gemm_run(Index m, Index n, Index k, float alpha, const float* a, Index lda, const float* b,
-              Index ldb, float* c, Index ldc) {
-  ScratchBlocking blocking(m, n, k);
-  Eigen::internal::general_matrix_matrix_product<Index, float, OrderA, false, float, OrderB, false,
-                                                 Eigen::RowMajor, 1>::run(m, n, k, a, lda, b, ldb,
-                                                                          c, 1, ldc, alpha,
-                                                                          blocking, nullptr);
-}
-}  // namespace
-
-// Transposes a 16 x 16 block in registers: at b = 8, 4, 2, 1 the off-diagonal b x b
-// blocks of every 2b x 2b block swap (four rounds of two-source shuffles; lane c of the
-// upper row takes lane c - b of the lower where bit b of c is set, and the lower row
-// lane c + b of the upper where it is clear). __builtin_shufflevector: GCC 12 and clang.
-template <int B, size_t... C>
-inline void swap_rows(v16& x, v16& y, std::index_sequence<C...>) {
-  const v16 lo = __builtin_shufflevector(x, y, ((C & B) ? 16 + C - B : C)...);
-  y = __builtin_shufflevector(x, y, ((C & B) ? 16 + C : C + B)...);
-  x = lo;
-}
-template <int B>
-inline void swap_blocks(v16* r) {
-  for (int i = 0; i < 16; ++i)
-    if ((i & B) == 0) swap_rows<B>(r[i], r[i + B], std::make_index_sequence<16>{});
-}
-// dst row c (16 floats, row stride ldd) = column c of the 16 x 16 block at src (row
-// stride lds) times mul[c].
-inline void transpose16(const float* src, int64_t lds, v16 mul, float* dst, int64_t ldd) {
-  v16 r[16];
-  for (int i = 0; i < 16; ++i) r[i] = load16(src + i * lds) * mul;
-  swap_blocks<8>(r);
-  swap_blocks<4>(r);
-  swap_blocks<2>(r);
-  swap_blocks<1>(r);
-  for (int i = 0; i < 16; ++i) store16(dst + i * ldd, r[i]);
-}
-
-// dst (cols, rows) = src (rows, cols) transposed, column c of src times mul (and times
-// colmul[c] if given): whole 16 x 16 blocks in registers, the edges element by element.
-void transpose(const float* src, int64_t lds, int64_t rows, int64_t cols, float mul, const float* colmul, float* dst,
-               int64_t ldd) {
-  const int64_t r16 = rows / 16 * 16, c16 = cols / 16 * 16;
-  for (int64_t c0 = 0; c0 < c16; c0 += 16) {
-    const v16 m = colmul ? load16(colmul + c0) * mul : v16{} + mul;
-    for (int64_t r0 = 0; r0 < r16; r0 += 16) transpose16(src + r0 * lds + c0, lds, m, dst + c0 * ldd + r0, ldd);
-  }
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = r < r16 ? c16 : 0; c < cols; ++c)
-      dst[c * ldd + r] = src[r * lds + c] * (colmul ? colmul[c] * mul : mul);
-}
-
 // A few rows (incremental decoding): matrix-vector products per row. Level-3 GEMM
 // would pack the whole of B for each call, which costs more than the product itself.
 void gemv_rows(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
@@ -355,22 +283,14 @@ void gemv_col(bool trans_a, bool trans_b, int64_t m, int64_t k, float alpha, con
   else cv.noalias() += alpha * (A * bv);
 }
 
+}  // namespace
+
 void gemm_acc(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
               const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
   if (m <= 0 || n <= 0 || k <= 0) return;
   if (m <= 4) return gemv_rows(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc);
   if (n == 1) return gemv_col(trans_a, trans_b, m, k, alpha, a, lda, b, ldb, c, ldc);
-  if (kGemmAvx512) return gemm_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc);
-  // A row-major (k,m) matrix read as its transpose is a column-major (m,k) one.
-  constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
-  if (!trans_a && !trans_b)
-    gemm_run<R, R>(m, n, k, alpha, a, lda, b, ldb, c, ldc);
-  else if (!trans_a && trans_b)
-    gemm_run<R, C>(m, n, k, alpha, a, lda, b, ldb, c, ldc);
-  else if (trans_a && !trans_b)
-    gemm_run<C, R>(m, n, k, alpha, a, lda, b, ldb, c, ldc);
-  else
-    gemm_run<C, C>(m, n, k, alpha, a, lda, b, ldb, c, ldc);
+  isa_kernels().gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc, false, nullptr);
 }
 
 void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
@@ -378,11 +298,11 @@ void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
                        int64_t ldc, bool overwrite, const float* init) {
   if (m <= 0 || n <= 0) return;
   // C block (mb, nb) = initb (a row, or 0) + alpha op(A) op(B) over kb with set, += without:
-  // gemm_avx512 writes C once; otherwise the block is set first.
+  // the kernel path's GEMM writes C once; the matrix-vector products set the block first.
   auto gemm_into = [&](int64_t mb, int64_t nb, int64_t kb, const float* ab, const float* bb, float* cb,
                        int64_t ldcb, bool set, const float* initb) {
-    if (set && kb > 0 && mb > 4 && nb > 1 && kGemmAvx512)
-      return gemm_avx512(trans_a, trans_b, mb, nb, kb, alpha, ab, lda, bb, ldb, cb, ldcb, true, initb);
+    if (set && kb > 0 && mb > 4 && nb > 1)
+      return isa_kernels().gemm(trans_a, trans_b, mb, nb, kb, alpha, ab, lda, bb, ldb, cb, ldcb, true, initb);
     if (set)
       for (int64_t r = 0; r < mb; ++r) {
         float* cr = cb + r * ldcb;

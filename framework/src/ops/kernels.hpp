@@ -1,6 +1,7 @@
 // Internal helpers shared by the op files (framework/src/ops/*.cpp): shape errors,
-// fixed-partition parallel loops, per-thread scratch, and an accumulating SGEMM on
-// Eigen's packed kernel. Not installed; ops.hpp is the public interface.
+// fixed-partition parallel loops, per-thread scratch, and an accumulating SGEMM on the
+// kernel path chosen at run time (dispatch.hpp). Not installed; ops.hpp is the public
+// interface.
 #pragma once
 #include <tbb/global_control.h>
 #include <tbb/info.h>
@@ -29,21 +30,6 @@ using ConstArrMap = Eigen::Map<const Eigen::ArrayXf>;
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
-
-// 16 floats in one vector: GCC's and clang's generic vectors (an AVX-512 register here,
-// a pair of AVX2 registers elsewhere).
-using v16 = float __attribute__((vector_size(64)));
-inline v16 load16(const float* p) {
-  v16 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store16(float* p, v16 v) { std::memcpy(p, &v, sizeof v); }
-
-// dst (cols, rows) = src (rows, cols) transposed, column c of src times mul (and times
-// colmul[c] if given): whole 16 x 16 blocks in registers, the edges element by element.
-void transpose(const float* src, int64_t lds, int64_t rows, int64_t cols, float mul, const float* colmul, float* dst,
-               int64_t ldd);
 
 // "(2048, 96)"
 std::string shape_str(const Tensor& t);
@@ -226,22 +212,11 @@ inline float hash_uniform_inline(uint64_t seed, uint64_t a, uint64_t b) {
 double sum_fixed(Graph& g, const float* x, int64_t n);
 
 // C (m,n) += alpha * op(A) (m,k) * op(B) (k,n), all row-major with leading dimensions
-// (op(A) = A^T when trans_a, where A is stored (k,m)). Single-threaded: gemm_avx512 or
-// Eigen's GEBP, packing buffers from thread_scratch (no heap allocation).
+// (op(A) = A^T when trans_a, where A is stored (k,m)). Single-threaded: the kernel path's
+// GEMM (dispatch.hpp), or for a few rows or one column Eigen's matrix-vector product,
+// packing buffers from thread_scratch (no heap allocation).
 void gemm_acc(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
               const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc);
-
-// gemm_acc's kernel when built for AVX-512 (gemm_avx512.cpp; kGemmAvx512), Eigen's
-// otherwise. With overwrite, C = init + alpha op(A) op(B) (init a row (1,n), or null for
-// 0) without reading C first. k > 0.
-#if defined(__AVX512F__)
-constexpr bool kGemmAvx512 = true;
-#else
-constexpr bool kGemmAvx512 = false;
-#endif
-void gemm_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                 int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, bool overwrite = false,
-                 const float* init = nullptr);
 
 // Whether gemm_acc_parallel splits a matrix-vector product with B (k,n) between two
 // cores: below 8K floats of B one core is faster than two and a hand-off (seed002

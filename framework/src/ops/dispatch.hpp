@@ -1,0 +1,85 @@
+// The kernels chosen at run time from what the CPU has (isa.cpp): one table of
+// function pointers per kernel path, each compiled in its own translation unit with its
+// target flags (isa_avx512.cpp, isa_avx2.cpp, isa_portable.cpp; framework/CMakeLists.txt),
+// so that a build made without -march=native still runs AVX-512 or AVX2 code where the CPU
+// has it, and one made on an AVX-512 machine runs on an AVX2 one. ABLATE_ISA forces a
+// lower path (every path is tested on one machine). Internal; no Eigen here: the
+// per-path units must not instantiate inline code that other units share (the linker
+// keeps one copy of it, which could then be the AVX-512 one).
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+namespace ablate::kernels {
+
+enum class Isa { portable = 0, avx2 = 1, avx512 = 2 };
+const char* isa_name(Isa isa);
+
+// Everything a (batch, head) kernel needs; keys/values are read through strides so
+// that the same code serves the graph's k, v and a KVCache.
+struct Attn {
+  int64_t B, T, NH, NKV, HS;
+  int64_t Tk;      // keys visible to the last query
+  int64_t offset;  // absolute position of query 0 (cache length before this call)
+  bool causal;
+  float scale;              // 1/sqrt(HS)
+  const float* slopes;      // (NH) or null
+  const uint8_t* key_mask;  // (B*Tk) or null
+  const float* q;           // (B*T, NH*HS) with row stride q_rstride
+  int64_t q_rstride;        // NH*HS, or wider when q is a column range of a fused qkv
+  const float* k;           // element (b, j, c) at k[b*kv_bstride + j*k_rstride + c*k_cstride]
+  const float* v;           // element (b, j, c) at v[b*kv_bstride + j*kv_rstride + c]
+  int64_t kv_bstride, kv_rstride;
+  int64_t k_rstride, k_cstride;  // (kv_rstride, 1), or (1, capacity) for a KVCache's keys
+  float* probs = nullptr;         // saved P^T blocks of the lanes kernels, or null (see probs_at)
+  int64_t probs_head = 0;         // floats of them per (batch, head): probs_per_head
+  int64_t group() const { return NH / NKV; }
+  // Keys [0, visible(i)) are visible to query i.
+  int64_t visible(int64_t i) const { return causal ? std::min(Tk, offset + i + 1) : Tk; }
+  const float* q_at(int64_t b, int64_t h, int64_t i) const {
+    return q + (b * T + i) * q_rstride + h * HS;
+  }
+  const float* k_at(int64_t b, int64_t kh) const { return k + b * kv_bstride + kh * HS * k_cstride; }
+  const float* v_at(int64_t b, int64_t kh) const { return v + b * kv_bstride + kh * HS; }
+};
+
+// Saved probabilities of the lanes kernels (attention.cpp): P^T blocks (jm, 32) of each
+// (batch, head), block after block.
+inline float* probs_at(const Attn& a, int64_t b, int64_t h) {
+  return a.probs ? a.probs + (b * a.NH + h) * a.probs_head : nullptr;
+}
+
+struct IsaKernels {
+  Isa isa;
+  // C (m,n) (+)= alpha op(A) op(B), row-major, single-threaded, m > 4, n > 1, k > 0; with
+  // overwrite, C = init (a row (1,n), or 0 when null) + alpha op(A) op(B) without reading C.
+  void (*gemm)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+               int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, bool overwrite, const float* init);
+  // dst (cols, rows) = src (rows, cols) transposed, column c times mul (and colmul[c] if given).
+  void (*transpose)(const float* src, int64_t lds, int64_t rows, int64_t cols, float mul, const float* colmul,
+                    float* dst, int64_t ldd);
+  // attention.cpp's kernels for heads up to 64 wide (queries along vector lanes), and
+  // for a few queries against a KV cache.
+  void (*attention_forward_lanes)(const Attn& a, int64_t b, int64_t h, float* out, float* lse);
+  void (*attention_backward_lanes)(const Attn& a, int64_t b, int64_t kh, const float* dout, const float* lse,
+                                   float* dq, float* dk, float* dv);
+  void (*attention_decode)(const Attn& a, int64_t b, int64_t h, float* out, float* lse);
+};
+
+// The path of this process: the best the CPU has, or ABLATE_ISA's (which must not be
+// above it). Chosen once; throws ablate::Error on a bad ABLATE_ISA.
+const IsaKernels& isa_kernels();
+// The best path this CPU (and OS) supports.
+Isa cpu_isa();
+
+namespace avx512 {
+extern const IsaKernels kTable;
+}
+namespace avx2 {
+extern const IsaKernels kTable;
+}
+namespace portable {
+extern const IsaKernels kTable;
+}
+
+}  // namespace ablate::kernels

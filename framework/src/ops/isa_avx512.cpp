@@ -1,0 +1,13 @@
+// The AVX-512 (F, BW, DQ, VL) kernel path (dispatch.hpp): compiled with its target flags
+// (framework/CMakeLists.txt), chosen at run time when the CPU has it.
+#define ABLATE_ISA_NS avx512
+#define ABLATE_VEC_WIDTH 16
+#include "simd.hpp"
+// (after simd.hpp)
+#include "attention_lanes.inc"
+#include "gemm_avx512.inc"
+
+namespace ablate::kernels::avx512 {
+const IsaKernels kTable = {Isa::avx512, &gemm, &transpose, &forward_head_lanes, &backward_group_lanes,
+                           &forward_head_decode};
+}  // namespace ablate::kernels::avx512

@@ -1,0 +1,93 @@
+// Vectors of the dispatched kernels (dispatch.hpp), included by each isa_<path>.cpp after
+// it defines ABLATE_ISA_NS (its namespace) and ABLATE_VEC_WIDTH (floats per register: 16
+// for AVX-512, 8 for AVX2, 4 for SSE2). Everything here lives in that namespace, so the
+// three compilations of it never share a symbol.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "dispatch.hpp"
+
+namespace ablate::kernels::ABLATE_ISA_NS {
+
+constexpr int kW = ABLATE_VEC_WIDTH;
+using vf = float __attribute__((vector_size(4 * kW)));
+using vi = int32_t __attribute__((vector_size(4 * kW)));
+
+inline vf load(const float* p) {
+  vf v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
+inline vf splat(float x) { return vf{} + x; }
+
+// Transposes a kW x kW block in registers: at b = kW/2, ..., 2, 1 the off-diagonal b x b
+// blocks of every 2b x 2b block swap (two-source shuffles: lane c of the upper row takes
+// lane c - b of the lower where bit b of c is set, the lower row lane c + b of the upper
+// where it is clear). __builtin_shufflevector: GCC 12 and clang.
+template <int B, size_t... C>
+inline void swap_rows(vf& x, vf& y, std::index_sequence<C...>) {
+  const vf lo = __builtin_shufflevector(x, y, ((C & B) ? kW + C - B : C)...);
+  y = __builtin_shufflevector(x, y, ((C & B) ? kW + C : C + B)...);
+  x = lo;
+}
+template <int B>
+inline void swap_blocks(vf* r) {
+  if constexpr (B >= 1) {
+    for (int i = 0; i < kW; ++i)
+      if ((i & B) == 0) swap_rows<B>(r[i], r[i + B], std::make_index_sequence<kW>{});
+    swap_blocks<B / 2>(r);
+  }
+}
+// dst row c (kW floats, row stride ldd) = column c of the kW x kW block at src (row
+// stride lds) times mul[c].
+inline void transpose_block(const float* src, int64_t lds, vf mul, float* dst, int64_t ldd) {
+  vf r[kW];
+  for (int i = 0; i < kW; ++i) r[i] = load(src + i * lds) * mul;
+  swap_blocks<kW / 2>(r);
+  for (int i = 0; i < kW; ++i) store(dst + i * ldd, r[i]);
+}
+
+// dst (cols, rows) = src (rows, cols) transposed, column c of src times mul (and times
+// colmul[c] if given): whole kW x kW blocks in registers, the edges element by element.
+inline void transpose(const float* src, int64_t lds, int64_t rows, int64_t cols, float mul, const float* colmul,
+                      float* dst, int64_t ldd) {
+  const int64_t rw = rows / kW * kW, cw = cols / kW * kW;
+  for (int64_t c0 = 0; c0 < cw; c0 += kW) {
+    const vf m = colmul ? load(colmul + c0) * mul : splat(mul);
+    for (int64_t r0 = 0; r0 < rw; r0 += kW) transpose_block(src + r0 * lds + c0, lds, m, dst + c0 * ldd + r0, ldd);
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = r < rw ? cw : 0; c < cols; ++c)
+      dst[c * ldd + r] = src[r * lds + c] * (colmul ? colmul[c] * mul : mul);
+}
+
+// e^x (Cephes' expf, as Eigen's: x = n ln 2 + r, a degree-5 polynomial in r, 2^n built in
+// the exponent bits); below -88.38 (and for -inf) exactly 0, above 88 clamped (softmax passes x <= 0).
+inline vf vexp(vf x) {
+  const vf hi = splat(88.0f), lo = splat(-88.3762626647949f);
+  x = x > hi ? hi : x;
+  x = x < lo ? lo : x;
+  const vf fx = x * 1.44269504088896341f + 0.5f;
+  vf n = __builtin_convertvector(__builtin_convertvector(fx, vi), vf);  // truncated
+  n = n > fx ? n - 1.0f : n;                                            // floor
+  n = n < -127.0f ? splat(-127.0f) : n;
+  x = x - n * 0.693359375f;
+  x = x - n * -2.12194440e-4f;
+  vf p = splat(1.9875691500e-4f);
+  p = p * x + 1.3981999507e-3f;
+  p = p * x + 8.3334519073e-3f;
+  p = p * x + 4.1665795894e-2f;
+  p = p * x + 1.6666665459e-1f;
+  p = p * x + 5.0000001201e-1f;
+  const vf y = p * (x * x) + x + 1.0f;
+  // 2^n, n in [-127, 128): n = -127 (x at the lower clamp) gives the bits of 0.
+  const vi e = (__builtin_convertvector(n, vi) + 127) << 23;
+  vf scale;
+  std::memcpy(&scale, &e, sizeof scale);
+  return y * scale;
+}
+
+}  // namespace ablate::kernels::ABLATE_ISA_NS
