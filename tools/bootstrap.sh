@@ -4,6 +4,8 @@
 #   tools/bootstrap.sh            # packages + build
 #   tools/bootstrap.sh --tests    # also what the test suite uses (h5py, h5dump, chromium)
 #   tools/bootstrap.sh --fuzz     # clang + libFuzzer; builds only the fuzz targets, in ./build-fuzz
+#   tools/bootstrap.sh --qemu     # QEMU's user-mode emulator, for the `qemu` test (the portable
+#                                 # build runs no AVX-512 instruction: docs/BENCHMARKS.md)
 #   tools/bootstrap.sh --cluster  # Slurm (slurmctld slurmd slurm-client munge) and Open MPI, for
 #                                 # the `cluster` tests and data-parallel runs (docs/CLUSTER.md)
 #   ABLATE_BUILD_DIR=dir tools/bootstrap.sh
@@ -19,8 +21,9 @@ for arg in "$@"; do
     --tests) packages+=(hdf5-tools python3-h5py python3-numpy chromium) ;;
     # libFuzzer's runtime is only a recommendation of clang's: name it.
     --fuzz) packages+=(clang libclang-rt-dev); fuzz=1 ;;
+    --qemu) packages+=(qemu-user) ;;
     --cluster) packages+=(slurmctld slurmd slurm-client munge openmpi-bin libopenmpi-dev) ;;
-    *) echo "bootstrap: unknown option '$arg' (known: --tests, --fuzz, --cluster)" >&2; exit 2 ;;
+    *) echo "bootstrap: unknown option '$arg' (known: --tests, --fuzz, --qemu, --cluster)" >&2; exit 2 ;;
   esac
 done
 missing=()
