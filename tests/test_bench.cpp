@@ -143,7 +143,7 @@ optimizer: {type: adamw, lr: 1.0e-3}
   CHECK(b.output.find("bach") != std::string::npos);
 }
 
-TEST_CASE("bench/kernel paths: ABLATE_ISA forces a lower one; an unknown or higher one is an error naming it") {
+TEST_CASE("bench/kernel paths: ABLATE_ISA forces a lower one; an unknown or a higher one is an error") {
   // The process's own path is the one ABLATE_ISA names (ctest runs the op suite once per
   // path: tests/CMakeLists.txt), else the CPU's best.
   const char* forced = std::getenv("ABLATE_ISA");
@@ -152,7 +152,7 @@ TEST_CASE("bench/kernel paths: ABLATE_ISA forces a lower one; an unknown or high
   const std::string cfg = dir.write("tiny.yaml", R"(name: tiny
 vocab: 11
 model: {d_model: 16, n_heads: 2, n_layers: 1, context: 16, positional: learned, attention: causal, ffn: relu,
-        norm: {type: layernorm, placement: pre, final: true}}
+        block: prenorm, norm: {type: layernorm, final: true}}
 train: {batch_size: 4}
 optimizer: {type: adamw, lr: 1.0e-3}
 )");
