@@ -185,4 +185,19 @@ std::vector<std::pair<std::string, std::string>> flatten(const YAML::Node& node)
   return out;
 }
 
+std::vector<std::string> config_changes(const YAML::Node& old_cfg, const YAML::Node& new_cfg) {
+  auto a = flatten(old_cfg), b = flatten(new_cfg);
+  std::vector<std::string> changed;
+  size_t i = 0, j = 0;
+  while (i < a.size() || j < b.size()) {
+    if (j >= b.size() || (i < a.size() && a[i].first < b[j].first)) changed.push_back(a[i++].first + " (removed)");
+    else if (i >= a.size() || b[j].first < a[i].first) changed.push_back(b[j++].first + " (added)");
+    else {
+      if (a[i].second != b[j].second) changed.push_back(a[i].first + ": " + a[i].second + " -> " + b[j].second);
+      ++i, ++j;
+    }
+  }
+  return changed;
+}
+
 }  // namespace ablate

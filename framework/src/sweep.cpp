@@ -611,24 +611,13 @@ RunState run_state(const std::string& run_dir) {
 }
 
 std::vector<std::string> config_changes(const std::string& recorded_yaml, const Experiment& exp) {
-  std::vector<std::pair<std::string, std::string>> a;
+  YAML::Node recorded;
   try {
-    a = flatten(YAML::Load(recorded_yaml));
+    recorded = YAML::Load(recorded_yaml);
   } catch (const YAML::Exception&) {
     return {"(the recorded config is not readable YAML)"};
   }
-  auto b = flatten(exp.node());
-  std::vector<std::string> changed;
-  size_t i = 0, j = 0;
-  while (i < a.size() || j < b.size()) {
-    if (j >= b.size() || (i < a.size() && a[i].first < b[j].first)) changed.push_back(a[i++].first + " (removed)");
-    else if (i >= a.size() || b[j].first < a[i].first) changed.push_back(b[j++].first + " (added)");
-    else {
-      if (a[i].second != b[j].second) changed.push_back(a[i].first + ": " + a[i].second + " -> " + b[j].second);
-      ++i, ++j;
-    }
-  }
-  return changed;
+  return config_changes(recorded, exp.node());
 }
 
 std::vector<PointCheck> validate_sweep(const Sweep& s) {

@@ -40,5 +40,8 @@ void apply_override(YAML::Node& root, const std::string& assignment);
 // Canonical flat listing "a.b.c: value" of every leaf, sorted; used to compare configs
 // (resume refuses a changed config and names the changed keys).
 std::vector<std::pair<std::string, std::string>> flatten(const YAML::Node& node);
+// "key: old -> new" for every leaf that differs between two configs ("key (removed)",
+// "key (added)"), sorted by key: what resume refuses and what a sweep point reports.
+std::vector<std::string> config_changes(const YAML::Node& old_cfg, const YAML::Node& new_cfg);
 
 }  // namespace ablate
