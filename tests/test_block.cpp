@@ -78,6 +78,12 @@ TEST_CASE("block/gpt1_postnorm and the pre-norm baseline give bitwise the metric
     MESSAGE("skipped: the reference bits are the avx512 kernel path's; this run uses " << ablate::kernel_path());
     return;
   }
+#if !defined(NDEBUG) || defined(__SANITIZE_ADDRESS__)
+  // The bits are those of the optimised Release build (-O3): another optimisation level (the
+  // sanitizer build's -O1) contracts and orders floating-point operations differently.
+  MESSAGE("skipped: the reference bits are the Release build's; this is not a Release build");
+  return;
+#endif
   const std::string ref_path = std::string(ABLATE_TEST_DATA_DIR) + "/block_reference.txt";
   std::vector<std::string> got;
   for (const char* config : {"models/gpt1_postnorm", "models/prenorm_baseline"})
