@@ -1,4 +1,4 @@
-// Helpers shared by the plugin tests (tests/test_<family>.cpp): options from YAML text, the
+// Helpers shared by the plugin tests (tests/model/test_<family>.cpp): options from YAML text, the
 // registry with the build's plugins, every variant of a family, a plugin built in its own
 // ParamStore, and the family conformance checks of the core library as doctest checks.
 #pragma once
@@ -98,7 +98,7 @@ inline void require_gradients(const ablate::conformance::ForwardFn& forward, con
   CHECK_MESSAGE(r.skipped <= r.checked, "too many elements on kinks: " << r.skipped << " skipped, " << r.checked << " checked");
 }
 
-// The family's conformance checks (framework/src/conformance.cpp, the same that `ablate
+// The family's conformance checks (framework/model/src/conformance.cpp, the same that `ablate
 // plugin check` runs) on every variant of the family, one doctest check per check.
 inline void check_conformance(const std::string& family, const ablate::conformance::Settings& settings = {}) {
   for (const std::string& name : variants(family)) {

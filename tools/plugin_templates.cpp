@@ -1,5 +1,5 @@
 // The CMake project `ablate plugin new` writes next to the family's skeleton (the
-// skeletons themselves are in the family descriptors, framework/src/families/).
+// skeletons themselves are in the family descriptors, framework/model/src/families/).
 #include "plugin_templates.hpp"
 
 namespace ablate::cli {

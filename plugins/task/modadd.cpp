@@ -9,9 +9,9 @@
 #include <fstream>
 #include <numeric>
 
-#include "ablate/arithmetic.hpp"  // decode: batched KV-cache continuation of prompts
 #include "ablate/data_source.hpp"
 #include "ablate/error.hpp"
+#include "ablate/generate.hpp"  // decode_prompts: batched KV-cache continuation of prompts
 #include "ablate/plugin.hpp"
 #include "ablate/task.hpp"
 
@@ -72,9 +72,9 @@ class ModAddEvaluator final : public ablate::Evaluator {
       prompts.push_back(l.prompt);
       max_chars.push_back(static_cast<int64_t>(l.answer.size()) + 1);
     }
-    ablate::arithmetic::DecodeOptions d = decode_;
+    ablate::DecodeOptions d = decode_;
     d.seed = ctx.seed;
-    const auto out = ablate::arithmetic::decode(ctx.model, ctx.tokenizer, prompts, max_chars, d);
+    const auto out = ablate::decode_prompts(ctx.model, ctx.tokenizer, prompts, max_chars, d, "$");
     int64_t exact = 0;
     for (size_t i = 0; i < lines_.size(); ++i) exact += out[i] == lines_[i].answer + "$" ? 1 : 0;
     return {{"exact_match", static_cast<double>(exact) / static_cast<double>(lines_.size())},
@@ -89,7 +89,7 @@ class ModAddEvaluator final : public ablate::Evaluator {
 
  private:
   int64_t problems_ = 0;
-  ablate::arithmetic::DecodeOptions decode_;
+  ablate::DecodeOptions decode_;
   std::vector<Line> lines_;
 };
 

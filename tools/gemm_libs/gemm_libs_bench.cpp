@@ -16,7 +16,7 @@
 #include <random>
 #include <vector>
 
-#include "../../framework/src/ops/dispatch.hpp"
+#include "../../framework/core/src/ops/dispatch.hpp"
 #include "ablate/ops.hpp"
 
 namespace {

@@ -10,7 +10,7 @@
 #include <set>
 #include <unordered_set>
 
-#include "ablate/arithmetic.hpp"
+#include "task/arithmetic/problems.hpp"  // the plugin's internals (problems.cpp is compiled in)
 #include "ablate/conformance.hpp"
 #include "ablate/task.hpp"
 #include "ablate/data.hpp"
@@ -303,9 +303,9 @@ TEST_CASE("arithmetic/batched KV-cache decoding equals unbatched full-recompute 
   REQUIRE(lengths.size() >= 3);
   std::set<std::string> distinct;
   for (int64_t batch : {1, 4, 256}) {
-    ar::DecodeOptions d;
+    ablate::DecodeOptions d;
     d.batch = batch;
-    auto got = ar::decode(*model, *tok, prompts, max_chars, d);
+    auto got = ablate::decode_prompts(*model, *tok, prompts, max_chars, d, "$");
     for (size_t i = 0; i < prompts.size(); ++i) {
       CAPTURE(batch);
       CAPTURE(prompts[i]);
@@ -316,7 +316,7 @@ TEST_CASE("arithmetic/batched KV-cache decoding equals unbatched full-recompute 
   CHECK(distinct.size() > 3);  // the check is not vacuous
   // A prompt and answer longer than the context is an error naming the fix.
   std::vector<std::string> long_prompt = {std::string(30, '1')};
-  CHECK_THROWS_WITH_AS(ar::decode(*model, *tok, long_prompt, {5}, ar::DecodeOptions{}), doctest::Contains("model.context"),
+  CHECK_THROWS_WITH_AS(ablate::decode_prompts(*model, *tok, long_prompt, {5}, ablate::DecodeOptions{}, "$"), doctest::Contains("model.context"),
                        ablate::Error);
 }
 
@@ -545,7 +545,7 @@ TEST_CASE("arithmetic/benchmark: batched KV-cache decoding vs batch 1 vs full re
   std::vector<ar::ParsedProblem> ps;
   for (const auto& l : s.test) ps.push_back(ar::parse_problem(l));
   for (int64_t batch : {256, 64, 1}) {
-    ar::DecodeOptions d;
+    ablate::DecodeOptions d;
     d.batch = batch;
     std::vector<ar::ParsedProblem> sub(ps.begin(), ps.begin() + (batch == 1 ? 300 : 2000));
     std::clock_t c0 = std::clock();

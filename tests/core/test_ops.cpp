@@ -1,4 +1,4 @@
-// Tests of the primitive ops (framework/src/ops): every op with a backward passes a
+// Tests of the primitive ops (framework/core/src/ops): every op with a backward passes a
 // finite-difference gradient check; forwards match scalar references; attention matches
 // a naive implementation and its KV-cache path; results do not depend on thread count.
 #include <doctest/doctest.h>
@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "../framework/src/ops/kernels.hpp"
+#include "ops/kernels.hpp"  // private to the core layer (include path set in CMakeLists.txt)
 #include "ablate/custom_op.hpp"
 #include "ablate/error.hpp"
 #include "ablate/conformance.hpp"

@@ -1,7 +1,7 @@
-// The arithmetic task (REFERENCE.md "Arithmetic task"; format rules in docs/ARITHMETIC.md):
-// problem generation `$(0000753.78+0000000910)=87.3661000$`, parsing of problem lines,
-// the exact-match scorer with breakdowns, and batched KV-cache decoding of answers.
-// Shared by the `arithmetic` evaluator plugin, `ablate data arithmetic`, `ablate eval`.
+// The arithmetic task plugin's problems (REFERENCE.md "Arithmetic task"; format rules in
+// docs/ARITHMETIC.md): problem generation `$(0000753.78+0000000910)=87.3661000$`, parsing of
+// problem lines, the exact-match scorer with breakdowns. Private to the plugin (arithmetic.cpp
+// registers it) and its tests (tests/model/test_arithmetic.cpp compiles problems.cpp).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -150,22 +150,7 @@ struct Report {
 // "add", "sub", "mul", "div" (column names avoid HDF5's '/').
 const char* op_name(char op);
 
-// ---- decoding -------------------------------------------------------------------------------
-struct DecodeOptions {
-  int64_t batch = 256;   // sequences decoded together
-  Sampling sampling;     // greedy unless told otherwise
-  uint64_t seed = 0;     // sampling: problem i draws from Rng(mix(seed, i)), independent of batching
-  DecodeOptions() { sampling.greedy = true; }
-};
-
-// Continues each prompt until it produces `stop` or max_chars[i] characters. Prompts of
-// equal token length are prefilled together in batches, then every step feeds one token
-// per sequence through the KV cache. Returns the generated text (including `stop` if
-// produced). Error if a prompt plus its answer cannot fit the model's context.
-std::vector<std::string> decode(Model& model, const Tokenizer& tok, const std::vector<std::string>& prompts,
-                                const std::vector<int64_t>& max_chars, const DecodeOptions& o,
-                                const std::string& stop = "$");
-
+// ---- evaluation -----------------------------------------------------------------------------
 // Decodes every problem's answer (reference length + 1 characters at most) and scores it.
 Report evaluate(Model& model, const Tokenizer& tok, const std::vector<ParsedProblem>& problems,
                 const DecodeOptions& o, std::vector<AnswerScore>* scores = nullptr);

@@ -459,4 +459,7 @@ namespace ablate {
 void parallel_for_raw(int64_t n, int64_t chunk, void (*fn)(void*, int64_t, int64_t), void* ctx) {
   kernels::parallel_chunks(n, chunk, [&](int64_t b, int64_t e) { fn(ctx, b, e); });
 }
+bool run_decoding_team(int64_t d_model, const std::function<void(int64_t)>& f) {
+  return kernels::gemv_splits(d_model, d_model) && kernels::run_decode_team(f);
+}
 }  // namespace ablate

@@ -1,10 +1,11 @@
 // Primitive ops with hand-written backward (each has a finite-difference test in
-// tests/test_ops.cpp). Shapes use llm.c's letters: B batch, T time, C channels,
+// tests/core/test_ops.cpp). Shapes use llm.c's letters: B batch, T time, C channels,
 // NH heads, HS head size, V vocab. Every tensor is 2-D row-major (see tensor.hpp).
 // Backward accumulates (+=) into input gradients. Results do not depend on the
 // number of threads: parallel loops split work into chunks fixed by the shapes.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,13 @@ void parallel_for(int64_t n, int64_t chunk, const F& f) {
   parallel_for_raw(
       n, chunk, [](void* c, int64_t b, int64_t e) { (*static_cast<const F*>(c))(b, e); }, const_cast<F*>(&f));
 }
+
+// Batch-1 decoding on both cores (the decoding team of core/src/ops/kernels.hpp): runs
+// f(0) on this thread and f(1) on a pinned worker at once, each on a graph of its own, and
+// the ops they run split their matrix-vector products and kv heads between the two ranks.
+// Returns false, having run nothing, when a model of width d_model decodes faster on one
+// core, on one thread, inside a parallel loop or while the workers are busy.
+bool run_decoding_team(int64_t d_model, const std::function<void(int64_t rank)>& f);
 
 // ---- linear algebra -------------------------------------------------------------
 // (N,K) x (K,M) -> (N,M); with transpose_b, b is (M,K) and the product is a b^T.

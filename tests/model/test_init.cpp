@@ -1,5 +1,5 @@
 // The "init" family: every variant over parameters of every role (conformance checks of
-// framework/src/families/init.cpp), gpt2
+// framework/model/src/families/init.cpp), gpt2
 // reproducing the initial values ablate had before parameters had roles (bit for bit,
 // against that scheme written out here from parameter names), and small_init's scales.
 #include <doctest/doctest.h>

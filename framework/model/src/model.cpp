@@ -5,7 +5,6 @@
 #include "ablate/init.hpp"
 #include "ablate/ops.hpp"
 #include "ablate/registry.hpp"
-#include "ops/kernels.hpp"
 
 namespace ablate {
 
@@ -144,16 +143,15 @@ std::vector<KVCache> Model::make_caches(int64_t batch, int64_t capacity) const {
 
 Var Model::forward(Graph& g, const ForwardArgs& a) {
   // Decoding a few rows against KV caches, without dropout or attention weights: the
-  // step runs on a decoding team of two threads (kernels.hpp), rank 1 on a graph of its
-  // own; rank 0's graph `g` gets the logits, the same values a single thread computes.
+  // step runs on a decoding team of two threads (ops.hpp), rank 1 on a graph of its own;
+  // rank 0's graph `g` gets the logits, the same values a single thread computes.
   constexpr int64_t kDecodeRows = 4;
   // Only where its products split (a d x d one does): a model that small decodes faster
   // on one core (seed000: 136k tokens/s, against 101k on a team).
-  if (a.caches && a.batch * a.time <= kDecodeRows && !a.attention_weights && !(g.training && dims_.dropout > 0) &&
-      kernels::gemv_splits(dims_.d_model, dims_.d_model)) {
+  if (a.caches && a.batch * a.time <= kDecodeRows && !a.attention_weights && !(g.training && dims_.dropout > 0)) {
     if (!team_graph_) team_graph_ = std::make_unique<Graph>();
     Var logits;
-    const bool ran = kernels::run_decode_team([&](int64_t rank) {
+    const bool ran = run_decoding_team(dims_.d_model, [&](int64_t rank) {
       if (rank == 0) {
         logits = forward_on(g, a);
         return;

@@ -1,6 +1,6 @@
 // Plugin families declared as data. Each family (ffn, norm, optimizer, ...) is its
 // interface header (ablate/<family>.hpp, with `static constexpr const char* kFamily`) and
-// one file framework/src/families/<family>.cpp that registers a FamilyDescriptor: where
+// one file framework/model/src/families/<family>.cpp that registers a FamilyDescriptor: where
 // experiments choose it, its default variant, its conformance checks and the skeleton of
 // `ablate plugin new`. The registry, `ablate plugins`, `ablate plugin new/check`, the
 // conformance runner and the model and trainer (for defaults) loop over these
@@ -26,7 +26,7 @@ struct FamilyDescriptor {
   bool list = false;            // the key holds a list of variants ({type: NAME, ...} each): "eval"
   std::string default_variant;  // taken when the key is absent; "" if there is none
   std::string summary;          // one line: what a variant of this family does
-  // Conformance checks (framework/src/conformance_kit.hpp): run by `ablate plugin check`
+  // Conformance checks (framework/model/src/families/kit.hpp): run by `ablate plugin check`
   // and by the test suite on every variant.
   void (*checks)(conformance::Checker&, const conformance::Subject&) = nullptr;
   // The skeleton `ablate plugin new FAMILY NAME` writes: a small working variant that
@@ -39,7 +39,7 @@ struct FamilyDescriptor {
   std::vector<std::pair<std::string, std::vector<OptionDoc>>> (*more_options)(void* variant) = nullptr;
 };
 
-// Adds a family (at static initialisation, from its file in framework/src/families/);
+// Adds a family (at static initialisation, from its file in framework/model/src/families/);
 // returns true. A second family of the same name is a programming error (aborts).
 bool register_family(const FamilyDescriptor& d);
 

@@ -13,11 +13,11 @@
 #include <sstream>
 #include <unordered_set>
 
-#include "ablate/arithmetic.hpp"
 #include "ablate/data_source.hpp"
 #include "ablate/error.hpp"
 #include "ablate/plugin.hpp"
 #include "ablate/task.hpp"
+#include "problems.hpp"
 
 namespace {
 
@@ -133,7 +133,7 @@ class ArithmeticEvaluator final : public ablate::Evaluator {
       return empty.row(layout_, breakdowns_);
     }
     subset_.assign(all_.begin(), all_.begin() + static_cast<std::ptrdiff_t>(count));
-    ar::DecodeOptions d = decode_;
+    ablate::DecodeOptions d = decode_;
     d.seed = ctx.seed;
     last_ = ar::evaluate(ctx.model, ctx.tokenizer, subset_, d, &scores_);
     return last_.row(layout_, breakdowns_);
@@ -164,7 +164,7 @@ class ArithmeticEvaluator final : public ablate::Evaluator {
   std::vector<ar::ParsedProblem> subset_;  // the last evaluation's problems, scores and report
   std::vector<ar::AnswerScore> scores_;
   ar::Report last_;
-  ar::DecodeOptions decode_;
+  ablate::DecodeOptions decode_;
   std::vector<ar::ParsedProblem> all_;
   ar::Layout layout_;
 };

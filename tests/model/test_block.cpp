@@ -91,7 +91,7 @@ TEST_CASE("block/gpt1_postnorm and the pre-norm baseline give bitwise the metric
   const char* record = std::getenv("ABLATE_RECORD_BLOCK_REFERENCE");
   if (record && std::string(record) == "1") {
     std::ofstream out(ref_path);
-    out << "# tests/test_block.cpp: short runs (";
+    out << "# tests/model/test_block.cpp: short runs (";
     for (const auto& o : kShortRun) out << " " << o;
     out << ") of the shipped experiments; one metric value a line, as <config> <table>/<column> <step> <its IEEE-754 "
            "bits in hex>.\n";

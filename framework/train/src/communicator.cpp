@@ -1,5 +1,5 @@
 // The single-process communicator and the choice of world() (communicator.hpp). The MPI
-// one is framework/mpi/communicator_mpi.cpp, compiled only when CMake found MPI.
+// one is framework/train/mpi/communicator_mpi.cpp, compiled only when CMake found MPI.
 #include "ablate/communicator.hpp"
 
 #include <cstdlib>

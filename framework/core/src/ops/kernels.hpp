@@ -1,4 +1,4 @@
-// Internal helpers shared by the op files (framework/src/ops/*.cpp): shape errors,
+// Internal helpers shared by the op files (framework/core/src/ops/*.cpp): shape errors,
 // fixed-partition parallel loops, per-thread scratch, and an accumulating SGEMM on the
 // kernel path chosen at run time (dispatch.hpp). Not installed; ops.hpp is the public
 // interface.
@@ -197,7 +197,7 @@ void sync_scratch();
 size_t thread_scratch_size(ScratchSlot slot);
 
 // hash_uniform (tensor.cpp) inlined, so that mask loops vectorise; the two must agree
-// bitwise (tests/test_ops.cpp checks it).
+// bitwise (tests/core/test_ops.cpp checks it).
 inline float hash_uniform_inline(uint64_t seed, uint64_t a, uint64_t b) {
   uint64_t z =
       (seed ^ (a * 0xD6E8FEB86659FD93ull) ^ (b * 0x9E3779B97F4A7C15ull)) + 0x9E3779B97F4A7C15ull;

@@ -20,7 +20,7 @@ class Initializer {
 // Runs `init` over every parameter of `store` but the custom ones, in creation order, with
 // store.rng().
 void initialise(ParamStore& store, const Initializer& init);
-// The same with the family's default variant (its descriptor, framework/src/families/init.cpp):
+// The same with the family's default variant (its descriptor, framework/model/src/families/init.cpp):
 // for plugins built outside a model (tests, conformance checks).
 void initialise_default(ParamStore& store, const ModelDims& dims);
 

@@ -1,5 +1,5 @@
-// The arithmetic task (see arithmetic.hpp; the format rules are in docs/ARITHMETIC.md).
-#include "ablate/arithmetic.hpp"
+// The arithmetic task's problems (see problems.hpp; the format rules are in docs/ARITHMETIC.md).
+#include "problems.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -508,86 +508,7 @@ std::vector<std::pair<std::string, double>> Report::row(const Layout& layout, bo
   return r;
 }
 
-// ---- decoding --------------------------------------------------------------------------------------------
-
-std::vector<std::string> decode(Model& model, const Tokenizer& tok, const std::vector<std::string>& prompts,
-                                const std::vector<int64_t>& max_chars, const DecodeOptions& o, const std::string& stop) {
-  if (prompts.size() != max_chars.size()) throw Error("arithmetic::decode: prompts and max_chars differ in length");
-  if (o.batch < 1) throw Error("arithmetic::decode: batch must be >= 1, got " + std::to_string(o.batch));
-  const int64_t ctx = model.dims().context, V = model.dims().vocab_size;
-  std::vector<std::vector<int32_t>> ids(prompts.size());
-  std::map<size_t, std::vector<size_t>> by_length;  // equal prompt lengths decode together
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    ids[i] = tok.encode(prompts[i]);
-    if (ids[i].empty()) throw Error("arithmetic: prompt '" + prompts[i] + "' encodes to no tokens");
-    by_length[ids[i].size()].push_back(i);
-  }
-  std::vector<std::string> out(prompts.size());
-  Graph g;
-  NoGrad ng(g);
-  std::vector<float> scratch(static_cast<size_t>(2 * V));
-  std::vector<KVCache> caches;
-  for (const auto& [len, members] : by_length) {
-    const int64_t P = static_cast<int64_t>(len);
-    for (size_t c0 = 0; c0 < members.size(); c0 += static_cast<size_t>(o.batch)) {
-      const size_t n = std::min(members.size() - c0, static_cast<size_t>(o.batch));
-      const size_t* idx = members.data() + c0;
-      const int64_t B = static_cast<int64_t>(n);
-      int64_t steps = 0;
-      for (size_t b = 0; b < n; ++b) steps = std::max(steps, max_chars[idx[b]]);
-      if (steps <= 0) continue;
-      if (P + steps - 1 > ctx)
-        throw Error("arithmetic: a prompt of " + std::to_string(P) + " tokens plus an answer of up to " +
-                    std::to_string(steps - 1) + " tokens does not fit the model's context of " + std::to_string(ctx) +
-                    " tokens ('" + prompts[idx[0]] + "'); train with a longer model.context or use shorter problems");
-      // The last token drawn is never fed back, so the cache needs P + steps - 1 slots.
-      if (caches.empty() || caches[0].batch != B || caches[0].capacity < P + steps - 1)
-        caches = model.make_caches(B, P + steps - 1);
-      for (auto& kv : caches) kv.length = 0;
-      std::vector<int32_t> x(static_cast<size_t>(B * P)), next(static_cast<size_t>(B));
-      for (size_t b = 0; b < n; ++b) std::copy(ids[idx[b]].begin(), ids[idx[b]].end(), x.begin() + static_cast<int64_t>(b) * P);
-      std::vector<Rng> rngs;
-      for (size_t b = 0; b < n; ++b) rngs.emplace_back(o.seed * 0x9E3779B97F4A7C15ull + idx[b] * 0xBF58476D1CE4E5B9ull + 1);
-      std::vector<uint8_t> done(n, 0);
-      g.reset();
-      ForwardArgs a;
-      a.ids = x.data();
-      a.batch = B;
-      a.time = P;
-      a.caches = &caches;
-      Var logits = model.forward(g, a);  // (B*P, V): the last position of each row predicts
-      int64_t row_stride = P, row_offset = P - 1;
-      for (int64_t s = 0; s < steps; ++s) {
-        size_t open = 0;
-        for (size_t b = 0; b < n; ++b) {
-          const float* row = g.value(logits).row(static_cast<int64_t>(b) * row_stride + row_offset);
-          int32_t t = sample_token(row, V, o.sampling, rngs[b], scratch.data());
-          next[b] = t;
-          if (done[b]) continue;
-          std::string& text = out[idx[b]];
-          size_t from = text.size() >= stop.size() ? text.size() - stop.size() + 1 : 0;
-          text += tok.decode({t});
-          if (text.find(stop, from) != std::string::npos || static_cast<int64_t>(text.size()) >= max_chars[idx[b]])
-            done[b] = 1;
-          else
-            ++open;
-        }
-        if (open == 0 || s + 1 == steps) break;
-        g.reset();
-        ForwardArgs d;
-        d.ids = next.data();
-        d.batch = B;
-        d.time = 1;
-        d.pos0 = P + s;
-        d.caches = &caches;
-        logits = model.forward(g, d);  // (B, V)
-        row_stride = 1;
-        row_offset = 0;
-      }
-    }
-  }
-  return out;
-}
+// ---- evaluation ------------------------------------------------------------------------------
 
 Report evaluate(Model& model, const Tokenizer& tok, const std::vector<ParsedProblem>& problems, const DecodeOptions& o,
                 std::vector<AnswerScore>* scores) {
@@ -599,7 +520,7 @@ Report evaluate(Model& model, const Tokenizer& tok, const std::vector<ParsedProb
     max_chars.push_back(static_cast<int64_t>(p.answer.size()) + 1);  // the answer and its '$'
   }
   auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::string> gen = decode(model, tok, prompts, max_chars, o);
+  std::vector<std::string> gen = decode_prompts(model, tok, prompts, max_chars, o, "$");
   Report r;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (scores) scores->clear();

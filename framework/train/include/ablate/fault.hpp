@@ -1,4 +1,4 @@
-// Fault injection for the crash tests (tests/test_resume.cpp): with the environment
+// Fault injection for the crash tests (tests/train/test_resume.cpp): with the environment
 // variable ABLATE_FAULT="point:N[,point:N...]", the N-th arrival (1-based, counted per
 // process) at fault_point("point") kills the process with SIGKILL, exactly as `kill -9`
 // would, at a place a timed kill rarely hits (half-way through a checkpoint, mid-row in
