@@ -211,11 +211,14 @@ int cmd_sweep(const std::vector<std::string>& args) {
   ablate::SweepRunResult r = ablate::run_sweep(s, checks, ro);
 
   std::cout << "sweep " << s.name << ": " << r.done.size() << " done, " << r.skipped.size() << " already done, " << r.failed.size()
-            << " failed" << (r.interrupted ? " (interrupted)" : "") << " -> " << s.dir << "\n";
+            << " failed" << (r.interrupted ? ", " + std::to_string(r.stopped.size()) + " stopped (interrupted)" : "") << " -> "
+            << s.dir << "\n";
   for (int64_t i : r.failed) {
     const std::string& e = r.errors[i];
     std::cout << "  failed: point " << i << " (" << s.points[static_cast<size_t>(i)].id << "): " << e.substr(0, e.find('\n')) << "\n";
   }
+  for (int64_t i : r.stopped)
+    std::cout << "  stopped: point " << i << " (" << s.points[static_cast<size_t>(i)].id << "): checkpointed, resumes when the sweep runs again\n";
   if (!r.failed.empty())
     std::cout << "  (logs in " << (fs::path(s.dir) / "logs").string() << "; running the sweep again retries the failed points)\n";
   std::cout << "compare: ablate compare " << s.dir << " --metric val_loss\n";

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <future>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include "ablate/compare.hpp"
@@ -408,4 +409,48 @@ TEST_CASE("sweep/a killed point is recorded as failed and resumes from its check
   const auto& steps = data.tables.at("train").at("step");
   REQUIRE(steps.size() == 60);  // one row per 10 steps, none lost or repeated
   for (size_t i = 0; i < steps.size(); ++i) CHECK(steps[i] == 10.0 * static_cast<double>(i + 1));
+}
+
+TEST_CASE("sweep/Ctrl-C stops the running points with a checkpoint: stopped, not failed; the next run resumes them") {
+  TempDir d;
+  d.write("tiny.yaml", kTinyBase);
+  d.write("stop.yaml", "base: tiny.yaml\noverrides: {train.steps: 600, train.eval_every: 300}\nsweep: {seeds: [3]}\n");
+  auto job = std::async(std::launch::async, [&] { return ablate::test::run_command(ablate_cmd(d, "sweep stop.yaml --dir out")); });
+  pid_t pid = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::smatch m;
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+    std::string log = ablate::test::read_file(d / "out/sweep.log");
+    if (std::regex_search(log, m, std::regex("start point 0 \\(seed3\\), pid ([0-9]+)"))) pid = std::stoi(m[1]);
+    if (pid > 0 && fs::exists(d / "out/runs/seed3/checkpoint.ckpt")) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  REQUIRE(pid > 0);
+  // The sweep is the point's parent (field 4 of /proc/PID/stat); Ctrl-C goes to it.
+  std::istringstream stat(ablate::test::read_file("/proc/" + std::to_string(pid) + "/stat"));
+  std::string field;
+  pid_t sweep = 0;
+  for (int i = 0; i < 4 && stat >> field; ++i) sweep = i == 3 ? std::stoi(field) : 0;
+  REQUIRE(sweep > 1);
+  kill(sweep, SIGINT);
+  auto res = job.get();
+  CAPTURE(res.output);
+  if (res.output.find("1 done") != std::string::npos) {
+    MESSAGE("the point finished before the signal; machine too fast for this test");
+    return;
+  }
+  CHECK(res.status == 130);
+  CHECK(res.output.find("0 failed, 1 stopped (interrupted)") != std::string::npos);
+  CHECK(res.output.find("stopped: point 0 (seed3): checkpointed, resumes when the sweep runs again") != std::string::npos);
+  CHECK(res.output.find("failed: point") == std::string::npos);
+  auto st = ablate::run_state(d / "out/runs/seed3");
+  CHECK(st.status == "interrupted");
+  CHECK(st.checkpoint);
+  CHECK(ablate::test::read_file(d / "out/sweep.log").find("stopped point 0 (seed3)") != std::string::npos);
+
+  auto again = ablate::test::run_command(ablate_cmd(d, "sweep stop.yaml --dir out"));
+  CAPTURE(again.output);
+  CHECK(again.status == 0);
+  CHECK(again.output.find("start point 0 (seed3) resuming from its checkpoint") != std::string::npos);
+  CHECK(ablate::read_run_file(d / "out/runs/seed3/run.h5").str_attrs.at("status") == "done");
 }

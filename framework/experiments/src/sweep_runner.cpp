@@ -273,10 +273,14 @@ void SweepRun::finish(Job& j, int wstatus, const std::string& interrupted) {
   std::string how = WIFSIGNALED(wstatus) ? "killed by " + signal_name(WTERMSIG(wstatus))
                                          : "exited with status " + std::to_string(WEXITSTATUS(wstatus));
   if (!interrupted.empty()) how = interrupted + " (" + how + ")";
+  if (st.status == "interrupted") {  // checkpointed at its last step: not a failure
+    result_.stopped.push_back(p.index);
+    event("stopped point " + std::to_string(p.index) + " (" + p.id + ") after " + hms(since(j.started)) + ": " + how +
+          "; checkpointed, resumes on the next run of the sweep");
+    return;
+  }
   std::string error;
-  if (st.status == "interrupted") {
-    error = how + "; checkpointed at its last step, resumes on the next run of the sweep";  // keeps its status
-  } else if (st.status == "failed" && !st.error.empty() && interrupted.empty()) {
+  if (st.status == "failed" && !st.error.empty() && interrupted.empty()) {
     error = st.error;  // the child recorded why
   } else {
     std::string tail = log_tail(j.log, j.log_offset);
@@ -413,7 +417,8 @@ SweepRunResult SweepRun::run() {
   sigaction(SIGTERM, &old_term, nullptr);
   result_.seconds = since(t0_);
   sweep_log_ << now_iso() << " finished: " << result_.done.size() << " done, " << result_.skipped.size() << " skipped, "
-             << result_.failed.size() << " failed" << (result_.interrupted ? " (interrupted)" : "") << " in "
+             << result_.failed.size() << " failed, " << result_.stopped.size() << " stopped"
+             << (result_.interrupted ? " (interrupted)" : "") << " in "
              << hms(result_.seconds) << "\n";
   return result_;
 }

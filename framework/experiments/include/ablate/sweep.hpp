@@ -120,6 +120,7 @@ struct SweepRunOptions {
 };
 struct SweepRunResult {
   std::vector<int64_t> done, skipped, failed;  // point indices
+  std::vector<int64_t> stopped;                // interrupted with a checkpoint: resume on the next run
   std::map<int64_t, std::string> errors;       // failed point -> error
   bool interrupted = false;                    // SIGINT/SIGTERM: children stopped
   double seconds = 0;
