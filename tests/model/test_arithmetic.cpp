@@ -413,8 +413,12 @@ sample: {tokens: 0}
   CHECK(t.at("exact_match").back() >= 0.3);
 #else
   // The sanitizer build (-O1) trains to exact match 0.25, char accuracy 0.575 here, against
-  // 0.85 / 0.925 in Release (measured 2026-11-24): a gap to explain (rounding alone, or a
-  // defect visible only at -O1?); until then it is held to 3x chance only.
+  // 0.85 / 0.925 in Release. Rounding, not a defect (measured 2026-11-24): both builds give
+  // the same step-0 evaluation and the same training losses to 6 digits at step 50, then
+  // drift apart as -O1 rounds differently (step 250: 0.6184 vs 0.6221) and end at a *lower*
+  // validation loss in the sanitizer build (0.4011 vs 0.4090). What drifts is the answer to
+  // 20 facts never trained on: Release alone gives 0.60-0.95 over seeds 1-6 and 0.50-0.90
+  // over the kernel paths. So the sanitizer build is held to 3x chance only.
   CHECK(t.at("exact_match").back() >= 0.15);
 #endif
   CHECK(t.at("char_accuracy").back() >= 0.5);
