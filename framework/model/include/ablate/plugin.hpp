@@ -22,6 +22,9 @@ namespace ablate {
 //      objective family (objective.hpp). Parameters are created with a Role, not values
 //      (tensor.hpp; the `init` family sets them); optimizers see roles
 //      (Parameter::weight_decay() follows the role; eval_point(), train_point()).
+//      The framework split into layer libraries (plugins link libablate_model.so, tasks
+//      and evaluators also libablate_train.so, instead of libablate_core.so);
+//      arithmetic::decode is ablate::decode_prompts (generate.hpp).
 constexpr int kPluginApiVersion = 4;
 
 // Model sizes a plugin may need. `layer` is the block index (-1 outside blocks).
