@@ -1,7 +1,7 @@
 // gemm_libs_bench: ablate's GEMM (the kernel path in use: ABLATE_ISA) against oneDNN's
 // matmul and BLIS's sgemm at the products of the bench models, on one core, C = op(A) op(B).
 // A benchmark program, not a test: docs/BENCHMARKS.md has its table and command, e.g.
-//   OMP_NUM_THREADS=1 ABLATE_ISA=avx2 ONEDNN_MAX_CPU_ISA=AVX2 BLIS_ARCH_TYPE=haswell build/tools/gemm_libs_bench
+//   OMP_NUM_THREADS=1 ABLATE_ISA=avx2 ONEDNN_MAX_CPU_ISA=AVX2 BLIS_ARCH_TYPE=3 build/tools/gemm_libs_bench  # 3: haswell
 // Built only when oneDNN (libdnnl-dev) and BLIS (libblis-dev) are found, and not by
 // default: cmake --build build --target gemm_libs_bench.
 #include <blis.h>
@@ -71,10 +71,16 @@ int main() {
   dnnl::stream strm(eng);
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1, 1);
-  std::printf("CPU: %s; ablate kernel path %s; ONEDNN_MAX_CPU_ISA=%s; BLIS_ARCH_TYPE=%s; one thread\n\n",
-              ablate::cpu_model().c_str(), ablate::kernel_path(),
+  // What each library actually runs (an environment variable it does not understand is
+  // ignored: BLIS 0.9's BLIS_ARCH_TYPE takes the arch_t number, e.g. 3 for haswell).
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  const char* dnnl_isa = isa == dnnl::cpu_isa::avx2 ? "avx2" : isa == dnnl::cpu_isa::avx512_core ? "avx512_core"
+                       : isa == dnnl::cpu_isa::avx512_core_amx ? "avx512_core_amx" : isa == dnnl::cpu_isa::sse41 ? "sse41"
+                                                                                                      : "other";
+  std::printf("CPU: %s; ablate kernel path %s; oneDNN ISA %s (ONEDNN_MAX_CPU_ISA=%s); BLIS arch %s (BLIS_ARCH_TYPE=%s); one thread\n\n",
+              ablate::cpu_model().c_str(), ablate::kernel_path(), dnnl_isa,
               std::getenv("ONEDNN_MAX_CPU_ISA") ? std::getenv("ONEDNN_MAX_CPU_ISA") : "(unset)",
-              std::getenv("BLIS_ARCH_TYPE") ? std::getenv("BLIS_ARCH_TYPE") : "(unset)");
+              bli_arch_string(bli_arch_query_id()), std::getenv("BLIS_ARCH_TYPE") ? std::getenv("BLIS_ARCH_TYPE") : "(unset)");
   std::printf("| model | product | m x n x k | ablate GFLOP/s | oneDNN | BLIS | fastest |\n|---|---|---|---:|---:|---:|---|\n");
   for (const Shape& s : kShapes) {
     // A stored (m,k), or (k,m) when transposed; B (k,n), or (n,k).
