@@ -367,21 +367,27 @@ sweep:
   CHECK(changed.output.find("train.steps: 60 -> 80") != std::string::npos);
 }
 
-TEST_CASE("sweep/a killed point is recorded as failed and resumes from its checkpoint") {
-  TempDir d;
-  d.write("tiny.yaml", kTinyBase);
-  d.write("kill.yaml", "base: tiny.yaml\noverrides: {train.steps: 600, train.eval_every: 300}\nsweep: {seeds: [3]}\n");
-  auto job = std::async(std::launch::async, [&] { return ablate::test::run_command(ablate_cmd(d, "sweep kill.yaml --dir out")); });
-  // Wait for the point's child (its pid is in the sweep log) to write a checkpoint.
+// The pid of point 0 (seed3) of the sweep running in d/out (from its sweep log), once that
+// point has written a checkpoint; 0 if it did not within a minute.
+static pid_t point_with_checkpoint(const TempDir& d) {
   pid_t pid = 0;
   const auto t0 = std::chrono::steady_clock::now();
   std::smatch m;
   while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
     std::string log = ablate::test::read_file(d / "out/sweep.log");
     if (std::regex_search(log, m, std::regex("start point 0 \\(seed3\\), pid ([0-9]+)"))) pid = std::stoi(m[1]);
-    if (pid > 0 && fs::exists(d / "out/runs/seed3/checkpoint.ckpt")) break;
+    if (pid > 0 && fs::exists(d / "out/runs/seed3/checkpoint.ckpt")) return pid;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  return 0;
+}
+
+TEST_CASE("sweep/a killed point is recorded as failed and resumes from its checkpoint") {
+  TempDir d;
+  d.write("tiny.yaml", kTinyBase);
+  d.write("kill.yaml", "base: tiny.yaml\noverrides: {train.steps: 600, train.eval_every: 300}\nsweep: {seeds: [3]}\n");
+  auto job = std::async(std::launch::async, [&] { return ablate::test::run_command(ablate_cmd(d, "sweep kill.yaml --dir out")); });
+  pid_t pid = point_with_checkpoint(d);
   REQUIRE(pid > 0);
   kill(pid, SIGKILL);
   auto res = job.get();
@@ -416,15 +422,7 @@ TEST_CASE("sweep/Ctrl-C stops the running points with a checkpoint: stopped, not
   d.write("tiny.yaml", kTinyBase);
   d.write("stop.yaml", "base: tiny.yaml\noverrides: {train.steps: 600, train.eval_every: 300}\nsweep: {seeds: [3]}\n");
   auto job = std::async(std::launch::async, [&] { return ablate::test::run_command(ablate_cmd(d, "sweep stop.yaml --dir out")); });
-  pid_t pid = 0;
-  const auto t0 = std::chrono::steady_clock::now();
-  std::smatch m;
-  while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
-    std::string log = ablate::test::read_file(d / "out/sweep.log");
-    if (std::regex_search(log, m, std::regex("start point 0 \\(seed3\\), pid ([0-9]+)"))) pid = std::stoi(m[1]);
-    if (pid > 0 && fs::exists(d / "out/runs/seed3/checkpoint.ckpt")) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  pid_t pid = point_with_checkpoint(d);
   REQUIRE(pid > 0);
   // The sweep is the point's parent (field 4 of /proc/PID/stat); Ctrl-C goes to it.
   std::istringstream stat(ablate::test::read_file("/proc/" + std::to_string(pid) + "/stat"));
