@@ -506,6 +506,14 @@ TEST_CASE("reliability/--fork and init_from start a new run from another run's w
   r = ablate_run(cfg + " -q -o " + (dir / "x") + " init_from=" + (dir / "nowhere"));
   CHECK(r.status == 1);
   CHECK(contains(r.output, "init_from: " + (dir / "nowhere") + ": no checkpoint there"));
+  // A fork into another model: the missing parameter and the model options that differ.
+  r = ablate_run(src + " -q --fork " + (dir / "swiglu") + " model.ffn=swiglu model.n_layers=3");
+  CHECK(r.status == 1);
+  INFO(r.output);
+  CHECK(contains(r.output, "checkpoint has no parameter 'blocks.0.ffn."));
+  CHECK(contains(r.output, "so the model must have the same parameters as that run; these model options differ from it:"));
+  CHECK(contains(r.output, "model.n_layers: 2 -> 3"));
+  CHECK(contains(r.output, "model.ffn"));
 }
 
 TEST_CASE("reliability/h5py reads run.h5 while the run writes it; run.log is kept with -q") {

@@ -542,6 +542,7 @@ class Trainer {
   void prepare_extension();
   void build_and_configure();
   void check_memory();
+  void restore_init_params(const Checkpoint& init);
   void restore(const Checkpoint& ck);
   void open_run_file();
   void write_metadata();
@@ -714,9 +715,30 @@ void Trainer::build_and_configure() {
   if (ck_) {
     restore(*ck_);
   } else if (!init.texts.empty()) {
-    restore_params(*s_.model, init, init.texts["path"]);
+    restore_init_params(init);
     s_.init_from = init.texts["path"];
     init_step_ = static_cast<int64_t>(init.ints["step"]);
+  }
+}
+
+// init_from / --fork: the weights of another run, which must have this model's parameters.
+// A mismatch names the model options that differ from the run's (what usually causes it).
+void Trainer::restore_init_params(const Checkpoint& init) {
+  const std::string& path = init.texts.at("path");
+  try {
+    restore_params(*s_.model, init, path);
+  } catch (const Error& e) {
+    std::string differ;
+    try {
+      const YAML::Node from = YAML::Load(init.texts.at("config"));
+      for (const std::string& c : config_changes(from, exp_->node()))
+        if (c.rfind("model.", 0) == 0 || c.rfind("tokenizer", 0) == 0) differ += "\n  " + c;
+    } catch (const std::exception&) {
+    }
+    throw Error(std::string(e.what()) + ".\ninit_from/--fork starts from " + path +
+                "'s weights, so the model must have the same parameters as that run" +
+                (differ.empty() ? std::string(".") : "; these model options differ from it:" + differ) +
+                "\nKeep that run's model options, or train the new model from scratch (without --fork/init_from).");
   }
 }
 
