@@ -291,7 +291,7 @@ TEST_CASE("report/a two-dimensional grid gets a heat map") {
   ablate::Comparison c = ablate::compare_sweep(r, {});
   CHECK(c.by == "point");
   CHECK(c.groups.size() == 4);
-  CHECK(c.groups[3].label == "placement=post type=rmsnorm");
+  CHECK(c.groups[3].label == "placement=post norm=rmsnorm");
   const std::string html = ablate::render_report(r);
   CHECK(count(html, "class=\"ablate-heatmap\"") == 1);
   CHECK(count(html, "<rect class=\"cell\"") == 4);
@@ -354,6 +354,17 @@ TEST_CASE("report/compare any runs: directories, globs, run.h5 files, grouping b
   CHECK(c.groups[2].label == "-");  // no options known
   CHECK(c.groups[2].problems == std::vector<std::string>{"lr9-s1: missing (not run yet)"});
   fs::remove_all(d / "runs/lr9-s1");
+  // Point labels: a variant choice by its family (model.ffn.type -> ffn), keys that would
+  // read alike by more of their path (model.norm.eps, optimizer.eps).
+  fake_run(d / "runs/v-a", 1.7, 1000, "done", "seed: 1\nmodel: {ffn: {type: relu}, norm: {eps: 1.0e-5}}\noptimizer: {eps: 1.0e-8, lr: 0.01}\n");
+  fake_run(d / "runs/v-b", 1.6, 1000, "done", "seed: 2\nmodel: {ffn: {type: swiglu}, norm: {eps: 1.0e-6}}\noptimizer: {eps: 1.0e-7, lr: 0.02}\n");
+  ablate::CompareOptions po;
+  po.by = "point";
+  c = ablate::compare_sweep(ablate::load_run_results({d / "runs/v-*"}), po);
+  REQUIRE(c.groups.size() == 2);
+  CHECK(c.groups[1].label == "ffn=swiglu norm.eps=1.0e-6 optimizer.eps=1.0e-7 lr=0.02");
+  fs::remove_all(d / "runs/v-a");
+  fs::remove_all(d / "runs/v-b");
   // Paths that are no runs.
   CHECK_THROWS_WITH_AS(ablate::load_run_results({d / "runs/nope*"}), doctest::Contains("matches no file or directory"), ablate::Error);
   CHECK_THROWS_WITH_AS(ablate::load_run_results({d / "runs"}), doctest::Contains("not a run (no run.h5 in it) nor a sweep"), ablate::Error);

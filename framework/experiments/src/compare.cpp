@@ -26,9 +26,33 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-std::string last_component(const std::string& key) {
-  auto dot = key.rfind('.');
-  return dot == std::string::npos ? key : key.substr(dot + 1);
+// A key as a point label shows it: its last component ("lr"), the family for a variant
+// choice ("model.ffn.type" -> "ffn"), and more components while two keys would read alike
+// ("model.norm.eps" and "optimizer.eps" -> "norm.eps", "optimizer.eps").
+std::string short_key(const std::string& key, const std::vector<std::string>& keys) {
+  auto tail = [](const std::string& k, int parts) {
+    size_t at = k.size();
+    for (int i = 0; i < parts; ++i) {
+      const size_t dot = at == 0 ? std::string::npos : k.rfind('.', at - 1);
+      if (dot == std::string::npos) return k;
+      at = dot;
+    }
+    return k.substr(at + 1);
+  };
+  auto shown = [&](const std::string& k, int parts) {
+    const std::string t = tail(k, parts);
+    const size_t dot = t.rfind('.');
+    return dot != std::string::npos && t.compare(dot + 1, std::string::npos, "type") == 0 ? t.substr(0, dot) : t;
+  };
+  const bool is_type = key.size() > 5 && key.compare(key.size() - 5, 5, ".type") == 0;
+  const int n = static_cast<int>(std::count(key.begin(), key.end(), '.')) + 1;
+  for (int parts = is_type ? 2 : 1; parts < n; ++parts) {
+    const std::string mine = shown(key, parts);
+    bool clash = false;
+    for (const std::string& other : keys) clash |= other != key && shown(other, parts) == mine;
+    if (!clash) return mine;
+  }
+  return key;
 }
 
 std::string fmt(double v, const char* f = "%.4f") {
@@ -455,7 +479,9 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
     if (c.by == "point") {
       std::vector<std::string> parts;
       if (!p.variant.empty()) parts.push_back(p.variant);
-      for (const auto& [k, v] : p.values) parts.push_back(last_component(k) + "=" + v);
+      std::vector<std::string> keys;
+      for (const auto& kv : p.values) keys.push_back(kv.first);
+      for (const auto& [k, v] : p.values) parts.push_back(short_key(k, keys) + "=" + v);
       return parts.empty() ? "(all)" : join(parts, " ");
     }
     const std::string v = p.value_of(c.by);
