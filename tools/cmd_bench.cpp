@@ -361,7 +361,8 @@ static int cmd_bench(const std::vector<std::string>& args) {
         c += " [" + num(*std::min_element(v.begin(), v.end()), prec) + "-" + num(*std::max_element(v.begin(), v.end()), prec) + "]";
       return c;
     };
-    const bool t = r.torch_train_tok_s > 0, tg = r.torch_gen_tok_s > 0;
+    // (No generation ratio when either side skipped generation: --gen-tokens 0.)
+    const bool t = r.torch_train_tok_s > 0, tg = r.torch_gen_tok_s > 0 && r.gen_tok_s > 0;
     uint64_t allocs = 0;
     for (const auto& x : rs) allocs = std::max(allocs, x.allocs_per_step);
     row({r.name, std::to_string(r.params), num(med([](const BenchResult& x) { return x.train_tok_s; }), 0),
@@ -369,7 +370,7 @@ static int cmd_bench(const std::vector<std::string>& args) {
          cell([](const BenchResult& x) { return 100 * x.gflops / x.peak_gflops; }, 0, "%"),
          t ? num(med([](const BenchResult& x) { return x.torch_train_tok_s; }), 0) : "-",
          t ? cell([](const BenchResult& x) { return x.train_tok_s / x.torch_train_tok_s; }, 2, "x") : "-",
-         num(med([](const BenchResult& x) { return x.gen_tok_s; }), 0),
+         r.gen_tok_s > 0 ? num(med([](const BenchResult& x) { return x.gen_tok_s; }), 0) : "-",
          tg ? num(med([](const BenchResult& x) { return x.torch_gen_tok_s; }), 0) : "-",
          tg ? cell([](const BenchResult& x) { return x.gen_tok_s / x.torch_gen_tok_s; }, 1, "x") : "-", std::to_string(allocs),
          num(r.arena_mib, 0)});
