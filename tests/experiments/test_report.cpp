@@ -282,7 +282,7 @@ TEST_CASE("report/the HTML page renders in headless Chromium with its plots draw
 TEST_CASE("report/a two-dimensional grid gets a heat map") {
   TempDir d;
   ablate::Sweep s = ablate::parse_sweep(
-      "name: norms\nbase: {name: x}\nsweep:\n  grid: {model.norm.placement: [pre, post], model.norm.type: [layernorm, rmsnorm]}\n"
+      "name: norms\nbase: {name: x}\nsweep:\n  grid: {model.block: [prenorm, postnorm], model.norm.type: [layernorm, rmsnorm]}\n"
       "  seeds: [1, 2]\n",
       "n.yaml", d.path.string(), d / "norms");
   ablate::write_manifest(s);
@@ -291,23 +291,23 @@ TEST_CASE("report/a two-dimensional grid gets a heat map") {
   ablate::Comparison c = ablate::compare_sweep(r, {});
   CHECK(c.by == "point");
   CHECK(c.groups.size() == 4);
-  CHECK(c.groups[3].label == "placement=post norm=rmsnorm");
+  CHECK(c.groups[3].label == "block=postnorm norm=rmsnorm");
   const std::string html = ablate::render_report(r);
   CHECK(count(html, "class=\"ablate-heatmap\"") == 1);
   CHECK(count(html, "<rect class=\"cell\"") == 4);
-  CHECK(html.find("model.norm.placement") != std::string::npos);
+  CHECK(html.find("model.block") != std::string::npos);
 
   // Zipped keys move together: they are one dimension of the heat map.
   ablate::Sweep z = ablate::parse_sweep(
       "name: zipped\nbase: {name: x}\nsweep:\n  grid: {model.norm.type: [layernorm, rmsnorm]}\n"
-      "  zip: {model.norm.placement: [pre, post], model.norm.final: [true, false]}\n  seeds: [1]\n",
+      "  zip: {model.block: [prenorm, postnorm], model.norm.final: [true, false]}\n  seeds: [1]\n",
       "z.yaml", d.path.string(), d / "zipped");
   ablate::write_manifest(z);
   for (const auto& p : z.points) fake_run(p.run_dir, 1.7 + 0.01 * static_cast<double>(p.index), 1000);
   const std::string zh = ablate::render_report(ablate::load_sweep_results(d / "zipped"));
   CHECK(count(zh, "<rect class=\"cell\"") == 4);
-  CHECK(zh.find("model.norm.placement + model.norm.final") != std::string::npos);
-  CHECK(zh.find(">placement=post final=false</text>") != std::string::npos);
+  CHECK(zh.find("model.block + model.norm.final") != std::string::npos);
+  CHECK(zh.find(">block=postnorm final=false</text>") != std::string::npos);
 }
 
 TEST_CASE("report/compare any runs: directories, globs, run.h5 files, grouping by what differs") {
