@@ -1,16 +1,19 @@
 // Shared helpers for the test suite: temporary directories, running the real `ablate`
 // binary, loading the real plugin directory.
 #pragma once
+#include <doctest/doctest.h>
 #include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <string>
 
+#include "ablate/error.hpp"
 #include "ablate/registry.hpp"
 
 namespace ablate::test {
@@ -33,6 +36,20 @@ struct TempDir {
     return (path / name).string();
   }
 };
+
+// Whether `part` occurs in `s`.
+inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// The message of the ablate::Error f throws; "" (and a failed check) if it throws none.
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ablate::Error& e) {
+    return e.what();
+  }
+  FAIL_CHECK("expected an ablate::Error");
+  return "";
+}
 
 // How often `what` occurs in `text` (overlapping occurrences count).
 inline size_t count(const std::string& text, const std::string& what) {

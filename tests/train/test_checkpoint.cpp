@@ -13,36 +13,15 @@
 
 #include "ablate/checkpoint.hpp"
 #include "ablate/error.hpp"
+#include "test_util.hpp"
 
 namespace fs = std::filesystem;
 
+using ablate::test::error_of;
+using ablate::test::contains;
+using ablate::test::TempDir;
+
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "ablate-ckpt-XXXXXX").string();
-    REQUIRE(::mkdtemp(t.data()) != nullptr);
-    path = t;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ablate::Error& e) {
-    return e.what();
-  }
-  FAIL_CHECK("expected an ablate::Error");
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 std::vector<uint8_t> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -87,7 +66,7 @@ TEST_CASE("io/checkpoint: crc32 matches the standard check value") {
 
 TEST_CASE("io/checkpoint: round trip is bitwise, the write is atomic") {
   TempDir dir;
-  const std::string path = dir.file("ck.bin");
+  const std::string path = dir / "ck.bin";
   const ablate::Checkpoint ck = sample();
   ablate::write_checkpoint(path, ck);
   CHECK_FALSE(fs::exists(path + ".tmp"));
@@ -108,13 +87,13 @@ TEST_CASE("io/checkpoint: round trip is bitwise, the write is atomic") {
   for (const auto& e : fs::directory_iterator(dir.path)) CHECK(e.path().filename() == "ck.bin");
 
   // A write that cannot happen names the path and leaves nothing behind.
-  CHECK(contains(error_of([&] { ablate::write_checkpoint(dir.file("no/such/dir/ck.bin"), ck); }),
+  CHECK(contains(error_of([&] { ablate::write_checkpoint(dir / "no/such/dir/ck.bin", ck); }),
                  "no/such/dir/ck.bin.tmp: cannot create checkpoint"));
 }
 
 TEST_CASE("io/checkpoint: truncated, corrupt and foreign files give clear errors") {
   TempDir dir;
-  const std::string path = dir.file("ck.bin");
+  const std::string path = dir / "ck.bin";
   const std::vector<uint8_t> good = ablate::serialize_checkpoint(sample());
   const size_t n = good.size();
 
@@ -155,7 +134,7 @@ TEST_CASE("io/checkpoint: truncated, corrupt and foreign files give clear errors
         path + ": not an ablate checkpoint (it does not start with \"ABLATECK\")");
   write_bytes(path, {});
   CHECK(error_of([&] { ablate::read_checkpoint(path); }) == path + ": not an ablate checkpoint (the file is empty)");
-  CHECK(contains(error_of([&] { ablate::read_checkpoint(dir.file("missing.bin")); }),
+  CHECK(contains(error_of([&] { ablate::read_checkpoint(dir / "missing.bin"); }),
                  "missing.bin: cannot open checkpoint: No such file or directory"));
   CHECK(contains(error_of([&] { ablate::read_checkpoint(dir.path.string()); }), "not a regular file"));
 }

@@ -13,8 +13,12 @@
 
 #include "ablate/data_source.hpp"
 #include "ablate/error.hpp"
+#include "test_util.hpp"
 
 namespace fs = std::filesystem;
+
+using ablate::test::error_of;
+using ablate::test::contains;
 
 namespace {
 
@@ -61,18 +65,6 @@ struct CwdGuard {
   explicit CwdGuard(const fs::path& p) { fs::current_path(p); }
   ~CwdGuard() { fs::current_path(old); }
 };
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ablate::Error& e) {
-    return e.what();
-  }
-  FAIL_CHECK("expected an ablate::Error");
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 const std::string kTestData = ABLATE_TEST_DATA_DIR;
 const std::string kShakespeareSha = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed";

@@ -27,6 +27,8 @@ extern char** environ;
 
 namespace fs = std::filesystem;
 
+using ablate::test::contains;
+
 namespace {
 
 // Dropout > 0 (the mask RNG matters), a warmup + cosine schedule, checkpoints every 4
@@ -366,8 +368,6 @@ bool wait_until(Pred pred) {
   }
   return false;
 }
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 ablate::test::CommandResult ablate_run(const std::string& args) {
   return ablate::test::run_command("ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " + ablate::test::ablate_binary() + " run " + args);

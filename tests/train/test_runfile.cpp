@@ -15,38 +15,16 @@
 
 #include "ablate/error.hpp"
 #include "ablate/runfile.hpp"
+#include "test_util.hpp"
 
 namespace fs = std::filesystem;
 using ablate::RunFile;
 
+using ablate::test::error_of;
+using ablate::test::contains;
+using ablate::test::TempDir;
+
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "ablate-runfile-XXXXXX").string();
-    REQUIRE(::mkdtemp(t.data()) != nullptr);
-    path = t;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
-// The message of the ablate::Error f throws; "" (and a failed check) if it throws none.
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ablate::Error& e) {
-    return e.what();
-  }
-  FAIL_CHECK("expected an ablate::Error");
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // Exit status and combined output of a shell command.
 std::pair<int, std::string> run(const std::string& cmd) {
@@ -81,7 +59,7 @@ const std::string kSample = "First Citizen:\nBefore we proceed — any further, 
 
 TEST_CASE("io/runfile: write, then read back with read_run_file") {
   TempDir dir;
-  const std::string path = dir.file("run.h5");
+  const std::string path = dir / "run.h5";
   {
     RunFile rf = RunFile::create(path);
     CHECK(rf.is_open());
@@ -135,7 +113,7 @@ TEST_CASE("io/runfile: write, then read back with read_run_file") {
 
 TEST_CASE("io/runfile: h5py and h5dump read the file") {
   TempDir dir;
-  const std::string path = dir.file("run.h5");
+  const std::string path = dir / "run.h5";
   {
     RunFile rf = RunFile::create(path);
     rf.set_attr("status", "done");
@@ -184,7 +162,7 @@ TEST_CASE("io/runfile: h5py and h5dump read the file") {
 
 TEST_CASE("io/runfile: append after reopen, truncate_after_step") {
   TempDir dir;
-  const std::string path = dir.file("run.h5");
+  const std::string path = dir / "run.h5";
   {
     RunFile rf = RunFile::create(path);
     write_sample(rf, 300);
@@ -228,7 +206,7 @@ TEST_CASE("io/runfile: append after reopen, truncate_after_step") {
 
 TEST_CASE("io/runfile: bad names and misuse give clear errors") {
   TempDir dir;
-  const std::string path = dir.file("run.h5");
+  const std::string path = dir / "run.h5";
   RunFile rf = RunFile::create(path);
   CHECK(contains(error_of([&] { rf.append("", {{"step", 0}}); }), "invalid table name ''"));
   CHECK(contains(error_of([&] { rf.append("eval//x", {{"step", 0}}); }), "invalid table name"));
@@ -249,13 +227,13 @@ TEST_CASE("io/runfile: bad names and misuse give clear errors") {
 
 TEST_CASE("io/runfile: files that are not run files") {
   TempDir dir;
-  const std::string text = dir.file("notes.txt");
+  const std::string text = dir / "notes.txt";
   std::ofstream(text) << "just text\n";
-  const std::string plain = dir.file("plain.h5");
+  const std::string plain = dir / "plain.h5";
   hid_t f = H5Fcreate(plain.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   REQUIRE(f >= 0);
   H5Fclose(f);
-  const std::string missing = dir.file("missing.h5");
+  const std::string missing = dir / "missing.h5";
 
   for (auto read : {std::function<void(const std::string&)>([](const std::string& p) { ablate::read_run_file(p); }),
                     std::function<void(const std::string&)>([](const std::string& p) { RunFile::open_append(p); })}) {
@@ -266,23 +244,23 @@ TEST_CASE("io/runfile: files that are not run files") {
           dir.path.string() + ": not an ablate run file (not a regular file)");
   }
   {
-    RunFile rf = RunFile::create(dir.file("future.h5"));
+    RunFile rf = RunFile::create(dir / "future.h5");
     rf.set_attr("format_version", int64_t{2});
   }
-  CHECK(contains(error_of([&] { ablate::read_run_file(dir.file("future.h5")); }),
+  CHECK(contains(error_of([&] { ablate::read_run_file(dir / "future.h5"); }),
                  "format_version 2 is newer than this ablate reads (1)"));
   {
-    RunFile rf = RunFile::create(dir.file("other.h5"));
+    RunFile rf = RunFile::create(dir / "other.h5");
     rf.set_attr("format", "something-else");
   }
-  CHECK(contains(error_of([&] { ablate::read_run_file(dir.file("other.h5")); }),
+  CHECK(contains(error_of([&] { ablate::read_run_file(dir / "other.h5"); }),
                  "not an ablate run file (format is 'something-else', expected 'ablate-run')"));
 }
 
 TEST_CASE("io/runfile: a writer killed without closing leaves every flushed row") {
   TempDir dir;
   for (bool sigkill : {false, true}) {
-    const std::string path = dir.file(sigkill ? "killed.h5" : "exited.h5");
+    const std::string path = dir / (sigkill ? "killed.h5" : "exited.h5");
     std::fflush(nullptr);
     pid_t pid = ::fork();
     REQUIRE(pid >= 0);
@@ -332,7 +310,7 @@ TEST_CASE("io/runfile: a writer killed without closing leaves every flushed row"
 
 TEST_CASE("io/runfile: a run still being written can be read, by h5py too (the writer takes no HDF5 lock)") {
   TempDir dir;
-  const std::string path = dir.file("live.h5");
+  const std::string path = dir / "live.h5";
   int ready[2], go[2];
   REQUIRE(::pipe(ready) == 0);
   REQUIRE(::pipe(go) == 0);
