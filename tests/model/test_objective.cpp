@@ -128,8 +128,13 @@ TEST_CASE("objective/masked_lm trains end to end: loss and accuracy on masked po
 
 TEST_CASE("objective/the shipped encoder_vs_decoder sweep validates: two variants differ only in attention and objective") {
   const ablate::test::TempDir dir;
+  // Validation resolves the data file: the test excerpt stands in for tiny Shakespeare
+  // (ABLATE_DATA_PATH is searched before the source tree's and ../shared's data), so that
+  // the test needs neither ../shared nor the network.
+  std::filesystem::create_directories(dir / "data");
+  dir.write("data/tinyshakespeare.txt", ablate::test::read_file(std::string(ABLATE_TEST_DATA_DIR) + "/shakespeare_16k.txt"));
   const ablate::test::CommandResult r = ablate::test::run_command(
-      ablate::test::ablate_binary() + " sweep " + std::string(ABLATE_SOURCE_DIR) +
+      "ABLATE_DATA_PATH=" + (dir / "data") + " " + ablate::test::ablate_binary() + " sweep " + std::string(ABLATE_SOURCE_DIR) +
       "/experiments/ablations/encoder_vs_decoder.yaml --dry-run --dir " + (dir / "s"));
   INFO(r.output);
   CHECK(r.status == 0);
