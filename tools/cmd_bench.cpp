@@ -224,11 +224,14 @@ double measure_fma_peak(int64_t threads, double seconds) {
 // capped to AVX2 too: ATen's kernels by ATEN_CPU_CAPABILITY, OpenBLAS's by running the
 // script with its AVX-512 kernel set (SkylakeX, chosen from /proc/cpuinfo) swapped for
 // Haswell's; the script is read-only shared code, so the swap is made on the way in.
-void run_torch(BenchResult& r, const std::string& script) {
-  std::string cmd = script + " " + r.torch_name + " best 2>/dev/null";
+// PyTorch generates as many tokens as ablate (--gen_tokens; the script's own default for
+// nanogpt-baby is 64, a quarter of the work at its context lengths), or none.
+void run_torch(BenchResult& r, const std::string& script, int64_t gen_tokens) {
+  const std::string gen = gen_tokens > 0 ? " --gen_tokens " + std::to_string(gen_tokens) : " --no_gen";
+  std::string cmd = script + " " + r.torch_name + " best" + gen + " 2>/dev/null";
   if (std::string(ablate::kernel_path()) == "avx2")
     cmd = "ATEN_CPU_CAPABILITY=avx2 bash -c \"$(sed 's/OPENBLAS_CORETYPE=SkylakeX/OPENBLAS_CORETYPE=Haswell/' '" +
-          script + "')\" '" + script + "' " + r.torch_name + " best 2>/dev/null";
+          script + "')\" '" + script + "' " + r.torch_name + " best" + gen + " 2>/dev/null";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return;
   std::string out;
@@ -261,7 +264,7 @@ static int cmd_bench(const std::vector<std::string>& args) {
     ("threads,j", po::value<int64_t>()->default_value(2), "ablate worker threads")
     ("steps", po::value<int64_t>()->default_value(10), "timed training steps")
     ("warmup", po::value<int64_t>()->default_value(3), "untimed warm-up steps")
-    ("gen-tokens", po::value<int64_t>()->default_value(256), "tokens generated (batch 1) for the generation rate; 0: skip")
+    ("gen-tokens", po::value<int64_t>()->default_value(256), "tokens generated (batch 1) for the generation rate, by PyTorch too; 0: skip")
     ("torch", po::value<std::string>(), "path of torch_ref.sh to run side by side (default: ../shared/bench/torch_ref.sh if present)")
     ("no-torch", po::bool_switch(), "do not run PyTorch")
     ("markdown", po::bool_switch(), "print the table as Markdown")
@@ -317,7 +320,7 @@ static int cmd_bench(const std::vector<std::string>& args) {
       std::cerr << " ablate " << static_cast<int64_t>(r.train_tok_s) << " tok/s (FMA peak "
                 << std::lround(r.peak_gflops) << " GFLOP/s)";
       if (!torch.empty() && !r.torch_name.empty()) {
-        run_torch(r, torch);
+        run_torch(r, torch, vm["gen-tokens"].as<int64_t>());
         std::cerr << ", PyTorch " << static_cast<int64_t>(r.torch_train_tok_s) << " tok/s";
       }
       std::cerr << "\n";

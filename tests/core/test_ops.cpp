@@ -726,8 +726,10 @@ TEST_CASE("ops/forward: matmul and linear match a naive product at parallel size
   // with x or dy row-major (partial 32-column panels, row tails, two reduction blocks for
   // K = 400 and N = 500; the bias written with the product, by row and column blocks) take
   // gemm_avx512 when built for AVX-512, as do the weight gradients (A^T packed for K > 128).
+  // The kernel path's gemv (gemv.inc) on widths with every tail: 21 and 300 columns (whole
+  // stripes, single vectors and scalar columns), 37-wide dot products (lanes and scalars).
   for (const Shape sh : {Shape{600, 70, 130}, Shape{64, 80, 1000}, Shape{1, 96, 384}, Shape{3, 200, 100},
-                         Shape{300, 50, 40}, Shape{500, 400, 20}}) {
+                         Shape{300, 50, 40}, Shape{500, 400, 20}, Shape{1, 37, 21}, Shape{2, 130, 300}}) {
     for (bool tw : {false, true}) {
       const int64_t N = sh.N, K = sh.K, M = sh.M;
       CAPTURE(N);

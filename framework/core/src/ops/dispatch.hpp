@@ -55,6 +55,10 @@ struct IsaKernels {
   // overwrite, C = init (a row (1,n), or 0 when null) + alpha op(A) op(B) without reading C.
   void (*gemm)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, bool overwrite, const float* init);
+  // c (1,n) += alpha x (1,k) op(B): B (k,n) row-major, with trans_b (n,k); x's elements
+  // incx apart. Batch-1 decoding's products (gemv.inc).
+  void (*gemv)(bool trans_b, int64_t n, int64_t k, float alpha, const float* x, int64_t incx, const float* b,
+               int64_t ldb, float* c);
   // dst (cols, rows) = src (rows, cols) transposed, column c times mul (and colmul[c] if given).
   void (*transpose)(const float* src, int64_t lds, int64_t rows, int64_t cols, float mul, const float* colmul,
                     float* dst, int64_t ldd);

@@ -5,9 +5,10 @@
 #include "simd.hpp"
 // (after simd.hpp)
 #include "attention_lanes.inc"
+#include "gemv.inc"
 #include "gemm_vec.inc"
 
 namespace ablate::kernels::avx2 {
-const IsaKernels kTable = {Isa::avx2, &gemm, &transpose, &forward_head_lanes, &backward_group_lanes,
+const IsaKernels kTable = {Isa::avx2, &gemm, &gemv, &transpose, &forward_head_lanes, &backward_group_lanes,
                            &forward_head_decode};
 }  // namespace ablate::kernels::avx2

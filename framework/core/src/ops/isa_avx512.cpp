@@ -5,9 +5,10 @@
 #include "simd.hpp"
 // (after simd.hpp)
 #include "attention_lanes.inc"
+#include "gemv.inc"
 #include "gemm_avx512.inc"
 
 namespace ablate::kernels::avx512 {
-const IsaKernels kTable = {Isa::avx512, &gemm, &transpose, &forward_head_lanes, &backward_group_lanes,
+const IsaKernels kTable = {Isa::avx512, &gemm, &gemv, &transpose, &forward_head_lanes, &backward_group_lanes,
                            &forward_head_decode};
 }  // namespace ablate::kernels::avx512

@@ -257,19 +257,15 @@ bool run_decode_team(const std::function<void(int64_t)>& f) {
 }
 
 namespace {
-// A few rows (incremental decoding): matrix-vector products per row. Level-3 GEMM
-// would pack the whole of B for each call, which costs more than the product itself.
+// A few rows (incremental decoding): matrix-vector products per row (the kernel path's
+// gemv). Level-3 GEMM would pack the whole of B for each call, which costs more than the
+// product itself.
 void gemv_rows(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
-  using Strided = Eigen::Map<const Eigen::VectorXf, 0, Eigen::InnerStride<>>;
-  Eigen::Map<const RowMat, 0, Eigen::OuterStride<>> B(b, trans_b ? n : k, trans_b ? k : n, Eigen::OuterStride<>(ldb));
-  for (int64_t i = 0; i < m; ++i) {
-    // Row i of op(A): contiguous for row-major A, strided for its transpose.
-    Strided ai(trans_a ? a + i : a + i * lda, k, Eigen::InnerStride<>(trans_a ? lda : 1));
-    Eigen::Map<Eigen::VectorXf> ci(c + i * ldc, n);
-    if (trans_b) ci.noalias() += alpha * (B * ai);
-    else ci.noalias() += alpha * (B.transpose() * ai);
-  }
+  const IsaKernels& isa = isa_kernels();
+  // Row i of op(A): contiguous for row-major A, strided for its transpose.
+  for (int64_t i = 0; i < m; ++i)
+    isa.gemv(trans_b, n, k, alpha, trans_a ? a + i : a + i * lda, trans_a ? lda : 1, b, ldb, c + i * ldc);
 }
 
 // One column of C (m,1): a matrix-vector product, C += alpha op(A) b.
