@@ -320,6 +320,52 @@ TEST_CASE("arithmetic/batched KV-cache decoding equals unbatched full-recompute 
                        ablate::Error);
 }
 
+TEST_CASE("arithmetic/score_after scores only each line's answer") {
+  ablate::test::TempDir dir;
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += std::string("$7+5=21$\n$10+20=03$\n$3+4=7$\n");
+  dir.write("lines.txt", text);
+  auto load = [&](const std::string& yaml, ablate::TextData& d) {
+    auto exp = ablate::Experiment::parse("data: " + yaml, "test.yaml", dir.path.string());
+    auto tok = char_tokenizer(text);
+    d = ablate::load_text_data(exp.root().child("data"), dir.path.string(), *tok, 16);
+    return tok;
+  };
+  for (const char* fill : {"pack", "pad"}) {
+    CAPTURE(fill);
+    ablate::TextData d;
+    auto tok = load(std::string("{path: lines.txt, windows: lines, score_after: '=', fill: ") + fill + "}", d);
+    const int32_t eq = tok->encode("=")[0], nl = tok->encode("\n")[0];
+    const int64_t B = 32, T = 16;
+    std::vector<int32_t> x(B * T), y(B * T), y_all(B * T), x_all(B * T);
+    ablate::Rng rng(3), rng_all(3);
+    ablate::sample_batch(d, true, B, T, rng, x.data(), y.data());
+    d.score_after = -1;  // the same windows, every target
+    ablate::sample_batch(d, true, B, T, rng_all, x_all.data(), y_all.data());
+    CHECK(x == x_all);
+    int64_t scored = 0;
+    for (int64_t b = 0; b < B; ++b) {
+      bool seen = false;  // from the characters: after '=' up to the newline, inclusive
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t i = b * T + t;
+        seen = seen || x[i] == eq;
+        const bool expect = seen && y_all[i] >= 0 && x[i] != nl;
+        CHECK(y[i] == (expect ? y_all[i] : -1));
+        scored += y[i] >= 0;
+        if (x[i] == nl) seen = false;
+      }
+    }
+    CHECK(scored > B * 3);
+  }
+  ablate::TextData d;
+  CHECK_THROWS_WITH_AS(load("{path: lines.txt, windows: lines, score_after: '=>'}", d),
+                       doctest::Contains("is 2 tokens for this tokenizer"), ablate::ConfigError);
+  CHECK_THROWS_WITH_AS(load("{path: lines.txt, windows: lines, score_after: '*'}", d),
+                       doctest::Contains("no line of"), ablate::ConfigError);
+  CHECK_THROWS_WITH_AS(load("{path: lines.txt, score_after: '='}", d), doctest::Contains("add data.windows: lines"),
+                       ablate::ConfigError);
+}
+
 TEST_CASE("arithmetic/line windows start at problems and mask padding") {
   ablate::test::TempDir dir;
   // Lines of different lengths: 5, 4 and 7 characters plus newlines.

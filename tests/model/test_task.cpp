@@ -31,31 +31,34 @@ model: {d_model: 32, n_heads: 2, n_layers: 2, context: 12}
 train: {steps: 600, batch_size: 32, eval_every: 600, eval_batches: 1, checkpoint_every: 600, log_every: 100, threads: 2}
 optimizer: {type: adamw, lr: 3.0e-3, weight_decay: 0.1}
 scheduler: {type: cosine, warmup: 30, min_factor: 0.1}
-eval: [{type: modadd, data: train.txt}, {type: modadd, data: test.txt}]
+eval: [{type: modadd, data: train.txt}, {type: modadd, data: test.txt, name: modadd_heldout}]
 sample: {tokens: 0}
 )");
   auto run = ablate::test::run_command(bin + " run " + (dir / "modadd.yaml") + " -o " + (dir / "run"));
   REQUIRE_MESSAGE(run.status == 0, run.output);
   CHECK(run.output.find("eval/modadd step 600: exact match") != std::string::npos);
+  CHECK(run.output.find("eval/modadd_heldout step 600: exact match") != std::string::npos);
   auto data = ablate::read_run_file(ablate::run_file_path(dir / "run"));
+  // Each entry its own table (the second named): rows at step 0 and at step 600.
   const auto& t = data.tables.at("eval/modadd");
-  // Both entries write to eval/modadd (train file, then test file), at step 0 and at step 600.
-  REQUIRE(t.at("step").size() == 4);
+  const auto& held = data.tables.at("eval/modadd_heldout");
+  REQUIRE(t.at("step").size() == 2);
+  REQUIRE(held.at("step").size() == 2);
   CHECK(t.at("step")[0] == 0);
-  CHECK(t.at("step")[2] == 600);
+  CHECK(t.at("step")[1] == 600);
   // Memorised: the 40 training sums (measured 1.0); the held-out ones are for grokking, which
   // takes far longer than a test.
-  MESSAGE("modadd p=7: exact match train " << t.at("exact_match")[2] << ", held out " << t.at("exact_match")[3]);
+  MESSAGE("modadd p=7: exact match train " << t.at("exact_match")[1] << ", held out " << held.at("exact_match")[1]);
   CHECK(t.at("exact_match")[0] < 0.5);  // the untrained model at step 0
-  CHECK(t.at("exact_match")[2] >= 0.8);
-  CHECK(t.at("problems")[2] == 40);
-  CHECK(t.at("problems")[3] == 9);
+  CHECK(t.at("exact_match")[1] >= 0.8);
+  CHECK(t.at("problems")[1] == 40);
+  CHECK(held.at("problems")[1] == 9);
   // ablate eval scores the checkpoint the same way.
   auto ev = ablate::test::run_command(bin + " eval " + (dir / "run") + " --task modadd --data " + (dir / "train.txt") + " --write");
   REQUIRE_MESSAGE(ev.status == 0, ev.output);
   CHECK(ev.output.find("exact match") != std::string::npos);
   auto after = ablate::read_run_file(ablate::run_file_path(dir / "run"));
-  CHECK(after.tables.at("eval/modadd").at("exact_match").back() == doctest::Approx(t.at("exact_match")[2]));
+  CHECK(after.tables.at("eval/modadd").at("exact_match").back() == doctest::Approx(t.at("exact_match")[1]));
   // Bad flags: an unknown one with a did-you-mean, a task that does not exist.
   auto bad = ablate::test::run_command(bin + " data modadd --train-cont 5 --train " + (dir / "x.txt"));
   CHECK(bad.status == 2);

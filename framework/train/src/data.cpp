@@ -40,6 +40,13 @@ TextData load_text_data(const Options& o, const std::string& yaml_dir, Tokenizer
                              "last whole line (pad); random windows are always packed") == "pad";
   if (d.pad_lines && !d.line_windows)
     o.fail("fill", "pad applies only to line windows; add data.windows: lines or remove data.fill");
+  const std::string after = o.get<std::string>(
+      "score_after", "",
+      "score only the tokens after this text in each line, e.g. \"=\": the answers of prompt/answer lines (needs "
+      "windows: lines); empty: every token");
+  if (!after.empty() && !d.line_windows)
+    o.fail("score_after", "'" + after + "' marks where each line's answer starts, which needs windows that start at "
+                          "lines; add data.windows: lines or remove data.score_after");
   o.check_unused();
   try {
     d.path = resolve_data_file(name, yaml_dir);
@@ -76,6 +83,17 @@ TextData load_text_data(const Options& o, const std::string& yaml_dir, Tokenizer
   d.pad_input = tok.pad_id() >= 0 ? tok.pad_id() : 0;
   d.train_lines = encode_lines(tok, d.train_text, d.train);
   d.val_lines = encode_lines(tok, d.val_text, d.val);
+  if (!after.empty()) {
+    const std::vector<int32_t> ids = tok.encode(after);
+    if (ids.size() != 1)
+      o.fail("score_after", "'" + after + "' is " + std::to_string(ids.size()) +
+                                " tokens for this tokenizer; give text that is one token (with the char tokenizer: one "
+                                "character that ends every prompt, e.g. \"=\")");
+    if (d.train_text.find(after) == std::string::npos)
+      o.fail("score_after", "no line of " + d.path + "'s training part contains '" + after +
+                                "', so nothing would be scored; give the text that ends each prompt");
+    d.score_after = ids[0];
+  }
   auto check = [&](const std::vector<int64_t>& starts, const std::vector<int32_t>& t, const char* part,
                    const std::string& text, int64_t first_line) {
     if (starts.empty())
@@ -135,6 +153,18 @@ void sample_batch(const TextData& data, bool train, int64_t B, int64_t T, Rng& r
     for (int64_t t = 0; t < T; ++t) {
       x[b * T + t] = t < m ? tokens[static_cast<size_t>(i + t)] : data.pad_input;
       y[b * T + t] = t + 1 < m ? tokens[static_cast<size_t>(i + t + 1)] : -1;
+    }
+    if (data.score_after >= 0) {
+      // A target counts once its line has shown the token, up to the line's end; the
+      // next line's first token (its start, not an answer) does not.
+      bool seen = false;
+      int64_t next = k + 1;  // the next line start's index in `starts`
+      for (int64_t t = 0; t + 1 < m; ++t) {
+        seen = seen || x[b * T + t] == data.score_after;
+        const bool line_ends = next < n_lines && starts[static_cast<size_t>(next)] == i + t + 1;
+        if (!seen || line_ends) y[b * T + t] = -1;
+        if (line_ends) seen = false, ++next;
+      }
     }
   }
 }

@@ -147,8 +147,12 @@ void build_evaluators(Options& root, Setup& s, const BuildContext& none) {
   if (!evn.IsSequence()) root.fail("eval", "expected a list of evaluators, e.g. [{type: arithmetic, data: test.txt}]");
   for (size_t i = 0; i < evn.size(); ++i) {
     Options e(evn[i], root.source(), "eval." + std::to_string(i));
-    std::string type = PluginRegistry::type_of(e);
-    s.evaluators.emplace_back("eval/" + type, make_evaluator(e, none));
+    const std::string type = PluginRegistry::type_of(e);
+    const std::string name = e.get<std::string>(
+        "name", type, "its table in the run file, eval/NAME (default: the type; entries with one name share the table, row after row)");
+    if (name.empty() || name.find('/') != std::string::npos)
+      e.fail("name", "'" + name + "' cannot name a table: give a word without '/', e.g. name: ood");
+    s.evaluators.emplace_back("eval/" + name, make_evaluator(e, none));
   }
 }
 

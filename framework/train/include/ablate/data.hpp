@@ -4,7 +4,9 @@
 // window at a line start (whole problems, e.g. arithmetic) and either packs the following
 // lines behind it (`fill: pack`) or keeps only whole lines and pads (`fill: pad`). Padding
 // targets are -1, which cross_entropy leaves out; with causal attention the padded inputs
-// after the real tokens cannot affect them.
+// after the real tokens cannot affect them. `score_after: "="` (line windows) scores only
+// the tokens after that text in each line, e.g. the answer of a problem: the prompt's
+// targets are -1 too (a completion-only loss, as TRL's response template).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -24,9 +26,10 @@ struct TextData {
   bool pad_lines = false;           // fill: pad (else pack)
   int32_t pad_input = 0;            // input id of padded positions (the tokenizer's pad_id, else 0)
   std::vector<int64_t> train_lines, val_lines;  // token offsets of line starts (line windows)
+  int32_t score_after = -1;         // score_after's token id, or -1: every target scored
 };
 
-// Reads the `data:` section (path, train_fraction, windows, fill), finds and reads the
+// Reads the `data:` section (path, train_fraction, windows, fill, score_after), finds and reads the
 // file, fits the tokenizer on the training part and encodes both parts. `context` is
 // checked against the length of each part (random windows) or of the longest line (line
 // windows: with windows: lines the split falls on a line boundary and each line is
@@ -36,7 +39,8 @@ TextData load_text_data(const Options& data_opts, const std::string& yaml_dir, T
                         bool fit = true);
 
 // Fills x and y (B*T each) with B windows of the training (train = true) or validation
-// part. Targets that must not count in the loss (padding) are -1.
+// part. Targets that must not count in the loss (padding; with score_after, the tokens of
+// a line up to and including that token, and a line's first token) are -1.
 void sample_batch(const TextData& data, bool train, int64_t B, int64_t T, Rng& rng, int32_t* x, int32_t* y);
 
 }  // namespace ablate
