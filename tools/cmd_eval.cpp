@@ -93,6 +93,7 @@ int cmd_eval(const std::vector<std::string>& args) {
   if (!node["problems"]) node["problems"] = 0;  // the whole file unless told otherwise
   node["type"] = f.task;
   auto run = ablate::load_run(f.run);
+  ablate::require_generating(run, "decoding " + f.task + " answers");
   ablate::ParamStore none;
   std::unique_ptr<ablate::Evaluator> ev =
       ablate::make_evaluator(o, ablate::BuildContext{ablate::ModelDims{}, ablate::ParamScope(none, ""), f.seed});

@@ -44,6 +44,7 @@ static int cmd_generate(const std::vector<std::string>& args) {
   const int64_t seed = vm["seed"].as<int64_t>();
   if (seed < 0) throw ablate::cli::UsageError("--seed must be >= 0, got " + std::to_string(seed));
   auto run = ablate::load_run(vm["run"].as<std::string>());
+  ablate::require_generating(run, "generating text");
   std::string prompt = vm["prompt"].as<std::string>();
   // Characters outside the training data have no token: refused, as by inspect, unless
   // --allow-unknown maps them (visibly) to the unknown symbol.

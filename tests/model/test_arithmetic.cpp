@@ -8,6 +8,7 @@
 #include <ctime>
 #include <cmath>
 #include <set>
+#include <sstream>
 #include <unordered_set>
 
 #include "task/arithmetic/problems.hpp"  // the plugin's internals (problems.cpp is compiled in)
@@ -611,4 +612,33 @@ TEST_CASE("arithmetic/benchmark: batched KV-cache decoding vs batch 1 vs full re
   double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   double cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
   MESSAGE("full recompute, batch 1: " << n_slow / dt << " problems/s, " << n_slow / cpu << " problems per CPU-second");
+}
+
+TEST_CASE("arithmetic/the shipped mixed-task recipe and its ablation sweep validate against the generated files") {
+  // Small files under the names the experiments use (ABLATE_DATA_PATH is searched before
+  // the source tree's data/, which holds the real 3 M problems only where generated).
+  ablate::test::TempDir dir;
+  const std::string bin = ablate::test::ablate_binary(), data = dir / "data";
+  std::filesystem::create_directories(data + "/arithmetic");
+  auto gen = ablate::test::run_command(bin + " data arithmetic --train " + data + "/arithmetic/mixed_train.txt --test " + data +
+                                       "/arithmetic/mixed_test.txt --train-count 3000 --test-count 100 --seed 1");
+  REQUIRE_MESSAGE(gen.status == 0, gen.output);
+  auto ood = ablate::test::run_command(bin + " data arithmetic --test " + data +
+                                       "/arithmetic/mixed_ood_test.txt --min 1000.01 --max 2000 --test-count 100 --seed 2");
+  REQUIRE_MESSAGE(ood.status == 0, ood.output);
+  // Operands of the second set lie in (1000, 2000]: none in the training range.
+  std::istringstream ood_lines(ablate::test::read_file(data + "/arithmetic/mixed_ood_test.txt"));
+  for (std::string line; std::getline(ood_lines, line);) {
+    const double a = std::stod(line.substr(2, 10)), b = std::stod(line.substr(13, 10));
+    CHECK((a > 1000 && a <= 2000 && b > 1000 && b <= 2000));
+  }
+  const std::string env = "ABLATE_DATA_PATH=" + data + " " + bin;
+  const std::string src = std::string(ABLATE_SOURCE_DIR) + "/experiments/arithmetic/";
+  auto run = ablate::test::run_command(env + " run " + src + "mixed.yaml --dry-run -o " + (dir / "run"));
+  INFO(run.output);
+  CHECK(run.status == 0);
+  auto sweep = ablate::test::run_command(env + " sweep " + src + "what_matters.yaml --dry-run --dir " + (dir / "sweep"));
+  INFO(sweep.output);
+  CHECK(sweep.status == 0);
+  CHECK(sweep.output.find("21 points (7 variants x 3 seeds)") != std::string::npos);
 }

@@ -121,6 +121,16 @@ TEST_CASE("objective/masked_lm trains end to end: loss and accuracy on masked po
   CHECK(acc.back() > 2.0 / chars);       // above a guess
   CHECK(acc.back() <= 1.0);
   CHECK_FALSE(d.texts.count("samples/final"));  // an encoder samples no text
+  // ... and ablate generate and ablate eval --task refuse it, naming the objective.
+  const std::string bin = ablate::test::ablate_binary();
+  const auto gen = ablate::test::run_command(bin + " generate " + s.run_dir + " --prompt 'To be' --tokens 5");
+  CHECK(gen.status != 0);
+  CHECK(gen.output.find("objective 'masked_lm', which does not predict the next token, so generating text") !=
+        std::string::npos);
+  dir.write("modadd.txt", "$3+4=0$\n");
+  const auto ev = ablate::test::run_command(bin + " eval " + s.run_dir + " --task modadd --data " + (dir / "modadd.txt"));
+  CHECK(ev.status != 0);
+  CHECK(ev.output.find("so decoding modadd answers from it would mean nothing") != std::string::npos);
   // The same run again: bitwise the same metrics (masks come from the seed and the step).
   const ablate::RunSummary s2 = run(file, dir / "out2", {"train.steps=60"});
   CHECK(ablate::read_run_file(ablate::run_file_path(s2.run_dir)).tables.at("eval").at("val_accuracy") == acc);

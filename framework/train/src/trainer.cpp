@@ -1217,7 +1217,15 @@ LoadedRun load_run(const std::string& dir) {
   r.model = std::make_unique<Model>(root.child("model"), r.tokenizer->vocab_size() + objective->extra_tokens(), seed);
   restore_params(*r.model, ck, path);
   r.step = static_cast<int64_t>(ck.ints["step"]);
+  r.objective = PluginRegistry::type_of(family_options(root, Objective::kFamily));
+  r.generates = objective->generates();
   return r;
+}
+
+void require_generating(const LoadedRun& run, const std::string& use) {
+  if (run.generates) return;
+  throw Error(run.dir + ": trained with objective '" + run.objective + "', which does not predict the next token, so " +
+              use + " from it would mean nothing; use a run trained with a next-token objective (objective: next_token)");
 }
 
 }  // namespace ablate

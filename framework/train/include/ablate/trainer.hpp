@@ -77,8 +77,13 @@ struct LoadedRun {
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<Model> model;
   int64_t step = 0;
+  std::string objective;  // its objective's type
+  bool generates = true;  // whether the objective predicts the next token (Objective::generates)
 };
 LoadedRun load_run(const std::string& run_dir);
+// Throws unless the run's model continues text token by token (generation, the task
+// evaluators' decoding): a masked-LM encoder does not. `use` names what was asked.
+void require_generating(const LoadedRun& run, const std::string& use);
 
 // The checkpoint file of a run directory.
 std::string checkpoint_path(const std::string& run_dir);
