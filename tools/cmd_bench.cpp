@@ -227,11 +227,12 @@ double measure_fma_peak(int64_t threads, double seconds) {
 // PyTorch generates as many tokens as ablate (--gen_tokens; the script's own default for
 // nanogpt-baby is 64, a quarter of the work at its context lengths), or none.
 void run_torch(BenchResult& r, const std::string& script, int64_t gen_tokens) {
-  const std::string gen = gen_tokens > 0 ? " --gen_tokens " + std::to_string(gen_tokens) : " --no_gen";
-  std::string cmd = script + " " + r.torch_name + " best" + gen + " 2>/dev/null";
+  const std::string args = " " + r.torch_name + " best" +
+                           (gen_tokens > 0 ? " --gen_tokens " + std::to_string(gen_tokens) : " --no_gen") + " 2>/dev/null";
+  std::string cmd = script + args;
   if (std::string(ablate::kernel_path()) == "avx2")
     cmd = "ATEN_CPU_CAPABILITY=avx2 bash -c \"$(sed 's/OPENBLAS_CORETYPE=SkylakeX/OPENBLAS_CORETYPE=Haswell/' '" +
-          script + "')\" '" + script + "' " + r.torch_name + " best" + gen + " 2>/dev/null";
+          script + "')\" '" + script + "'" + args;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return;
   std::string out;
