@@ -33,6 +33,7 @@ void fake_run(const std::string& dir, double final, double n_params, const std::
   rf.set_attr("flops_per_token", 6 * n_params);
   rf.set_attr("threads", int64_t{1});
   rf.set_attr("train_seconds", 12.5);
+  rf.set_attr("cpu_seconds", 90.0);
   for (int s = 50; s <= (status == "failed" ? 150 : 300); s += 50)
     rf.append("train", {{"step", s}, {"loss", final + 3.0 * std::exp(-s / 40.0)}, {"lr", 1e-3}, {"grad_norm", 1}, {"tokens_per_s", 5000}});
   if (status != "failed")
@@ -247,6 +248,8 @@ TEST_CASE("report/the HTML page renders in headless Chromium with its plots draw
   CHECK(html.find("gelu-seed2: failed: step 150") != std::string::npos);
   CHECK(html.find("<th>p (paired t-test)</th>") != std::string::npos);
   CHECK(html.find("exact_match") != std::string::npos);
+  CHECK(html.find("<th>CPU time (mean)</th>") != std::string::npos);
+  CHECK(html.find("<td class=\"n\">1.5 min</td>") != std::string::npos);  // 90 CPU-seconds
   CHECK(count(html, "<details>") == 9 + 3);  // 9 configs, one sample per variant with runs
   CHECK(count(html, "<svg") >= 4);
 

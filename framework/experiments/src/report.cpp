@@ -428,10 +428,10 @@ void curves_html(std::ostringstream& o, const SweepResults& r, const Comparison&
 // Sizes and speed per group.
 void speed_html(std::ostringstream& o, const Comparison& main) {
   o << "<h2>Parameters and speed</h2>\n<table>\n<tr><th>" << escape(main.by)
-    << "</th><th>params</th><th>FLOPs/token</th><th>tokens/s (mean)</th><th>train time (mean)</th><th>threads</th></tr>\n";
+    << "</th><th>params</th><th>FLOPs/token</th><th>tokens/s (mean)</th><th>train time (mean)</th><th>CPU time (mean)</th><th>threads</th></tr>\n";
   for (const auto& g : main.groups) {
-    double np = kNaN, fpt = kNaN, tps = 0, secs = 0, threads = kNaN;
-    int n = 0;
+    double np = kNaN, fpt = kNaN, tps = 0, secs = 0, cpu = 0, threads = kNaN;
+    int n = 0, ncpu = 0;
     for (const SweepRun* run : g.runs) {
       if (!run->readable) continue;
       np = num_attr(*run, "n_params");
@@ -440,9 +440,12 @@ void speed_html(std::ostringstream& o, const Comparison& main) {
       auto [steps, v] = metric_series(run->data, "train", "tokens_per_s");
       double ts = num_attr(*run, "train_seconds");
       if (!v.empty() && std::isfinite(ts)) tps += v.back(), secs += ts, ++n;
+      const double c = num_attr(*run, "cpu_seconds");  // absent in older runs
+      if (std::isfinite(c)) cpu += c, ++ncpu;
     }
     o << "<tr><td>" << escape(g.label) << "</td><td class=\"n\">" << fixed(np, "%.0f") << "</td><td class=\"n\">" << num(fpt, 4)
       << "</td><td class=\"n\">" << (n ? fixed(tps / n, "%.0f") : "n/a") << "</td><td class=\"n\">" << (n ? fixed(secs / n, "%.1f") + " s" : "n/a")
+      << "</td><td class=\"n\">" << (ncpu ? fixed(cpu / ncpu / 60.0, "%.1f") + " min" : "n/a")
       << "</td><td class=\"n\">" << fixed(threads, "%.0f") << "</td></tr>\n";
   }
   o << "</table>\n";

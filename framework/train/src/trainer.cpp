@@ -595,7 +595,11 @@ class Trainer {
   RunSummary sum_;
   clock::time_point t0_ = clock::now(), last_flush_ = clock::now();
   double train_seconds_ = 0, allreduce_seconds_ = 0;  // this process's part (not of a resumed one)
+  double cpu_before_ = 0;  // CPU seconds of the processes that trained this run before this one
   bool evaluated_ = false;
+  // Attribute cpu_seconds: the CPU time (user + system, all threads) of every process that
+  // has trained this run, this one included; written at each checkpoint and at the end.
+  double cpu_seconds() const { return cpu_before_ + static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }
 };
 
 // Where the run goes: as build() decides, read before building (the checkpoint there
@@ -653,6 +657,7 @@ void Trainer::check_run_dir(const std::string& dir) {
     throw Error(dir + ": has a checkpoint but no run.h5 (its metrics are gone), so it cannot be resumed. Use --fork NEW_DIR "
                 "to start a new run from its weights, or --overwrite");
   previous_ = read_run_file(h5);
+  if (auto it = previous_->num_attrs.find("cpu_seconds"); it != previous_->num_attrs.end()) cpu_before_ = it->second;
   if (previous_->str_attrs["status"] == "done" && ro_.extend_to == 0)
     throw Error(dir + " is a finished run (status done, step " + std::to_string(ck_step) + "): nothing to resume. --extend-to N "
                 "continues it to step N; --fork NEW_DIR starts a new run from its weights");
@@ -1007,6 +1012,7 @@ void Trainer::check_ranks_agree(int64_t step) {
 void Trainer::checkpoint_at(int64_t step) {
   check_ranks_agree(step);
   if (rfp_) {
+    rfp_->set_attr("cpu_seconds", cpu_seconds());
     rfp_->flush();
     last_flush_ = clock::now();
     save_checkpoint(s_.out_dir, *exp_, s_, step, data_rng_, window_);
@@ -1060,6 +1066,7 @@ void Trainer::interrupt(int64_t step, int sig) {
   rfp_->set_attr("status", "interrupted");
   rfp_->set_attr("error", std::string("stopped by ") + signal_name(sig) + " after step " + std::to_string(step));
   rfp_->set_attr("train_seconds", train_seconds_);
+  rfp_->set_attr("cpu_seconds", cpu_seconds());
   rfp_->close();
   progress_.line("interrupted by " + std::string(signal_name(sig)) + " at step " + std::to_string(step) + " of " +
                      std::to_string(s_.train.steps) + ": checkpoint written, status 'interrupted'. Continue with:\n  ablate run " +
@@ -1096,13 +1103,16 @@ void Trainer::finish() {
   rf.set_attr("status", "done");
   rf.set_attr("finished", now_iso());
   rf.set_attr("train_seconds", train_seconds_);
+  const double cpu = cpu_seconds();
+  rf.set_attr("cpu_seconds", cpu);
   if (comm_.size() > 1) {
     rf.set_attr("allreduce_seconds", allreduce_seconds_);  // rank 0's wait included
     rf.set_attr("allreduce_buckets", static_cast<int64_t>(sync_->buckets()));
     rf.set_attr("allreduce_buckets_during_backward", static_cast<int64_t>(sync_->started_during_backward()));  // last step
   }
   rf.close();
-  progress_.line("done: " + s_.out_dir + " (step " + std::to_string(t.steps) + ")");
+  progress_.line("done: " + s_.out_dir + " (step " + std::to_string(t.steps) + ", " + fmt("%.1f", cpu / 60.0) +
+                 " CPU-minutes" + (comm_.size() > 1 ? " on rank 0" : "") + ")");
 }
 
 void Trainer::mark_failed(const std::string& msg) {
