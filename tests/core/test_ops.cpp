@@ -728,8 +728,11 @@ TEST_CASE("ops/forward: matmul and linear match a naive product at parallel size
   // gemm_avx512 when built for AVX-512, as do the weight gradients (A^T packed for K > 128).
   // The kernel path's gemv (gemv.inc) on widths with every tail: 21 and 300 columns (whole
   // stripes, single vectors and scalar columns), 37-wide dot products (lanes and scalars).
+  // Products at most one vector wide (7, 5, 3 columns) take gemm_vec's 12-row tiles on the
+  // avx2 and portable paths, with row tails (303 and 37 rows) and A^T packed (dW, 140 rows).
   for (const Shape sh : {Shape{600, 70, 130}, Shape{64, 80, 1000}, Shape{1, 96, 384}, Shape{3, 200, 100},
-                         Shape{300, 50, 40}, Shape{500, 400, 20}, Shape{1, 37, 21}, Shape{2, 130, 300}}) {
+                         Shape{300, 50, 40}, Shape{500, 400, 20}, Shape{1, 37, 21}, Shape{2, 130, 300},
+                         Shape{303, 40, 7}, Shape{150, 140, 5}, Shape{37, 20, 3}}) {
     for (bool tw : {false, true}) {
       const int64_t N = sh.N, K = sh.K, M = sh.M;
       CAPTURE(N);
