@@ -253,6 +253,14 @@ TEST_CASE("arithmetic/scorer on hand-made predictions") {
     CHECK(r.by_length.at(7).problems == 2);
     CHECK(r.by_position[3].char_accuracy() == doctest::Approx(1.0 / 3));
     CHECK(r.by_position[0].char_accuracy() == doctest::Approx(2.0 / 3));
+    // Operands with and without a decimal point: 753.78 + 910, 782 + 21, 2.08 - 136.22.
+    CHECK(ps[0].points == 2);
+    CHECK(ps[1].points == 0);
+    CHECK(ps[2].points == 3);
+    CHECK(r.by_points.at({'+', 2}).exact_match() == 1);
+    CHECK(r.by_points.at({'+', 0}).exact_match() == 0);
+    CHECK(r.by_points.at({'-', 3}).problems == 1);
+    CHECK(ar::parse_problem("$(0000000012*0000000.25)=3000000000$").points == 1);
     ar::Layout layout = ar::layout_of(ps);
     auto row = r.row(layout, true);
     std::map<std::string, double> m(row.begin(), row.end());
@@ -263,6 +271,10 @@ TEST_CASE("arithmetic/scorer on hand-made predictions") {
     CHECK(m.at("em_len_3") == 0);
     CHECK(m.count("em_add_carries_1"));
     CHECK(m.count("em_sub_borrows_1"));
+    CHECK(m.at("em_add_dec_int") == 1);
+    CHECK(m.at("em_add_int_int") == 0);
+    CHECK(m.at("em_sub_dec_dec") == 0);
+    CHECK(!m.count("em_add_dec_dec"));  // bins come from the problems' layout
     CHECK(m.count("acc_pos_9"));
     for (const auto& [k, v] : row) CHECK(k.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string::npos);
     // A subset keeps the columns (empty bins are NaN).

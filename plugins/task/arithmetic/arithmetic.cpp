@@ -75,6 +75,11 @@ std::string report_text(const ar::Report& r, int64_t show, const std::vector<ar:
     for (const auto& [key, b] : r.by_carries)
       print_bin(out, std::string(1, key.first) + (key.first == '+' ? " carries " : " borrows ") + std::to_string(key.second), b);
   }
+  print(out, "\n  %-14s %9s  %6s  %6s\n", "operands", "problems", "exact", "chars");
+  for (const auto& [key, b] : r.by_points) {
+    const std::string n = ar::points_name(key.second);  // "dec_int": a has a point, b none
+    print_bin(out, n.substr(0, 3) + " " + std::string(1, key.first) + " " + n.substr(4), b);
+  }
   print(out, "\naccuracy per answer position (0 = first character after '='):\n ");
   for (size_t i = 0; i < r.by_position.size(); ++i) print(out, " %zu:%s", i, pct(r.by_position[i], true).c_str());
   print(out, "\n");

@@ -341,6 +341,7 @@ ParsedProblem parse_problem(const std::string& line, bool rev) {
   }
   if (da.units < 0 || db.units < 0) throw Error("'" + line + "': negative operands are not supported");
   if (p.answer.empty()) throw Error("'" + line + "': empty answer");
+  p.points = 2 * (p.a.find('.') != std::string::npos) + (p.b.find('.') != std::string::npos);
   if (p.op == '+') p.carries = count_carries(p.a, p.b);
   if (p.op == '-') p.carries = compare(da, db) >= 0 ? count_borrows(p.a, p.b) : count_borrows(p.b, p.a);
   p.answer_length = static_cast<int>(unpad(rev ? reversed(p.answer) : p.answer).size());
@@ -441,12 +442,18 @@ const char* op_name(char op) {
   }
 }
 
+const char* points_name(int points) {
+  static const char* const kNames[] = {"int_int", "int_dec", "dec_int", "dec_dec"};
+  return points >= 0 && points < 4 ? kNames[points] : "unknown";
+}
+
 Layout layout_of(const std::vector<ParsedProblem>& problems) {
   Layout l;
   std::map<char, int> ops;
   std::map<int, int> lengths;
-  std::map<std::pair<char, int>, int> carries;
+  std::map<std::pair<char, int>, int> carries, points;
   for (const auto& p : problems) {
+    points[{p.op, p.points}] = 1;
     ops[p.op] = 1;
     lengths[p.answer_length] = 1;
     if (p.carries >= 0) carries[{p.op, p.carries}] = 1;
@@ -455,6 +462,7 @@ Layout layout_of(const std::vector<ParsedProblem>& problems) {
   for (auto& [k, v] : ops) l.ops.push_back(k);
   for (auto& [k, v] : lengths) l.lengths.push_back(k);
   for (auto& [k, v] : carries) l.carries.push_back(k);
+  for (auto& [k, v] : points) l.points.push_back(k);
   return l;
 }
 
@@ -470,6 +478,7 @@ void Report::add(const ParsedProblem& p, const AnswerScore& s) {
   put(by_op[p.op]);
   put(by_length[p.answer_length]);
   if (p.carries >= 0) put(by_carries[{p.op, p.carries}]);
+  put(by_points[{p.op, p.points}]);
   if (by_position.size() < s.position_ok.size()) by_position.resize(s.position_ok.size());
   for (size_t i = 0; i < s.position_ok.size(); ++i) {
     ++by_position[i].problems;
@@ -501,6 +510,11 @@ std::vector<std::pair<std::string, double>> Report::row(const Layout& layout, bo
     auto it = by_carries.find(key);
     r.emplace_back(std::string(key.first == '+' ? "em_add_carries_" : "em_sub_borrows_") + std::to_string(key.second),
                    it == by_carries.end() ? nan : it->second.exact_match());
+  }
+  for (const auto& key : layout.points) {
+    auto it = by_points.find(key);
+    r.emplace_back(std::string("em_") + op_name(key.first) + "_" + points_name(key.second),
+                   it == by_points.end() ? nan : it->second.exact_match());
   }
   for (int i = 0; i < layout.positions; ++i)
     r.emplace_back("acc_pos_" + std::to_string(i),

@@ -93,6 +93,7 @@ struct ParsedProblem {
   char op = '+';
   std::string a, b;     // operands without zero padding
   int carries = -1;     // column carries of a + b, borrows of |a - b|; -1 for * and /
+  int points = 0;       // which operands have a decimal point: 2 * (a has one) + (b has one)
   int answer_length = 0;  // characters of the answer without zero padding
 };
 // Parses "$(A op B)=ANSWER$"; `reversed` says how to strip padding for answer_length.
@@ -128,6 +129,7 @@ struct Layout {
   std::vector<char> ops;
   std::vector<int> lengths;
   std::vector<std::pair<char, int>> carries;  // ('+', k carries), ('-', k borrows)
+  std::vector<std::pair<char, int>> points;   // (op, ParsedProblem::points)
   int positions = 0;
 };
 Layout layout_of(const std::vector<ParsedProblem>& problems);
@@ -138,17 +140,21 @@ struct Report {
   std::map<char, Bin> by_op;
   std::map<int, Bin> by_length;
   std::map<std::pair<char, int>, Bin> by_carries;
+  std::map<std::pair<char, int>, Bin> by_points;  // (op, ParsedProblem::points)
   std::vector<Bin> by_position;  // problems = answers that long, matched = right at that position
   double seconds = 0;
   void add(const ParsedProblem& p, const AnswerScore& s);
   double problems_per_s() const { return seconds > 0 ? static_cast<double>(all.problems) / seconds : 0; }
   // Named scalars for the run file: exact_match, char_accuracy, exact_match_strict,
   // problems, problems_per_s and (with breakdowns) em_<op>, char_acc_<op>, em_len_<n>,
-  // em_add_carries_<k>, em_sub_borrows_<k>, acc_pos_<i>. Empty bins are NaN.
+  // em_add_carries_<k>, em_sub_borrows_<k>, em_<op>_<int|dec>_<int|dec> (operands without
+  // or with a decimal point), acc_pos_<i>. Empty bins are NaN.
   std::vector<std::pair<std::string, double>> row(const Layout& layout, bool breakdowns) const;
 };
 // "add", "sub", "mul", "div" (column names avoid HDF5's '/').
 const char* op_name(char op);
+// "int_int", "int_dec", "dec_int", "dec_dec" for ParsedProblem::points 0..3.
+const char* points_name(int points);
 
 // ---- evaluation -----------------------------------------------------------------------------
 // Decodes every problem's answer (reference length + 1 characters at most) and scores it.
