@@ -97,7 +97,7 @@ int print_status(const ablate::Sweep& s) {
     std::cout << line << "\n";
   }
   std::vector<std::string> summary;
-  for (const char* k : {"done", "running", "pending", "failed", "not started"})
+  for (const char* k : {"done", "running", "pending", "failed", "interrupted", "stopped", "not started"})
     if (counts[k]) summary.push_back(std::to_string(counts[k]) + " " + k);
   std::cout << "\n" << s.points.size() << " points: " << ablate::join(summary) << " -> " << s.dir << "\n";
   return 0;

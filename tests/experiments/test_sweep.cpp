@@ -445,10 +445,51 @@ TEST_CASE("sweep/Ctrl-C stops the running points with a checkpoint: stopped, not
   CHECK(st.status == "interrupted");
   CHECK(st.checkpoint);
   CHECK(ablate::test::read_file(d / "out/sweep.log").find("stopped point 0 (seed3)") != std::string::npos);
+  auto status = ablate::test::run_command(ablate_cmd(d, "sweep stop.yaml --dir out --status"));
+  CAPTURE(status.output);
+  CHECK(std::regex_search(status.output, std::regex("seed3 +interrupted +- +at step [0-9]+; resumes from its checkpoint")));
+  CHECK(status.output.find("1 points: 1 interrupted") != std::string::npos);
 
   auto again = ablate::test::run_command(ablate_cmd(d, "sweep stop.yaml --dir out"));
   CAPTURE(again.output);
   CHECK(again.status == 0);
   CHECK(again.output.find("start point 0 (seed3) resuming from its checkpoint") != std::string::npos);
   CHECK(ablate::read_run_file(d / "out/runs/seed3/run.h5").str_attrs.at("status") == "done");
+}
+
+TEST_CASE("sweep/--status tells a point whose processes were killed (stopped) from a running one, and done points' CPU time") {
+  TempDir d;
+  d.write("tiny.yaml", kTinyBase);
+  d.write("gone.yaml", "base: tiny.yaml\noverrides: {train.steps: 600, train.eval_every: 300}\nsweep: {seeds: [3]}\n");
+  auto job = std::async(std::launch::async, [&] { return ablate::test::run_command(ablate_cmd(d, "sweep gone.yaml --dir out")); });
+  pid_t pid = point_with_checkpoint(d);
+  REQUIRE(pid > 0);
+  std::istringstream stat(ablate::test::read_file("/proc/" + std::to_string(pid) + "/stat"));
+  std::string field;
+  pid_t sweep = 0;
+  for (int i = 0; i < 4 && stat >> field; ++i) sweep = i == 3 ? std::stoi(field) : 0;
+  REQUIRE(sweep > 1);
+  auto running = ablate::test::run_command(ablate_cmd(d, "sweep gone.yaml --dir out --status"));
+  // As a machine's crash: the sweep and its point die without a word.
+  kill(sweep, SIGKILL);
+  kill(pid, SIGKILL);
+  job.get();
+  if (ablate::run_state(d / "out/runs/seed3").status == "done") {
+    MESSAGE("the point finished before it could be killed; machine too fast for this test");
+    return;
+  }
+  CAPTURE(running.output);
+  CHECK(std::regex_search(running.output, std::regex("seed3 +running +- +step [0-9]+")));
+  auto gone = ablate::test::run_command(ablate_cmd(d, "sweep gone.yaml --dir out --status"));
+  CAPTURE(gone.output);
+  CHECK(std::regex_search(gone.output, std::regex("seed3 +stopped +- +its process is gone \\(at step [0-9]+\\); resumes from its checkpoint")));
+  CHECK(gone.output.find("1 points: 1 stopped") != std::string::npos);
+
+  auto again = ablate::test::run_command(ablate_cmd(d, "sweep gone.yaml --dir out"));
+  CAPTURE(again.output);
+  REQUIRE(again.status == 0);
+  CHECK(again.output.find("resuming from its checkpoint") != std::string::npos);
+  auto done = ablate::test::run_command(ablate_cmd(d, "sweep gone.yaml --dir out --status"));
+  CAPTURE(done.output);
+  CHECK(std::regex_search(done.output, std::regex("seed3 +done +- +[0-9]+\\.[0-9] CPU-minutes")));
 }

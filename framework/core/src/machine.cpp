@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -182,6 +183,20 @@ std::string human_bytes(double b) {
   else if (b >= 1e6) std::snprintf(buf, sizeof buf, "%.0f MB", b / 1e6);
   else std::snprintf(buf, sizeof buf, "%.0f KB", b / 1e3);
   return buf;
+}
+
+bool run_lock_owner_alive(const std::string& dir) {
+  std::ifstream in(fs::path(dir) / "run.lock");
+  long pid = 0;
+  if (!(in >> pid) || pid <= 0) return false;
+  // A killed process whose parent died too may stay a zombie (state Z) if nothing reaps it.
+  std::ifstream st("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (st && std::getline(st, line)) {
+    const size_t paren = line.rfind(')');
+    return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] != 'Z' && line[paren + 2] != 'X';
+  }
+  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
 }
 
 RunLock::RunLock(const std::string& dir) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -16,6 +17,7 @@
 #include <set>
 #include <sstream>
 
+#include "ablate/machine.hpp"
 #include "ablate/runfile.hpp"
 #include "ablate/sweep.hpp"
 
@@ -304,18 +306,26 @@ std::vector<PointStatus> sweep_status(const Sweep& s) {
     const TaskView* tv = view.count(p.index) ? &view[p.index] : nullptr;
     if (tv) st.slurm = tv->job_id;
     std::string progress;
-    if (rs.status == "running" || rs.status == "failed") {
+    double cpu = -1;
+    if (rs.status != "missing" && rs.status != "unreadable") {
       try {
         RunData d = read_run_file(run_file_path(p.run_dir));
         auto it = d.tables.find("train");
         if (it != d.tables.end() && it->second.count("step") && !it->second.at("step").empty())
           progress = "step " + std::to_string(static_cast<int64_t>(it->second.at("step").back()));
+        if (d.num_attrs.count("cpu_seconds")) cpu = d.num_attrs.at("cpu_seconds");
       } catch (const std::exception&) {
       }
     }
+    const std::string resumes = "; resumes from its checkpoint on the next run of the sweep";
     const std::string first_line = rs.error.substr(0, rs.error.find('\n'));
     if (rs.status == "done") {
       st.state = "done";
+      if (cpu >= 0) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.1f CPU-minutes", cpu / 60.0);
+        st.detail = buf;
+      }
     } else if (tv && slurm_active(tv->state)) {
       st.state = tv->state == "PENDING" ? "pending" : "running";
       st.detail = tv->state == "PENDING" ? "Slurm: PENDING (" + tv->reason + ")" : progress;
@@ -330,6 +340,14 @@ std::vector<PointStatus> sweep_status(const Sweep& s) {
       // Its task is gone but the run never finished: killed without a chance to record it.
       st.state = "failed";
       st.detail = "the run file says running but its Slurm task is gone" + (progress.empty() ? "" : " (" + progress + ")");
+    } else if (rs.status == "interrupted") {
+      st.state = "interrupted";
+      st.detail = (progress.empty() ? "" : "at " + progress) + resumes;
+    } else if (rs.status == "running" && !tv && !run_lock_owner_alive(p.run_dir)) {
+      // Killed without a chance to record it (kill -9, out of memory, a machine's reboot).
+      st.state = "stopped";
+      st.detail = "its process is gone" + (progress.empty() ? "" : " (at " + progress + ")") +
+                  (rs.checkpoint ? resumes : "; starts afresh on the next run of the sweep (no checkpoint)");
     } else if (rs.status == "running") {
       st.state = "running";
       st.detail = progress;

@@ -46,6 +46,10 @@ double resident_bytes();
 // "1.23 GB", "456 MB", "12 KB".
 std::string human_bytes(double bytes);
 
+// Whether the process that last took <dir>/run.lock (its pid is in the file) is still
+// alive on this machine. False without a lock file. Looks only: it never takes the lock.
+bool run_lock_owner_alive(const std::string& dir);
+
 // An exclusive lock on <dir>/run.lock (flock), held while the object lives, so that two
 // processes never write one run. Error naming the other process when it is taken.
 class RunLock {

@@ -157,7 +157,7 @@ std::vector<int64_t> parse_array_spec(const std::string& spec);
 // Slurm's own view (squeue for queued/running tasks, scontrol for finished ones; no
 // accounting needed).
 struct PointStatus {
-  std::string state;   // pending, running, done, failed, not started
+  std::string state;   // pending, running, done, failed, interrupted, stopped, not started
   std::string detail;  // "step 40/60", "Slurm: FAILED exit 1", the run's error, ...
   std::string slurm;   // "12_3" when a Slurm task is known for the point
 };
