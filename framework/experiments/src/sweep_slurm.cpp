@@ -317,7 +317,7 @@ std::vector<PointStatus> sweep_status(const Sweep& s) {
       } catch (const std::exception&) {
       }
     }
-    const std::string resumes = "; resumes from its checkpoint on the next run of the sweep";
+    const std::string resumes = "resumes from its checkpoint on the next run of the sweep";
     const std::string first_line = rs.error.substr(0, rs.error.find('\n'));
     if (rs.status == "done") {
       st.state = "done";
@@ -342,12 +342,12 @@ std::vector<PointStatus> sweep_status(const Sweep& s) {
       st.detail = "the run file says running but its Slurm task is gone" + (progress.empty() ? "" : " (" + progress + ")");
     } else if (rs.status == "interrupted") {
       st.state = "interrupted";
-      st.detail = (progress.empty() ? "" : "at " + progress) + resumes;
+      st.detail = (progress.empty() ? "" : "at " + progress + "; ") + resumes;
     } else if (rs.status == "running" && !tv && !run_lock_owner_alive(p.run_dir)) {
       // Killed without a chance to record it (kill -9, out of memory, a machine's reboot).
       st.state = "stopped";
       st.detail = "its process is gone" + (progress.empty() ? "" : " (at " + progress + ")") +
-                  (rs.checkpoint ? resumes : "; starts afresh on the next run of the sweep (no checkpoint)");
+                  "; " + (rs.checkpoint ? resumes : "starts afresh on the next run of the sweep (no checkpoint)");
     } else if (rs.status == "running") {
       st.state = "running";
       st.detail = progress;
