@@ -382,6 +382,15 @@ static pid_t point_with_checkpoint(const TempDir& d) {
   return 0;
 }
 
+// The parent of a process (field 4 of /proc/PID/stat): a point's parent is its sweep.
+static pid_t parent_of(pid_t pid) {
+  std::istringstream stat(ablate::test::read_file("/proc/" + std::to_string(pid) + "/stat"));
+  std::string field;
+  pid_t parent = 0;
+  for (int i = 0; i < 4 && stat >> field; ++i) parent = i == 3 ? std::stoi(field) : 0;
+  return parent;
+}
+
 TEST_CASE("sweep/a killed point is recorded as failed and resumes from its checkpoint") {
   TempDir d;
   d.write("tiny.yaml", kTinyBase);
@@ -424,11 +433,7 @@ TEST_CASE("sweep/Ctrl-C stops the running points with a checkpoint: stopped, not
   auto job = std::async(std::launch::async, [&] { return ablate::test::run_command(ablate_cmd(d, "sweep stop.yaml --dir out")); });
   pid_t pid = point_with_checkpoint(d);
   REQUIRE(pid > 0);
-  // The sweep is the point's parent (field 4 of /proc/PID/stat); Ctrl-C goes to it.
-  std::istringstream stat(ablate::test::read_file("/proc/" + std::to_string(pid) + "/stat"));
-  std::string field;
-  pid_t sweep = 0;
-  for (int i = 0; i < 4 && stat >> field; ++i) sweep = i == 3 ? std::stoi(field) : 0;
+  const pid_t sweep = parent_of(pid);  // Ctrl-C goes to the sweep
   REQUIRE(sweep > 1);
   kill(sweep, SIGINT);
   auto res = job.get();
@@ -464,10 +469,7 @@ TEST_CASE("sweep/--status tells a point whose processes were killed (stopped) fr
   auto job = std::async(std::launch::async, [&] { return ablate::test::run_command(ablate_cmd(d, "sweep gone.yaml --dir out")); });
   pid_t pid = point_with_checkpoint(d);
   REQUIRE(pid > 0);
-  std::istringstream stat(ablate::test::read_file("/proc/" + std::to_string(pid) + "/stat"));
-  std::string field;
-  pid_t sweep = 0;
-  for (int i = 0; i < 4 && stat >> field; ++i) sweep = i == 3 ? std::stoi(field) : 0;
+  const pid_t sweep = parent_of(pid);
   REQUIRE(sweep > 1);
   auto running = ablate::test::run_command(ablate_cmd(d, "sweep gone.yaml --dir out --status"));
   // As a machine's crash: the sweep and its point die without a word.
