@@ -603,6 +603,10 @@ RunState run_state(const std::string& run_dir) {
     st.status = get("status").empty() ? "running" : get("status");
     st.error = get("error");
     st.config = get("config");
+    auto it = d.tables.find("train");
+    if (it != d.tables.end() && it->second.count("step") && !it->second.at("step").empty())
+      st.last_step = static_cast<int64_t>(it->second.at("step").back());
+    if (d.num_attrs.count("cpu_seconds")) st.cpu_seconds = d.num_attrs.at("cpu_seconds");
   } catch (const Error& e) {
     st.status = fs::exists(marker) ? "failed" : "unreadable";
     st.error = fs::exists(marker) ? read_marker() : e.what();

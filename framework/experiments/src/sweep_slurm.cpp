@@ -18,7 +18,6 @@
 #include <sstream>
 
 #include "ablate/machine.hpp"
-#include "ablate/runfile.hpp"
 #include "ablate/sweep.hpp"
 
 extern char** environ;
@@ -305,25 +304,14 @@ std::vector<PointStatus> sweep_status(const Sweep& s) {
     RunState rs = run_state(p.run_dir);
     const TaskView* tv = view.count(p.index) ? &view[p.index] : nullptr;
     if (tv) st.slurm = tv->job_id;
-    std::string progress;
-    double cpu = -1;
-    if (rs.status != "missing" && rs.status != "unreadable") {
-      try {
-        RunData d = read_run_file(run_file_path(p.run_dir));
-        auto it = d.tables.find("train");
-        if (it != d.tables.end() && it->second.count("step") && !it->second.at("step").empty())
-          progress = "step " + std::to_string(static_cast<int64_t>(it->second.at("step").back()));
-        if (d.num_attrs.count("cpu_seconds")) cpu = d.num_attrs.at("cpu_seconds");
-      } catch (const std::exception&) {
-      }
-    }
+    const std::string progress = rs.last_step >= 0 ? "step " + std::to_string(rs.last_step) : "";
     const std::string resumes = "resumes from its checkpoint on the next run of the sweep";
     const std::string first_line = rs.error.substr(0, rs.error.find('\n'));
     if (rs.status == "done") {
       st.state = "done";
-      if (cpu >= 0) {
+      if (rs.cpu_seconds >= 0) {
         char buf[32];
-        std::snprintf(buf, sizeof buf, "%.1f CPU-minutes", cpu / 60.0);
+        std::snprintf(buf, sizeof buf, "%.1f CPU-minutes", rs.cpu_seconds / 60.0);
         st.detail = buf;
       }
     } else if (tv && slurm_active(tv->state)) {

@@ -77,10 +77,12 @@ Sweep read_manifest(const std::string& sweep_dir);
 
 // What a run directory holds.
 struct RunState {
-  std::string status;  // missing (no run file), running (or died while running), done, failed, unreadable
+  std::string status;  // missing (no run file), running (or died while running), done, failed, interrupted, unreadable
   std::string error;   // failed: the run's error; unreadable: why
   std::string config;  // the run's config attribute ("" if none)
   bool checkpoint = false;
+  int64_t last_step = -1;    // the last step of the train table (-1: none)
+  double cpu_seconds = -1;   // the run file's cpu_seconds (-1: not recorded)
 };
 RunState run_state(const std::string& run_dir);
 
