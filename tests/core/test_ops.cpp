@@ -212,7 +212,7 @@ std::vector<float> naive_attention(const std::vector<float>& q, const std::vecto
                                    const std::vector<float>& v, int64_t B, int64_t T, int64_t Tk,
                                    int64_t NH, int64_t NKV, int64_t HS, bool causal,
                                    const float* slopes, const uint8_t* key_mask, int64_t offset = 0,
-                                   std::vector<float>* weights = nullptr) {
+                                   std::vector<float>* weights = nullptr, const int32_t* prefix = nullptr) {
   std::vector<float> out(static_cast<size_t>(B * T * NH * HS), 0.0f);
   if (weights) weights->assign(static_cast<size_t>(B * NH * T * Tk), 0.0f);
   const double scale = 1.0 / std::sqrt(static_cast<double>(HS));
@@ -224,7 +224,7 @@ std::vector<float> naive_attention(const std::vector<float>& q, const std::vecto
         std::vector<double> s(static_cast<size_t>(Tk), -INFINITY);
         double mx = -INFINITY;
         for (int64_t j = 0; j < Tk; ++j) {
-          if (causal && j > pos) continue;
+          if (causal && j > pos && !(prefix && j < prefix[b])) continue;
           if (key_mask && !key_mask[b * Tk + j]) continue;
           double d = 0.0;
           for (int64_t c = 0; c < HS; ++c)
@@ -454,9 +454,12 @@ TEST_CASE("ops/grad: attention variants") {
   struct Case {
     const char* name;
     int64_t B, T, NH, NKV, HS;
-    bool causal, slopes, mask;
+    bool causal, slopes, mask, prefix = false;
   };
   const Case cases[] = {
+      {"prefix LM (prompts of 3 and 1)", 2, 5, 2, 2, 4, true, false, false, true},
+      {"prefix LM, gqa, slopes, key_mask", 2, 5, 4, 2, 3, true, true, true, true},
+      {"prefix LM, head size 65", 2, 5, 1, 1, 65, true, true, false, true},
       {"causal", 2, 5, 2, 2, 4, true, false, false},
       {"bidirectional", 2, 5, 2, 2, 4, false, false, false},
       {"gqa 2 of 4", 1, 6, 4, 2, 3, true, false, false},
@@ -472,12 +475,14 @@ TEST_CASE("ops/grad: attention variants") {
   const float slopes[4] = {0.5f, 0.25f, 0.125f, 0.0625f};
   // batch 0: key 0 padded (so query 0 sees no key when causal); batch 1: keys 2, 4 padded
   const uint8_t mask[10] = {0, 1, 1, 1, 1, 1, 1, 0, 1, 0};
+  const int32_t prompts[2] = {3, 1};
   int seed = 1;
   for (const Case& c : cases) {
     SUBCASE(c.name) {
       AttentionSpec s = spec_of(c.B, c.T, c.NH, c.NKV, c.HS, c.causal);
       if (c.slopes) s.slopes = slopes;
       if (c.mask) s.key_mask = mask;
+      if (c.prefix) s.prefix = prompts;
       CHECK_GRAD([&](Graph& g,
                      const std::vector<Var>& in) { return attention(g, in[0], in[1], in[2], s); },
                  {{c.B * c.T, c.NH * c.HS}, {c.B * c.T, c.NKV * c.HS}, {c.B * c.T, c.NKV * c.HS}},
@@ -497,11 +502,15 @@ TEST_CASE("ops/grad: lanes attention over several query blocks, probabilities sa
     int64_t& limit = kernels::attention_saved_probs_limit();
     const int64_t saved_limit = limit;
     std::vector<std::vector<float>> grads;
-    for (int64_t lim : {saved_limit, int64_t{0}}) {
+    const int32_t prompts[2] = {35, 2};  // a prefix LM's prompts: one spans both blocks
+    for (int64_t lim : {saved_limit, int64_t{0}, saved_limit, int64_t{0}}) {
+      const bool prefix = grads.size() >= 2;
       CAPTURE(lim);
+      CAPTURE(prefix);
       limit = lim;
       AttentionSpec s = spec_of(B, T, NH, NKV, HS, true);
       s.slopes = slopes;
+      if (prefix) s.prefix = prompts;
       CHECK_GRAD([&](Graph& g, const std::vector<Var>& in) { return attention(g, in[0], in[1], in[2], s); },
                  {{B * T, NH * HS}, {B * T, NKV * HS}, {B * T, NKV * HS}}, 31);
       // The two paths' gradients agree to float rounding.
@@ -519,6 +528,7 @@ TEST_CASE("ops/grad: lanes attention over several query blocks, probabilities sa
     }
     limit = saved_limit;
     check_close(grads[0], grads[1], 1e-5);
+    check_close(grads[2], grads[3], 1e-5);
   }
 }
 
@@ -790,17 +800,20 @@ TEST_CASE("ops/attention: forward matches a naive implementation") {
   const float slopes[4] = {0.3f, 0.1f, 0.05f, 0.0f};
   std::vector<uint8_t> mask(3 * 19, 1);
   mask[3] = mask[19 + 0] = mask[19 + 18] = mask[38 + 7] = 0;
+  const int32_t prompts[3] = {6, 1, 19};  // prefix LM: prompts of 6, 1 and every position
   struct Case {
     int64_t NKV;
-    bool causal, slopes, mask;
+    bool causal, slopes, mask, prefix = false;
   };
   for (const Case& c :
        {Case{4, true, false, false}, Case{2, false, false, false}, Case{1, true, true, false},
-        Case{2, true, true, true}, Case{4, false, false, true}}) {
+        Case{2, true, true, true}, Case{4, false, false, true}, Case{2, true, false, false, true},
+        Case{1, true, true, true, true}}) {
     CAPTURE(c.NKV);
     CAPTURE(c.causal);
     CAPTURE(c.slopes);
     CAPTURE(c.mask);
+    CAPTURE(c.prefix);
     const int64_t B = 3, T = 19, NH = 4, HS = 12;
     const std::vector<float> q = random_vec(B * T * NH * HS, 1, 2.0f);
     const std::vector<float> k = random_vec(B * T * c.NKV * HS, 2, 2.0f);
@@ -808,6 +821,7 @@ TEST_CASE("ops/attention: forward matches a naive implementation") {
     AttentionSpec s = spec_of(B, T, NH, c.NKV, HS, c.causal);
     if (c.slopes) s.slopes = slopes;
     if (c.mask) s.key_mask = mask.data();
+    if (c.prefix) s.prefix = prompts;
     std::vector<float> w(static_cast<size_t>(B * NH * T * T));
     s.weights_out = w.data();
     Graph g;
@@ -816,7 +830,7 @@ TEST_CASE("ops/attention: forward matches a naive implementation") {
                   g.constant(v.data(), B * T, c.NKV * HS), s);
     std::vector<float> wr;
     const std::vector<float> ref =
-        naive_attention(q, k, v, B, T, T, NH, c.NKV, HS, c.causal, s.slopes, s.key_mask, 0, &wr);
+        naive_attention(q, k, v, B, T, T, NH, c.NKV, HS, c.causal, s.slopes, s.key_mask, 0, &wr, s.prefix);
     check_close(to_vec(g.value(y)), ref, 1e-5);
     check_close(w, wr, 1e-5);
     // Without weights_out: the lanes kernels (head sizes up to 64), the same numbers.
@@ -830,15 +844,18 @@ TEST_CASE("ops/attention: forward matches a naive implementation") {
   const int64_t B = 2, T = 45, NH = 2, HS = 40;
   const std::vector<float> q = random_vec(B * T * NH * HS, 7, 2.0f), k = random_vec(B * T * NH * HS, 8, 2.0f),
                            v = random_vec(B * T * NH * HS, 9);
-  for (const bool causal : {true, false}) {
-    CAPTURE(causal);
+  const int32_t long_prompts[2] = {40, 3};  // the first spans both query blocks
+  for (const int mode : {0, 1, 2}) {  // causal, bidirectional, prefix LM
+    const bool causal = mode != 1;
+    CAPTURE(mode);
     AttentionSpec s = spec_of(B, T, NH, NH, HS, causal);
     s.slopes = slopes;
+    if (mode == 2) s.prefix = long_prompts;
     Graph g;
     Var y = attention(g, g.constant(q.data(), B * T, NH * HS), g.constant(k.data(), B * T, NH * HS),
                       g.constant(v.data(), B * T, NH * HS), s);
-    check_close(to_vec(g.value(y)), naive_attention(q, k, v, B, T, T, NH, NH, HS, causal, slopes, nullptr, 0, nullptr),
-                1e-5);
+    check_close(to_vec(g.value(y)),
+                naive_attention(q, k, v, B, T, T, NH, NH, HS, causal, slopes, nullptr, 0, nullptr, s.prefix), 1e-5);
   }
 }
 

@@ -42,27 +42,30 @@ std::unique_ptr<ablate::Tokenizer> char_tokenizer(const std::string& text) {
   return tok;
 }
 
-std::unique_ptr<ablate::Model> small_model(int64_t vocab, int64_t context, uint64_t seed) {
+std::unique_ptr<ablate::Model> small_model(int64_t vocab, int64_t context, uint64_t seed,
+                                          const std::string& attention = "causal") {
   ablate::test::registry();
   YAML::Node n = YAML::Load("{d_model: 32, n_heads: 4, n_layers: 2, context: " + std::to_string(context) +
-                            ", positional: learned, ffn: relu, block: prenorm, norm: layernorm}");
+                            ", positional: learned, ffn: relu, block: prenorm, norm: layernorm, attention: " + attention + "}");
   ablate::Options o(n, std::make_shared<ablate::ConfigSource>(), "model");
   return std::make_unique<ablate::Model>(o, vocab, seed);
 }
 
 // The reference decoder: one sequence at a time, the whole sequence re-encoded for every
-// character, argmax of the last position.
+// character, argmax of the last position; the prompt is the prefix (read whole by prefix_lm).
 std::string recompute_greedy(ablate::Model& m, const ablate::Tokenizer& tok, const std::string& prompt, int64_t max_chars) {
   std::vector<int32_t> seq = tok.encode(prompt);
   std::string out;
   ablate::Graph g;
   ablate::NoGrad ng(g);
   const int64_t V = m.dims().vocab_size;
+  const int32_t prefix = static_cast<int32_t>(seq.size());
   while (static_cast<int64_t>(out.size()) < max_chars) {
     g.reset();
     ablate::ForwardArgs a;
     a.ids = seq.data();
     a.time = static_cast<int64_t>(seq.size());
+    a.prefix = &prefix;
     const float* last = g.value(m.forward(g, a)).row(a.time - 1);
     int32_t t = static_cast<int32_t>(std::max_element(last, last + V) - last);
     seq.push_back(t);
@@ -286,7 +289,7 @@ TEST_CASE("arithmetic/scorer on hand-made predictions") {
   }
 }
 
-TEST_CASE("arithmetic/batched KV-cache decoding equals unbatched full-recompute greedy decoding") {
+TEST_CASE("arithmetic/batched KV-cache decoding equals unbatched full-recompute greedy decoding (causal, prefix LM)") {
   // Unpadded problems: prompts of several lengths, so batches group by length.
   ar::GeneratorOptions o;
   o.ops = "+-*";
@@ -298,7 +301,11 @@ TEST_CASE("arithmetic/batched KV-cache decoding equals unbatched full-recompute 
   std::string text;
   for (const auto& l : s.test) text += l + "\n";
   auto tok = char_tokenizer(text);
-  auto model = small_model(tok->vocab_size(), 24, 11);
+  std::string attention = "causal";  // the test runs once per subcase
+  SUBCASE("causal") {}
+  SUBCASE("prefix_lm") { attention = "prefix_lm"; }
+  CAPTURE(attention);
+  auto model = small_model(tok->vocab_size(), 24, 11, attention);
   // Larger weights than the init's 0.02 make the argmax decisive (and the outputs varied).
   ablate::Rng rng(3);
   for (auto* p : model->params().all())

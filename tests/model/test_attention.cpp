@@ -191,6 +191,43 @@ TEST_CASE("attention/bidirectional: differs from causal, sees the future, same p
   CHECK(ya[0] != doctest::Approx(ye2[0]));
 }
 
+TEST_CASE("attention/prefix_lm: the prompt reads itself whole, the rest is causal; scored_prefix finds the prompt") {
+  const int64_t T = 6, P = 3;
+  const auto d = ptest::dims(kC, kNH, 16);
+  auto plm = ptest::build<Attention>("{type: prefix_lm}", d);
+  auto dec = ptest::build<Attention>("{type: causal}", d);
+  ptest::randomize(*plm.store, 2, 0.3f);
+  ptest::randomize(*dec.store, 2, 0.3f);  // the same weights
+  CHECK(plm.obj->causal());  // next_token accepts it: the prompt is never scored
+  auto x = ptest::randn(static_cast<size_t>(T * kC), 4);
+  auto forward = [&](Attention& a, const std::vector<float>& xs, const int32_t* prefix) {
+    ablate::Graph g;
+    AttentionInput in;
+    in.pos = {1, T, 0};
+    in.prefix = prefix;
+    return ptest::values(g, a.forward(g, g.constant(xs.data(), T, kC), in));
+  };
+  const int32_t prompt = P;
+  const auto y = forward(*plm.obj, x, &prompt);
+  // Without a prefix it is the causal variant; the causal variant ignores a prefix.
+  CHECK(forward(*plm.obj, x, nullptr) == forward(*dec.obj, x, nullptr));
+  CHECK(forward(*dec.obj, x, &prompt) == forward(*dec.obj, x, nullptr));
+  // Changing prompt token P-1 changes position 0 (it sees the whole prompt); changing
+  // token P changes nothing before it.
+  auto moved = [&](int64_t t) {
+    std::vector<float> x2 = x;
+    for (int64_t c = 0; c < kC; ++c) x2[static_cast<size_t>(t * kC + c)] += 1.0f;
+    return forward(*plm.obj, x2, &prompt);
+  };
+  CHECK(moved(P - 1)[0] != doctest::Approx(y[0]));
+  const auto after = moved(P);
+  for (int64_t i = 0; i < P * kC; ++i) CHECK(after[static_cast<size_t>(i)] == y[static_cast<size_t>(i)]);
+  CHECK(after[static_cast<size_t>(P * kC)] != doctest::Approx(y[static_cast<size_t>(P * kC)]));
+  // scored_prefix: up to and including the first scored target per row; T if none is.
+  const int32_t targets[3 * 4] = {-1, -1, 7, 8, /**/ 5, -1, 6, -1, /**/ -1, -1, -1, -1};
+  CHECK(ablate::scored_prefix(targets, 3, 4) == std::vector<int32_t>{3, 1, 4});
+}
+
 TEST_CASE("attention/key_mask: padded keys are excluded; real tokens' outputs ignore padding content") {
   const int64_t B = 2, T = 6;
   const auto d = ptest::dims(kC, kNH, 16);

@@ -63,6 +63,9 @@ std::vector<int32_t> generate(Model& model, const std::vector<int32_t>& prompt, 
     a.ids = seq.data() + start;
     a.time = static_cast<int64_t>(seq.size() - start);
     a.caches = &caches;
+    // The prompt's part of the window is its prefix (prefix_lm reads it whole).
+    const int32_t prefix = static_cast<int32_t>(prompt.size() > start ? prompt.size() - start : 0);
+    a.prefix = &prefix;
     Var logits = model.forward(g, a);
     return g.value(logits).row(a.time - 1);
   };
@@ -133,6 +136,8 @@ std::vector<std::string> decode_prompts(Model& model, const Tokenizer& tok, cons
       a.batch = B;
       a.time = P;
       a.caches = &caches;
+      const std::vector<int32_t> prefix(n, static_cast<int32_t>(P));  // the prompts (prefix_lm reads them whole)
+      a.prefix = prefix.data();
       Var logits = model.forward(g, a);  // (B*P, V): the last position of each row predicts
       int64_t row_stride = P, row_offset = P - 1;
       for (int64_t s = 0; s < steps; ++s) {

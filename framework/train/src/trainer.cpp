@@ -198,8 +198,11 @@ Setup build(const Experiment& exp, const RunOptions& ro, const std::string* toke
 }
 
 // The loss of one batch under the run's objective; every training loss of the trainer
-// (the step, the memory probe) goes through here.
-Var batch_loss(Graph& g, Model& m, const Objective& obj, const ForwardArgs& a, const int32_t* targets) {
+// (the step, the memory probe) goes through here. The unscored positions before each
+// row's first scored one are its prompt (a prefix LM's attention reads it whole).
+Var batch_loss(Graph& g, Model& m, const Objective& obj, ForwardArgs a, const int32_t* targets) {
+  const std::vector<int32_t> prefix = scored_prefix(targets, a.batch, a.time);
+  a.prefix = prefix.data();
   return obj.loss(g, m.forward(g, a), targets, a.batch * a.time);
 }
 
@@ -276,8 +279,11 @@ std::vector<std::pair<std::string, double>> evaluate(Model& m, const Objective& 
     std::vector<std::pair<std::string, double>> row{{"loss", 0.0}};
     if (n_mine > 0) {
       g.reset();
-      Var logits = m.forward(g, ForwardArgs{x.data() + sl.lo * T, sl.hi - sl.lo, T});
       const int32_t* targets = y.data() + sl.lo * T;
+      const std::vector<int32_t> prefix = scored_prefix(targets, sl.hi - sl.lo, T);
+      ForwardArgs fa{x.data() + sl.lo * T, sl.hi - sl.lo, T};
+      fa.prefix = prefix.data();
+      Var logits = m.forward(g, fa);
       row[0].second = g.value(obj.loss(g, logits, targets, (sl.hi - sl.lo) * T)).data[0];
       for (const auto& kv : obj.metrics(g.value(logits), targets, (sl.hi - sl.lo) * T)) row.push_back(kv);
     }

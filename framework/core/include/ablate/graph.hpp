@@ -38,7 +38,7 @@ struct Node {
   int in[4] = {-1, -1, -1, -1};  // input node ids
   float f[4] = {0, 0, 0, 0};     // saved float attributes
   int64_t i[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // saved integer attributes
-  void* p[4] = {nullptr, nullptr, nullptr, nullptr};  // saved buffers (arena) or pointers
+  void* p[5] = {nullptr, nullptr, nullptr, nullptr, nullptr};  // saved buffers (arena) or pointers
   const char* op = "input";      // op family, for profiles ("linear", "attention", ...)
 };
 

@@ -99,6 +99,9 @@ struct AttentionSpec {
   bool causal = true;                 // false: bidirectional (encoder)
   const float* slopes = nullptr;      // per query head m_h: adds -m_h*|i-j| to logits (ALiBi-style)
   const uint8_t* key_mask = nullptr;  // (B*T) 1 = attend, 0 = padding (ignored with a cache)
+  // (B) or null; with causal, a prefix LM (Raffel et al. 2020): the queries of row b before
+  // absolute position prefix[b] also see every key before it (the prompt reads itself whole).
+  const int32_t* prefix = nullptr;
   float* weights_out = nullptr;       // if set: (B, NH, Tq, Tk) attention probabilities
   KVCache* cache = nullptr;           // if set: k,v are appended; forward only
   // First columns of q, k and v in their nodes, which may be wider: attention(g, qkv, qkv,

@@ -50,7 +50,7 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 using AlignedRow = Eigen::Map<Eigen::ArrayXf, Eigen::Aligned64>;
 inline int64_t padded(int64_t n) { return round_up(n, 16); }
 
-// Logits of the query rows [i0, i1) of head h against keys [0, jm), jm = visible(i1-1):
+// Logits of the query rows [i0, i1) of head h against keys [0, jm), jm = visible(b, i1-1):
 // s (i1-i0, ld) = q k^T / sqrt(HS), minus m_h |pos_i - j| with slopes; keys that are not
 // visible (causal, padding columns up to ld) or padded (key_mask) get -inf.
 void score_block(const Attn& a, int64_t b, int64_t h, int64_t i0, int64_t i1, int64_t jm,
@@ -63,7 +63,7 @@ void score_block(const Attn& a, int64_t b, int64_t h, int64_t i0, int64_t i1, in
   const uint8_t* km = a.key_mask ? a.key_mask + b * a.Tk : nullptr;
   for (int64_t i = i0; i < i1; ++i) {
     float* sr = s + (i - i0) * ld;
-    const int64_t jn = a.visible(i);
+    const int64_t jn = a.visible(b, i);
     if (a.slopes) {
       const float m = a.slopes[h];
       const float pos = static_cast<float>(a.offset + i);
@@ -114,10 +114,12 @@ bool decode_kernel(const Attn& a) { return a.k_rstride == 1 && a.T <= 4; }
 // Saved probabilities. Backward needs P again; recomputing it (the scores and their exp)
 // was about a third of the lanes backward pass, so where they fit the forward pass keeps
 // each block's P^T (jm, 32), block after block, per (batch, head): 32 x (sum of the
-// blocks' jm) floats (probs_at, dispatch.hpp).
+// blocks' jm) floats (probs_at, dispatch.hpp), for the row with the longest prefix.
 int64_t probs_per_head(const Attn& a) {
+  int64_t widest = 0;
+  for (int64_t b = 1; a.prefix && b < a.B; ++b) widest = a.prefix[b] > a.prefix[widest] ? b : widest;
   int64_t rows = 0;
-  for (int64_t i0 = 0; i0 < a.T; i0 += kLanes) rows += a.visible(std::min(a.T, i0 + kLanes) - 1);
+  for (int64_t i0 = 0; i0 < a.T; i0 += kLanes) rows += a.visible(widest, std::min(a.T, i0 + kLanes) - 1);
   return rows * kLanes;
 }
 
@@ -132,7 +134,7 @@ void forward_head(const Attn& a, int64_t b, int64_t h, float* out, float* lse, f
   float* ot = s + block;  // (HS, nq)
   for (int64_t i0 = 0; i0 < a.T; i0 += kBlockQ) {
     const int64_t i1 = std::min(a.T, i0 + kBlockQ), nq = i1 - i0;
-    const int64_t jm = a.visible(i1 - 1), ld = padded(jm);
+    const int64_t jm = a.visible(b, i1 - 1), ld = padded(jm);
     score_block(a, b, h, i0, i1, jm, ld, s);
     float mx[kBlockQ], sum[kBlockQ];
     for (int64_t i = i0; i < i1; ++i) {
@@ -145,7 +147,7 @@ void forward_head(const Attn& a, int64_t b, int64_t h, float* out, float* lse, f
         row.setZero();  // every key padded: probabilities and output 0
       } else {
         row = (row - m).exp();
-        clear_invisible(a, b, a.visible(i), ld, sr);
+        clear_invisible(a, b, a.visible(b, i), ld, sr);
         sum[i - i0] = row.sum();
         row *= 1.0f / sum[i - i0];
       }
@@ -191,7 +193,7 @@ void backward_group(const Attn& a, int64_t b, int64_t kh, const float* out, cons
   for (int64_t h = kh * a.group(); h < (kh + 1) * a.group(); ++h) {
     for (int64_t i0 = 0; i0 < a.T; i0 += kBlockQ) {
       const int64_t i1 = std::min(a.T, i0 + kBlockQ), nq = i1 - i0;
-      const int64_t jm = a.visible(i1 - 1), ld = padded(jm);
+      const int64_t jm = a.visible(b, i1 - 1), ld = padded(jm);
       score_block(a, b, h, i0, i1, jm, ld, p);
       for (int64_t i = i0; i < i1; ++i) {
         float* pr = p + (i - i0) * ld;
@@ -201,7 +203,7 @@ void backward_group(const Attn& a, int64_t b, int64_t kh, const float* out, cons
           row.setZero();
         } else {
           row = (row - l).exp();
-          clear_invisible(a, b, a.visible(i), ld, pr);
+          clear_invisible(a, b, a.visible(b, i), ld, pr);
         }
       }
       const float* do_blk = dout + (b * a.T + i0) * C + h * HS;  // (nq, HS), ld C
@@ -236,7 +238,8 @@ void backward_group(const Attn& a, int64_t b, int64_t kh, const float* out, cons
 
 // node: in = {q, k, v}; i[0..5] = B, T, NH, NKV, HS, causal; i[6] = q's first column,
 // i[7] = k's and v's first columns (k + v * 2^32); p[0] = lse (B,NH,T), p[1] = key mask
-// (B*T) or null, p[2] = slopes (NH) or null, p[3] = saved probabilities or null.
+// (B*T) or null, p[2] = slopes (NH) or null, p[3] = saved probabilities or null, p[4] =
+// prefix lengths (B) or null.
 void attention_backward(Graph& g, int id) {
   Node& n = g.node(id);
   Attn a{};
@@ -252,7 +255,8 @@ void attention_backward(Graph& g, int id) {
   a.key_mask = static_cast<const uint8_t*>(n.p[1]);
   a.slopes = static_cast<const float*>(n.p[2]);
   a.probs = static_cast<float*>(n.p[3]);
-  a.probs_head = probs_per_head(a);  // (a.T, a.Tk, offset and causal are set above)
+  a.prefix = static_cast<const int32_t*>(n.p[4]);
+  a.probs_head = probs_per_head(a);  // (a.T, a.Tk, offset, causal and prefix are set above)
   const int64_t q_col = n.i[6], k_col = n.i[7] & 0xffffffff, v_col = n.i[7] >> 32;
   const Tensor Q = g.node(n.in[0]).value, K = g.node(n.in[1]).value;
   a.q = Q.data + q_col;
@@ -363,6 +367,7 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
     a.key_mask = spec.key_mask;
   }
   a.slopes = spec.slopes;
+  a.prefix = spec.causal ? spec.prefix : nullptr;
 
   Var out = g.make(B * T, NH * HS, cache ? nullptr : &attention_backward, {q, k, v}, "attention");
   Node& n = g.node(out);
@@ -381,6 +386,11 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
       std::memcpy(sl, a.slopes, sizeof(float) * static_cast<size_t>(NH));
       a.slopes = sl;
     }
+    if (a.prefix) {
+      int32_t* pf = g.alloc_as<int32_t>(static_cast<size_t>(B));
+      std::memcpy(pf, a.prefix, sizeof(int32_t) * static_cast<size_t>(B));
+      a.prefix = pf;
+    }
     n.i[0] = B;
     n.i[1] = T;
     n.i[2] = NH;
@@ -392,6 +402,7 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
     n.p[0] = lse;
     n.p[1] = const_cast<uint8_t*>(a.key_mask);
     n.p[2] = const_cast<float*>(a.slopes);
+    n.p[4] = const_cast<int32_t*>(a.prefix);
     a.probs_head = probs_per_head(a);
     if (lanes_kernel(a) && !spec.weights_out && B * NH * a.probs_head <= attention_saved_probs_limit()) {
       a.probs = g.alloc(static_cast<size_t>(B * NH * a.probs_head));

@@ -25,6 +25,7 @@ struct Attn {
   float scale;              // 1/sqrt(HS)
   const float* slopes;      // (NH) or null
   const uint8_t* key_mask;  // (B*Tk) or null
+  const int32_t* prefix;    // (B) or null: with causal, row b's queries before prefix[b] see keys before it
   const float* q;           // (B*T, NH*HS) with row stride q_rstride
   int64_t q_rstride;        // NH*HS, or wider when q is a column range of a fused qkv
   const float* k;           // element (b, j, c) at k[b*kv_bstride + j*k_rstride + c*k_cstride]
@@ -34,8 +35,12 @@ struct Attn {
   float* probs = nullptr;         // saved P^T blocks of the lanes kernels, or null (see probs_at)
   int64_t probs_head = 0;         // floats of them per (batch, head): probs_per_head
   int64_t group() const { return NH / NKV; }
-  // Keys [0, visible(i)) are visible to query i.
-  int64_t visible(int64_t i) const { return causal ? std::min(Tk, offset + i + 1) : Tk; }
+  // Keys [0, visible(b, i)) are visible to query i of row b.
+  int64_t visible(int64_t b, int64_t i) const {
+    if (!causal) return Tk;
+    const int64_t own = offset + i + 1;
+    return std::min(Tk, prefix && prefix[b] > own ? int64_t{prefix[b]} : own);
+  }
   const float* q_at(int64_t b, int64_t h, int64_t i) const {
     return q + (b * T + i) * q_rstride + h * HS;
   }

@@ -13,6 +13,7 @@ struct AttentionInput {
   PositionalEncoding* positional = nullptr;
   KVCache* cache = nullptr;                // incremental decoding (forward only)
   const uint8_t* key_mask = nullptr;       // (B*T) 1 = real token, 0 = padding
+  const int32_t* prefix = nullptr;         // (B) or null: ForwardArgs::prefix (a prefix LM's prompts)
   float* weights_out = nullptr;            // (B, NH, T, Tk) attention probabilities
 };
 
@@ -25,8 +26,9 @@ class Attention {
   // Width of one cached key (or value) row: NKV*HS. Used to size KV caches.
   virtual int64_t kv_width() const = 0;
   virtual int64_t n_heads() const = 0;
-  // True if a query sees no later position (a decoder's mask). Objectives check it: a
-  // next-token objective refuses attention that sees the token it predicts.
+  // True if no scored position sees a later one: a decoder's mask, or a prefix LM's, whose
+  // prompt reads itself whole but is never scored (ForwardArgs::prefix). Objectives check
+  // it: a next-token objective refuses attention that sees the token it predicts.
   virtual bool causal() const = 0;
 };
 

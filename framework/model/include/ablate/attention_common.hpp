@@ -2,7 +2,7 @@
 // names its mask. Multi-head attention (Vaswani et al. 2017) with GPT-2's fused projection,
 // grouped-query heads (Ainslie et al. 2023; n_kv_heads = 1 is multi-query, Shazeer 2019):
 // x (B*T, C) -> [q k v] = x Wqkv, Wqkv (C, C + 2*NKV*HS) -> q (B*T, NH*HS), k v (B*T, NKV*HS)
-// -> fused attention (causal or bidirectional mask, key padding mask) -> y Wo (C, C).
+// -> fused attention (causal, prefix-LM or bidirectional mask, key padding mask) -> y Wo (C, C).
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -16,7 +16,9 @@ namespace ablate {
 
 class MultiHeadAttention : public Attention {
  public:
-  MultiHeadAttention(const Options& o, const BuildContext& c, bool causal) : causal_(causal) {
+  // causal: a decoder's mask; with prefix, also a prefix LM's (AttentionInput::prefix).
+  MultiHeadAttention(const Options& o, const BuildContext& c, bool causal, bool prefix = false)
+      : causal_(causal), prefix_(causal && prefix) {
     // GPT-1 (the Julia seed) has bias-free q, k, v but a biased output projection.
     bool qkv_bias = o.get<bool>("qkv_bias", c.dims.bias, "bias on the fused q, k, v projection (default: model.bias)");
     bool out_bias = o.get<bool>("out_bias", c.dims.bias, "bias on the output projection (default: model.bias)");
@@ -65,6 +67,7 @@ class MultiHeadAttention : public Attention {
     spec.causal = causal_;
     spec.slopes = in.positional ? in.positional->attention_slopes() : nullptr;
     spec.key_mask = in.key_mask;
+    spec.prefix = prefix_ ? in.prefix : nullptr;
     spec.weights_out = in.weights_out;
     spec.cache = in.cache;
     Var y = attention(g, q, k, v, spec);                                         // (B*T, C)
@@ -77,7 +80,7 @@ class MultiHeadAttention : public Attention {
   int64_t n_kv_heads() const { return NKV_; }
 
  private:
-  bool causal_;
+  bool causal_, prefix_;
   int64_t C_ = 0, NH_ = 0, NKV_ = 0, HS_ = 0;
   Parameter* wqkv_ = nullptr;
   Parameter* bqkv_ = nullptr;

@@ -21,8 +21,17 @@ struct ForwardArgs {
   int64_t pos0 = 0;                   // absolute position of ids[0] (with caches)
   std::vector<KVCache>* caches = nullptr;       // one per layer, for incremental decoding
   const uint8_t* key_mask = nullptr;            // (B*T) 1 = real token
+  // (B) or null: row b's positions before prefix[b] (absolute, as pos0) are its prompt,
+  // which attention with a prefix mask (prefix_lm) lets read itself whole. Training sets
+  // it from the targets (scored_prefix), generation to the prompt's length.
+  const int32_t* prefix = nullptr;
   std::vector<float*>* attention_weights = nullptr;  // per layer (B,NH,T,Tk) buffers to fill
 };
+
+// Per row of B windows of T prepared targets (-1: not scored): the positions up to and
+// including the first scored one, the prompt a prefix LM may read whole (T if none is
+// scored). No scored position can then see its target.
+std::vector<int32_t> scored_prefix(const int32_t* targets, int64_t batch, int64_t time);
 
 class Model {
  public:

@@ -25,7 +25,9 @@ namespace ablate {
 //      The framework split into layer libraries (plugins link libablate_model.so, tasks
 //      and evaluators also libablate_train.so, instead of libablate_core.so);
 //      arithmetic::decode is ablate::decode_prompts (generate.hpp).
-constexpr int kPluginApiVersion = 4;
+//   5: prefix LMs: AttentionInput::prefix, AttentionSpec::prefix, ForwardArgs::prefix;
+//      Node keeps five saved pointers.
+constexpr int kPluginApiVersion = 5;
 
 // Model sizes a plugin may need. `layer` is the block index (-1 outside blocks).
 struct ModelDims {

@@ -172,7 +172,57 @@ void check_attention(Checker& ck, const Subject& s) {
       expect(cache.length == T, "the cache holds " + std::to_string(cache.length) + " positions after " + std::to_string(T) + " steps");
     }
   });
-  ck.run("gradients by finite differences (parameters and input; without and with a padding mask)", [&](std::string& note) {
+  ck.run("causal variants with prompts (AttentionInput::prefix): nothing from a prompt's last position on sees a later "
+         "token; the prompt prefilled, then decoded a token at a time, reproduces the full forward", [&](std::string& note) {
+    auto a = build<Attention>(s.options, path, d);
+    if (!a->causal()) {
+      note = "not causal: not checked";
+      return;
+    }
+    const int32_t prompts[B] = {3, 1};
+    auto with_prompts = [&](const std::vector<float>& xs) {
+      Graph g;
+      AttentionInput in;
+      in.pos = {B, T, 0};
+      in.prefix = prompts;
+      return values(g, a->forward(g, g.constant(xs.data(), B * T, C), in));
+    };
+    const auto y0 = with_prompts(x);
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t P = prompts[b];  // change token P: positions before it must not move
+      std::vector<float> xl = x;
+      for (int64_t c = 0; c < C; ++c) xl[static_cast<size_t>((b * T + P) * C + c)] += 1.0f;
+      const auto y1 = with_prompts(xl);
+      for (int64_t i = 0; i < P * C; ++i)
+        expect(close(y0[static_cast<size_t>(b * T * C + i)], y1[static_cast<size_t>(b * T * C + i)], 1e-6),
+               "position " + std::to_string(i / C) + " of sequence " + std::to_string(b) + " (prompt of " + std::to_string(P) +
+                   " positions) changes with token " + std::to_string(P) + ": it sees a token after it, which a scored position "
+                   "must not (return false from causal())");
+    }
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t P = prompts[b];
+      KVCache cache;
+      cache.init(1, T, a->kv_width());
+      Graph g;
+      NoGrad ng(g);
+      for (int64_t t = 0; t < T; t = t == 0 ? P : t + 1) {
+        g.reset();
+        AttentionInput in;
+        const int64_t n = t == 0 ? P : 1;
+        in.pos = {1, n, t};
+        in.cache = &cache;
+        const int32_t prompt = static_cast<int32_t>(P);
+        in.prefix = &prompt;
+        const auto yt = values(g, a->forward(g, g.constant(x.data() + (b * T + t) * C, n, C), in));
+        for (int64_t i = 0; i < n * C; ++i)
+          expect(close(yt[static_cast<size_t>(i)], y0[static_cast<size_t>((b * T + t) * C + i)], 1e-4),
+                 "sequence " + std::to_string(b) + ", position " + std::to_string(t + i / C) + ": decoding after a prefilled " +
+                     "prompt of " + std::to_string(P) + " positions differs from the full forward (" + num(yt[static_cast<size_t>(i)]) +
+                     " vs " + num(y0[static_cast<size_t>((b * T + t) * C + i)]) + ")");
+      }
+    }
+  });
+  ck.run("gradients by finite differences (parameters and input; without and with a padding mask, with prompts)", [&](std::string& note) {
     auto a = build<Attention>(s.options, path, d);
     randomize(*a.store, 5, 0.3f);
     ParamStore inputs(11);
@@ -182,9 +232,12 @@ void check_attention(Checker& ck, const Subject& s) {
     std::vector<uint8_t> mask(static_cast<size_t>(B * T), 1);
     mask[static_cast<size_t>(T)] = 0;
     mask[static_cast<size_t>(T - 1)] = 0;
+    const int32_t prompts[B] = {3, 1};  // ForwardArgs::prefix: what a prefix mask reads whole
     int checked = 0;
     for (const Pos* p : usable)
-      for (const uint8_t* km : {static_cast<const uint8_t*>(nullptr), static_cast<const uint8_t*>(mask.data())}) {
+      for (int config = 0; config < 3; ++config) {
+        const uint8_t* km = config == 1 ? mask.data() : nullptr;
+        const int32_t* prefix = config == 2 ? prompts : nullptr;
         std::string n;
         try {
           expect_gradients(
@@ -193,11 +246,13 @@ void check_attention(Checker& ck, const Subject& s) {
                 in.pos = {B, T, 0};
                 in.positional = p->p.obj.get();
                 in.key_mask = km;
+                in.prefix = prefix;
                 return Outputs{a->forward(g, g.param(xp), in)};
               },
               wrt, n);
         } catch (const Failure& f) {
-          throw Failure{"with " + p->label() + (km ? " and a padding mask" : "") + ": " + f.message};
+          throw Failure{"with " + p->label() + (km ? " and a padding mask" : "") + (prefix ? " and prompts of 3 and 1 positions" : "") +
+                        ": " + f.message};
         }
         ++checked;
       }
