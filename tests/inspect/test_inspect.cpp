@@ -196,6 +196,32 @@ TEST_CASE("inspect/a trained causal run: attention rows, zeros above the diagona
   CHECK(alibi(0, 3) == doctest::Approx(-3 * std::exp2(-4.0)));  // head 1 of 2: m = 2^(-8/2)
 }
 
+TEST_CASE("inspect/a prefix-LM run reads the text whole, as generation reads a prompt") {
+  TempDir dir;
+  ablate::test::registry();
+  setenv("ABLATE_DATA_PATH", ABLATE_TEST_DATA_DIR, 1);
+  ablate::RunOptions ro;
+  ro.out_dir = dir / "run";
+  ro.quiet = true;
+  const std::string yaml = std::regex_replace(std::string(kTiny), std::regex("attention: causal"), "attention: prefix_lm");
+  REQUIRE(yaml.find("prefix_lm") != std::string::npos);
+  auto run = ablate::load_run(ablate::run_experiment(ablate::Experiment::load(dir.write("plm.yaml", yaml), {}), ro).run_dir);
+  ablate::InspectOptions o;
+  o.text = kText;
+  o.perplexity = 5;
+  o.tsne_iterations = 50;
+  auto in = ablate::inspect_run(run, o);
+  const int64_t T = static_cast<int64_t>(kText.size());
+  // Every position sees the whole text: the first attends to the last (causal: weight 0).
+  for (int64_t l = 0; l < 2; ++l)
+    for (int64_t h = 0; h < 2; ++h) {
+      CHECK(in.weight(l, h, 0, T - 1) > 0.0f);
+      double sum = 0;
+      for (int64_t j = 0; j < T; ++j) sum += in.weight(l, h, 0, j);
+      CHECK(sum == doctest::Approx(1).epsilon(1e-4));
+    }
+}
+
 TEST_CASE("inspect/the page renders in headless Chromium and the HDF5 file reads in h5py") {
   TempDir d;
   const std::string run = tiny_run();

@@ -233,6 +233,9 @@ Inspection inspect_run(LoadedRun& run, const InspectOptions& o) {
     a.batch = 1;
     a.time = T;
     a.attention_weights = &buffers;
+    // The text is a prompt: a prefix LM (prefix_lm) reads it whole, as in generation.
+    const int32_t prompt = static_cast<int32_t>(T);
+    a.prefix = &prompt;
     Var logits = model.forward(g, a);  // (T, V)
     const float* last = g.value(logits).row(T - 1);
     const double mx = *std::max_element(last, last + V);
