@@ -225,7 +225,9 @@ TEST_CASE("attention/prefix_lm: the prompt reads itself whole, the rest is causa
   CHECK(after[static_cast<size_t>(P * kC)] != doctest::Approx(y[static_cast<size_t>(P * kC)]));
   // scored_prefix: up to and including the first scored target per row; T if none is.
   const int32_t targets[3 * 4] = {-1, -1, 7, 8, /**/ 5, -1, 6, -1, /**/ -1, -1, -1, -1};
-  CHECK(ablate::scored_prefix(targets, 3, 4) == std::vector<int32_t>{3, 1, 4});
+  std::vector<int32_t> prefix{9, 9, 9, 9, 9};  // refilled, not appended to
+  ablate::scored_prefix(targets, 3, 4, prefix);
+  CHECK(prefix == std::vector<int32_t>{3, 1, 4});
 }
 
 TEST_CASE("attention/key_mask: padded keys are excluded; real tokens' outputs ignore padding content") {

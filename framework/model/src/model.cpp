@@ -122,15 +122,14 @@ Model::Model(const Options& o, int64_t vocab_size, uint64_t seed) : params_(seed
 
 Model::~Model() = default;
 
-std::vector<int32_t> scored_prefix(const int32_t* targets, int64_t batch, int64_t time) {
-  std::vector<int32_t> prefix(static_cast<size_t>(batch), static_cast<int32_t>(time));
+void scored_prefix(const int32_t* targets, int64_t batch, int64_t time, std::vector<int32_t>& prefix) {
+  prefix.assign(static_cast<size_t>(batch), static_cast<int32_t>(time));
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t t = 0; t < time; ++t)
       if (targets[b * time + t] >= 0) {
         prefix[static_cast<size_t>(b)] = static_cast<int32_t>(t + 1);
         break;
       }
-  return prefix;
 }
 
 int64_t Model::n_params_non_position() const { return params_.count() - position_params_; }

@@ -200,8 +200,10 @@ Setup build(const Experiment& exp, const RunOptions& ro, const std::string* toke
 // The loss of one batch under the run's objective; every training loss of the trainer
 // (the step, the memory probe) goes through here. The unscored positions before each
 // row's first scored one are its prompt (a prefix LM's attention reads it whole).
-Var batch_loss(Graph& g, Model& m, const Objective& obj, ForwardArgs a, const int32_t* targets) {
-  const std::vector<int32_t> prefix = scored_prefix(targets, a.batch, a.time);
+// `prefix` is scratch the caller keeps (no allocation per step).
+Var batch_loss(Graph& g, Model& m, const Objective& obj, ForwardArgs a, const int32_t* targets,
+               std::vector<int32_t>& prefix) {
+  scored_prefix(targets, a.batch, a.time, prefix);
   a.prefix = prefix.data();
   return obj.loss(g, m.forward(g, a), targets, a.batch * a.time);
 }
@@ -280,7 +282,8 @@ std::vector<std::pair<std::string, double>> evaluate(Model& m, const Objective& 
     if (n_mine > 0) {
       g.reset();
       const int32_t* targets = y.data() + sl.lo * T;
-      const std::vector<int32_t> prefix = scored_prefix(targets, sl.hi - sl.lo, T);
+      std::vector<int32_t> prefix;
+      scored_prefix(targets, sl.hi - sl.lo, T, prefix);
       ForwardArgs fa{x.data() + sl.lo * T, sl.hi - sl.lo, T};
       fa.prefix = prefix.data();
       Var logits = m.forward(g, fa);
@@ -444,7 +447,8 @@ MemoryEstimate estimate_memory(Setup& s, int64_t rows) {
     Rng rng(s.seed ^ 0x3E3A0ull);
     sample_batch(s.data, true, b, T, rng, x.data(), y.data());
     s.objective->prepare(x.data(), y.data(), b, T, s.tokenizer->vocab_size(), rng);
-    g.backward(batch_loss(g, model, *s.objective, ForwardArgs{x.data(), b, T}, y.data()));
+    std::vector<int32_t> prefix;
+    g.backward(batch_loss(g, model, *s.objective, ForwardArgs{x.data(), b, T}, y.data(), prefix));
     bytes[b - 1] = static_cast<double>(g.step_bytes());
   }
   model.params().zero_grad();
@@ -597,7 +601,7 @@ class Trainer {
   Graph g_;
   Slice sl_;
   std::unique_ptr<GradientSync> sync_;
-  std::vector<int32_t> x_, y_;
+  std::vector<int32_t> x_, y_, prefix_;
   RunSummary sum_;
   clock::time_point t0_ = clock::now(), last_flush_ = clock::now();
   double train_seconds_ = 0, allreduce_seconds_ = 0;  // this process's part (not of a resumed one)
@@ -907,7 +911,7 @@ double Trainer::train_step(int64_t step, float lr, double& norm) {
     }
     g_.reset();
     ForwardArgs a = comm_.size() > 1 ? ForwardArgs{x_.data() + sl_.lo * T, sl_.hi - sl_.lo, T} : ForwardArgs{x_.data(), B, T};
-    Var loss = batch_loss(g_, model, *s_.objective, a, comm_.size() > 1 ? y_.data() + sl_.lo * T : y_.data());
+    Var loss = batch_loss(g_, model, *s_.objective, a, comm_.size() > 1 ? y_.data() + sl_.lo * T : y_.data(), prefix_);
     if (weight != 1.0f) loss = scale(g_, loss, weight);
     loss_sum += g_.value(loss).data[0];
     if (comm_.size() > 1 && m + 1 == t.accum) sync_->attach(g_);

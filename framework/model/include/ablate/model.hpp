@@ -30,8 +30,9 @@ struct ForwardArgs {
 
 // Per row of B windows of T prepared targets (-1: not scored): the positions up to and
 // including the first scored one, the prompt a prefix LM may read whole (T if none is
-// scored). No scored position can then see its target.
-std::vector<int32_t> scored_prefix(const int32_t* targets, int64_t batch, int64_t time);
+// scored). No scored position can then see its target. Fills `prefix` (B), reusing its
+// memory (a training step allocates nothing).
+void scored_prefix(const int32_t* targets, int64_t batch, int64_t time, std::vector<int32_t>& prefix);
 
 class Model {
  public:
