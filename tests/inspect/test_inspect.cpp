@@ -39,21 +39,33 @@ optimizer: {type: adamw, lr: 1.0e-2}
 sample: {tokens: 10, prompt: "A", temperature: 0.8}
 )";
 
-// One tiny trained run for the whole file (about a second of training).
+// Trains the experiment `yaml` in dir/run (about a second for kTiny); returns the run directory.
+std::string train(const TempDir& dir, const std::string& yaml) {
+  ablate::test::registry();
+  setenv("ABLATE_DATA_PATH", ABLATE_TEST_DATA_DIR, 1);
+  ablate::RunOptions ro;
+  ro.out_dir = dir / "run";
+  ro.quiet = true;
+  return ablate::run_experiment(ablate::Experiment::load(dir.write("experiment.yaml", yaml), {}), ro).run_dir;
+}
+
+// One tiny trained run for the whole file.
 const std::string& tiny_run() {
   static TempDir dir;
-  static std::string run = [] {
-    ablate::test::registry();
-    setenv("ABLATE_DATA_PATH", ABLATE_TEST_DATA_DIR, 1);
-    ablate::RunOptions ro;
-    ro.out_dir = dir / "run";
-    ro.quiet = true;
-    return ablate::run_experiment(ablate::Experiment::load(dir.write("tiny.yaml", kTiny), {}), ro).run_dir;
-  }();
+  static std::string run = train(dir, kTiny);
   return run;
 }
 
 const std::string kText = "ROMEO:\nBut soft, what";
+
+// Inspection of kText with a small t-SNE.
+ablate::InspectOptions text_options(int tsne_iterations) {
+  ablate::InspectOptions o;
+  o.text = kText;
+  o.perplexity = 5;
+  o.tsne_iterations = tsne_iterations;
+  return o;
+}
 
 }  // namespace
 
@@ -136,11 +148,7 @@ TEST_CASE("inspect/svg bar chart, labelled scatter plot, heat map with blank zer
 
 TEST_CASE("inspect/a trained causal run: attention rows, zeros above the diagonal, positional probes") {
   auto run = ablate::load_run(tiny_run());
-  ablate::InspectOptions o;
-  o.text = kText;
-  o.perplexity = 5;
-  o.tsne_iterations = 300;
-  auto in = ablate::inspect_run(run, o);
+  auto in = ablate::inspect_run(run, text_options(300));
   const int64_t T = static_cast<int64_t>(kText.size());
   REQUIRE(in.time == T);
   REQUIRE(in.n_layers == 2);
@@ -198,19 +206,10 @@ TEST_CASE("inspect/a trained causal run: attention rows, zeros above the diagona
 
 TEST_CASE("inspect/a prefix-LM run reads the text whole, as generation reads a prompt") {
   TempDir dir;
-  ablate::test::registry();
-  setenv("ABLATE_DATA_PATH", ABLATE_TEST_DATA_DIR, 1);
-  ablate::RunOptions ro;
-  ro.out_dir = dir / "run";
-  ro.quiet = true;
   const std::string yaml = std::regex_replace(std::string(kTiny), std::regex("attention: causal"), "attention: prefix_lm");
   REQUIRE(yaml.find("prefix_lm") != std::string::npos);
-  auto run = ablate::load_run(ablate::run_experiment(ablate::Experiment::load(dir.write("plm.yaml", yaml), {}), ro).run_dir);
-  ablate::InspectOptions o;
-  o.text = kText;
-  o.perplexity = 5;
-  o.tsne_iterations = 50;
-  auto in = ablate::inspect_run(run, o);
+  auto run = ablate::load_run(train(dir, yaml));
+  auto in = ablate::inspect_run(run, text_options(50));
   const int64_t T = static_cast<int64_t>(kText.size());
   // Every position sees the whole text: the first attends to the last (causal: weight 0).
   for (int64_t l = 0; l < 2; ++l)
