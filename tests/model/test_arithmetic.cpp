@@ -659,5 +659,5 @@ TEST_CASE("arithmetic/the shipped mixed-task recipe and its ablation sweep valid
   auto sweep = ablate::test::run_command(env + " sweep " + src + "what_matters.yaml --dry-run --dir " + (dir / "sweep"));
   INFO(sweep.output);
   CHECK(sweep.status == 0);
-  CHECK(sweep.output.find("21 points (7 variants x 3 seeds)") != std::string::npos);
+  CHECK(sweep.output.find("24 points (8 variants x 3 seeds)") != std::string::npos);
 }
