@@ -32,6 +32,7 @@ void KVCache::init(int64_t batch_, int64_t capacity_, int64_t width_) {
   capacity = capacity_;
   width = width_;
   length = 0;
+  for (auto& c : team_weights) c.clear();
   const size_t n = static_cast<size_t>(batch * capacity * width);
   // 16 floats of slack: the decoding kernel reads whole 16-float vectors of a head's
   // values and of a key row's positions.
@@ -414,6 +415,17 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
     const int64_t group = NH / NKV, h0 = kh0 * group, h1 = kh1 * group, rows = B * T, C = NH * HS;
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = h0; h < h1; ++h) forward_head(a, b, h, y, lse, nullptr);
+    // Every rank reads the filled length during the step: it grows after it.
+    if (team->rank == 0) team->team->add_after_step(&cache->length, T);
+    if (spec.projection_out > 0 &&
+        gemv_split_point(spec.projection_out, C) == DecodeTeam::first(NKV, 1) * group * HS) {
+      // The projection's rank r sums over exactly rank r's heads: the rest stays 0.
+      for (int64_t r = 0; r < rows; ++r) {
+        std::fill(y + r * C, y + r * C + h0 * HS, 0.0f);
+        std::fill(y + r * C + h1 * HS, y + (r + 1) * C, 0.0f);
+      }
+      return out;
+    }
     float* mine = team->team->slot(team->rank, static_cast<size_t>(rows * (h1 - h0) * HS));
     for (int64_t r = 0; r < rows; ++r)
       std::copy(y + r * C + h0 * HS, y + r * C + h1 * HS, mine + r * (h1 - h0) * HS);
@@ -425,8 +437,6 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
       for (int64_t r = 0; r < rows; ++r)
         std::copy(theirs + r * (o1 - o0) * HS, theirs + (r + 1) * (o1 - o0) * HS, y + r * C + o0 * HS);
     }
-    // Every rank has read the length (above, before publishing): rank 0 advances it.
-    if (team->rank == 0) cache->length += T;
     return out;
   }
   // Tasks of equal size (decoding 8 heads: 4 + 4, not 7 + 1).
@@ -440,6 +450,56 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
     for (int64_t t = t0; t < t1; ++t) forward_head(a, t / NH, t % NH, y, lse, spec.weights_out);
   });
   if (cache) cache->length += T;
+  return out;
+}
+
+Var qkv_projection(Graph& g, Var x, Var w, Var b, const AttentionSpec& spec) {
+  KVCache* cache = spec.cache;
+  const DecodeRank* team = cache && !spec.weights_out ? decode_rank() : nullptr;
+  if (!team) {
+    if (cache && cache->length == 0)
+      for (auto& c : cache->team_weights) c.clear();
+    return linear(g, x, w, b);
+  }
+  check_var("qkv_projection", "x", g, x);
+  check_var("qkv_projection", "w", g, w);
+  const Tensor X = g.value(x), W = g.value(w);
+  const int64_t NH = spec.n_heads, NKV = spec.n_kv_heads, HS = spec.head_size, N = X.rows, K = X.cols;
+  const Tensor want{nullptr, K, (NH + 2 * NKV) * HS};
+  if (W.rows != want.rows || W.cols != want.cols)
+    shape_error("qkv_projection", "w must be (x.cols, (NH + 2*NKV)*HS)", "w", W, "(C, (NH + 2*NKV)*HS)", want);
+  const float* bias = nullptr;
+  if (b.valid()) {
+    check_var("qkv_projection", "bias", g, b);
+    const Tensor Bt = g.value(b);
+    if (Bt.rows != 1 || Bt.cols != W.cols) shape_error("qkv_projection", "bias must be (1, out)", "bias", Bt, "w", W);
+    bias = Bt.data;
+  }
+  // Forward only: a decoding team runs without gradients.
+  Var out = g.make(N, W.cols, nullptr, {x, w, b}, "qkv_projection");
+  float* y = g.node(out).value.data;
+  std::fill(y, y + N * W.cols, 0.0f);
+  const int64_t kh0 = DecodeTeam::first(NKV, team->rank), kh1 = DecodeTeam::first(NKV, team->rank + 1);
+  const int64_t group = NH / NKV, q0 = kh0 * group * HS, q1 = kh1 * group * HS;
+  const int64_t k0 = NH * HS + kh0 * HS, k1 = NH * HS + kh1 * HS, v0 = k0 + NKV * HS, v1 = k1 + NKV * HS;
+  const std::pair<int64_t, int64_t> ranges[3] = {{q0, q1}, {k0, k1}, {v0, v1}};
+  const int64_t width = (q1 - q0) + (k1 - k0) + (v1 - v0);
+  // This rank's columns side by side (K, width): read in place, the other rank's columns
+  // interleave with them and the prefetcher pulls those in too (seed002 decoding 5% slower).
+  std::vector<float>& mine = cache->team_weights[team->rank];
+  if (cache->length == 0 || mine.size() != static_cast<size_t>(K * width)) {
+    mine.resize(static_cast<size_t>(K * width));
+    for (int64_t p = 0, at = 0; p < K; ++p)
+      for (const auto& [c0, c1] : ranges) {
+        std::copy(W.data + p * W.cols + c0, W.data + p * W.cols + c1, mine.data() + at);
+        at += c1 - c0;
+      }
+  }
+  int64_t col = 0;
+  for (const auto& [c0, c1] : ranges) {
+    gemv_columns(N, W.cols, K, X.data, K, mine.data() + col, width, y + c0, W.cols, bias ? bias + c0 : nullptr, c1 - c0);
+    col += c1 - c0;
+  }
   return out;
 }
 

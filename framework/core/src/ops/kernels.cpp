@@ -221,6 +221,12 @@ const float* DecodeTeam::slot_data(int64_t reader, int64_t owner) const {
 void DecodeTeam::reset() {
   for (auto& e : epoch_) e.v.store(0, std::memory_order_relaxed);
   aborted_.store(false, std::memory_order_relaxed);
+  deferred_.clear();
+}
+
+void DecodeTeam::finish_step() {
+  for (const auto& [length, n] : deferred_) *length += n;
+  deferred_.clear();
 }
 
 namespace {
@@ -253,6 +259,7 @@ bool run_decode_team(const std::function<void(int64_t)>& f) {
   }, &ctx);
   for (auto& e : ctx.error)
     if (e) std::rethrow_exception(e);
+  if (ran) team.finish_step();
   return ran;
 }
 
@@ -337,7 +344,7 @@ void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   constexpr int64_t kMaxSplitK = int64_t{1} << 20;  // floats of C
   const bool split_k = !trans_b && (gemv || (trans_a && k >= 1024 && m * n <= kMaxSplitK));
   if (split_k) {
-    const int64_t half = round_up(ceil_div(k, 2), 16);
+    const int64_t half = gemv ? gemv_split_point(n, k) : round_up(ceil_div(k, 2), 16);
     const DecodeRank* dr = gemv ? decode_rank() : nullptr;
     if (half < k && dr) {
       // A decoding team: rank 0 sums the first half onto C's start value, rank 1 the
@@ -376,6 +383,24 @@ void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
     parallel_chunks(n, block, [&](int64_t c0, int64_t c1) {
       gemm_into(m, c1 - c0, k, a, trans_b ? b + c0 * ldb : b + c0, c + c0, ldc, overwrite, init ? init + c0 : nullptr);
     });
+  }
+}
+
+void gemv_columns(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                  float* c, int64_t ldc, const float* init, int64_t w) {
+  const int64_t split = gemv_split_point(n, k);
+  if (w <= 0) return;
+  const IsaKernels& isa = isa_kernels();
+  float* upper = split < k ? thread_scratch(kSlotReduce, static_cast<size_t>(w)) : nullptr;
+  for (int64_t r = 0; r < m; ++r) {
+    float* cr = c + r * ldc;
+    if (init) std::copy(init, init + w, cr);
+    else std::fill(cr, cr + w, 0.0f);
+    isa.gemv(false, w, split, 1.0f, a + r * lda, 1, b, ldb, cr);
+    if (!upper) continue;
+    std::fill(upper, upper + w, 0.0f);
+    isa.gemv(false, w, k - split, 1.0f, a + r * lda + split, 1, b + split * ldb, ldb, upper);
+    for (int64_t j = 0; j < w; ++j) cr[j] += upper[j];
   }
 }
 

@@ -62,7 +62,11 @@ bool run_pinned(int64_t parts, void (*fn)(void*, int64_t), void* ctx);
 // compute identical activations on both, except that a matrix-vector product computes
 // one of its two fixed halves of the reduction per rank and attention one share of the
 // kv heads per rank (appending to and reading its share of the KV cache), and the
-// ranks swap those parts through the team. The arithmetic is that of the one-thread path.
+// ranks swap those parts through the team. Attention's own products need no swap (as in
+// Megatron-LM's split of a block): the fused q/k/v projection computes only the columns
+// of the rank's kv heads (qkv_projection), and when the output projection's halves fall
+// on the same heads, each rank's attention output goes straight into its half. Three
+// exchanges a layer instead of five. The arithmetic is that of the one-thread path.
 class DecodeTeam {
  public:
   static constexpr int64_t kSize = 2;
@@ -78,6 +82,10 @@ class DecodeTeam {
   const float* slot_data(int64_t reader, int64_t owner) const;
   void abort() { aborted_.store(true, std::memory_order_release); }
   void reset();  // between steps, no rank running
+  // Rank 0 only: adds n to *length once both ranks have finished the step (a KV cache's
+  // filled length, which every rank reads during the step), unless a rank failed.
+  void add_after_step(int64_t* length, int64_t n) { deferred_.emplace_back(length, n); }
+  void finish_step();  // applies them (run_decode_team, after both ranks)
 
  private:
   struct alignas(64) Epoch {
@@ -86,6 +94,7 @@ class DecodeTeam {
   Epoch epoch_[kSize];
   std::vector<float> slots_[2][kSize];  // [exchange parity][rank]
   std::atomic<bool> aborted_{false};
+  std::vector<std::pair<int64_t*, int64_t>> deferred_;  // keeps its capacity: no allocation a step
 };
 struct TeamAborted {};  // thrown by publish on a rank whose partner failed
 struct DecodeRank {
@@ -222,6 +231,22 @@ void gemm_acc(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
 // cores: below 8K floats of B one core is faster than two and a hand-off (seed002
 // decoding was fastest with this threshold).
 inline bool gemv_splits(int64_t n, int64_t k) { return n * k >= (int64_t{1} << 13); }
+
+// Where gemm_acc_parallel splits the reduction of such a product, C (m<=4, n) = A (m,k)
+// B (k,n): one part (a decoding team's rank 0) sums [0, split), the other [split, k);
+// k when it does not split.
+inline int64_t gemv_split_point(int64_t n, int64_t k) {
+  const int64_t half = round_up(ceil_div(k, 2), 16);
+  return gemv_splits(n, k) && n >= 32 && half < k ? half : k;
+}
+
+// w columns of C (m<=4, n) = init + A (m,k) B (k,n), B row-major, init a row or null: the
+// values gemm_acc_parallel(false, false, ..., overwrite, init) gives them (its two
+// reduction halves summed in the same order), computed alone, so that a decoding team's
+// rank can compute just the columns it reads. b, c and init point at the first of them
+// (b may be a copy of those columns, with its own ldb).
+void gemv_columns(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                  float* c, int64_t ldc, const float* init, int64_t w);
 
 // The same, parallel over rows of C (if m >= n) or columns of C, never over k, with
 // block boundaries fixed by the shape: bitwise identical for any thread count.

@@ -47,18 +47,7 @@ class MultiHeadAttention : public Attention {
 
   Var forward(Graph& g, Var x, const AttentionInput& in) override {
     const int64_t kv = NKV_ * HS_;
-    Var qkv = linear(g, x, g.param(*wqkv_), bqkv_ ? g.param(*bqkv_) : Var{});  // (B*T, C + 2*NKV*HS)
     AttentionSpec spec;
-    Var q = qkv, k = qkv, v = qkv;  // column ranges of the fused projection, unless rotated
-    if (in.positional && in.positional->rotates()) {
-      q = slice_cols(g, qkv, 0, C_);  // (B*T, NH*HS)
-      k = slice_cols(g, qkv, C_, kv);  // (B*T, NKV*HS)
-      v = slice_cols(g, qkv, C_ + kv, kv);
-      in.positional->rotate(g, q, k, in.pos, NH_, NKV_, HS_);
-    } else {
-      spec.k_col = C_;
-      spec.v_col = C_ + kv;
-    }
     spec.batch = in.pos.batch;
     spec.time = in.pos.time;
     spec.n_heads = NH_;
@@ -70,6 +59,18 @@ class MultiHeadAttention : public Attention {
     spec.prefix = prefix_ ? in.prefix : nullptr;
     spec.weights_out = in.weights_out;
     spec.cache = in.cache;
+    spec.projection_out = C_;  // wo reads the output, nothing else
+    Var qkv = qkv_projection(g, x, g.param(*wqkv_), bqkv_ ? g.param(*bqkv_) : Var{}, spec);  // (B*T, C + 2*NKV*HS)
+    Var q = qkv, k = qkv, v = qkv;  // column ranges of the fused projection, unless rotated
+    if (in.positional && in.positional->rotates()) {
+      q = slice_cols(g, qkv, 0, C_);  // (B*T, NH*HS)
+      k = slice_cols(g, qkv, C_, kv);  // (B*T, NKV*HS)
+      v = slice_cols(g, qkv, C_ + kv, kv);
+      in.positional->rotate(g, q, k, in.pos, NH_, NKV_, HS_);
+    } else {
+      spec.k_col = C_;
+      spec.v_col = C_ + kv;
+    }
     Var y = attention(g, q, k, v, spec);                                         // (B*T, C)
     return linear(g, y, g.param(*wo_), bo_ ? g.param(*bo_) : Var{});
   }

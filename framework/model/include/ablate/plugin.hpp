@@ -27,7 +27,8 @@ namespace ablate {
 //      arithmetic::decode is ablate::decode_prompts (generate.hpp).
 //   5: prefix LMs: AttentionInput::prefix, AttentionSpec::prefix, ForwardArgs::prefix;
 //      Node keeps five saved pointers.
-constexpr int kPluginApiVersion = 5;
+//   6: AttentionSpec::projection_out; MultiHeadAttention projects with qkv_projection.
+constexpr int kPluginApiVersion = 6;
 
 // Model sizes a plugin may need. `layer` is the block index (-1 outside blocks).
 struct ModelDims {
