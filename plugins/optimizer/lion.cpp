@@ -34,25 +34,23 @@ class Lion final : public ablate::Optimizer {
     if (params.size() != m_.size())
       throw ablate::Error("lion: step() got " + std::to_string(params.size()) + " parameters but init() got " +
                           std::to_string(m_.size()) + "; call init() with the same parameters");
-    for (size_t i = 0; i < params.size(); ++i) {
-      ablate::Parameter& p = *params[i];
-      if (static_cast<size_t>(p.value.numel()) != m_[i].size())
-        throw ablate::Error("lion: parameter '" + p.name + "' changed size since init()");
+    for (size_t i = 0; i < params.size(); ++i)
+      if (static_cast<size_t>(params[i]->value.numel()) != m_[i].size())
+        throw ablate::Error("lion: parameter '" + params[i]->name + "' changed size since init()");
+    // Elementwise: spans of 16K of all parameters on ablate's threads (no effect on the result).
+    ablate::parallel_for_params(params, int64_t{1} << 14, [&](int64_t i, int64_t j0, int64_t j1) {
+      ablate::Parameter& p = *params[static_cast<size_t>(i)];
       float* w = p.value.data;
       const float* g = p.grad.data;
-      float* m = m_[i].data();
+      float* m = m_[static_cast<size_t>(i)].data();
       const float decay = p.weight_decay() ? 1.0f - lr * wd_ : 1.0f;
-      const int64_t n = p.value.numel();
-      // Elementwise: chunks of 16K on ablate's threads (no effect on the result).
-      ablate::parallel_for(n, int64_t{1} << 14, [&](int64_t j0, int64_t j1) {
-        for (int64_t j = j0; j < j1; ++j) {
-          const float c = b1_ * m[j] + (1.0f - b1_) * g[j];
-          const float sign = static_cast<float>((c > 0.0f) - (c < 0.0f));
-          w[j] = w[j] * decay - lr * sign;
-          m[j] = b2_ * m[j] + (1.0f - b2_) * g[j];
-        }
-      });
-    }
+      for (int64_t j = j0; j < j1; ++j) {
+        const float c = b1_ * m[j] + (1.0f - b1_) * g[j];
+        const float sign = static_cast<float>((c > 0.0f) - (c < 0.0f));
+        w[j] = w[j] * decay - lr * sign;
+        m[j] = b2_ * m[j] + (1.0f - b2_) * g[j];
+      }
+    });
   }
 
   float base_lr() const override { return lr_; }

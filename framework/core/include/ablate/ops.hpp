@@ -33,6 +33,19 @@ void parallel_for(int64_t n, int64_t chunk, const F& f) {
       n, chunk, [](void* c, int64_t b, int64_t e) { (*static_cast<const F*>(c))(b, e); }, const_cast<F*>(&f));
 }
 
+// Runs f(i, begin, end) over elements [begin, end) of every parameter i in one parallel
+// loop, in spans of at most `chunk` elements that depend only on the sizes: a model's
+// many small tensors (a d = 32 model's biases and norms) share the cores, where a loop per
+// parameter ran each of them on one thread. For an optimizer's elementwise update.
+void parallel_for_params_raw(const std::vector<Parameter*>& params, int64_t chunk,
+                             void (*fn)(void* ctx, int64_t i, int64_t begin, int64_t end), void* ctx);
+template <class F>
+void parallel_for_params(const std::vector<Parameter*>& params, int64_t chunk, const F& f) {
+  parallel_for_params_raw(
+      params, chunk, [](void* c, int64_t i, int64_t b, int64_t e) { (*static_cast<const F*>(c))(i, b, e); },
+      const_cast<F*>(&f));
+}
+
 // Batch-1 decoding on both cores (the decoding team of core/src/ops/kernels.hpp): runs
 // f(0) on this thread and f(1) on a pinned worker at once, each on a graph of its own, and
 // the ops they run split their matrix-vector products and kv heads between the two ranks.

@@ -6,6 +6,7 @@
 
 #include "ablate/ops.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -479,6 +480,22 @@ double sum_fixed(Graph& g, const float* x, int64_t n) {
 namespace ablate {
 void parallel_for_raw(int64_t n, int64_t chunk, void (*fn)(void*, int64_t, int64_t), void* ctx) {
   kernels::parallel_chunks(n, chunk, [&](int64_t b, int64_t e) { fn(ctx, b, e); });
+}
+void parallel_for_params_raw(const std::vector<Parameter*>& params, int64_t chunk,
+                             void (*fn)(void*, int64_t, int64_t, int64_t), void* ctx) {
+  chunk = std::max<int64_t>(1, chunk);
+  // first[i]: parameter i's first span (reused from step to step: no allocation).
+  thread_local std::vector<int64_t> starts;
+  std::vector<int64_t>& first = starts;  // the caller's (the lambda runs on other threads too)
+  first.assign(params.size() + 1, 0);
+  for (size_t i = 0; i < params.size(); ++i) first[i + 1] = first[i] + kernels::ceil_div(params[i]->value.numel(), chunk);
+  kernels::parallel_chunks(first.back(), 1, [&](int64_t s0, int64_t s1) {
+    for (int64_t s = s0; s < s1; ++s) {
+      const auto i = static_cast<int64_t>(std::upper_bound(first.begin(), first.end(), s) - first.begin()) - 1;
+      const int64_t b = (s - first[static_cast<size_t>(i)]) * chunk;
+      fn(ctx, i, b, std::min(params[static_cast<size_t>(i)]->value.numel(), b + chunk));
+    }
+  });
 }
 bool run_decoding_team(int64_t d_model, const std::function<void(int64_t)>& f) {
   return kernels::gemv_splits(d_model, d_model) && kernels::run_decode_team(f);
