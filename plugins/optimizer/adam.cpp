@@ -39,12 +39,12 @@ class Adam final : public ablate::Optimizer {
     const float step_size = static_cast<float>(lr / (1.0 - std::pow(static_cast<double>(b1_), static_cast<double>(step))));
     const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(static_cast<double>(b2_), static_cast<double>(step))));
     // Elementwise: spans of 16K of all parameters on ablate's threads (no effect on the result).
-    ablate::parallel_for_params(params, int64_t{1} << 14, [&](int64_t i, int64_t j0, int64_t j1) {
-      ablate::Parameter& p = *params[static_cast<size_t>(i)];
+    ablate::parallel_for_params(params, int64_t{1} << 14, [&](size_t i, int64_t j0, int64_t j1) {
+      ablate::Parameter& p = *params[i];
       float* w = p.value.data;
       const float* g = p.grad.data;
-      float* m = m_[static_cast<size_t>(i)].data();
-      float* v = v_[static_cast<size_t>(i)].data();
+      float* m = m_[i].data();
+      float* v = v_[i].data();
       const float l2 = p.weight_decay() ? wd_ : 0.0f;
       for (int64_t j = j0; j < j1; ++j) {
         const float gj = g[j] + l2 * w[j];

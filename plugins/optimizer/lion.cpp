@@ -38,11 +38,11 @@ class Lion final : public ablate::Optimizer {
       if (static_cast<size_t>(params[i]->value.numel()) != m_[i].size())
         throw ablate::Error("lion: parameter '" + params[i]->name + "' changed size since init()");
     // Elementwise: spans of 16K of all parameters on ablate's threads (no effect on the result).
-    ablate::parallel_for_params(params, int64_t{1} << 14, [&](int64_t i, int64_t j0, int64_t j1) {
-      ablate::Parameter& p = *params[static_cast<size_t>(i)];
+    ablate::parallel_for_params(params, int64_t{1} << 14, [&](size_t i, int64_t j0, int64_t j1) {
+      ablate::Parameter& p = *params[i];
       float* w = p.value.data;
       const float* g = p.grad.data;
-      float* m = m_[static_cast<size_t>(i)].data();
+      float* m = m_[i].data();
       const float decay = p.weight_decay() ? 1.0f - lr * wd_ : 1.0f;
       for (int64_t j = j0; j < j1; ++j) {
         const float c = b1_ * m[j] + (1.0f - b1_) * g[j];

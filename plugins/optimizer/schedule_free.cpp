@@ -56,13 +56,12 @@ class ScheduleFree final : public ablate::Optimizer {
     set_sum(1, weight_sum);
     const float c = weight_sum > 0 ? static_cast<float>(weight / weight_sum) : 0.0f;
     const float gm = static_cast<float>(gamma), b2 = b2_, eps = eps_;
-    ablate::parallel_for_params(params, int64_t{1} << 14, [&](int64_t i, int64_t j0, int64_t j1) {
-      const ablate::Parameter& p = *params[static_cast<size_t>(i)];
+    ablate::parallel_for_params(params, int64_t{1} << 14, [&](size_t i, int64_t j0, int64_t j1) {
+      const ablate::Parameter& p = *params[i];
       const float wd = p.weight_decay() ? wd_ : 0.0f;
       const float* y = p.value.data;
       const float* g = p.grad.data;
-      const auto k = static_cast<size_t>(i);
-      float *z = z_[k].data(), *x = x_[k].data(), *v = v_[k].data();
+      float *z = z_[i].data(), *x = x_[i].data(), *v = v_[i].data();
       for (int64_t j = j0; j < j1; ++j) {
         v[j] = b2 * v[j] + (1.0f - b2) * g[j] * g[j];
         z[j] -= gm * (g[j] / (std::sqrt(v[j]) + eps) + wd * y[j]);
@@ -91,9 +90,9 @@ class ScheduleFree final : public ablate::Optimizer {
   void train_point(const std::vector<ablate::Parameter*>& params) override {
     check(params, 1);
     const float b1 = b1_;
-    ablate::parallel_for_params(params, int64_t{1} << 14, [&](int64_t i, int64_t j0, int64_t j1) {
-      float* y = params[static_cast<size_t>(i)]->value.data;
-      const float *z = z_[static_cast<size_t>(i)].data(), *x = x_[static_cast<size_t>(i)].data();
+    ablate::parallel_for_params(params, int64_t{1} << 14, [&](size_t i, int64_t j0, int64_t j1) {
+      float* y = params[i]->value.data;
+      const float *z = z_[i].data(), *x = x_[i].data();
       for (int64_t j = j0; j < j1; ++j) y[j] = (1.0f - b1) * z[j] + b1 * x[j];
     });
   }

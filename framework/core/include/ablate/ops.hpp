@@ -38,11 +38,11 @@ void parallel_for(int64_t n, int64_t chunk, const F& f) {
 // many small tensors (a d = 32 model's biases and norms) share the cores, where a loop per
 // parameter ran each of them on one thread. For an optimizer's elementwise update.
 void parallel_for_params_raw(const std::vector<Parameter*>& params, int64_t chunk,
-                             void (*fn)(void* ctx, int64_t i, int64_t begin, int64_t end), void* ctx);
+                             void (*fn)(void* ctx, size_t i, int64_t begin, int64_t end), void* ctx);
 template <class F>
 void parallel_for_params(const std::vector<Parameter*>& params, int64_t chunk, const F& f) {
   parallel_for_params_raw(
-      params, chunk, [](void* c, int64_t i, int64_t b, int64_t e) { (*static_cast<const F*>(c))(i, b, e); },
+      params, chunk, [](void* c, size_t i, int64_t b, int64_t e) { (*static_cast<const F*>(c))(i, b, e); },
       const_cast<F*>(&f));
 }
 

@@ -482,18 +482,19 @@ void parallel_for_raw(int64_t n, int64_t chunk, void (*fn)(void*, int64_t, int64
   kernels::parallel_chunks(n, chunk, [&](int64_t b, int64_t e) { fn(ctx, b, e); });
 }
 void parallel_for_params_raw(const std::vector<Parameter*>& params, int64_t chunk,
-                             void (*fn)(void*, int64_t, int64_t, int64_t), void* ctx) {
+                             void (*fn)(void*, size_t, int64_t, int64_t), void* ctx) {
   chunk = std::max<int64_t>(1, chunk);
-  // first[i]: parameter i's first span (reused from step to step: no allocation).
-  thread_local std::vector<int64_t> starts;
-  std::vector<int64_t>& first = starts;  // the caller's (the lambda runs on other threads too)
+  // first[i]: parameter i's first span. The caller's thread_local buffer, reused from step
+  // to step (no allocation), read by every thread of the loop through this reference.
+  thread_local std::vector<int64_t> buffer;
+  std::vector<int64_t>& first = buffer;
   first.assign(params.size() + 1, 0);
   for (size_t i = 0; i < params.size(); ++i) first[i + 1] = first[i] + kernels::ceil_div(params[i]->value.numel(), chunk);
   kernels::parallel_chunks(first.back(), 1, [&](int64_t s0, int64_t s1) {
     for (int64_t s = s0; s < s1; ++s) {
-      const auto i = static_cast<int64_t>(std::upper_bound(first.begin(), first.end(), s) - first.begin()) - 1;
-      const int64_t b = (s - first[static_cast<size_t>(i)]) * chunk;
-      fn(ctx, i, b, std::min(params[static_cast<size_t>(i)]->value.numel(), b + chunk));
+      const auto i = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), s) - first.begin()) - 1;
+      const int64_t b = (s - first[i]) * chunk;
+      fn(ctx, i, b, std::min(params[i]->value.numel(), b + chunk));
     }
   });
 }
