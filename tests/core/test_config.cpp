@@ -2,6 +2,8 @@
 // the bad value, what is allowed and a did-you-mean.
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include "ablate/experiment.hpp"
 #include "ablate/trainer.hpp"
 #include "test_util.hpp"
@@ -159,4 +161,13 @@ TEST_CASE("config/overrides reach into lists by position, with errors for a bad 
         "command-line override 'eval.data=c.txt': 'eval' is a list; give the position of an entry (eval.0.data) or the whole list (eval=[...])");
   CHECK(error("eval.-1.data=x").find("'eval' is a list") != std::string::npos);
   CHECK(n["eval"].size() == 2);  // errors change nothing
+}
+
+TEST_CASE("core/hms writes durations for progress lines and sweep status") {
+  CHECK(ablate::hms(0) == "00:00");
+  CHECK(ablate::hms(65.4) == "01:05");
+  CHECK(ablate::hms(3599.6) == "1:00:00");  // rounded to the second, then split
+  CHECK(ablate::hms(3725) == "1:02:05");
+  CHECK(ablate::hms(-1) == "--:--");
+  CHECK(ablate::hms(std::nan("")) == "--:--");
 }

@@ -452,7 +452,7 @@ TEST_CASE("sweep/Ctrl-C stops the running points with a checkpoint: stopped, not
   CHECK(ablate::test::read_file(d / "out/sweep.log").find("stopped point 0 (seed3)") != std::string::npos);
   auto status = ablate::test::run_command(ablate_cmd(d, "sweep stop.yaml --dir out --status"));
   CAPTURE(status.output);
-  CHECK(std::regex_search(status.output, std::regex("seed3 +interrupted +- +at step [0-9]+; resumes from its checkpoint")));
+  CHECK(std::regex_search(status.output, std::regex("seed3 +interrupted +- +at step [0-9]+/600; resumes from its checkpoint")));
   CHECK(status.output.find("1 points: 1 interrupted") != std::string::npos);
 
   auto again = ablate::test::run_command(ablate_cmd(d, "sweep stop.yaml --dir out"));
@@ -481,10 +481,16 @@ TEST_CASE("sweep/--status tells a point whose processes were killed (stopped) fr
     return;
   }
   CAPTURE(running.output);
-  CHECK(std::regex_search(running.output, std::regex("seed3 +running +- +step [0-9]+")));
+  // "step N/600, MM:SS of training left": the steps the run trains to and the time left at its logged rate
+  std::smatch m;
+  CHECK(std::regex_search(running.output, m, std::regex("seed3 +running +- +step ([0-9]+)/600, ([0-9]+):([0-9]{2}) of training left")));
+  if (!m.empty()) {
+    CHECK(std::stoi(m[1]) < 600);
+    CHECK(std::stoi(m[2]) * 60 + std::stoi(m[3]) < 600);  // a tiny model: seconds, not minutes, per 600 steps
+  }
   auto gone = ablate::test::run_command(ablate_cmd(d, "sweep gone.yaml --dir out --status"));
   CAPTURE(gone.output);
-  CHECK(std::regex_search(gone.output, std::regex("seed3 +stopped +- +its process is gone \\(at step [0-9]+\\); resumes from its checkpoint")));
+  CHECK(std::regex_search(gone.output, std::regex("seed3 +stopped +- +its process is gone \\(at step [0-9]+/600\\); resumes from its checkpoint")));
   CHECK(gone.output.find("1 points: 1 stopped") != std::string::npos);
 
   auto again = ablate::test::run_command(ablate_cmd(d, "sweep gone.yaml --dir out"));

@@ -2,6 +2,8 @@
 #include "ablate/error.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 namespace ablate {
 
@@ -41,6 +43,15 @@ std::string join(const std::vector<std::string>& items, const std::string& sep) 
   std::string s;
   for (size_t i = 0; i < items.size(); ++i) s += (i ? sep : "") + items[i];
   return s;
+}
+
+std::string hms(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "--:--";
+  const long v = static_cast<long>(seconds + 0.5);
+  char buf[32];
+  if (v >= 3600) std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", v / 3600, (v / 60) % 60, v % 60);
+  else std::snprintf(buf, sizeof buf, "%02ld:%02ld", v / 60, v % 60);
+  return buf;
 }
 
 }  // namespace ablate

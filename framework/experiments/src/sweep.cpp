@@ -607,6 +607,22 @@ RunState run_state(const std::string& run_dir) {
     if (it != d.tables.end() && it->second.count("step") && !it->second.at("step").empty())
       st.last_step = static_cast<int64_t>(it->second.at("step").back());
     if (d.num_attrs.count("cpu_seconds")) st.cpu_seconds = d.num_attrs.at("cpu_seconds");
+    auto seg = d.tables.find("segments");
+    if (seg != d.tables.end() && seg->second.count("steps") && !seg->second.at("steps").empty())
+      st.total_steps = static_cast<int64_t>(seg->second.at("steps").back());
+    // Time left: steps left x tokens a step / the last logged rate (tokens a step from the
+    // resolved config: batch_size x grad_accum x context).
+    if (st.status == "running" && st.last_step >= 0 && st.total_steps > st.last_step &&
+        it->second.count("tokens_per_s") && it->second.at("tokens_per_s").back() > 0) {
+      try {
+        YAML::Node c = YAML::Load(get("config_resolved"));
+        const double tokens = c["train"]["batch_size"].as<double>() * c["train"]["grad_accum"].as<double>(1.0) *
+                              c["model"]["context"].as<double>();
+        st.seconds_left = double(st.total_steps - st.last_step) * tokens / it->second.at("tokens_per_s").back();
+      } catch (const YAML::Exception&) {
+        // an older run file without a resolved config: no estimate
+      }
+    }
   } catch (const Error& e) {
     st.status = fs::exists(marker) ? "failed" : "unreadable";
     st.error = fs::exists(marker) ? read_marker() : e.what();

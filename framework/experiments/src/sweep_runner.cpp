@@ -45,14 +45,6 @@ std::string now_iso() {
   return buf;
 }
 
-std::string hms(double s) {
-  if (!std::isfinite(s) || s < 0) return "--:--";
-  long v = static_cast<long>(s + 0.5);
-  char buf[32];
-  if (v >= 3600) std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", v / 3600, (v / 60) % 60, v % 60);
-  else std::snprintf(buf, sizeof buf, "%02ld:%02ld", v / 60, v % 60);
-  return buf;
-}
 
 // The last lines a child wrote in this attempt (its log from `offset`).
 std::string log_tail(const std::string& path, std::uintmax_t offset, size_t max_lines = 12, size_t max_chars = 2000) {

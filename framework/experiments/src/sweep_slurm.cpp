@@ -304,7 +304,8 @@ std::vector<PointStatus> sweep_status(const Sweep& s) {
     RunState rs = run_state(p.run_dir);
     const TaskView* tv = view.count(p.index) ? &view[p.index] : nullptr;
     if (tv) st.slurm = tv->job_id;
-    const std::string progress = rs.last_step >= 0 ? "step " + std::to_string(rs.last_step) : "";
+    std::string progress = rs.last_step >= 0 ? "step " + std::to_string(rs.last_step) : "";
+    if (!progress.empty() && rs.total_steps > 0) progress += "/" + std::to_string(rs.total_steps);
     const std::string resumes = "resumes from its checkpoint on the next run of the sweep";
     const std::string first_line = rs.error.substr(0, rs.error.find('\n'));
     if (rs.status == "done") {
@@ -339,6 +340,7 @@ std::vector<PointStatus> sweep_status(const Sweep& s) {
     } else if (rs.status == "running") {
       st.state = "running";
       st.detail = progress;
+      if (rs.seconds_left >= 0) st.detail += ", " + hms(rs.seconds_left) + " of training left";
     } else if (rs.status == "unreadable") {
       st.state = "failed";
       st.detail = "unreadable run file: " + first_line;

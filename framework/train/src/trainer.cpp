@@ -75,13 +75,6 @@ std::string now_iso() {
   return buf;
 }
 
-std::string hms(double s) {
-  long v = static_cast<long>(s + 0.5);
-  char buf[32];
-  if (v >= 3600) std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", v / 3600, (v / 60) % 60, v % 60);
-  else std::snprintf(buf, sizeof buf, "%02ld:%02ld", v / 60, v % 60);
-  return buf;
-}
 
 std::string fmt(const char* f, double v) {
   char buf[64];

@@ -24,5 +24,7 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
 
 // "a, b, c" for messages.
 std::string join(const std::vector<std::string>& items, const std::string& sep = ", ");
+// A duration as "MM:SS" or "H:MM:SS" ("--:--" when negative or not finite).
+std::string hms(double seconds);
 
 }  // namespace ablate

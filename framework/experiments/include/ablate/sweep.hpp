@@ -82,6 +82,8 @@ struct RunState {
   std::string config;  // the run's config attribute ("" if none)
   bool checkpoint = false;
   int64_t last_step = -1;    // the last step of the train table (-1: none)
+  int64_t total_steps = -1;  // the steps its latest segment trains to (-1: not recorded)
+  double seconds_left = -1;  // training time to total_steps at the last logged rate, evaluations not counted (-1: unknown)
   double cpu_seconds = -1;   // the run file's cpu_seconds (-1: not recorded)
 };
 RunState run_state(const std::string& run_dir);
