@@ -157,6 +157,19 @@ TEST_CASE("report/svg ticks, numbers, colours and heat maps") {
   CHECK(svg.find("linearGradient") != std::string::npos);
 }
 
+TEST_CASE("report/a metric's direction from its name: whole words for 'em', unknown names say so") {
+  CHECK(ablate::metric_higher_is_better("val_loss") == 0);
+  CHECK(ablate::metric_higher_is_better("val_ppl") == 0);
+  CHECK(ablate::metric_higher_is_better("exact_match") == 1);
+  CHECK(ablate::metric_higher_is_better("char_acc_div") == 1);
+  CHECK(ablate::metric_higher_is_better("em_add") == 1);
+  CHECK(ablate::metric_higher_is_better("em_div_int_dec") == 1);
+  CHECK(ablate::metric_higher_is_better("val_EM") == 1);
+  CHECK(ablate::metric_higher_is_better("temperature") == -1);  // "em" inside a word is not exact match
+  CHECK(ablate::metric_higher_is_better("grad_norm") == -1);
+  CHECK(ablate::metric_higher_is_better("lr") == -1);
+}
+
 TEST_CASE("report/compare on synthetic runs matches hand-computed statistics") {
   TempDir d;
   ablate::SweepResults r = ablate::load_sweep_results(synthetic_sweep(d));
@@ -208,6 +221,23 @@ TEST_CASE("report/compare on synthetic runs matches hand-computed statistics") {
   CHECK(c.higher_is_better);
   CHECK(c.groups[1].wins == 3);
   CHECK(c.groups[1].test.mean_diff == doctest::Approx(0.05));
+  // A name that tells nothing: no direction is guessed, so no wins and no best value.
+  o = {};
+  o.metric = "grad_norm";
+  o.table = "train";
+  c = ablate::compare_sweep(r, o);
+  CHECK_FALSE(c.direction_known);
+  const std::string unknown = ablate::format_comparison(c, "table");
+  CAPTURE(unknown);
+  CHECK(unknown.find("direction not known") != std::string::npos);
+  CHECK(unknown.find("no wins are counted; add --higher-is-better or --lower-is-better") != std::string::npos);
+  CHECK(unknown.find("3/3") == std::string::npos);
+  o.at = "best";
+  CHECK_THROWS_WITH_AS(ablate::compare_sweep(r, o), doctest::Contains("Fix: add --higher-is-better or --lower-is-better"), ablate::Error);
+  o.higher_is_better = 0;
+  c = ablate::compare_sweep(r, o);
+  CHECK(c.direction_known);
+  CHECK_FALSE(c.higher_is_better);
   o = {};
   o.baseline = "swiglu";
   c = ablate::compare_sweep(r, o);

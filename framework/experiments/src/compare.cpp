@@ -339,14 +339,24 @@ void test_against_baseline(Comparison& c, const std::vector<std::map<std::string
 
 }  // namespace
 
-bool metric_higher_is_better(const std::string& metric) {
+int metric_higher_is_better(const std::string& metric) {
   std::string m = metric;
   std::transform(m.begin(), m.end(), m.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   for (const char* low : {"loss", "ppl", "perplexity", "error", "err", "bpc", "bits"})
-    if (m.find(low) != std::string::npos) return false;
+    if (m.find(low) != std::string::npos) return 0;
   for (const char* high : {"acc", "exact", "match", "f1", "bleu", "score", "precision", "recall", "tokens_per_s"})
-    if (m.find(high) != std::string::npos) return true;
-  return false;
+    if (m.find(high) != std::string::npos) return 1;
+  // "em" (exact match) only as a whole word of the name: em_add, em_div_int_dec, val_em
+  std::string word;
+  for (size_t i = 0; i <= m.size(); ++i) {
+    if (i < m.size() && std::isalnum(static_cast<unsigned char>(m[i]))) {
+      word += m[i];
+      continue;
+    }
+    if (word == "em") return 1;
+    word.clear();
+  }
+  return -1;
 }
 
 std::pair<std::vector<double>, std::vector<double>> metric_series(const RunData& d, const std::string& table,
@@ -451,7 +461,13 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
   Comparison c;
   c.metric = o.metric;
   c.level = o.level;
-  c.higher_is_better = o.higher_is_better < 0 ? metric_higher_is_better(o.metric) : o.higher_is_better > 0;
+  const int direction = o.higher_is_better < 0 ? metric_higher_is_better(o.metric) : o.higher_is_better;
+  c.direction_known = direction >= 0;
+  c.higher_is_better = direction > 0;
+  if (!c.direction_known && o.at == "best")
+    throw Error("--at best needs to know whether '" + o.metric + "' is better higher or lower, and its name does not tell "
+                "(known: loss, ppl, error, bpc, bits are lower; acc, exact, match, em, f1, score are higher). "
+                "Fix: add --higher-is-better or --lower-is-better");
   c.table = find_table(r, o.metric, o.table);
 
   c.at = o.at;
@@ -535,15 +551,23 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
   std::snprintf(lvl, sizeof lvl, "%g%%", o.level * 100);
   const std::string pairing = c.by == "point" || c.by == "run" ? "the same seed"
                               : "the same seed" + std::string(value_keys.empty() || (value_keys.size() == 1 && by_grid) ? "" : " and the same other swept values");
-  c.notes.push_back(std::string(c.higher_is_better ? "higher" : "lower") + " is better (" +
-                    (o.higher_is_better < 0 ? "from the metric name" : "as given") + "); wins: pairs where the group beats " +
-                    c.baseline + ".");
+  if (c.direction_known)
+    c.notes.push_back(std::string(c.higher_is_better ? "higher" : "lower") + " is better (" +
+                      (o.higher_is_better < 0 ? "from the metric name" : "as given") + "); wins: pairs where the group beats " +
+                      c.baseline + ".");
+  else
+    c.notes.push_back("whether '" + c.metric + "' is better higher or lower: not known from its name, so no wins are counted; "
+                      "add --higher-is-better or --lower-is-better.");
   c.notes.push_back("p: two-sided paired t-test (Student's t, n-1 degrees of freedom) on the per-pair differences (group - " +
                     c.baseline + "), runs paired by " + pairing + ". " + lvl + " CIs from the t distribution.");
   if (!c.pooled.empty())
     c.notes.push_back("Each group pools runs with different " + join(c.pooled) + " (besides the seed): n, mean and CI are over all of them; "
                       "--by point keeps them apart.");
   return c;
+}
+
+std::string direction_text(const Comparison& c) {
+  return !c.direction_known ? "direction not known" : c.higher_is_better ? "higher is better" : "lower is better";
 }
 
 std::string format_comparison(const Comparison& c, const std::string& format) {
@@ -569,11 +593,12 @@ std::string format_comparison(const Comparison& c, const std::string& format) {
           << "," << num(g.summary.ci_low) << "," << num(g.summary.ci_high) << "," << csv_field(c.baseline) << ",";
       if (g.has_test)
         out << num(g.test.mean_diff) << "," << num(g.test.ci_low) << "," << num(g.test.ci_high) << "," << num(g.test.p)
-            << ",paired t-test," << g.test.n << "," << g.wins;
+            << ",paired t-test," << g.test.n << ",";
+      if (c.direction_known) out << g.wins;
       else
         out << ",,,,,,";
       out << "," << (std::isnan(g.params_min) ? "" : fmt_params(g)) << "," << csv_field(c.metric) << "," << csv_field(c.table) << ","
-          << csv_field(c.at) << "," << csv_field(c.by) << "," << (c.higher_is_better ? "true" : "false") << ","
+          << csv_field(c.at) << "," << csv_field(c.by) << "," << (c.direction_known ? (c.higher_is_better ? "true" : "false") : "") << ","
           << csv_field(join(g.problems, "; ")) << "\n";
     }
     return out.str();
@@ -590,7 +615,7 @@ std::string format_comparison(const Comparison& c, const std::string& format) {
       if (g.has_test) {
         d = fmt(g.test.mean_diff, "%+.4f") + (g.test.n > 1 ? " [" + fmt(g.test.ci_low, "%+.4f") + ", " + fmt(g.test.ci_high, "%+.4f") + "]" : "");
         p = fmt_p(g.test.p);
-        w = std::to_string(g.wins) + "/" + std::to_string(g.test.n);
+        w = c.direction_known ? std::to_string(g.wins) + "/" + std::to_string(g.test.n) : "n/a";
       } else {
         d = "no pairs";
         p = "n/a";
@@ -600,8 +625,7 @@ std::string format_comparison(const Comparison& c, const std::string& format) {
     if (g.summary.n == 0) ms = "n/a";
     rows.push_back({g.label, n, ms, ci, d, p, w, fmt_params(g)});
   }
-  const std::string title = c.metric + " (" + c.table + ", " + at + "; " + (c.higher_is_better ? "higher" : "lower") +
-                            " is better) by " + c.by + ", baseline " + c.baseline;
+  const std::string title = c.metric + " (" + c.table + ", " + at + "; " + direction_text(c) + ") by " + c.by + ", baseline " + c.baseline;
   std::vector<std::string> problems;
   for (const auto& g : c.groups)
     for (const auto& pr : g.problems) problems.push_back(pr);

@@ -238,7 +238,7 @@ std::string comparison_html(const Comparison& c) {
   std::snprintf(lvl, sizeof lvl, "%g%%", c.level * 100);
   const std::string at = c.at == "final" ? "final value" : (c.at == "best" ? "best value" : "value at " + c.at);
   o << "<h3>" << escape(c.metric) << " <span class=\"notes\">(" << escape(c.table) << ", " << escape(at) << "; "
-    << (c.higher_is_better ? "higher" : "lower") << " is better; by " << escape(c.by) << ", baseline " << escape(c.baseline)
+    << direction_text(c) << "; by " << escape(c.by) << ", baseline " << escape(c.baseline)
     << ")</span></h3>\n<table class=\"comparison\">\n<tr><th>" << escape(c.by) << "</th><th>n</th><th>mean ± std</th><th>" << lvl
     << " CI</th><th>Δ vs " << escape(c.baseline) << " [" << lvl << " CI]</th><th>p (paired t-test)</th><th>wins</th><th>params</th></tr>\n";
   for (const auto& g : c.groups) {
@@ -252,10 +252,11 @@ std::string comparison_html(const Comparison& c) {
       o << "<td>no pairs</td><td class=\"n\">n/a</td><td class=\"n\">n/a</td>";
     } else {
       const bool better = c.higher_is_better ? g.test.mean_diff > 0 : g.test.mean_diff < 0;
-      const bool sig = g.test.p < 0.05;
+      const bool sig = c.direction_known && g.test.p < 0.05;  // coloured better/worse only when the direction is known
       o << "<td class=\"n" << (sig ? (better ? " better" : " worse") : "") << "\">" << fixed(g.test.mean_diff, "%+.4f");
       if (g.test.n > 1) o << " [" << fixed(g.test.ci_low, "%+.4f") << ", " << fixed(g.test.ci_high, "%+.4f") << "]";
-      o << "</td><td class=\"n\">" << p_text(g.test.p) << "</td><td class=\"n\">" << g.wins << "/" << g.test.n << "</td>";
+      o << "</td><td class=\"n\">" << p_text(g.test.p) << "</td><td class=\"n\">"
+        << (c.direction_known ? std::to_string(g.wins) + "/" + std::to_string(g.test.n) : std::string("n/a")) << "</td>";
     }
     o << "<td class=\"n\">";
     if (std::isnan(g.params_min)) o << "n/a";

@@ -47,7 +47,7 @@ struct CompareOptions {
                               // (any runs: the one differing key, else point, else run);
                               // run = every run its own group
   std::string baseline;       // "" = the sweep's baseline variant, else the first group
-  int higher_is_better = -1;  // -1 = from the metric name (accuracy, exact_match, ... are higher)
+  int higher_is_better = -1;  // -1 = from the metric name (accuracy, exact_match, em_*, ... are higher)
   double level = 0.95;
 };
 
@@ -68,6 +68,7 @@ struct GroupResult {
 struct Comparison {
   std::string metric, table, at, by, baseline;
   bool higher_is_better = false;
+  bool direction_known = true;  // false: the name told nothing and no option was given (no wins, no best, no colours)
   double level = 0.95;
   std::vector<GroupResult> groups;
   std::vector<std::string> pooled; // swept keys ("variant" included) that vary inside a group, seed aside
@@ -76,9 +77,13 @@ struct Comparison {
 
 // Errors (unknown metric, table, --by key or baseline) name what is available.
 Comparison compare_sweep(const SweepResults& r, const CompareOptions& o);
+// "higher is better", "lower is better" or "direction not known" (for titles).
+std::string direction_text(const Comparison& c);
 // format: table (aligned text), markdown or csv.
 std::string format_comparison(const Comparison& c, const std::string& format);
-bool metric_higher_is_better(const std::string& metric);
+// From a metric's name: 1 = higher is better (acc, exact, match, em, f1, score, ...), 0 =
+// lower is better (loss, ppl, error, bpc, ...), -1 = the name does not tell.
+int metric_higher_is_better(const std::string& metric);
 // A metric's columns over steps for one run: (steps, values) of `table`; empty if absent.
 std::pair<std::vector<double>, std::vector<double>> metric_series(const RunData& d, const std::string& table,
                                                                   const std::string& metric);
