@@ -23,7 +23,7 @@ using ablate::test::count;
 // A finished (or failed) run directory without training: eval rows at steps 100, 200,
 // 300 ending in `final`, train rows every 50 steps.
 void fake_run(const std::string& dir, double final, double n_params, const std::string& status = "done",
-              const std::string& config = "model: {d_model: 8}\n") {
+              const std::string& config = "model: {d_model: 8}\n", bool breakdowns = false) {
   fs::create_directories(dir);
   auto rf = ablate::RunFile::create(ablate::run_file_path(dir));
   rf.set_attr("status", status);
@@ -40,7 +40,11 @@ void fake_run(const std::string& dir, double final, double n_params, const std::
     for (int s = 100; s <= 300; s += 100) {
       double v = final + 0.3 * (300 - s) / 200.0;
       rf.append("eval", {{"step", s}, {"train_loss", v - 0.05}, {"val_loss", v}, {"val_ppl", std::exp(v)}});
-      rf.append("eval/arithmetic", {{"step", s}, {"exact_match", 0.1 * s / 300.0 + (final < 1.73 ? 0.05 : 0.0)}});
+      const double em = 0.1 * s / 300.0 + (final < 1.73 ? 0.05 : 0.0);
+      if (breakdowns)  // as the arithmetic evaluator writes them: a count, breakdowns, the headline
+        rf.append("eval/arithmetic", {{"step", s}, {"problems", 1000}, {"em_add_carries_1", em / 2}, {"exact_match", em}});
+      else
+        rf.append("eval/arithmetic", {{"step", s}, {"exact_match", em}});
     }
   rf.write_text("samples/final", "ROMEO: <b>hi</b>");
   rf.close();
@@ -55,10 +59,10 @@ std::string synthetic_sweep(const TempDir& d) {
   ablate::write_manifest(s);
   const double relu[] = {1.76, 1.75, 1.77}, swiglu[] = {1.71, 1.72, 1.70};
   for (int i = 0; i < 3; ++i) {
-    fake_run(s.points[static_cast<size_t>(i)].run_dir, relu[i], 1000);
-    fake_run(s.points[static_cast<size_t>(3 + i)].run_dir, swiglu[i], 990);
+    fake_run(s.points[static_cast<size_t>(i)].run_dir, relu[i], 1000, "done", "model: {d_model: 8}\n", true);
+    fake_run(s.points[static_cast<size_t>(3 + i)].run_dir, swiglu[i], 990, "done", "model: {d_model: 8}\n", true);
   }
-  fake_run(s.points[6].run_dir, 1.74, 1000);
+  fake_run(s.points[6].run_dir, 1.74, 1000, "done", "model: {d_model: 8}\n", true);
   fake_run(s.points[7].run_dir, 9.9, 1000, "failed");
   return d / "syn";
 }
@@ -276,7 +280,17 @@ TEST_CASE("report/the HTML page renders in headless Chromium with its plots draw
   CHECK(html.find("<script") == std::string::npos);
   CHECK(html.find("ROMEO: &lt;b&gt;hi&lt;/b&gt;") != std::string::npos);  // escaped sample
   CHECK(html.find("gelu-seed2: failed: step 150") != std::string::npos);
+  // Runs left out are listed once, under the first table; later tables count them.
+  CHECK(count(html, "<li>gelu-seed3: missing (not run yet)</li>") == 1);
+  CHECK(html.find("Not included (2): 2 runs listed under the first table") != std::string::npos);
   CHECK(html.find("<th>p (paired t-test)</th>") != std::string::npos);
+  // An evaluator table's metrics: indexed, the headline first, then breakdowns, then counts.
+  CHECK(html.find("eval/arithmetic: <a href=\"#cmp-eval/arithmetic-exact_match\">exact_match</a> <a href=") != std::string::npos);
+  const size_t em = html.find("<h3 id=\"cmp-eval/arithmetic-exact_match\">"), carries = html.find("<h3 id=\"cmp-eval/arithmetic-em_add_carries_1\">"),
+               problems = html.find("<h3 id=\"cmp-eval/arithmetic-problems\">");
+  CHECK(em < carries);
+  CHECK(carries < problems);
+  CHECK(problems != std::string::npos);
   CHECK(html.find("exact_match") != std::string::npos);
   CHECK(html.find("<th>CPU time (mean)</th>") != std::string::npos);
   CHECK(html.find("<td class=\"n\">1.5 min</td>") != std::string::npos);  // 90 CPU-seconds

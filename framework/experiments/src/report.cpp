@@ -232,12 +232,27 @@ std::string curve_figure(const CurveGroups& cg, const CurveSpec& spec, const Rep
          "</figcaption></figure>\n";
 }
 
-std::string comparison_html(const Comparison& c) {
+// The id of a comparison's heading: "cmp-eval/arithmetic-em_add" (HTML5 ids may hold any
+// character but spaces).
+std::string anchor(const std::string& table, const std::string& metric) {
+  std::string a = "cmp-" + table + "-" + metric;
+  std::replace(a.begin(), a.end(), ' ', '_');
+  return a;
+}
+
+std::vector<std::string> all_problems(const Comparison& c) {
+  std::vector<std::string> out;
+  for (const auto& g : c.groups) out.insert(out.end(), g.problems.begin(), g.problems.end());
+  return out;
+}
+
+// `listed`: problems the page already listed (the first table's); they are counted, not repeated.
+std::string comparison_html(const Comparison& c, const std::vector<std::string>& listed = {}) {
   std::ostringstream o;
   char lvl[40];
   std::snprintf(lvl, sizeof lvl, "%g%%", c.level * 100);
   const std::string at = c.at == "final" ? "final value" : (c.at == "best" ? "best value" : "value at " + c.at);
-  o << "<h3>" << escape(c.metric) << " <span class=\"notes\">(" << escape(c.table) << ", " << escape(at) << "; "
+  o << "<h3 id=\"" << escape(anchor(c.table, c.metric)) << "\">" << escape(c.metric) << " <span class=\"notes\">(" << escape(c.table) << ", " << escape(at) << "; "
     << direction_text(c) << "; by " << escape(c.by) << ", baseline " << escape(c.baseline)
     << ")</span></h3>\n<table class=\"comparison\">\n<tr><th>" << escape(c.by) << "</th><th>n</th><th>mean ± std</th><th>" << lvl
     << " CI</th><th>Δ vs " << escape(c.baseline) << " [" << lvl << " CI]</th><th>p (paired t-test)</th><th>wins</th><th>params</th></tr>\n";
@@ -267,11 +282,14 @@ std::string comparison_html(const Comparison& c) {
   o << "</table>\n<div class=\"notes\">";
   for (const auto& n : c.notes) o << escape(n) << "<br>";
   o << "</div>\n";
-  std::vector<std::string> problems;
-  for (const auto& g : c.groups)
-    for (const auto& p : g.problems) problems.push_back(p);
-  if (!problems.empty()) {
-    o << "<div class=\"problems\">Not included (" << problems.size() << "):<ul>";
+  std::vector<std::string> problems, repeated;
+  for (const auto& p : all_problems(c))
+    (std::find(listed.begin(), listed.end(), p) != listed.end() ? repeated : problems).push_back(p);
+  if (!problems.empty() || !repeated.empty()) {
+    o << "<div class=\"problems\">Not included (" << problems.size() + repeated.size() << ")";
+    if (!repeated.empty())
+      o << ": " << repeated.size() << (repeated.size() == 1 ? " run" : " runs") << " listed under the first table";
+    o << (problems.empty() ? "" : ":") << "<ul>";
     for (const auto& p : problems) o << "<li>" << escape(p) << "</li>";
     o << "</ul></div>\n";
   }
@@ -337,7 +355,10 @@ std::string heat_map_html(const SweepResults& r, const Comparison& c) {
 }
 
 // The columns (step aside) any run has in a table.
-std::set<std::string> table_columns(const SweepResults& r, const std::string& t) {
+// A table's columns, the coarse ones first: metrics whose direction the name tells before
+// the others (counts such as problems), then fewer '_'-separated words first (exact_match,
+// em_add before em_add_carries_3), then by name.
+std::vector<std::string> table_columns(const SweepResults& r, const std::string& t) {
   std::set<std::string> cols;
   for (const auto& run : r.runs) {
     auto it = run.data.tables.find(t);
@@ -345,7 +366,10 @@ std::set<std::string> table_columns(const SweepResults& r, const std::string& t)
       for (const auto& [col, v] : it->second)
         if (col != "step") cols.insert(col);
   }
-  return cols;
+  std::vector<std::string> out(cols.begin(), cols.end());
+  auto key = [](const std::string& c) { return std::make_pair(metric_higher_is_better(c) < 0, std::count(c.begin(), c.end(), '_')); };
+  std::stable_sort(out.begin(), out.end(), [&](const std::string& a, const std::string& b) { return key(a) < key(b); });
+  return out;
 }
 
 std::string attr(const SweepRun& r, const char* k) {
@@ -395,13 +419,18 @@ void comparisons_html(std::ostringstream& o, const SweepResults& r, const Compar
   // Comparisons: the main one, then every metric of every evaluator table.
   o << "<h2>Comparison</h2>\n" << comparison_html(main);
   for (const auto& t : extra_tables) {
-    for (const auto& col : table_columns(r, t)) {
+    const std::vector<std::string> cols = table_columns(r, t);
+    // An index of the table's metrics (an evaluator may write dozens).
+    o << "<p class=\"notes\">" << escape(t) << ":";
+    for (const auto& col : cols) o << " <a href=\"#" << escape(anchor(t, col)) << "\">" << escape(col) << "</a>";
+    o << "</p>\n";
+    for (const auto& col : cols) {
       CompareOptions co = opt.compare;
       co.table = t;
       co.metric = col;
       co.higher_is_better = -1;
       try {
-        o << comparison_html(compare_sweep(r, co));
+        o << comparison_html(compare_sweep(r, co), all_problems(main));
       } catch (const Error& e) {
         o << "<p class=\"problems\">" << escape(t + "/" + col + ": " + e.what()) << "</p>\n";
       }
