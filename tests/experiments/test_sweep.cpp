@@ -275,6 +275,15 @@ sweep:
   const unsigned threads = std::max(1u, std::thread::hardware_concurrency() / 2);
   CHECK(run.output.find("2 at a time with " + std::to_string(threads) + " thread") != std::string::npos);
   CHECK(run.output.find("running") != std::string::npos);  // progress lines
+  {
+    // Seed by seed: every variant's seed0 starts before any seed1.
+    std::vector<int> started;
+    const std::string log = ablate::test::read_file(d / "out/sweep.log");
+    std::smatch m;
+    for (auto it = log.cbegin(); std::regex_search(it, log.cend(), m, std::regex("start point ([0-9]+) ")); it = m.suffix().first)
+      started.push_back(std::stoi(m[1]));
+    CHECK(started == std::vector<int>{0, 2, 4, 1, 3, 5});
+  }
   for (const char* id : {"relu-seed0", "relu-seed1", "swiglu-seed0", "swiglu-seed1"}) {
     CAPTURE(id);
     auto data = ablate::read_run_file(d / ("out/runs/" + std::string(id) + "/run.h5"));
@@ -460,6 +469,28 @@ TEST_CASE("sweep/Ctrl-C stops the running points with a checkpoint: stopped, not
   CHECK(again.status == 0);
   CHECK(again.output.find("start point 0 (seed3) resuming from its checkpoint") != std::string::npos);
   CHECK(ablate::read_run_file(d / "out/runs/seed3/run.h5").str_attrs.at("status") == "done");
+}
+
+TEST_CASE("sweep/a point with a checkpoint runs first, then the others seed by seed") {
+  TempDir d;
+  d.write("tiny.yaml", kTinyBase);
+  d.write("order.yaml", "base: tiny.yaml\noverrides: {train.steps: 30, train.checkpoint_every: 10, train.eval_every: 30}\n"
+                        "sweep: {variants: {a: {}, b: {model.ffn: gelu}}, seeds: 2}\n");
+  // Point 3 (b-seed1) killed at step 15: a checkpoint at step 10, the run file says running.
+  auto killed = ablate::test::run_command("export ABLATE_FAULT=step:15; " + ablate_cmd(d, "sweep order.yaml --dir out --point 3 -q"));
+  CAPTURE(killed.output);
+  REQUIRE(killed.status != 0);
+  REQUIRE(ablate::run_state(d / "out/runs/b-seed1").checkpoint);
+  auto run = ablate::test::run_command(ablate_cmd(d, "sweep order.yaml --dir out --jobs 1 -q"));
+  CAPTURE(run.output);
+  REQUIRE(run.status == 0);
+  std::vector<int> started;
+  const std::string log = ablate::test::read_file(d / "out/sweep.log");
+  std::smatch m;
+  for (auto it = log.cbegin(); std::regex_search(it, log.cend(), m, std::regex("start point ([0-9]+) ")); it = m.suffix().first)
+    started.push_back(std::stoi(m[1]));
+  CHECK(started == std::vector<int>{3, 0, 2, 1});
+  CHECK(log.find("start point 3 (b-seed1) resuming from its checkpoint") != std::string::npos);
 }
 
 TEST_CASE("sweep/--status tells a point whose processes were killed (stopped) from a running one, and done points' CPU time") {

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -203,6 +204,15 @@ void SweepRun::queue_points() {
       queue_.push_back(&p);
     }
   }
+  // Order: points with a checkpoint first (finish what was begun), then seed by seed, so
+  // that a sweep stopped half-way has every variant on its first seeds, not every seed of
+  // its first variants.
+  std::stable_sort(queue_.begin(), queue_.end(), [&](const SweepPoint* a, const SweepPoint* b) {
+    auto key = [&](const SweepPoint* p) {
+      return std::make_pair(!checks_[static_cast<size_t>(p->index)].state.checkpoint, p->seed_index);
+    };
+    return key(a) < key(b);
+  });
   event("sweep " + s_.name + ": " + std::to_string(s_.points.size()) + " points, " + std::to_string(result_.skipped.size()) +
         " already done, " + std::to_string(queue_.size()) + " to run, " +
         std::to_string(std::min<int64_t>(jobs_, static_cast<int64_t>(queue_.size()))) + " at a time with " +
