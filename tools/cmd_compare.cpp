@@ -3,6 +3,7 @@
 // intervals, and a paired t-test against a baseline.
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 
 #include "ablate/compare.hpp"
 #include "commands.hpp"
@@ -13,7 +14,9 @@ static int cmd_compare(const std::vector<std::string>& args) {
   po::options_description opts("options");
   opts.add_options()
     ("runs", po::value<std::vector<std::string>>(), "a sweep directory (holds manifest.yaml), or run directories, run.h5 files, glob patterns")
-    ("metric,m", po::value<std::string>()->default_value("val_loss"), "metric column (val_loss, train_loss, loss, exact_match, ...)")
+    ("metric,m", po::value<std::string>()->default_value("val_loss"),
+     "metric column (val_loss, train_loss, loss, exact_match, ...); several, comma-separated (exact_match,em_add,em_sub): one "
+     "table of differences from the baseline, a column per metric")
     ("table,t", po::value<std::string>(), "table holding the metric (eval, train, eval/arithmetic; default: found by name)")
     ("at", po::value<std::string>()->default_value("final"), "final | best | step=N")
     ("by", po::value<std::string>(), "group by: variant, point, run, or a swept key path / an option that differs between the runs (default: variant if any)")
@@ -21,7 +24,7 @@ static int cmd_compare(const std::vector<std::string>& args) {
     ("format,f", po::value<std::string>()->default_value("table"), "table | markdown | csv")
     ("higher-is-better", po::bool_switch(), "larger values are better (default: from the metric name)")
     ("lower-is-better", po::bool_switch(), "smaller values are better")
-    ("level", po::value<double>()->default_value(0.95), "confidence level of the intervals");
+    ("level", po::value<double>()->default_value(0.95, "0.95"), "confidence level of the intervals");
   po::positional_options_description pos;
   pos.add("runs", -1);
   po::variables_map vm;
@@ -32,7 +35,6 @@ static int cmd_compare(const std::vector<std::string>& args) {
   if (vm["higher-is-better"].as<bool>() && vm["lower-is-better"].as<bool>())
     throw ablate::cli::UsageError("--higher-is-better and --lower-is-better contradict each other");
   ablate::CompareOptions o;
-  o.metric = vm["metric"].as<std::string>();
   if (vm.count("table")) o.table = vm["table"].as<std::string>();
   o.at = vm["at"].as<std::string>();
   if (vm.count("by")) o.by = vm["by"].as<std::string>();
@@ -49,7 +51,14 @@ static int cmd_compare(const std::vector<std::string>& args) {
   // One sweep directory: its variants and grid; anything else: the runs one by one.
   ablate::SweepResults r = paths.size() == 1 && fs::exists(fs::path(paths[0]) / "manifest.yaml") ? ablate::load_sweep_results(paths[0])
                                                                                                   : ablate::load_run_results(paths);
-  std::cout << ablate::format_comparison(ablate::compare_sweep(r, o), format);
+  std::vector<ablate::Comparison> cs;
+  std::stringstream metrics(vm["metric"].as<std::string>());
+  for (std::string m; std::getline(metrics, m, ',');) {
+    if (m.empty()) throw ablate::cli::UsageError("--metric '" + vm["metric"].as<std::string>() + "': an empty name between commas");
+    o.metric = m;
+    cs.push_back(ablate::compare_sweep(r, o));
+  }
+  std::cout << ablate::format_comparisons(cs, format);
   return 0;
 }
 

@@ -261,6 +261,25 @@ TEST_CASE("report/compare on synthetic runs matches hand-computed statistics") {
   o.baseline = "swigl";
   CHECK_THROWS_WITH_AS(ablate::compare_sweep(r, o), doctest::Contains("Did you mean 'swiglu'?"), ablate::Error);
 
+  // Several metrics in one table: the baseline's mean ± std, the others' paired differences.
+  {
+    ablate::CompareOptions a, b;
+    b.metric = "exact_match";
+    const std::vector<ablate::Comparison> both{ablate::compare_sweep(r, a), ablate::compare_sweep(r, b)};
+    const std::string m2 = ablate::format_comparisons(both, "markdown");
+    CAPTURE(m2);
+    CHECK(m2.find("| variant | n | eval/val_loss | eval/arithmetic/exact_match |") != std::string::npos);
+    CHECK(m2.find("| relu | 3 | 1.7600 ± 0.0100 | 0.1000 ± ") != std::string::npos);  // std ~1e-17: equal values
+    CHECK(m2.find("| swiglu | 3 | -0.0500 [-0.0997, -0.0003] * | +0.0500 [+0.0500, +0.0500] * |") != std::string::npos);
+    CHECK(m2.find("| gelu | 1/3 | -0.0200 (1 pair) | +0.0000 (1 pair) |") != std::string::npos);
+    CHECK(m2.find("val_loss: lower is better; exact_match: higher is better") != std::string::npos);
+    CHECK(count(m2, "gelu-seed3: missing (not run yet)") == 1);
+    const std::string csv2 = ablate::format_comparisons(both, "csv");
+    CHECK(count(csv2, "group,n,runs,mean") == 1);
+    CHECK(count(csv2, "\n") == 1 + 3 + 3);
+    CHECK_THROWS_WITH_AS(ablate::format_comparisons(both, "tabel"), doctest::Contains("Did you mean 'table'?"), ablate::Error);
+  }
+
   // Text formats.
   const std::string md = ablate::format_comparison(ablate::compare_sweep(r, {}), "markdown");
   CAPTURE(md);

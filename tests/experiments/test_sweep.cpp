@@ -320,6 +320,28 @@ sweep:
   CAPTURE(csv.output);
   CHECK(csv.status == 0);
   CHECK(csv.output.rfind("group,n,runs,mean,std,ci_low,ci_high,baseline,diff_mean", 0) == 0);
+  {
+    // Every row has the header's columns, the baseline's (no test) and a failed group's too.
+    auto fields = [](const std::string& line) {
+      size_t n = 1;
+      bool quoted = false;
+      for (char ch : line) {
+        if (ch == '"') quoted = !quoted;
+        n += ch == ',' && !quoted;
+      }
+      return n;
+    };
+    std::istringstream rows(csv.output);
+    std::string header, row;
+    std::getline(rows, header);
+    int n_rows = 0;
+    while (std::getline(rows, row)) {
+      CAPTURE(row);
+      CHECK(fields(row) == fields(header));
+      ++n_rows;
+    }
+    CHECK(n_rows == 3);
+  }
   CHECK(std::regex_search(csv.output, std::regex("\nswiglu,2,2,[0-9.]+,[0-9.e-]+,[0-9.]+,[0-9.]+,relu,[-0-9.e]+,[-0-9.e]+,[-0-9.e]+,[0-9.e-]+,paired t-test,2,[0-2],")));
   // Mistakes are errors with a suggestion.
   auto bad = ablate::test::run_command(ablate_cmd(d, "compare out --metric val_los"));
@@ -327,6 +349,17 @@ sweep:
   CHECK(bad.output.find("Did you mean 'val_loss'?") != std::string::npos);
   bad = ablate::test::run_command(ablate_cmd(d, "compare out --by model.fnn"));
   CHECK(bad.output.find("Did you mean 'model.ffn'?") != std::string::npos);
+  bad = ablate::test::run_command(ablate_cmd(d, "compare out --metric val_loss,,train_loss"));
+  CHECK(bad.status == 2);
+  CHECK(bad.output.find("an empty name between commas") != std::string::npos);
+  bad = ablate::test::run_command(ablate_cmd(d, "compare out --metric val_loss,val_los"));
+  CHECK(bad.output.find("Did you mean 'val_loss'?") != std::string::npos);
+  // Several metrics: one table, a column each.
+  auto several = ablate::test::run_command(ablate_cmd(d, "compare out --metric val_loss,train_loss --format markdown"));
+  CAPTURE(several.output);
+  CHECK(several.status == 0);
+  CHECK(several.output.find("| variant | n | val_loss | train_loss |") != std::string::npos);
+  CHECK(std::regex_search(several.output, std::regex("\\| swiglu \\| 2 \\| [-+][0-9.]+ \\[[-+][0-9.]+, [-+][0-9.]+\\]( \\*)? \\| [-+][0-9.]+ ")));
 
   // report: one HTML file with the plots drawn (rendering is checked in report/ tests).
   auto rep = ablate::test::run_command(ablate_cmd(d, "report out -o report.html"));

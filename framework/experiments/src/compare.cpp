@@ -566,15 +566,79 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
   return c;
 }
 
+namespace {
+
+// rows[0] is the header; `right`: the columns aligned right in the text form.
+std::string render_rows(const std::string& title, const std::vector<std::vector<std::string>>& rows, const std::vector<bool>& right,
+                        const std::vector<std::string>& notes, const std::vector<std::string>& problems, bool markdown) {
+  std::ostringstream out;
+  if (markdown) {
+    out << "**" << title << "**\n\n";
+    for (size_t r = 0; r < rows.size(); ++r) {
+      out << "|";
+      for (const auto& cell : rows[r]) {
+        std::string e;
+        for (char ch : cell) e += ch == '|' ? std::string("\\|") : std::string(1, ch);
+        out << " " << e << " |";
+      }
+      out << "\n";
+      if (r == 0) {
+        out << "|";
+        for (size_t i = 0; i < rows[0].size(); ++i) out << (i == 0 ? "---" : "---:") << "|";
+        out << "\n";
+      }
+    }
+    out << "\n";
+    for (const auto& n : notes) out << "- " << n << "\n";
+    if (!problems.empty()) {
+      out << "- Not included (" << problems.size() << "):\n";
+      for (const auto& pr : problems) out << "  - " << pr << "\n";
+    }
+    return out.str();
+  }
+  // Aligned text; widths in characters (± and Δ are one column each).
+  auto width = [](const std::string& s) {
+    size_t w = 0;
+    for (unsigned char ch : s) w += (ch & 0xC0) != 0x80;
+    return w;
+  };
+  std::vector<size_t> w(rows[0].size(), 0);
+  for (const auto& r : rows)
+    for (size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], width(r[i]));
+  out << title << "\n\n";
+  for (const auto& r : rows) {
+    std::string line;
+    for (size_t i = 0; i < r.size(); ++i) {
+      const size_t padn = w[i] - width(r[i]);
+      line += (i ? "  " : "") + (right[i] ? std::string(padn, ' ') + r[i] : r[i] + (i + 1 < r.size() ? std::string(padn, ' ') : ""));
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out << line << "\n";
+  }
+  out << "\n";
+  for (const auto& n : notes) out << n << "\n";
+  if (!problems.empty()) {
+    out << "not included (" << problems.size() << "):\n";
+    for (const auto& pr : problems) out << "  " << pr << "\n";
+  }
+  return out.str();
+}
+
+void check_format(const std::string& format) {
+  if (format != "table" && format != "markdown" && format != "csv") {
+    std::string dym = did_you_mean(format, {"table", "markdown", "csv"});
+    throw Error("--format '" + format + "': expected table, markdown or csv" + (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
+  }
+}
+
+}  // namespace
+
 std::string direction_text(const Comparison& c) {
   return !c.direction_known ? "direction not known" : c.higher_is_better ? "higher is better" : "lower is better";
 }
 
 std::string format_comparison(const Comparison& c, const std::string& format) {
-  if (format != "table" && format != "markdown" && format != "csv") {
-    std::string dym = did_you_mean(format, {"table", "markdown", "csv"});
-    throw Error("--format '" + format + "': expected table, markdown or csv" + (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
-  }
+  check_format(format);
   std::ostringstream out;
   char lvl[40];
   std::snprintf(lvl, sizeof lvl, "%g%% CI", c.level * 100);
@@ -593,8 +657,7 @@ std::string format_comparison(const Comparison& c, const std::string& format) {
           << "," << num(g.summary.ci_low) << "," << num(g.summary.ci_high) << "," << csv_field(c.baseline) << ",";
       if (g.has_test)
         out << num(g.test.mean_diff) << "," << num(g.test.ci_low) << "," << num(g.test.ci_high) << "," << num(g.test.p)
-            << ",paired t-test," << g.test.n << ",";
-      if (c.direction_known) out << g.wins;
+            << ",paired t-test," << g.test.n << "," << (c.direction_known ? std::to_string(g.wins) : "");
       else
         out << ",,,,,,";
       out << "," << (std::isnan(g.params_min) ? "" : fmt_params(g)) << "," << csv_field(c.metric) << "," << csv_field(c.table) << ","
@@ -629,59 +692,67 @@ std::string format_comparison(const Comparison& c, const std::string& format) {
   std::vector<std::string> problems;
   for (const auto& g : c.groups)
     for (const auto& pr : g.problems) problems.push_back(pr);
+  return render_rows(title, rows, {false, true, false, false, false, true, true, true}, c.notes, problems, format == "markdown");
+}
 
-  if (format == "markdown") {
-    out << "**" << title << "**\n\n";
-    for (size_t r = 0; r < rows.size(); ++r) {
-      out << "|";
-      for (const auto& cell : rows[r]) {
-        std::string e;
-        for (char ch : cell) e += ch == '|' ? std::string("\\|") : std::string(1, ch);
-        out << " " << e << " |";
-      }
-      out << "\n";
-      if (r == 0) {
-        out << "|";
-        for (size_t i = 0; i < rows[0].size(); ++i) out << (i == 0 ? "---" : "---:") << "|";
-        out << "\n";
-      }
+std::string format_comparisons(const std::vector<Comparison>& cs, const std::string& format) {
+  if (cs.size() == 1) return format_comparison(cs[0], format);
+  if (cs.empty()) throw Error("format_comparisons: no comparison");
+  if (format == "csv") {  // one header, then each metric's rows (the csv has a metric column)
+    std::string out;
+    for (size_t i = 0; i < cs.size(); ++i) {
+      std::string one = format_comparison(cs[i], format);
+      out += i == 0 ? one : one.substr(one.find('\n') + 1);
     }
-    out << "\n";
-    for (const auto& n : c.notes) out << "- " << n << "\n";
-    if (!problems.empty()) {
-      out << "- Not included (" << problems.size() << "):\n";
-      for (const auto& pr : problems) out << "  - " << pr << "\n";
+    return out;
+  }
+  check_format(format);
+  const Comparison& first = cs[0];
+  for (const auto& c : cs)
+    if (c.groups.size() != first.groups.size() || c.by != first.by || c.baseline != first.baseline)
+      throw Error("format_comparisons: '" + c.metric + "' was compared with other groups than '" + first.metric + "'");
+  char lvl[40];
+  std::snprintf(lvl, sizeof lvl, "%g%% CI", first.level * 100);
+  std::set<std::string> tables;
+  for (const auto& c : cs) tables.insert(c.table);
+  std::vector<std::vector<std::string>> rows(1, std::vector<std::string>{first.by, "n"});
+  for (const auto& c : cs) rows[0].push_back(tables.size() > 1 ? c.table + "/" + c.metric : c.metric);
+  std::vector<std::string> problems;
+  for (size_t gi = 0; gi < first.groups.size(); ++gi) {
+    const GroupResult& g0 = first.groups[gi];
+    std::vector<std::string> row{g0.label, std::to_string(g0.summary.n) +
+                                               (g0.summary.n != static_cast<int64_t>(g0.runs.size()) ? "/" + std::to_string(g0.runs.size()) : "")};
+    for (const auto& c : cs) {
+      const GroupResult& g = c.groups[gi];  // the same groups, in the same order, for every metric
+      std::string cell;
+      if (g.is_baseline) cell = g.summary.n == 0 ? "n/a" : fmt(g.summary.mean) + (g.summary.n > 1 ? " ± " + fmt(g.summary.std) : "");
+      else if (!g.has_test) cell = "no pairs";
+      else
+        cell = fmt(g.test.mean_diff, "%+.4f") +
+               (g.test.n > 1 ? " [" + fmt(g.test.ci_low, "%+.4f") + ", " + fmt(g.test.ci_high, "%+.4f") + "]" + (g.test.p < 0.05 ? " *" : "")
+                             : " (1 pair)");
+      if (g.summary.n != g0.summary.n) cell += " (n " + std::to_string(g.summary.n) + ")";
+      row.push_back(cell);
+      for (const auto& pr : g.problems)
+        if (std::find(problems.begin(), problems.end(), pr) == problems.end()) problems.push_back(pr);
     }
-    return out.str();
+    rows.push_back(row);
   }
-
-  // Aligned text; widths in characters (± and Δ are one column each).
-  auto width = [](const std::string& s) {
-    size_t w = 0;
-    for (unsigned char ch : s) w += (ch & 0xC0) != 0x80;
-    return w;
-  };
-  std::vector<size_t> w(rows[0].size(), 0);
-  for (const auto& r : rows)
-    for (size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], width(r[i]));
-  out << title << "\n\n";
-  for (const auto& r : rows) {
-    std::string line;
-    for (size_t i = 0; i < r.size(); ++i) {
-      const size_t padn = w[i] - width(r[i]);
-      const bool right = i == 1 || i == 5 || i == 6 || i == 7;
-      line += (i ? "  " : "") + (right ? std::string(padn, ' ') + r[i] : r[i] + (i + 1 < r.size() ? std::string(padn, ' ') : ""));
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out << line << "\n";
-  }
-  out << "\n";
-  for (const auto& n : c.notes) out << n << "\n";
-  if (!problems.empty()) {
-    out << "not included (" << problems.size() << "):\n";
-    for (const auto& pr : problems) out << "  " << pr << "\n";
-  }
-  return out.str();
+  const std::string at = first.at == "final" ? "final value" : (first.at == "best" ? "best value" : "value at " + first.at);
+  std::vector<std::string> directions;
+  for (const auto& c : cs) directions.push_back(c.metric + ": " + direction_text(c));
+  if (std::all_of(cs.begin(), cs.end(), [&](const Comparison& c) { return direction_text(c) == direction_text(first); }))
+    directions = {"every metric: " + direction_text(first)};
+  const std::string title = "(" + join(std::vector<std::string>(tables.begin(), tables.end())) + ", " + at + ") by " + first.by +
+                            ": the baseline " + first.baseline + "'s mean ± std, each other group's difference from it";
+  std::vector<std::string> notes{
+      "Cells: the mean paired difference (group - " + first.baseline + ") with its " + lvl + " from Student's t; * p < 0.05 "
+      "(two-sided paired t-test on the per-pair differences, runs paired as in one metric's table); `ablate compare --metric M` gives each "
+      "metric's full table (wins, p-values, params).",
+      join(directions, "; ") + "."};
+  std::vector<bool> right(rows[0].size(), true);
+  right[0] = false;
+  return render_rows(title, rows, right, notes, problems, format == "markdown");
 }
 
 namespace {

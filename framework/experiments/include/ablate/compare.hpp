@@ -81,6 +81,10 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o);
 std::string direction_text(const Comparison& c);
 // format: table (aligned text), markdown or csv.
 std::string format_comparison(const Comparison& c, const std::string& format);
+// Several metrics of the same runs and groups (compare_sweep with only the metric changed):
+// one table, a column per metric (the baseline's mean ± std, the others' paired differences
+// with CIs); csv: each metric's rows under one header. One comparison: format_comparison.
+std::string format_comparisons(const std::vector<Comparison>& cs, const std::string& format);
 // From a metric's name: 1 = higher is better (acc, exact, match, em, f1, score, ...), 0 =
 // lower is better (loss, ppl, error, bpc, ...), -1 = the name does not tell.
 int metric_higher_is_better(const std::string& metric);
