@@ -67,9 +67,21 @@ void* counted_new(std::size_t n) {
 }
 }  // namespace
 
+// Every variant that the deletes below may free: a nothrow new left to the library (or to a
+// sanitizer's runtime, which replaces them all) would be freed here with free(), an
+// alloc-dealloc mismatch (std::stable_sort's buffer comes from the nothrow new).
 void* operator new(std::size_t n) { return counted_new(n); }
 void* operator new[](std::size_t n) { return counted_new(n); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+#ifndef ABLATE_COUNT_MALLOC
+  count();
+#endif
+  return std::malloc(n ? n : 1);
+}
+void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept { return operator new(n, t); }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
