@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "ablate/report.hpp"
 #include "commands.hpp"
@@ -24,7 +25,9 @@ static int cmd_report(const std::vector<std::string>& args) {
     ("log-x", po::bool_switch(), "log scale on the curves' x axis (step 0 is not drawn)")
     ("log-y", po::bool_switch(), "log scale on the curves' y axis")
     ("seeds", po::bool_switch(), "draw each run's own line (faint) besides the mean over seeds")
-    ("plot-width", po::value<int>()->default_value(640), "width of each plot in pixels (height: 0.62 x width)");
+    ("plot-width", po::value<int>()->default_value(640), "width of each plot in pixels (height: 0.62 x width)")
+    ("columns", po::value<std::string>(),
+     "evaluator metrics that get a table and a plot, comma-separated, * and ? allowed (e.g. 'exact_match,em_*'; default: all)");
   po::positional_options_description pos;
   pos.add("runs", -1);
   po::variables_map vm;
@@ -45,6 +48,12 @@ static int cmd_report(const std::vector<std::string>& args) {
   o.log_y = vm["log-y"].as<bool>();
   o.seed_lines = vm["seeds"].as<bool>();
   o.plot_width = vm["plot-width"].as<int>();
+  if (vm.count("columns")) {
+    std::stringstream list(vm["columns"].as<std::string>());
+    for (std::string c; std::getline(list, c, ',');)
+      if (!c.empty()) o.columns.push_back(c);
+    if (o.columns.empty()) throw ablate::cli::UsageError("--columns '" + vm["columns"].as<std::string>() + "': no metric name in it");
+  }
   const std::string out = vm.count("out") ? vm["out"].as<std::string>() : paths[0] + "/report.html";
   ablate::SweepResults r = sweep ? ablate::load_sweep_results(paths[0]) : ablate::load_run_results(paths);
   const std::string html = ablate::render_report(r, o);

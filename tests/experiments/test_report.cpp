@@ -310,6 +310,26 @@ TEST_CASE("report/the HTML page renders in headless Chromium with its plots draw
   CHECK(em < carries);
   CHECK(carries < problems);
   CHECK(problems != std::string::npos);
+  // --columns: only the chosen evaluator metrics get a table and a plot.
+  auto some = ablate::test::run_command(ablate::test::ablate_binary() + " report " + dir + " -o " + (d / "some.html") + " --columns 'exact*,em_*'");
+  CAPTURE(some.output);
+  REQUIRE(some.status == 0);
+  const std::string chosen = ablate::test::read_file(d / "some.html");
+  CHECK(chosen.find("<h3 id=\"cmp-eval/arithmetic-em_add_carries_1\">") != std::string::npos);
+  CHECK(chosen.find("<h3 id=\"cmp-eval/arithmetic-problems\">") == std::string::npos);
+  CHECK(chosen.find("\">problems</a>") == std::string::npos);  // nor in the index
+  CHECK(html.find("\">problems</a>") != std::string::npos);
+  CHECK(count(chosen, "<svg") == count(html, "<svg") - 1);  // the problems plot is gone
+  // The main comparison's metric is not repeated among the evaluator's tables.
+  auto main_em = ablate::test::run_command(ablate::test::ablate_binary() + " report " + dir + " -o " + (d / "em.html") + " -m exact_match");
+  REQUIRE(main_em.status == 0);
+  const std::string em_page = ablate::test::read_file(d / "em.html");
+  CHECK(count(em_page, "<h3 id=\"cmp-eval/arithmetic-exact_match\">") == 1);
+  CHECK(count(html, "<h3 id=\"cmp-eval/arithmetic-exact_match\">") == 1);
+  auto none = ablate::test::run_command(ablate::test::ablate_binary() + " report " + dir + " -o " + (d / "none.html") + " --columns exact_mach");
+  CHECK(none.status == 1);
+  CHECK(none.output.find("--columns 'exact_mach': no evaluator metric matches it; the runs have em_add_carries_1, exact_match, problems. "
+                         "Did you mean 'exact_match'?") != std::string::npos);
   CHECK(html.find("exact_match") != std::string::npos);
   CHECK(html.find("<th>CPU time (mean)</th>") != std::string::npos);
   CHECK(html.find("<td class=\"n\">1.5 min</td>") != std::string::npos);  // 90 CPU-seconds

@@ -2,6 +2,8 @@
 // compare.hpp, so the page and `ablate compare` always agree.
 #include "ablate/report.hpp"
 
+#include <fnmatch.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -372,6 +374,39 @@ std::vector<std::string> table_columns(const SweepResults& r, const std::string&
   return out;
 }
 
+// Evaluator table -> the columns the page shows, in table_columns' order.
+using EvaluatorColumns = std::map<std::string, std::vector<std::string>>;
+
+// Every eval/<name> table's columns, those matching one of `patterns` (fnmatch: "em_*") if
+// any are given. Error: a pattern that matches nothing, with the columns there are.
+EvaluatorColumns evaluator_columns(const SweepResults& r, const std::vector<std::string>& patterns) {
+  std::set<std::string> tables;
+  for (const auto& run : r.runs)
+    for (const auto& [t, cols] : run.data.tables)
+      if (t.rfind("eval/", 0) == 0) tables.insert(t);
+  EvaluatorColumns out;
+  std::set<std::string> used, all;
+  for (const auto& t : tables)
+    for (const auto& col : table_columns(r, t)) {
+      all.insert(col);
+      bool keep = patterns.empty();
+      for (const auto& p : patterns)
+        if (fnmatch(p.c_str(), col.c_str(), 0) == 0) {
+          keep = true;
+          used.insert(p);
+        }
+      if (keep) out[t].push_back(col);
+    }
+  for (const auto& p : patterns)
+    if (!used.count(p)) {
+      const std::string dym = did_you_mean(p, std::vector<std::string>(all.begin(), all.end()));
+      throw Error("--columns '" + p + "': no evaluator metric matches it" +
+                  (all.empty() ? " (the runs have no eval/ tables)" : "; the runs have " + join(std::vector<std::string>(all.begin(), all.end()))) +
+                  (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
+    }
+  return out;
+}
+
 std::string attr(const SweepRun& r, const char* k) {
   auto it = r.data.str_attrs.find(k);
   return it == r.data.str_attrs.end() ? "" : it->second;
@@ -415,16 +450,16 @@ void header_html(std::ostringstream& o, const SweepResults& r, const std::string
 
 // The main comparison, then every metric of every evaluator table, and the heat map.
 void comparisons_html(std::ostringstream& o, const SweepResults& r, const Comparison& main, const ReportOptions& opt,
-                      const std::set<std::string>& extra_tables) {
+                      const EvaluatorColumns& extra_tables) {
   // Comparisons: the main one, then every metric of every evaluator table.
   o << "<h2>Comparison</h2>\n" << comparison_html(main);
-  for (const auto& t : extra_tables) {
-    const std::vector<std::string> cols = table_columns(r, t);
+  for (const auto& [t, cols] : extra_tables) {
     // An index of the table's metrics (an evaluator may write dozens).
     o << "<p class=\"notes\">" << escape(t) << ":";
     for (const auto& col : cols) o << " <a href=\"#" << escape(anchor(t, col)) << "\">" << escape(col) << "</a>";
     o << "</p>\n";
     for (const auto& col : cols) {
+      if (t == main.table && col == main.metric) continue;  // the main table above (its heading has the anchor)
       CompareOptions co = opt.compare;
       co.table = t;
       co.metric = col;
@@ -441,15 +476,15 @@ void comparisons_html(std::ostringstream& o, const SweepResults& r, const Compar
 
 // Curves of the losses, learning rate, gradient norm and evaluator metrics.
 void curves_html(std::ostringstream& o, const SweepResults& r, const Comparison& main, const ReportOptions& opt,
-                 const std::set<std::string>& extra_tables) {
+                 const EvaluatorColumns& extra_tables) {
   const CurveGroups cg = curve_groups(r, main, opt.compare);
   std::vector<CurveSpec> specs = {{"eval", "val_loss", "Validation loss", "val_loss", false},
                                   {"train", "loss", "Training loss", "loss (mean since the last row)", true},
                                   {"eval", "train_loss", "Training loss (evaluation batches)", "train_loss", false},
                                   {"train", "lr", "Learning rate", "lr", false},
                                   {"train", "grad_norm", "Gradient norm (before clipping)", "grad_norm", true}};
-  for (const auto& t : extra_tables)
-    for (const auto& col : table_columns(r, t)) specs.push_back({t, col, t + ": " + col, col, false});
+  for (const auto& [t, cols] : extra_tables)
+    for (const auto& col : cols) specs.push_back({t, col, t + ": " + col, col, false});
   o << "<h2>Curves</h2>\n<div class=\"plots\">\n";
   for (const auto& spec : specs) o << curve_figure(cg, spec, opt);
   o << "</div>\n";
@@ -588,10 +623,7 @@ std::string render_report(const SweepResults& r, const ReportOptions& opt) {
   std::vector<std::string> ids;
   for (const auto& p : s.points) ids.push_back(p.id);
   const std::string title = !opt.title.empty() ? opt.title : (r.any_runs ? "Runs " + join(ids) : "Sweep " + s.name);
-  std::set<std::string> extra_tables;  // evaluator tables
-  for (const auto& run : r.runs)
-    for (const auto& [t, cols] : run.data.tables)
-      if (t.rfind("eval/", 0) == 0) extra_tables.insert(t);
+  const EvaluatorColumns extra_tables = evaluator_columns(r, opt.columns);
 
   std::ostringstream o;
   header_html(o, r, title);

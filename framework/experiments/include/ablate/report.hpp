@@ -19,9 +19,11 @@ struct ReportOptions {
   bool log_x = false, log_y = false;
   bool seed_lines = false;  // each run's own line (faint) besides the mean over seeds
   int plot_width = 640;     // pixels; height 0.62 x width
+  std::vector<std::string> columns;  // evaluator metrics with a table and a plot (fnmatch patterns, "em_*"); empty = all
 };
 
-// Errors: an unknown x axis or a plot width outside 240-4000, and compare_sweep's.
+// Errors: an unknown x axis, a plot width outside 240-4000, a --columns pattern that matches
+// nothing, and compare_sweep's.
 std::string render_report(const SweepResults& r, const ReportOptions& o = {});
 
 // A run's x value at each of `steps` for ReportOptions::x: the step itself; tokens (step x
