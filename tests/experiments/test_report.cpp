@@ -174,6 +174,46 @@ TEST_CASE("report/a metric's direction from its name: whole words for 'em', unkn
   CHECK(ablate::metric_higher_is_better("lr") == -1);
 }
 
+TEST_CASE("report/compare cuts a proportion's t intervals to [0, 1] and its differences' to [-1, 1]") {
+  TempDir d;
+  ablate::Sweep s = ablate::parse_sweep("name: bi\nbase: {name: x}\nsweep:\n  variants: {a: {}, b: {model.ffn: gelu}}\n  seeds: [1, 2, 3]\n",
+                                        "bi.yaml", d.path.string(), d / "bi");
+  ablate::write_manifest(s);
+  const double em[2][3] = {{0.50, 0.19, 0.51}, {0.05, 0.95, 0.10}};  // bimodal over seeds, as exact match often is
+  for (size_t i = 0; i < 6; ++i) {
+    fs::create_directories(s.points[i].run_dir);
+    auto rf = ablate::RunFile::create(ablate::run_file_path(s.points[i].run_dir));
+    rf.set_attr("status", std::string("done"));
+    rf.set_attr("config", std::string("model: {d_model: 8}\n"));
+    rf.append("eval/arithmetic", {{"step", 100}, {"exact_match", em[i / 3][i % 3]}, {"problems", 1000 * em[i / 3][i % 3]}});
+    rf.close();
+  }
+  ablate::SweepResults r = ablate::load_sweep_results(d / "bi");
+  ablate::CompareOptions o;
+  o.metric = "exact_match";
+  ablate::Comparison c = ablate::compare_sweep(r, o);
+  // a: mean 0.4000, sd 0.1819: the t interval [-0.052, 0.852] is cut at 0.
+  CHECK(c.groups[0].summary.ci_low == 0.0);
+  CHECK(c.groups[0].summary.ci_high == doctest::Approx(0.4 + 4.302652729749464 * std::sqrt(((0.1 * 0.1) + (0.21 * 0.21) + (0.11 * 0.11)) / 2) / std::sqrt(3.0)));
+  // b - a: -0.45, +0.76, -0.41: mean -0.0333, its interval cut to [-1, 1].
+  REQUIRE(c.groups[1].has_test);
+  CHECK(c.groups[1].test.ci_low == -1.0);
+  CHECK(c.groups[1].test.ci_high == 1.0);
+  const std::string text = ablate::format_comparison(c, "table");
+  CAPTURE(text);
+  CHECK(text.find("'exact_match' is a proportion (every value in [0, 1]): intervals are cut") != std::string::npos);
+  CHECK(c.intervals_cut);
+  o.metric = "problems";
+  o.higher_is_better = 1;
+  const std::string both = ablate::format_comparisons({c, ablate::compare_sweep(r, o)}, "table");
+  CAPTURE(both);
+  CHECK(both.find("Proportions (exact_match): differences' intervals cut to [-1, 1].") != std::string::npos);
+  CHECK(both.find("-0.0333 [-1.0000, +1.0000]") != std::string::npos);
+  // Not a proportion by name (a count): the t interval stays as it is.
+  c = ablate::compare_sweep(r, o);
+  CHECK(c.groups[0].summary.ci_low < 0);
+}
+
 TEST_CASE("report/compare on synthetic runs matches hand-computed statistics") {
   TempDir d;
   ablate::SweepResults r = ablate::load_sweep_results(synthetic_sweep(d));

@@ -337,6 +337,30 @@ void test_against_baseline(Comparison& c, const std::vector<std::map<std::string
   }
 }
 
+// Whether `word` is one of the name's words (runs of letters and digits).
+bool has_word(const std::string& name, const std::string& word) {
+  std::string w;
+  for (size_t i = 0; i <= name.size(); ++i) {
+    if (i < name.size() && std::isalnum(static_cast<unsigned char>(name[i]))) {
+      w += name[i];
+      continue;
+    }
+    if (w == word) return true;
+    w.clear();
+  }
+  return false;
+}
+
+// Accuracy-like names (acc, exact, match, f1, precision, recall, em as a word): values are
+// proportions when they lie in [0, 1].
+bool is_proportion_name(const std::string& metric) {
+  std::string m = metric;
+  std::transform(m.begin(), m.end(), m.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  for (const char* k : {"acc", "exact", "match", "f1", "precision", "recall"})
+    if (m.find(k) != std::string::npos) return true;
+  return has_word(m, "em");
+}
+
 }  // namespace
 
 int metric_higher_is_better(const std::string& metric) {
@@ -347,16 +371,7 @@ int metric_higher_is_better(const std::string& metric) {
   for (const char* high : {"acc", "exact", "match", "f1", "bleu", "score", "precision", "recall", "tokens_per_s"})
     if (m.find(high) != std::string::npos) return 1;
   // "em" (exact match) only as a whole word of the name: em_add, em_div_int_dec, val_em
-  std::string word;
-  for (size_t i = 0; i <= m.size(); ++i) {
-    if (i < m.size() && std::isalnum(static_cast<unsigned char>(m[i]))) {
-      word += m[i];
-      continue;
-    }
-    if (word == "em") return 1;
-    word.clear();
-  }
-  return -1;
+  return has_word(m, "em") ? 1 : -1;
 }
 
 std::pair<std::vector<double>, std::vector<double>> metric_series(const RunData& d, const std::string& table,
@@ -546,6 +561,28 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
 
   test_against_baseline(c, pair_values, o.baseline.empty() && c.by == "variant" ? s.baseline : o.baseline, o.level);
   c.pooled = pooled_dims(r, c);
+  // A proportion (an accuracy or exact match, every value in [0, 1]): its mean lies in
+  // [0, 1] and a difference of two in [-1, 1], so the t intervals are cut there (a
+  // confidence set cut to the parameter's range keeps its coverage).
+  bool proportion = is_proportion_name(c.metric);
+  for (const auto& g : c.groups)
+    for (double v : g.values) proportion = proportion && v >= 0 && v <= 1;
+  bool cut = false;
+  if (proportion)
+    for (auto& g : c.groups) {
+      auto clip = [&](double& x, double lo, double hi) {
+        if (std::isnan(x)) return;
+        const double y = std::min(hi, std::max(lo, x));
+        cut = cut || y != x;
+        x = y;
+      };
+      clip(g.summary.ci_low, 0, 1);
+      clip(g.summary.ci_high, 0, 1);
+      if (g.has_test) {
+        clip(g.test.ci_low, -1, 1);
+        clip(g.test.ci_high, -1, 1);
+      }
+    }
 
   char lvl[40];
   std::snprintf(lvl, sizeof lvl, "%g%%", o.level * 100);
@@ -558,6 +595,10 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
   else
     c.notes.push_back("whether '" + c.metric + "' is better higher or lower: not known from its name, so no wins are counted; "
                       "add --higher-is-better or --lower-is-better.");
+  c.intervals_cut = cut;
+  if (cut)
+    c.notes.push_back("'" + c.metric + "' is a proportion (every value in [0, 1]): intervals are cut to [0, 1] for a mean, "
+                      "[-1, 1] for a difference.");
   c.notes.push_back("p: two-sided paired t-test (Student's t, n-1 degrees of freedom) on the per-pair differences (group - " +
                     c.baseline + "), runs paired by " + pairing + ". " + lvl + " CIs from the t distribution.");
   if (!c.pooled.empty())
@@ -750,6 +791,10 @@ std::string format_comparisons(const std::vector<Comparison>& cs, const std::str
       "(two-sided paired t-test on the per-pair differences, runs paired as in one metric's table); `ablate compare --metric M` gives each "
       "metric's full table (wins, p-values, params).",
       join(directions, "; ") + "."};
+  std::vector<std::string> cut;
+  for (const auto& c : cs)
+    if (c.intervals_cut) cut.push_back(c.metric);
+  if (!cut.empty()) notes.push_back("Proportions (" + join(cut) + "): differences' intervals cut to [-1, 1].");
   std::vector<bool> right(rows[0].size(), true);
   right[0] = false;
   return render_rows(title, rows, right, notes, problems, format == "markdown");

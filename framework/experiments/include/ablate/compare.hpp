@@ -69,6 +69,7 @@ struct Comparison {
   std::string metric, table, at, by, baseline;
   bool higher_is_better = false;
   bool direction_known = true;  // false: the name told nothing and no option was given (no wins, no best, no colours)
+  bool intervals_cut = false;   // a proportion whose t intervals were cut to [0, 1] (means) and [-1, 1] (differences)
   double level = 0.95;
   std::vector<GroupResult> groups;
   std::vector<std::string> pooled; // swept keys ("variant" included) that vary inside a group, seed aside
