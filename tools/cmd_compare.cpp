@@ -3,7 +3,6 @@
 // intervals, and a paired t-test against a baseline.
 #include <filesystem>
 #include <iostream>
-#include <sstream>
 
 #include "ablate/compare.hpp"
 #include "commands.hpp"
@@ -52,9 +51,7 @@ static int cmd_compare(const std::vector<std::string>& args) {
   ablate::SweepResults r = paths.size() == 1 && fs::exists(fs::path(paths[0]) / "manifest.yaml") ? ablate::load_sweep_results(paths[0])
                                                                                                   : ablate::load_run_results(paths);
   std::vector<ablate::Comparison> cs;
-  std::stringstream metrics(vm["metric"].as<std::string>());
-  for (std::string m; std::getline(metrics, m, ',');) {
-    if (m.empty()) throw ablate::cli::UsageError("--metric '" + vm["metric"].as<std::string>() + "': an empty name between commas");
+  for (const std::string& m : ablate::cli::comma_list("--metric", vm["metric"].as<std::string>())) {
     o.metric = m;
     cs.push_back(ablate::compare_sweep(r, o));
   }

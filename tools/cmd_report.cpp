@@ -3,7 +3,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "ablate/report.hpp"
 #include "commands.hpp"
@@ -48,12 +47,7 @@ static int cmd_report(const std::vector<std::string>& args) {
   o.log_y = vm["log-y"].as<bool>();
   o.seed_lines = vm["seeds"].as<bool>();
   o.plot_width = vm["plot-width"].as<int>();
-  if (vm.count("columns")) {
-    std::stringstream list(vm["columns"].as<std::string>());
-    for (std::string c; std::getline(list, c, ',');)
-      if (!c.empty()) o.columns.push_back(c);
-    if (o.columns.empty()) throw ablate::cli::UsageError("--columns '" + vm["columns"].as<std::string>() + "': no metric name in it");
-  }
+  if (vm.count("columns")) o.columns = ablate::cli::comma_list("--columns", vm["columns"].as<std::string>());
   const std::string out = vm.count("out") ? vm["out"].as<std::string>() : paths[0] + "/report.html";
   ablate::SweepResults r = sweep ? ablate::load_sweep_results(paths[0]) : ablate::load_run_results(paths);
   const std::string html = ablate::render_report(r, o);

@@ -42,6 +42,18 @@ bool parse(const std::vector<std::string>& args, const std::string& usage_line, 
   return true;
 }
 
+std::vector<std::string> comma_list(const std::string& option, const std::string& value) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    const size_t end = value.find(',', start);
+    out.push_back(value.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (out.back().empty()) throw UsageError(option + " '" + value + "': an empty name between commas");
+    if (end == std::string::npos) return out;
+    start = end + 1;
+  }
+}
+
 void add_plugin_dirs(const po::variables_map& vm) {
   if (!vm.count("plugin-dir")) return;
   for (const auto& d : vm["plugin-dir"].as<std::vector<std::string>>()) PluginRegistry::instance().add_directory(d);

@@ -45,6 +45,10 @@ bool parse(const std::vector<std::string>& args, const std::string& usage_line,
 // repeated flag is a list. Errors name the flag as given ("command-line override '--x 5'").
 Options flag_options(const std::vector<std::string>& args, const std::string& command);
 
+// "a,b,c" of a list-valued option -> {a, b, c}. UsageError naming the option when an item is
+// empty ("a,,b", "a,").
+std::vector<std::string> comma_list(const std::string& option, const std::string& value);
+
 // Applies --plugin-dir values to the registry.
 void add_plugin_dirs(const boost::program_options::variables_map& vm);
 

@@ -337,6 +337,11 @@ void test_against_baseline(Comparison& c, const std::vector<std::map<std::string
   }
 }
 
+std::string lowercase(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  return s;
+}
+
 // Whether `word` is one of the name's words (runs of letters and digits).
 bool has_word(const std::string& name, const std::string& word) {
   std::string w;
@@ -351,27 +356,26 @@ bool has_word(const std::string& name, const std::string& word) {
   return false;
 }
 
-// Accuracy-like names (acc, exact, match, f1, precision, recall, em as a word): values are
-// proportions when they lie in [0, 1].
-bool is_proportion_name(const std::string& metric) {
-  std::string m = metric;
-  std::transform(m.begin(), m.end(), m.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+// Accuracy-like names (any of these in the name, or "em" as a word: em_add, val_em): higher
+// is better, and the values are proportions when they lie in [0, 1].
+bool accuracy_like(const std::string& lower_name) {
   for (const char* k : {"acc", "exact", "match", "f1", "precision", "recall"})
-    if (m.find(k) != std::string::npos) return true;
-  return has_word(m, "em");
+    if (lower_name.find(k) != std::string::npos) return true;
+  return has_word(lower_name, "em");
 }
+
+bool is_proportion_name(const std::string& metric) { return accuracy_like(lowercase(metric)); }
 
 }  // namespace
 
 int metric_higher_is_better(const std::string& metric) {
-  std::string m = metric;
-  std::transform(m.begin(), m.end(), m.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::string m = lowercase(metric);
   for (const char* low : {"loss", "ppl", "perplexity", "error", "err", "bpc", "bits"})
     if (m.find(low) != std::string::npos) return 0;
-  for (const char* high : {"acc", "exact", "match", "f1", "bleu", "score", "precision", "recall", "tokens_per_s"})
+  if (accuracy_like(m)) return 1;
+  for (const char* high : {"bleu", "score", "tokens_per_s"})
     if (m.find(high) != std::string::npos) return 1;
-  // "em" (exact match) only as a whole word of the name: em_add, em_div_int_dec, val_em
-  return has_word(m, "em") ? 1 : -1;
+  return -1;
 }
 
 std::pair<std::vector<double>, std::vector<double>> metric_series(const RunData& d, const std::string& table,

@@ -46,7 +46,6 @@ std::string now_iso() {
   return buf;
 }
 
-
 // The last lines a child wrote in this attempt (its log from `offset`).
 std::string log_tail(const std::string& path, std::uintmax_t offset, size_t max_lines = 12, size_t max_chars = 2000) {
   std::ifstream in(path, std::ios::binary);

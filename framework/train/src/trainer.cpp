@@ -75,7 +75,6 @@ std::string now_iso() {
   return buf;
 }
 
-
 std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
