@@ -214,6 +214,38 @@ TEST_CASE("report/compare cuts a proportion's t intervals to [0, 1] and its diff
   CHECK(c.groups[0].summary.ci_low < 0);
 }
 
+TEST_CASE("report/compare says when the runs were made on more than one kind of CPU or kernel path") {
+  TempDir d;
+  ablate::Sweep s = ablate::parse_sweep("name: m\nbase: {name: x}\nsweep:\n  variants: {a: {}, b: {model.ffn: gelu}}\n  seeds: [1, 2]\n",
+                                        "m.yaml", d.path.string(), d / "m");
+  ablate::write_manifest(s);
+  auto write = [&](const char* cpu_of_b_seed2) {
+    for (size_t i = 0; i < 4; ++i) {
+      fs::create_directories(s.points[i].run_dir);
+      auto rf = ablate::RunFile::create(ablate::run_file_path(s.points[i].run_dir));
+      rf.set_attr("status", std::string("done"));
+      rf.set_attr("config", std::string("model: {d_model: 8}\n"));
+      rf.set_attr("cpu", std::string(i == 3 ? cpu_of_b_seed2 : "Intel Xeon (family 6 model 167)"));
+      rf.set_attr("kernel_path", std::string("avx512"));
+      rf.append("eval", {{"step", 100}, {"val_loss", 1.0 + 0.1 * static_cast<double>(i)}});
+      rf.close();
+    }
+  };
+  write("Intel Xeon (family 6 model 167)");
+  ablate::Comparison c = ablate::compare_sweep(ablate::load_sweep_results(d / "m"), {});
+  CHECK(c.machines.empty());
+  CHECK(ablate::format_comparison(c, "table").find("kinds of machine") == std::string::npos);
+  write("AMD EPYC (family 25 model 17)");
+  ablate::SweepResults r = ablate::load_sweep_results(d / "m");
+  c = ablate::compare_sweep(r, {});
+  CAPTURE(c.machines);
+  CHECK(c.machines == "The runs were made on 2 kinds of machine: Intel Xeon (family 6 model 167), kernel path avx512: 3 runs "
+                      "(a-seed1, a-seed2, b-seed1); AMD EPYC (family 25 model 17), kernel path avx512: 1 run (b-seed2). Their "
+                      "kernels round differently, so runs paired by seed are not the same computation on both.");
+  CHECK(count(ablate::format_comparison(c, "markdown"), "2 kinds of machine") == 1);
+  CHECK(count(ablate::format_comparisons({c, c}, "table"), "2 kinds of machine") == 1);
+}
+
 TEST_CASE("report/compare on synthetic runs matches hand-computed statistics") {
   TempDir d;
   ablate::SweepResults r = ablate::load_sweep_results(synthetic_sweep(d));

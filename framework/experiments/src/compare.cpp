@@ -475,6 +475,36 @@ SweepResults load_run_results(const std::vector<std::string>& paths) {
   return r;
 }
 
+namespace {
+
+// Runs made on different CPUs or kernel paths compute differently rounded floats, so a
+// paired seed is not the same computation twice: say so when the valued runs differ.
+std::string machines_note(const Comparison& c) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> kinds;  // "cpu, path" -> run ids, first-seen order
+  for (const auto& g : c.groups)
+    for (const SweepRun* run : g.valued) {
+      auto attr = [&](const char* k) {
+        auto it = run->data.str_attrs.find(k);
+        return it == run->data.str_attrs.end() || it->second.empty() ? std::string("unknown") : it->second;
+      };
+      const std::string kind = attr("cpu") + ", kernel path " + attr("kernel_path");
+      auto it = std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) { return k.first == kind; });
+      if (it == kinds.end()) kinds.push_back({kind, {}}), it = kinds.end() - 1;
+      it->second.push_back(run->point->id);
+    }
+  if (kinds.size() < 2) return "";
+  std::vector<std::string> parts;
+  for (const auto& [kind, ids] : kinds) {
+    std::vector<std::string> shown(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(ids.size(), 3)));
+    parts.push_back(kind + ": " + std::to_string(ids.size()) + (ids.size() == 1 ? " run (" : " runs (") + join(shown) +
+                    (ids.size() > 3 ? ", ..." : "") + ")");
+  }
+  return "The runs were made on " + std::to_string(kinds.size()) + " kinds of machine: " + join(parts, "; ") +
+         ". Their kernels round differently, so runs paired by seed are not the same computation on both.";
+}
+
+}  // namespace
+
 Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
   const Sweep& s = r.sweep;
   Comparison c;
@@ -608,6 +638,8 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
   if (!c.pooled.empty())
     c.notes.push_back("Each group pools runs with different " + join(c.pooled) + " (besides the seed): n, mean and CI are over all of them; "
                       "--by point keeps them apart.");
+  c.machines = machines_note(c);
+  if (!c.machines.empty()) c.notes.push_back(c.machines);
   return c;
 }
 
@@ -799,6 +831,7 @@ std::string format_comparisons(const std::vector<Comparison>& cs, const std::str
   for (const auto& c : cs)
     if (c.intervals_cut) cut.push_back(c.metric);
   if (!cut.empty()) notes.push_back("Proportions (" + join(cut) + "): differences' intervals cut to [-1, 1].");
+  if (!first.machines.empty()) notes.push_back(first.machines);
   std::vector<bool> right(rows[0].size(), true);
   right[0] = false;
   return render_rows(title, rows, right, notes, problems, format == "markdown");

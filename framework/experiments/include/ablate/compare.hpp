@@ -74,6 +74,8 @@ struct Comparison {
   std::vector<GroupResult> groups;
   std::vector<std::string> pooled; // swept keys ("variant" included) that vary inside a group, seed aside
   std::vector<std::string> notes;  // how to read it: the test, pairing, direction, what is pooled
+  std::string machines;            // "" when every valued run had the same CPU and kernel path, else
+                                   // a note naming each (cpu, kernel path) and its runs (also in notes)
 };
 
 // Errors (unknown metric, table, --by key or baseline) name what is available.
