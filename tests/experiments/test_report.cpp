@@ -228,6 +228,7 @@ TEST_CASE("report/compare says when the runs were made on more than one kind of 
       rf.set_attr("cpu", std::string(i == 3 ? cpu_of_b_seed2 : "Intel Xeon (family 6 model 167)"));
       rf.set_attr("kernel_path", std::string("avx512"));
       rf.append("eval", {{"step", 100}, {"val_loss", 1.0 + 0.1 * static_cast<double>(i)}});
+      rf.append("eval/arithmetic", {{"step", 100}, {"exact_match", 0.1 * static_cast<double>(i)}, {"em_add", 0.5}});
       rf.close();
     }
   };
@@ -244,6 +245,10 @@ TEST_CASE("report/compare says when the runs were made on more than one kind of 
                       "kernels round differently, so runs paired by seed are not the same computation on both.");
   CHECK(count(ablate::format_comparison(c, "markdown"), "2 kinds of machine") == 1);
   CHECK(count(ablate::format_comparisons({c, c}, "table"), "2 kinds of machine") == 1);
+  // The report says it once, under its first table, not under each evaluator metric's.
+  const std::string html = ablate::render_report(r);
+  CHECK(count(html, "<h3 id=") >= 3);
+  CHECK(count(html, "2 kinds of machine") == 1);
 }
 
 TEST_CASE("report/compare on synthetic runs matches hand-computed statistics") {

@@ -248,8 +248,10 @@ std::vector<std::string> all_problems(const Comparison& c) {
   return out;
 }
 
-// `listed`: problems the page already listed (the first table's); they are counted, not repeated.
-std::string comparison_html(const Comparison& c, const std::vector<std::string>& listed = {}) {
+// `first`: the page's first table, whose problems (runs left out) and machines note this one
+// counts or leaves out instead of repeating.
+std::string comparison_html(const Comparison& c, const Comparison* first = nullptr) {
+  const std::vector<std::string> listed = first ? all_problems(*first) : std::vector<std::string>{};
   std::ostringstream o;
   char lvl[40];
   std::snprintf(lvl, sizeof lvl, "%g%%", c.level * 100);
@@ -282,7 +284,8 @@ std::string comparison_html(const Comparison& c, const std::vector<std::string>&
     o << "</td></tr>\n";
   }
   o << "</table>\n<div class=\"notes\">";
-  for (const auto& n : c.notes) o << escape(n) << "<br>";
+  for (const auto& n : c.notes)
+    if (!(first && n == first->machines)) o << escape(n) << "<br>";
   o << "</div>\n";
   std::vector<std::string> problems, repeated;
   for (const auto& p : all_problems(c))
@@ -465,7 +468,7 @@ void comparisons_html(std::ostringstream& o, const SweepResults& r, const Compar
       co.metric = col;
       co.higher_is_better = -1;
       try {
-        o << comparison_html(compare_sweep(r, co), all_problems(main));
+        o << comparison_html(compare_sweep(r, co), &main);
       } catch (const Error& e) {
         o << "<p class=\"problems\">" << escape(t + "/" + col + ": " + e.what()) << "</p>\n";
       }
