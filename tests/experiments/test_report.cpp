@@ -245,6 +245,15 @@ TEST_CASE("report/compare says when the runs were made on more than one kind of 
                       "kernels round differently, so runs paired by seed are not the same computation on both.");
   CHECK(count(ablate::format_comparison(c, "markdown"), "2 kinds of machine") == 1);
   CHECK(count(ablate::format_comparisons({c, c}, "table"), "2 kinds of machine") == 1);
+  // A group with values but none paired with the baseline (its seeds not run there yet) shows its mean.
+  fs::remove_all(s.points[0].run_dir);
+  fs::remove_all(s.points[1].run_dir);
+  const ablate::SweepResults unpaired = ablate::load_sweep_results(d / "m");
+  ablate::CompareOptions em;
+  em.metric = "exact_match";
+  const std::string md = ablate::format_comparisons({ablate::compare_sweep(unpaired, {}), ablate::compare_sweep(unpaired, em)}, "markdown");
+  CAPTURE(md);
+  CHECK(md.find("| b | 2 | mean 1.2500, no pairs | mean 0.2500, no pairs |") != std::string::npos);
   // The report says it once, under its first table, not under each evaluator metric's.
   const std::string html = ablate::render_report(r);
   CHECK(count(html, "<h3 id=") >= 3);

@@ -803,7 +803,7 @@ std::string format_comparisons(const std::vector<Comparison>& cs, const std::str
       const GroupResult& g = c.groups[gi];  // the same groups, in the same order, for every metric
       std::string cell;
       if (g.is_baseline) cell = g.summary.n == 0 ? "n/a" : fmt(g.summary.mean) + (g.summary.n > 1 ? " ± " + fmt(g.summary.std) : "");
-      else if (!g.has_test) cell = "no pairs";
+      else if (!g.has_test) cell = g.summary.n == 0 ? "no pairs" : "mean " + fmt(g.summary.mean) + ", no pairs";
       else
         cell = fmt(g.test.mean_diff, "%+.4f") +
                (g.test.n > 1 ? " [" + fmt(g.test.ci_low, "%+.4f") + ", " + fmt(g.test.ci_high, "%+.4f") + "]" + (g.test.p < 0.05 ? " *" : "")
