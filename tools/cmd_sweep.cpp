@@ -103,8 +103,10 @@ int print_status(const ablate::Sweep& s) {
   return 0;
 }
 
-int submit(const ablate::Sweep& s, const std::vector<ablate::PointCheck>& checks, const po::variables_map& vm) {
+int submit(const ablate::Sweep& s, const std::vector<ablate::PointCheck>& checks, const po::variables_map& vm,
+           const std::vector<int64_t>& only) {
   ablate::SlurmOptions o;
+  o.only = only;
   if (vm.count("partition")) o.partition = vm["partition"].as<std::string>();
   if (vm.count("time")) o.time = vm["time"].as<std::string>();
   if (vm.count("mem")) o.mem = vm["mem"].as<std::string>();
@@ -119,7 +121,8 @@ int submit(const ablate::Sweep& s, const std::vector<ablate::PointCheck>& checks
   o.binary = fs::read_symlink("/proc/self/exe").string();
   o.extra_args = plugin_dir_args(vm);
   ablate::SlurmSubmission sub = ablate::submit_slurm(s, checks, o);
-  std::cout << "sweep " << s.name << ": " << s.points.size() << " points, " << sub.done.size() << " already done";
+  std::cout << "sweep " << s.name << ": " << s.points.size() << " points"
+            << (only.empty() ? "" : " (" + std::to_string(only.size()) + " chosen with --points)") << ", " << sub.done.size() << " already done";
   if (!sub.queued.empty()) std::cout << ", " << sub.queued.size() << " still queued or running in Slurm (" << ablate::array_spec(sub.queued) << ")";
   if (sub.job_id.empty()) {
     std::cout << "; nothing to submit -> " << s.dir << "\n";
@@ -141,6 +144,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
     ("jobs", po::value<int64_t>()->default_value(1), "points run at once (child processes; with --launcher slurm: --array=...%N)")
     ("threads,j", po::value<int64_t>(), "threads per point (default: max(1, cores / jobs))")
     ("point,p", po::value<int64_t>(), "run only point I in this process (what each job, e.g. a Slurm array task, runs)")
+    ("points", po::value<std::string>(), "run (or submit) only these points: indices, ranges and id globs, e.g. 0-2,21 or 'recipe-*,*-seed0'")
     ("dir,d", po::value<std::string>(), "result directory (default: the sweep's dir:, else sweeps/<name>)")
     ("quiet,q", po::bool_switch(), "no progress display")
     ("progress-every", po::value<double>(), "seconds between progress updates (default 2 on a terminal, 15 otherwise)")
@@ -155,7 +159,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("sweep", 1);
   po::variables_map vm;
-  if (!ablate::cli::parse(args, "ablate sweep FILE [--dry-run | --status | --jobs N | --launcher slurm | --point I] [options]", opts, pos, vm)) return 0;
+  if (!ablate::cli::parse(args, "ablate sweep FILE [--dry-run | --status | --jobs N [--points LIST] | --launcher slurm | --point I] [options]", opts, pos, vm)) return 0;
   if (!vm.count("sweep")) throw ablate::cli::UsageError("missing the sweep file (e.g. experiments/ablations/swiglu_vs_relu.yaml)");
   ablate::cli::add_plugin_dirs(vm);
   const int64_t jobs = vm["jobs"].as<int64_t>();
@@ -168,6 +172,8 @@ int cmd_sweep(const std::vector<std::string>& args) {
   const bool quiet = vm["quiet"].as<bool>();
   ablate::Sweep s = ablate::load_sweep(vm["sweep"].as<std::string>(), vm.count("dir") ? vm["dir"].as<std::string>() : "");
 
+  if (vm.count("point") && vm.count("points"))
+    throw ablate::cli::UsageError("--points and --point: give one (--point runs one point in this process, --points several as a sweep)");
   if (vm.count("point")) {
     const int64_t i = vm["point"].as<int64_t>();
     if (i < 0 || i >= static_cast<int64_t>(s.points.size()))
@@ -190,6 +196,17 @@ int cmd_sweep(const std::vector<std::string>& args) {
     for (const char* k : {"partition", "time", "cpus-per-task", "mem", "sbatch-arg"})
       if (vm.count(k)) throw ablate::cli::UsageError(std::string("--") + k + " is an sbatch option: it needs --launcher slurm");
 
+  std::vector<int64_t> only;
+  if (vm.count("points")) {
+    if (vm["status"].as<bool>() || vm["dry-run"].as<bool>())
+      throw ablate::cli::UsageError("--points chooses what runs; --status and --dry-run show every point: drop --points");
+    try {
+      only = ablate::select_points(s, vm["points"].as<std::string>());
+    } catch (const ablate::Error& e) {
+      throw ablate::cli::UsageError(e.what());
+    }
+  }
+
   if (vm["status"].as<bool>()) return print_status(s);
 
   if (!quiet) std::cerr << "validating " << s.points.size() << " point" << (s.points.size() == 1 ? "" : "s") << " of " << s.file << "\n";
@@ -199,7 +216,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
     return 0;
   }
 
-  if (launcher == "slurm") return submit(s, checks, vm);
+  if (launcher == "slurm") return submit(s, checks, vm, only);
 
   ablate::SweepRunOptions ro;
   ro.jobs = jobs;
@@ -208,6 +225,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
   ro.binary = fs::read_symlink("/proc/self/exe").string();
   if (vm.count("progress-every")) ro.progress_every = vm["progress-every"].as<double>();
   ro.extra_args = plugin_dir_args(vm);
+  ro.only = only;
   ablate::SweepRunResult r = ablate::run_sweep(s, checks, ro);
 
   std::cout << "sweep " << s.name << ": " << r.done.size() << " done, " << r.skipped.size() << " already done, " << r.failed.size()

@@ -129,9 +129,11 @@ sweep:
   REQUIRE_MESSAGE(again.status == 0, again.output);
   CHECK_MESSAGE(again.output.find("4 already done; nothing to submit") != std::string::npos, again.output);
   fs::remove_all(s.points[2].run_dir);
-  auto redo = run_command(ablate_cmd(d, "sweep sweep.yaml --launcher slurm --dir out"));
+  // --points 1-2: of the two chosen, 1 is done and 2 goes.
+  auto redo = run_command(ablate_cmd(d, "sweep sweep.yaml --launcher slurm --dir out --points 1-2"));
   REQUIRE_MESSAGE(redo.status == 0, redo.output);
-  CHECK_MESSAGE(redo.output.find("3 already done; submitted 1 as Slurm array job") != std::string::npos, redo.output);
+  CHECK_MESSAGE(redo.output.find("4 points (2 chosen with --points), 1 already done; submitted 1 as Slurm array job") != std::string::npos,
+                redo.output);
   CHECK(redo.output.find("(--array=2)") != std::string::npos);
   CHECK(fs::exists(d / "out/slurm/submit-2.sbatch"));
   st = wait_for(d, "sweep.yaml --dir out", seen);

@@ -100,6 +100,20 @@ sweep:
   // Seeds pair across variants (same seed index, same seed) for paired comparisons.
   CHECK(s.points[0].seed == s.points[24].seed);
 
+  // --points: indices, ranges and id globs, in point order without repeats.
+  CHECK(ablate::select_points(s, "5, 0-2") == std::vector<int64_t>{0, 1, 2, 5});
+  const std::vector<int64_t> last_seeds = ablate::select_points(s, "swiglu-*-seed2");
+  REQUIRE(last_seeds.size() == 8);
+  for (int64_t i : last_seeds) CHECK((s.points[static_cast<size_t>(i)].variant == "swiglu" && s.points[static_cast<size_t>(i)].seed_index == 2));
+  CHECK(ablate::select_points(s, "*-seed0,0").size() == 16);
+  CHECK_THROWS_WITH_AS(ablate::select_points(s, "0,48"), doctest::Contains("'48' is not a range of this sweep's points; allowed: indices 0 to 47"),
+                       ablate::Error);
+  CHECK_THROWS_WITH_AS(ablate::select_points(s, "3-1"), doctest::Contains("'3-1' is not a range"), ablate::Error);
+  CHECK_THROWS_WITH_AS(ablate::select_points(s, "0,,1"), doctest::Contains("an empty item"), ablate::Error);
+  CHECK_THROWS_WITH_AS(ablate::select_points(s, "relu-*-seed9"), doctest::Contains("'relu-*-seed9' matches no point id"), ablate::Error);
+  CHECK_THROWS_WITH_AS(ablate::select_points(s, "relu-d_model=32-n_layers=1-lr=1.0e-3-betas=0.9_0.95-sed0"),
+                       doctest::Contains("Did you mean 'relu-d_model=32-n_layers=1-lr=1.0e-3-betas=0.9_0.95-seed0'?"), ablate::Error);
+
   // A pure function of the file: parsing again gives the same points; another sweep
   // seed gives other seeds but the same ids.
   ablate::Sweep again = ablate::parse_sweep(text, "s.yaml", d.path.string(), d / "out");
@@ -524,6 +538,32 @@ TEST_CASE("sweep/a point with a checkpoint runs first, then the others seed by s
     started.push_back(std::stoi(m[1]));
   CHECK(started == std::vector<int>{3, 0, 2, 1});
   CHECK(log.find("start point 3 (b-seed1) resuming from its checkpoint") != std::string::npos);
+}
+
+TEST_CASE("sweep/--points runs only the chosen points; the others stay as they are") {
+  TempDir d;
+  d.write("tiny.yaml", kTinyBase);
+  d.write("pick.yaml", "base: tiny.yaml\noverrides: {train.steps: 20, train.eval_every: 20}\n"
+                       "sweep: {variants: {a: {}, b: {model.ffn: gelu}}, seeds: 2}\n");
+  auto run = ablate::test::run_command(ablate_cmd(d, "sweep pick.yaml --dir out --jobs 2 --points 'b-*' -q"));
+  CAPTURE(run.output);
+  REQUIRE(run.status == 0);
+  CHECK(ablate::run_state(d / "out/runs/b-seed0").status == "done");
+  CHECK(ablate::run_state(d / "out/runs/b-seed1").status == "done");
+  CHECK(ablate::run_state(d / "out/runs/a-seed0").status == "missing");
+  CHECK(ablate::run_state(d / "out/runs/a-seed1").status == "missing");
+  CHECK(run.output.find("2 done, 0 already done") != std::string::npos);
+  CHECK(ablate::test::read_file(d / "out/sweep.log").find("4 points (2 chosen with --points: 2-3), 0 already done, 2 to run") != std::string::npos);
+  // Bad lists and combinations: usage errors, nothing run.
+  auto bad = ablate::test::run_command(ablate_cmd(d, "sweep pick.yaml --dir out --points 0,9"));
+  CHECK(bad.status == 2);
+  CHECK(bad.output.find("'9' is not a range of this sweep's points; allowed: indices 0 to 3") != std::string::npos);
+  auto status = ablate::test::run_command(ablate_cmd(d, "sweep pick.yaml --dir out --points 0 --status"));
+  CHECK(status.status == 2);
+  CHECK(status.output.find("--status and --dry-run show every point: drop --points") != std::string::npos);
+  auto both = ablate::test::run_command(ablate_cmd(d, "sweep pick.yaml --dir out --points 0 --point 0"));
+  CHECK(both.status == 2);
+  CHECK(ablate::run_state(d / "out/runs/a-seed0").status == "missing");
 }
 
 TEST_CASE("sweep/--status tells a point whose processes were killed (stopped) from a running one, and done points' CPU time") {

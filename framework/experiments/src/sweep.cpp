@@ -3,12 +3,14 @@
 // runner is in sweep_runner.cpp.
 #include "ablate/sweep.hpp"
 
+#include <fnmatch.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -581,6 +583,44 @@ Sweep read_manifest(const std::string& sweep_dir) {
 }
 
 // ---- run directories ---------------------------------------------------------------------
+
+std::vector<int64_t> select_points(const Sweep& s, const std::string& list) {
+  const int64_t n = static_cast<int64_t>(s.points.size());
+  std::vector<std::string> ids;
+  for (const auto& p : s.points) ids.push_back(p.id);
+  auto help = [&] {
+    std::vector<std::string> some(ids.begin(), ids.begin() + std::min<std::ptrdiff_t>(4, n));
+    return "allowed: indices 0 to " + std::to_string(n - 1) + ", ranges like 0-2, or globs over the point ids (" + join(some) +
+           (n > 4 ? ", ..." : "") + "; `ablate sweep " + s.file + " --dry-run` lists them)";
+  };
+  std::vector<bool> chosen(s.points.size(), false);
+  static const std::regex range(R"((\d+)(?:-(\d+))?)");
+  std::stringstream ss(list);
+  for (std::string item; std::getline(ss, item, ',');) {
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (item.empty()) throw Error("--points '" + list + "': an empty item; " + help());
+    std::smatch m;
+    if (std::regex_match(item, m, range)) {
+      const int64_t a = std::stoll(m[1]), b = m[2].matched ? std::stoll(m[2]) : a;
+      if (b < a || b >= n)
+        throw Error("--points '" + list + "': '" + item + "' is not a range of this sweep's points; " + help());
+      for (int64_t i = a; i <= b; ++i) chosen[static_cast<size_t>(i)] = true;
+      continue;
+    }
+    bool any = false;
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (fnmatch(item.c_str(), ids[i].c_str(), 0) == 0) chosen[i] = any = true;
+    if (!any) {
+      const std::string near = did_you_mean(item, ids);
+      throw Error("--points '" + list + "': '" + item + "' matches no point id; " + help() + (near.empty() ? "" : ". Did you mean '" + near + "'?"));
+    }
+  }
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < n; ++i)
+    if (chosen[static_cast<size_t>(i)]) out.push_back(i);
+  return out;
+}
 
 RunState run_state(const std::string& run_dir) {
   RunState st;

@@ -196,6 +196,7 @@ SweepRun::SweepRun(const Sweep& s, const std::vector<PointCheck>& checks, const 
 
 void SweepRun::queue_points() {
   for (const auto& p : s_.points) {
+    if (!o_.only.empty() && std::find(o_.only.begin(), o_.only.end(), p.index) == o_.only.end()) continue;
     if (checks_[static_cast<size_t>(p.index)].state.status == "done") {
       result_.skipped.push_back(p.index);
       sweep_log_ << now_iso() << " skip point " << p.index << " (" << p.id << "): done\n";
@@ -212,7 +213,9 @@ void SweepRun::queue_points() {
     };
     return key(a) < key(b);
   });
-  event("sweep " + s_.name + ": " + std::to_string(s_.points.size()) + " points, " + std::to_string(result_.skipped.size()) +
+  event("sweep " + s_.name + ": " + std::to_string(s_.points.size()) + " points" +
+        (o_.only.empty() ? std::string() : " (" + std::to_string(o_.only.size()) + " chosen with --points: " + array_spec(o_.only) + ")") +
+        ", " + std::to_string(result_.skipped.size()) +
         " already done, " + std::to_string(queue_.size()) + " to run, " +
         std::to_string(std::min<int64_t>(jobs_, static_cast<int64_t>(queue_.size()))) + " at a time with " +
         std::to_string(threads_) + " thread" + (threads_ == 1 ? "" : "s") + " each -> " + s_.dir);

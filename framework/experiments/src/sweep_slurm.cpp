@@ -226,6 +226,7 @@ SlurmSubmission submit_slurm(const Sweep& s, const std::vector<PointCheck>& chec
     for (const auto& [t, v] : slurm_tasks(j.id))
       if (slurm_active(v.state)) active.insert(t);
   for (const auto& p : s.points) {
+    if (!o.only.empty() && std::find(o.only.begin(), o.only.end(), p.index) == o.only.end()) continue;
     if (checks[static_cast<size_t>(p.index)].state.status == "done") sub.done.push_back(p.index);
     else if (active.count(p.index)) sub.queued.push_back(p.index);
     else sub.submitted.push_back(p.index);

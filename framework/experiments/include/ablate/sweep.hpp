@@ -67,6 +67,12 @@ Sweep parse_sweep(const std::string& text, const std::string& file, const std::s
 // the message replaced by where the sweep file sets k.
 std::string located_error(const SweepPoint& p, const std::string& message);
 
+// The points a list names (`ablate sweep --points`), in point order without repeats: items
+// separated by commas, each an index ("3"), a range ("0-2") or a glob over point ids
+// ("recipe-*", "*-seed0"). An item that names no point is an error naming the item, the
+// range of indices and some ids (with a suggestion for a near miss).
+std::vector<int64_t> select_points(const Sweep& s, const std::string& list);
+
 // The manifest (<dir>/manifest.yaml): every point with its id, variant, values, seed,
 // overrides and run directory. Identical for identical sweep files, written atomically,
 // so that concurrent array tasks may all write it.
@@ -121,6 +127,7 @@ struct SweepRunOptions {
   std::vector<std::string> extra_args;  // passed to every child (e.g. --plugin-dir D)
   double progress_every = 0;            // seconds; 0 = 2 on a terminal, 15 otherwise
   bool quiet = false;                   // events and summary only
+  std::vector<int64_t> only;            // run only these points (select_points); empty: all
 };
 struct SweepRunResult {
   std::vector<int64_t> done, skipped, failed;  // point indices
@@ -143,6 +150,7 @@ struct SlurmOptions {
   std::string binary;                   // the ablate executable the tasks run
   std::vector<std::string> extra_args;  // passed to every task (e.g. --plugin-dir D)
   std::vector<std::string> sbatch_args; // more sbatch options, verbatim
+  std::vector<int64_t> only;            // submit only these points (select_points); empty: all
 };
 struct SlurmSubmission {
   std::string job_id;               // "" when nothing needed submitting
