@@ -109,6 +109,7 @@ sweep:
   CHECK_THROWS_WITH_AS(ablate::select_points(s, "0,48"), doctest::Contains("'48' is not a range of this sweep's points; allowed: indices 0 to 47"),
                        ablate::Error);
   CHECK_THROWS_WITH_AS(ablate::select_points(s, "3-1"), doctest::Contains("'3-1' is not a range"), ablate::Error);
+  CHECK_THROWS_WITH_AS(ablate::select_points(s, "99999999999999999999"), doctest::Contains("matches no point id"), ablate::Error);
   CHECK_THROWS_WITH_AS(ablate::select_points(s, "0,,1"), doctest::Contains("an empty item"), ablate::Error);
   CHECK_THROWS_WITH_AS(ablate::select_points(s, "relu-*-seed9"), doctest::Contains("'relu-*-seed9' matches no point id"), ablate::Error);
   CHECK_THROWS_WITH_AS(ablate::select_points(s, "relu-d_model=32-n_layers=1-lr=1.0e-3-betas=0.9_0.95-sed0"),

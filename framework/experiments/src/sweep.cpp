@@ -594,7 +594,7 @@ std::vector<int64_t> select_points(const Sweep& s, const std::string& list) {
            (n > 4 ? ", ..." : "") + "; `ablate sweep " + s.file + " --dry-run` lists them)";
   };
   std::vector<bool> chosen(s.points.size(), false);
-  static const std::regex range(R"((\d+)(?:-(\d+))?)");
+  static const std::regex range(R"((\d{1,9})(?:-(\d{1,9}))?)");
   std::stringstream ss(list);
   for (std::string item; std::getline(ss, item, ',');) {
     item.erase(0, item.find_first_not_of(" \t"));
