@@ -131,6 +131,16 @@ TEST_CASE("config/flatten and override helpers") {
   CHECK(f[2].first == "a.c.type");
   CHECK(f[2].second == "relu");
   CHECK(f[3].second == "[1, 2]");
+  // Block style flattens as flow style does: a config rewritten from one to the other has not
+  // changed (resume, a sweep's adopted runs) and compare's option values read alike.
+  const YAML::Node block = YAML::Load("optimizer:\n  betas:\n    - 0.9\n    - 0.98\n  groups:\n    - {lr: 1}\n    - lr: 2\n      wd:\n        - 0\n");
+  const YAML::Node flow = YAML::Load("optimizer: {betas: [0.9, 0.98], groups: [{lr: 1}, {lr: 2, wd: [0]}]}");
+  CHECK(ablate::flatten(block) == ablate::flatten(flow));
+  CHECK(ablate::flatten(block)[0].second == "[0.9, 0.98]");
+  CHECK(ablate::flatten(block)[1].second == "[{lr: 1}, {lr: 2, wd: [0]}]");
+  CHECK(ablate::config_changes(block, flow).empty());
+  // and the node flattened keeps its own style
+  CHECK(block["optimizer"]["betas"].Style() == YAML::EmitterStyle::Block);
 }
 
 TEST_CASE("config/overrides reach into lists by position, with errors for a bad index") {

@@ -166,14 +166,25 @@ void apply_override(YAML::Node& root, const std::string& a) {
   }
 }
 
+// A node loaded from block-style text keeps that style, and the emitter follows the node's
+// style over YAML::Flow: so every sequence and map below a leaf is set to flow style, for
+// `[0.9, 0.98]` and a block list of the same numbers to flatten to the same text.
+static void set_flow(YAML::Node n) {
+  if (!n.IsSequence() && !n.IsMap()) return;
+  n.SetStyle(YAML::EmitterStyle::Flow);
+  for (auto it = n.begin(); it != n.end(); ++it) set_flow(n.IsMap() ? it->second : *it);
+}
+
 static void flatten_into(const YAML::Node& n, const std::string& prefix,
                          std::vector<std::pair<std::string, std::string>>& out) {
   if (n.IsMap()) {
     for (auto it = n.begin(); it != n.end(); ++it)
       flatten_into(it->second, prefix.empty() ? it->first.as<std::string>() : prefix + "." + it->first.as<std::string>(), out);
   } else {
+    YAML::Node flow = YAML::Clone(n);
+    set_flow(flow);
     YAML::Emitter e;
-    e << YAML::Flow << n;
+    e << YAML::Flow << flow;
     out.emplace_back(prefix, e.c_str());
   }
 }
