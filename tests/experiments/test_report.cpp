@@ -254,6 +254,9 @@ TEST_CASE("report/compare says when the runs were made on more than one kind of 
   const std::string md = ablate::format_comparisons({ablate::compare_sweep(unpaired, {}), ablate::compare_sweep(unpaired, em)}, "markdown");
   CAPTURE(md);
   CHECK(md.find("| b | 2 | mean 1.2500, no pairs | mean 0.2500, no pairs |") != std::string::npos);
+  // b's exact-match interval is cut at 0, but that table shows no interval: no note about cuts.
+  CHECK(ablate::compare_sweep(unpaired, em).intervals_cut);
+  CHECK(md.find("intervals cut") == std::string::npos);
   // The report says it once, under its first table, not under each evaluator metric's.
   const std::string html = ablate::render_report(r);
   CHECK(count(html, "<h3 id=") >= 3);

@@ -605,16 +605,18 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
   if (proportion)
     for (auto& g : c.groups) {
       auto clip = [&](double& x, double lo, double hi) {
-        if (std::isnan(x)) return;
+        if (std::isnan(x)) return false;
         const double y = std::min(hi, std::max(lo, x));
-        cut = cut || y != x;
+        const bool changed = y != x;
         x = y;
+        cut = cut || changed;
+        return changed;
       };
       clip(g.summary.ci_low, 0, 1);
       clip(g.summary.ci_high, 0, 1);
       if (g.has_test) {
-        clip(g.test.ci_low, -1, 1);
-        clip(g.test.ci_high, -1, 1);
+        const bool low = clip(g.test.ci_low, -1, 1), high = clip(g.test.ci_high, -1, 1);
+        c.differences_cut = c.differences_cut || low || high;
       }
     }
 
@@ -829,7 +831,8 @@ std::string format_comparisons(const std::vector<Comparison>& cs, const std::str
       join(directions, "; ") + "."};
   std::vector<std::string> cut;
   for (const auto& c : cs)
-    if (c.intervals_cut) cut.push_back(c.metric);
+    if (c.differences_cut) cut.push_back(c.metric);  // the table shows differences' intervals, not means'
+
   if (!cut.empty()) notes.push_back("Proportions (" + join(cut) + "): differences' intervals cut to [-1, 1].");
   if (!first.machines.empty()) notes.push_back(first.machines);
   std::vector<bool> right(rows[0].size(), true);

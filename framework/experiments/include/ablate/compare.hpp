@@ -70,6 +70,7 @@ struct Comparison {
   bool higher_is_better = false;
   bool direction_known = true;  // false: the name told nothing and no option was given (no wins, no best, no colours)
   bool intervals_cut = false;   // a proportion whose t intervals were cut to [0, 1] (means) and [-1, 1] (differences)
+  bool differences_cut = false; // ... and a difference's interval among them
   double level = 0.95;
   std::vector<GroupResult> groups;
   std::vector<std::string> pooled; // swept keys ("variant" included) that vary inside a group, seed aside
