@@ -565,6 +565,14 @@ TEST_CASE("sweep/--points runs only the chosen points; the others stay as they a
   auto both = ablate::test::run_command(ablate_cmd(d, "sweep pick.yaml --dir out --points 0 --point 0"));
   CHECK(both.status == 2);
   CHECK(ablate::run_state(d / "out/runs/a-seed0").status == "missing");
+  // The progress line counts the chosen points, not the sweep's (a point long enough for a line).
+  d.write("slow.yaml", "base: tiny.yaml\noverrides: {train.steps: 300, train.eval_every: 300}\n"
+                       "sweep: {variants: {a: {}, b: {model.ffn: gelu}}, seeds: 2}\n");
+  auto one = ablate::test::run_command(ablate_cmd(d, "sweep slow.yaml --dir slow --points 0 --progress-every 0.01"));
+  CAPTURE(one.output);
+  REQUIRE(one.status == 0);
+  CHECK(one.output.find("0/1 done, 0 failed, 1 running") != std::string::npos);
+  CHECK(one.output.find("/4 done") == std::string::npos);
 }
 
 TEST_CASE("sweep/--status tells a point whose processes were killed (stopped) from a running one, and done points' CPU time") {

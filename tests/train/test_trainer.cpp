@@ -101,6 +101,7 @@ TEST_CASE("trainer/the resolved config records every default and reruns the same
 data: {path: shakespeare_16k.txt}
 model: {d_model: 16, n_heads: 2, n_layers: 1, context: 16}
 train: {steps: 20, batch_size: 4, eval_every: 20, eval_batches: 2, threads: 1}
+eval: [{type: text_loss}, {type: text_loss, name: two, text: "to be"}]
 )");
   ablate::RunOptions ro;
   ro.quiet = true;
@@ -119,6 +120,11 @@ train: {steps: 20, batch_size: 4, eval_every: 20, eval_batches: 2, threads: 1}
   CHECK(r["scheduler"]["type"].as<std::string>() == "constant");
   CHECK(r["tokenizer"]["type"].as<std::string>() == "char");
   CHECK(r["train"]["steps"].as<int>() == 20);
+  // A list stays a list, its entries in order (not a map with keys 0 and 1).
+  REQUIRE(r["eval"].IsSequence());
+  REQUIRE(r["eval"].size() == 2);
+  CHECK(r["eval"][1]["name"].as<std::string>() == "two");
+  CHECK(r["eval"][0]["text"].as<std::string>().rfind("ROMEO:", 0) == 0);  // the default text, recorded
   // The same text is in run.h5 (after the file's comment line).
   auto data = ablate::read_run_file(ablate::run_file_path(a.run_dir));
   CHECK(YAML::Dump(YAML::Load(data.str_attrs.at("config_resolved"))) == YAML::Dump(r));
@@ -128,6 +134,8 @@ train: {steps: 20, batch_size: 4, eval_every: 20, eval_batches: 2, threads: 1}
   auto b = ablate::run_experiment(ablate::Experiment::load(resolved, {"output.dir=" + (dir / "b")}), ro);
   CHECK(b.train_loss == a.train_loss);
   CHECK(b.val_loss == a.val_loss);
+  auto bdata = ablate::read_run_file(ablate::run_file_path(b.run_dir));
+  CHECK(bdata.tables.at("eval/two").at("loss") == data.tables.at("eval/two").at("loss"));
 }
 
 TEST_CASE("trainer/extending a finished run reproduces the uninterrupted run bitwise (constant lr)") {

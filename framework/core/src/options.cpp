@@ -30,18 +30,36 @@ bool Options::has(const std::string& key) const {
 void Options::mark_used(const std::string& key) const { source_->used.insert(key_path(key)); }
 
 void ConfigSource::record(const std::string& path, const YAML::Node& value) {
-  YAML::Node cur = resolved;
-  size_t start = 0;
-  for (;;) {
+  std::vector<std::string> parts;
+  for (size_t start = 0;;) {
     const size_t dot = path.find('.', start);
-    const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    if (dot == std::string::npos) {
-      cur[part] = YAML::Clone(value);
+    parts.push_back(path.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  // A numeric component is a list entry (eval.0.type): the resolved config keeps the list a
+  // list, so that running it again reads it as the config it came from.
+  auto is_index = [](const std::string& p) {
+    return !p.empty() && p.size() <= 9 && p.find_first_not_of("0123456789") == std::string::npos;
+  };
+  YAML::Node cur = resolved;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const bool last = i + 1 == parts.size();
+    const bool list_next = !last && is_index(parts[i + 1]);
+    YAML::Node next;
+    if (cur.IsSequence()) {
+      const size_t k = std::stoul(parts[i]);
+      while (cur.size() <= k) cur.push_back(YAML::Node(YAML::NodeType::Map));
+      next.reset(cur[k]);
+    } else {
+      next.reset(cur[parts[i]]);
+    }
+    if (last) {
+      next = YAML::Clone(value);
       return;
     }
-    if (!cur[part].IsMap()) cur[part] = YAML::Node(YAML::NodeType::Map);
-    cur.reset(cur[part]);
-    start = dot + 1;
+    if (list_next ? !next.IsSequence() : !next.IsMap()) next = YAML::Node(list_next ? YAML::NodeType::Sequence : YAML::NodeType::Map);
+    cur.reset(next);
   }
 }
 

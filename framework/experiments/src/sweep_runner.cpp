@@ -322,7 +322,7 @@ std::vector<std::string> SweepRun::progress_lines() {
     flops_left += static_cast<double>(in.steps) * static_cast<double>(in.tokens_per_step) * in.flops_per_token;
   }
   const double eta = flops_rate > 0 ? flops_left / flops_rate : std::numeric_limits<double>::quiet_NaN();
-  const size_t total = s_.points.size();
+  const size_t total = o_.only.empty() ? s_.points.size() : o_.only.size();  // the points this sweep run was asked for
   const size_t finished = result_.done.size() + result_.skipped.size();
   char head[256];
   std::snprintf(head, sizeof head, "[%s] %zu/%zu done, %zu failed, %zu running, %zu queued | ETA %s", hms(since(t0_)).c_str(),
