@@ -137,8 +137,15 @@ TEST_CASE("config/flatten and override helpers") {
   const YAML::Node flow = YAML::Load("optimizer: {betas: [0.9, 0.98], groups: [{lr: 1}, {lr: 2, wd: [0]}]}");
   CHECK(ablate::flatten(block) == ablate::flatten(flow));
   CHECK(ablate::flatten(block)[0].second == "[0.9, 0.98]");
-  CHECK(ablate::flatten(block)[1].second == "[{lr: 1}, {lr: 2, wd: [0]}]");
+  // A list of maps is entered by position, as overrides enter it; a list of values is one value.
+  const auto fb = ablate::flatten(block);
+  REQUIRE(fb.size() == 4);
+  CHECK(fb[1] == std::make_pair(std::string("optimizer.groups.0.lr"), std::string("1")));
+  CHECK(fb[3] == std::make_pair(std::string("optimizer.groups.1.wd"), std::string("[0]")));
   CHECK(ablate::config_changes(block, flow).empty());
+  // Resolved configs written before lists stayed lists (eval: {0: {...}}) flatten as the list does.
+  CHECK(ablate::flatten(YAML::Load("eval: {0: {type: a, data: x}, 1: {type: b}}")) ==
+        ablate::flatten(YAML::Load("eval: [{type: a, data: x}, {type: b}]")));
   // and the node flattened keeps its own style
   CHECK(block["optimizer"]["betas"].Style() == YAML::EmitterStyle::Block);
 }

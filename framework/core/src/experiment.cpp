@@ -177,9 +177,15 @@ static void set_flow(YAML::Node n) {
 
 static void flatten_into(const YAML::Node& n, const std::string& prefix,
                          std::vector<std::pair<std::string, std::string>>& out) {
+  auto key = [&](const std::string& k) { return prefix.empty() ? k : prefix + "." + k; };
+  // A list of maps (eval: [{type: ...}, ...]) is structure, entered by position as overrides
+  // do (eval.0.data); a list of values ([0.9, 0.98]) is one value.
+  bool list_of_maps = false;
+  for (size_t i = 0; n.IsSequence() && i < n.size(); ++i) list_of_maps |= n[i].IsMap();
   if (n.IsMap()) {
-    for (auto it = n.begin(); it != n.end(); ++it)
-      flatten_into(it->second, prefix.empty() ? it->first.as<std::string>() : prefix + "." + it->first.as<std::string>(), out);
+    for (auto it = n.begin(); it != n.end(); ++it) flatten_into(it->second, key(it->first.as<std::string>()), out);
+  } else if (list_of_maps) {
+    for (size_t i = 0; i < n.size(); ++i) flatten_into(n[i], key(std::to_string(i)), out);
   } else {
     YAML::Node flow = YAML::Clone(n);
     set_flow(flow);
