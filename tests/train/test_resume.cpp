@@ -623,6 +623,15 @@ TEST_CASE("reliability/default threads leave out the cores other ablate runs cla
   pid_t busy = spawn_run({cfg, "-o", dir / "busy", "-q", "-j", "2", "train.steps=100000"}, "", dir / "log.txt", {env});
   REQUIRE(wait_until([&] { return training(dir / "busy"); }));
   CHECK(threads_of(dir / "a") == std::max<int64_t>(1, cores - 2));
+  // A sweep shares out the same rest between its points.
+  dir.write("sw.yaml", "base: resume.yaml\noverrides: {train.steps: 2, sample.tokens: 0}\nsweep: {variants: {a: {}}, seeds: 1}\n");
+  auto sw = ablate::test::run_command(env + " ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " + ablate::test::ablate_binary() +
+                                      " sweep " + (dir / "sw.yaml") + " --dir " + (dir / "sw") + " --jobs 1 -q");
+  INFO(sw.output);
+  REQUIRE(sw.status == 0);
+  const int64_t rest = std::max<int64_t>(1, cores - 2);
+  CHECK(contains(ablate::test::read_file(dir / "sw/sweep.log"),
+                 "1 at a time with " + std::to_string(rest) + " thread" + (rest == 1 ? "" : "s") + " each"));
   ::kill(busy, SIGTERM);
   CHECK(wait_for(busy).code == 128 + SIGTERM);
   // A claim whose process is gone (no lock held on it) does not count, and is removed.

@@ -187,7 +187,9 @@ class SweepRun {
 SweepRun::SweepRun(const Sweep& s, const std::vector<PointCheck>& checks, const SweepRunOptions& o)
     : s_(s), checks_(checks), o_(o), display_(o.quiet) {
   jobs_ = std::max<int64_t>(1, o.jobs);
-  threads_ = o.threads > 0 ? o.threads : std::max<int64_t>(1, usable_cores() / jobs_);
+  // The cores other ablate processes have claimed (a run or another sweep's points) are not
+  // shared out again: each point gets its part of the rest.
+  threads_ = o.threads > 0 ? o.threads : std::max<int64_t>(1, (usable_cores() - CoreClaim::claimed_by_others()) / jobs_);
   if (o.binary.empty()) throw Error("run_sweep: no ablate binary to run the points with");
   fs::create_directories(fs::path(s.dir) / "logs");
   write_manifest(s);
