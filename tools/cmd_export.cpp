@@ -2,7 +2,6 @@
 // one table), to a file or stdout, for pandas, R or a spreadsheet.
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include "ablate/compare.hpp"
@@ -28,6 +27,7 @@ static int cmd_export(const std::vector<std::string>& args) {
   namespace fs = std::filesystem;
   const std::string run = vm["run"].as<std::string>();
   const std::string file = fs::is_directory(run) ? ablate::run_file_path(run) : run;
+  if (vm.count("out")) ablate::cli::require_output_dir("-o", vm["out"].as<std::string>());
   if (!fs::exists(file))
     throw ablate::Error(run + ": no run file (" + file + " does not exist); give a run directory written by 'ablate run' (e.g. runs/quickstart)");
   const std::string csv = ablate::metrics_csv(ablate::read_run_file(file), vm.count("table") ? vm["table"].as<std::string>() : "", run);
@@ -36,10 +36,7 @@ static int cmd_export(const std::vector<std::string>& args) {
     return 0;
   }
   const std::string out = vm["out"].as<std::string>();
-  std::ofstream f(out, std::ios::binary);
-  f << csv;
-  f.close();
-  if (!f) throw ablate::Error(out + ": cannot write the CSV file");
+  ablate::cli::write_output(out, csv);
   std::cerr << "export: " << out << " (" << std::count(csv.begin(), csv.end(), '\n') - 1 << " rows)\n";
   return 0;
 }

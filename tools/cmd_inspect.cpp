@@ -3,7 +3,6 @@
 // run as one self-contained HTML page, and the same numbers as HDF5 (inspect.h5 next to it).
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include "ablate/error.hpp"
@@ -65,12 +64,8 @@ int cmd_inspect(const std::vector<std::string>& args) {
   if (fs::absolute(h5_path) == fs::absolute(html_path))
     throw UsageError("--h5 " + h5_path + " is the HTML page itself; give another file name, e.g. --h5 inspect.h5");
   // Both files or neither: check their directories before any work.
-  for (const auto& [flag, file] : {std::pair<std::string, std::string>{"-o", html_path}, {"--h5", h5_path}}) {
-    const fs::path dir = fs::absolute(file).parent_path();
-    if (!fs::is_directory(dir))
-      throw UsageError(flag + " " + file + ": the directory " + dir.string() + " does not exist; create it first (mkdir -p " +
-                       dir.string() + ")");
-  }
+  ablate::cli::require_output_dir("-o", html_path);
+  ablate::cli::require_output_dir("--h5", h5_path);
 
   auto run = ablate::load_run(vm["run"].as<std::string>());
   const int64_t mapped = std::min(run.tokenizer->vocab_size(), o.map_tokens);
@@ -95,12 +90,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
     if (what.rfind("the text", 0) == 0) throw UsageError("--text: " + what);
     throw;
   }
-  {
-    std::ofstream out(html_path, std::ios::binary);
-    if (!out) throw ablate::Error(html_path + ": cannot write the page; check that the directory exists (-o DIR/inspect.html)");
-    out << ablate::render_inspection(in, fs::path(h5_path).filename().string());
-    if (!out.flush()) throw ablate::Error(html_path + ": write failed");
-  }
+  ablate::cli::write_output(html_path, ablate::render_inspection(in, fs::path(h5_path).filename().string()));
   ablate::write_inspection_h5(in, h5_path);
   std::cout << "run " << in.run_dir << " (step " << in.step << "), " << in.time << " tokens, " << in.n_layers << " layers x " << in.n_heads
             << " heads\nwrote " << html_path << " and " << h5_path << "\n";

@@ -1,7 +1,6 @@
 // ablate report SWEEP_DIR -o report.html: one self-contained HTML page (inline SVG plots,
 // comparison tables, parameter counts, configs) for a sweep, or for any runs.
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include "ablate/report.hpp"
@@ -49,12 +48,10 @@ static int cmd_report(const std::vector<std::string>& args) {
   o.plot_width = vm["plot-width"].as<int>();
   if (vm.count("columns")) o.columns = ablate::cli::comma_list("--columns", vm["columns"].as<std::string>());
   const std::string out = vm.count("out") ? vm["out"].as<std::string>() : paths[0] + "/report.html";
+  ablate::cli::require_output_dir("-o", out);
   ablate::SweepResults r = sweep ? ablate::load_sweep_results(paths[0]) : ablate::load_run_results(paths);
   const std::string html = ablate::render_report(r, o);
-  std::ofstream f(out, std::ios::binary);
-  f << html;
-  f.close();
-  if (!f) throw ablate::Error(out + ": cannot write the report");
+  ablate::cli::write_output(out, html);
   std::cout << "report: " << out << " (" << html.size() / 1024 + 1 << " KB, " << r.runs.size() << " runs)\n";
   return 0;
 }

@@ -2,6 +2,10 @@
 #include "commands.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include "ablate/error.hpp"
@@ -89,6 +93,21 @@ Options flag_options(const std::vector<std::string>& args, const std::string& co
     }
   }
   return Options(map, src, "");
+}
+
+void require_output_dir(const std::string& flag, const std::string& file) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::absolute(file).parent_path();
+  if (!fs::is_directory(dir))
+    throw UsageError(flag + " " + file + ": the directory " + dir.string() + " does not exist; create it first (mkdir -p " +
+                     dir.string() + ")");
+}
+
+void write_output(const std::string& file, const std::string& text) {
+  std::ofstream f(file, std::ios::binary);
+  if (f) f << text;
+  if (f) f.close();
+  if (!f) throw Error(file + ": cannot write it: " + std::strerror(errno));
 }
 
 }  // namespace ablate::cli

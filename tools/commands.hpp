@@ -49,6 +49,13 @@ Options flag_options(const std::vector<std::string>& args, const std::string& co
 // empty ("a,,b", "a,").
 std::vector<std::string> comma_list(const std::string& option, const std::string& value);
 
+// The directory an output file goes to must exist: checked before any work, so that a
+// long report or inspection does not fail at its end. UsageError naming the flag and the fix.
+void require_output_dir(const std::string& flag, const std::string& file);
+
+// Writes an output file whole; Error with the system's reason (disk full, permission) otherwise.
+void write_output(const std::string& file, const std::string& text);
+
 // Applies --plugin-dir values to the registry.
 void add_plugin_dirs(const boost::program_options::variables_map& vm);
 

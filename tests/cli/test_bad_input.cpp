@@ -219,6 +219,14 @@ TEST_CASE("reliability/bad input: command-line flags") {
   expect(ablate_cli("generate " + run + " --tokens -5"), 2, {"--tokens must be >= 0"});
   expect(ablate_cli("generate " + run + " --seed -1"), 2, {"--seed must be >= 0"});
   expect(ablate_cli("generate " + run + " --prompt ''"), 1, {"the prompt encodes to no tokens"});
+  // An output file's directory is checked before any work, with the fix.
+  const std::string missing = dir / "missing";
+  expect(ablate_cli("report " + run + " -o " + missing + "/report.html"), 2,
+         {"-o " + missing + "/report.html: the directory " + missing + " does not exist", "mkdir -p " + missing});
+  expect(ablate_cli("export " + run + " -o " + missing + "/m.csv"), 2, {"the directory " + missing + " does not exist"});
+  CHECK_FALSE(fs::exists(missing));
+  // A file that cannot be written gives the system's reason (here: the path is a directory).
+  expect(ablate_cli("export " + run + " -o " + run), 1, {run + ": cannot write it: Is a directory"});
   expect(ablate_cli("frobnicate"), 2, {"unknown command 'frobnicate'"});
   expect(ablate_cli("genrate"), 2, {"Did you mean 'generate'?"});
 }

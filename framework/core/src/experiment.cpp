@@ -123,7 +123,7 @@ void apply_override(YAML::Node& root, const std::string& a) {
   const std::string where = "command-line override '" + a + "': ";
   std::string at;  // the path walked so far
   auto index_of = [&](const YAML::Node& list, const std::string& part) -> size_t {
-    if (part.empty() || part.size() > 9 || part.find_first_not_of("0123456789") != std::string::npos)
+    if (!is_list_index(part))
       throw ConfigError(where + "'" + at + "' is a list; give the position of an entry (" + at + ".0" +
                         (parts.size() > 1 ? "." + parts.back() : "") + ") or the whole list (" + at + "=[...])");
     const size_t k = std::stoul(part);

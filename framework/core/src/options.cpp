@@ -39,13 +39,10 @@ void ConfigSource::record(const std::string& path, const YAML::Node& value) {
   }
   // A numeric component is a list entry (eval.0.type): the resolved config keeps the list a
   // list, so that running it again reads it as the config it came from.
-  auto is_index = [](const std::string& p) {
-    return !p.empty() && p.size() <= 9 && p.find_first_not_of("0123456789") == std::string::npos;
-  };
   YAML::Node cur = resolved;
   for (size_t i = 0; i < parts.size(); ++i) {
     const bool last = i + 1 == parts.size();
-    const bool list_next = !last && is_index(parts[i + 1]);
+    const bool list_next = !last && is_list_index(parts[i + 1]);
     YAML::Node next;
     if (cur.IsSequence()) {
       const size_t k = std::stoul(parts[i]);

@@ -19,6 +19,11 @@
 
 namespace ablate {
 
+// True if a dotted path component is a list position (eval.0.type): digits only, at most 9.
+inline bool is_list_index(const std::string& part) {
+  return !part.empty() && part.size() <= 9 && part.find_first_not_of("0123456789") == std::string::npos;
+}
+
 // Where a configuration came from; shared by all Options views of one document.
 struct ConfigSource {
   std::string file;                               // "experiments/quickstart.yaml"
