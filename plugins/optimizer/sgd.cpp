@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "ablate/ops.hpp"
 #include "ablate/optimizer.hpp"
 #include "ablate/plugin.hpp"
 
@@ -33,26 +34,27 @@ class Sgd final : public ablate::Optimizer {
     if (params.size() != sizes_.size())
       throw ablate::Error("sgd: step() got " + std::to_string(params.size()) + " parameters but init() got " +
                           std::to_string(sizes_.size()) + "; call init() with the same parameters");
-    for (size_t i = 0; i < params.size(); ++i) {
+    for (size_t i = 0; i < params.size(); ++i)
+      if (static_cast<size_t>(params[i]->value.numel()) != sizes_[i])
+        throw ablate::Error("sgd: parameter '" + params[i]->name + "' changed size since init()");
+    // Elementwise: spans of 16K of all parameters on ablate's threads (no effect on the result).
+    ablate::parallel_for_params(params, int64_t{1} << 14, [&](size_t i, int64_t j0, int64_t j1) {
       ablate::Parameter& p = *params[i];
-      if (static_cast<size_t>(p.value.numel()) != sizes_[i])
-        throw ablate::Error("sgd: parameter '" + p.name + "' changed size since init()");
       float* w = p.value.data;
       const float* g = p.grad.data;
       const float l2 = p.weight_decay() ? wd_ : 0.0f;
-      const int64_t n = p.value.numel();
       if (momentum_ == 0.0f) {
-        for (int64_t j = 0; j < n; ++j) w[j] -= lr * (g[j] + l2 * w[j]);
-        continue;
+        for (int64_t j = j0; j < j1; ++j) w[j] -= lr * (g[j] + l2 * w[j]);
+        return;
       }
       // torch starts the buffer at g on the first step: with a zero buffer mu*0 + g is the same.
       float* b = buf_[i].data();
-      for (int64_t j = 0; j < n; ++j) {
+      for (int64_t j = j0; j < j1; ++j) {
         const float gj = g[j] + l2 * w[j];
         b[j] = momentum_ * b[j] + gj;
         w[j] -= lr * (nesterov_ ? gj + momentum_ * b[j] : b[j]);
       }
-    }
+    });
   }
 
   float base_lr() const override { return lr_; }

@@ -1,5 +1,7 @@
 // Family "optimizer": its descriptor (see ablate/family.hpp), conformance checks and the
 // skeleton of `ablate plugin new optimizer NAME`.
+#include <tbb/global_control.h>
+
 #include "ablate/optimizer.hpp"
 #include "kit.hpp"
 
@@ -9,16 +11,19 @@ namespace {
 // ---- optimizer -----------------------------------------------------------------------------
 
 // Three parameters (a wide hidden matrix, a bias, a tall residual-output matrix) and a
-// diagonal quadratic 0.5 * sum c (p - t)^2.
+// diagonal quadratic 0.5 * sum c (p - t)^2; `large` adds a 96 x 400 hidden matrix, more
+// than the 16K elements an optimizer's parallel span usually holds.
 struct Quadratic {
   ParamStore store{3};
   std::vector<float> target, curv;
-  Quadratic() {
+  explicit Quadratic(bool large = false) {
     add_input(store, "w", 3, 4).role = Role::kHidden;
     add_input(store, "b", 1, 4).role = Role::kBias;
     add_input(store, "u", 5, 2).role = Role::kResidualOut;
-    target = randn(26, 4);
-    curv = randn(26, 5);
+    if (large) add_input(store, "big", 96, 400).role = Role::kHidden;
+    const size_t n = large ? 26 + 96 * 400 : 26;
+    target = randn(n, 4);
+    curv = randn(n, 5);
     for (float& c : curv) c = 0.5f + std::fabs(c);
   }
   // Sets the gradients, returns the loss.
@@ -91,6 +96,22 @@ void check_optimizer(Checker& ck, const Subject& s) {
     o1->train_point(q1.store.all());
     expect(q1.flat() == trained, "eval_point() then train_point() changed the parameters");
   });
+  // Parallel loops split work into spans fixed by the sizes, so the thread count must not
+  // change a bit: a race between spans (scratch shared by all of them) shows here.
+  ck.run("the same parameters on one thread as on all of them (a matrix of 38,400 elements)", [&](std::string& note) {
+    Quadratic q1(true), q2(true);
+    auto o1 = build<Optimizer>(s.options, path, d), o2 = build<Optimizer>(s.options, path, d);
+    o1->init(q1.store.all());
+    o2->init(q2.store.all());
+    {
+      tbb::global_control one(tbb::global_control::max_allowed_parallelism, 1);
+      q1.run(*o1.obj, 1, 3);
+    }
+    q2.run(*o2.obj, 1, 3);
+    expect_finite(q2.flat(), "the parameters");
+    expect(q1.flat() == q2.flat(), "3 steps on one thread and on all threads give different parameters");
+    note = std::to_string(tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism)) + " threads";
+  });
   // As the trainer checkpoints: at the eval point, then back to the train point.
   ck.run("resumes bit for bit from its state buffers and eval-point parameters (as checkpoints do)", [&](std::string&) {
     Quadratic q1;
@@ -151,6 +172,7 @@ class @CLASS@ final : public ablate::Optimizer {
 
   void step(const std::vector<ablate::Parameter*>& params, float lr, int64_t) override {
     if (params.size() != m_.size()) throw ablate::Error("@NAME@: step() got other parameters than init()");
+    // One thread; ablate::parallel_for_params (ablate/ops.hpp) runs such a loop on all cores.
     for (size_t i = 0; i < params.size(); ++i) {
       ablate::Parameter& p = *params[i];
       float* w = p.value.data;
