@@ -43,6 +43,13 @@ const Shape kShapes[] = {
     {"seed000", "h W (proj)", false, false, 256, 32, 128},
     {"seed000", "dY W^T", false, true, 256, 32, 128},
     {"seed000", "X^T dY", true, false, 32, 128, 1024},
+    // experiments/arithmetic/mixed.yaml on one thread (4,736 rows: 128 problems of 37
+    // tokens; weight gradients over half of them each): d 128, FFN 512.
+    {"arith-mixed", "x W (fc)", false, false, 4736, 512, 128},
+    {"arith-mixed", "h W (proj)", false, false, 4736, 128, 512},
+    {"arith-mixed", "dY W^T (fc)", false, true, 4736, 128, 512},
+    {"arith-mixed", "X^T dY (fc)", true, false, 128, 512, 2368},
+    {"arith-mixed", "H^T dY (proj)", true, false, 512, 128, 2368},
 };
 
 // GFLOP/s of f: the best of 5 batches of at least 0.1 s each.
