@@ -1,5 +1,6 @@
 // ablate report SWEEP_DIR -o report.html: one self-contained HTML page (inline SVG plots,
 // comparison tables, parameter counts, configs) for a sweep, or for any runs.
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 
@@ -52,7 +53,16 @@ static int cmd_report(const std::vector<std::string>& args) {
   ablate::SweepResults r = sweep ? ablate::load_sweep_results(paths[0]) : ablate::load_run_results(paths);
   const std::string html = ablate::render_report(r, o);
   ablate::cli::write_output(out, html);
-  std::cout << "report: " << out << " (" << html.size() / 1024 + 1 << " KB, " << r.runs.size() << " runs)\n";
+  // The runs by state, in order of first appearance: "24 runs: 9 done, 2 running, 13 missing".
+  std::vector<std::pair<std::string, int>> states;
+  for (const ablate::SweepRun& run : r.runs) {
+    auto it = std::find_if(states.begin(), states.end(), [&](const auto& s) { return s.first == run.state.status; });
+    if (it == states.end()) states.emplace_back(run.state.status, 1);
+    else ++it->second;
+  }
+  std::string counts;
+  for (const auto& [status, n] : states) counts += (counts.empty() ? ": " : ", ") + std::to_string(n) + " " + status;
+  std::cout << "report: " << out << " (" << html.size() / 1024 + 1 << " KB, " << r.runs.size() << " runs" << counts << ")\n";
   return 0;
 }
 

@@ -380,6 +380,8 @@ sweep:
   auto rep = ablate::test::run_command(ablate_cmd(d, "report out -o report.html"));
   CAPTURE(rep.output);
   CHECK(rep.status == 0);
+  // The runs counted by state, so that a report of a sweep half run says so.
+  CHECK(std::regex_search(rep.output, std::regex("KB, [0-9]+ runs: [0-9]+ done")));
   const std::string html = ablate::test::read_file(d / "report.html");
   CHECK(html.find("<svg") != std::string::npos);
   CHECK(html.find("<path class=\"line\"") != std::string::npos);
