@@ -1,9 +1,10 @@
 // ablate report SWEEP_DIR -o report.html: one self-contained HTML page (inline SVG plots,
 // comparison tables, parameter counts, configs) for a sweep, or for any runs.
-#include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <map>
 
+#include "ablate/error.hpp"
 #include "ablate/report.hpp"
 #include "commands.hpp"
 
@@ -53,16 +54,13 @@ static int cmd_report(const std::vector<std::string>& args) {
   ablate::SweepResults r = sweep ? ablate::load_sweep_results(paths[0]) : ablate::load_run_results(paths);
   const std::string html = ablate::render_report(r, o);
   ablate::cli::write_output(out, html);
-  // The runs by state, in order of first appearance: "24 runs: 9 done, 2 running, 13 missing".
-  std::vector<std::pair<std::string, int>> states;
-  for (const ablate::SweepRun& run : r.runs) {
-    auto it = std::find_if(states.begin(), states.end(), [&](const auto& s) { return s.first == run.state.status; });
-    if (it == states.end()) states.emplace_back(run.state.status, 1);
-    else ++it->second;
-  }
-  std::string counts;
-  for (const auto& [status, n] : states) counts += (counts.empty() ? ": " : ", ") + std::to_string(n) + " " + status;
-  std::cout << "report: " << out << " (" << html.size() / 1024 + 1 << " KB, " << r.runs.size() << " runs" << counts << ")\n";
+  // The runs by state, as `ablate sweep --status` counts its points: "24 runs: 9 done, 13 missing, 2 running".
+  std::map<std::string, size_t> counts;
+  for (const ablate::SweepRun& run : r.runs) ++counts[run.state.status];
+  std::vector<std::string> summary;
+  for (const auto& [status, n] : counts) summary.push_back(std::to_string(n) + " " + status);
+  std::cout << "report: " << out << " (" << html.size() / 1024 + 1 << " KB, " << r.runs.size() << " runs: " << ablate::join(summary)
+            << ")\n";
   return 0;
 }
 
