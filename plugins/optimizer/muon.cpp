@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "ablate/ops.hpp"
@@ -36,11 +37,7 @@ class Muon final : public ablate::Optimizer {
         wd_(o.get_in<float>("weight_decay", 0.0f, 0.0f, 10.0f, "decoupled weight decay, on roles that decay (tensor.hpp)")),
         adam_lr_(o.get_in<float>("adam_lr", 3e-4f, 1e-12f, 10.0f, "AdamW's learning rate for every other parameter")),
         adam_eps_(o.get_in<float>("adam_eps", 1e-10f, 1e-30f, 1.0f, "AdamW's eps")) {
-    std::vector<float> b = o.get<std::vector<float>>("adam_betas", {0.9f, 0.95f}, "AdamW's [beta1, beta2], each in [0, 1)");
-    if (b.size() != 2) o.fail("adam_betas", "expected two numbers [beta1, beta2], got " + std::to_string(b.size()));
-    for (float x : b)
-      if (!(x >= 0.0f && x < 1.0f)) o.fail("adam_betas", std::to_string(x) + " is out of range; each beta must be in [0, 1)");
-    b1_ = b[0], b2_ = b[1];
+    std::tie(b1_, b2_) = ablate::read_betas(o, "adam_betas", {0.9f, 0.95f}, "AdamW's [beta1, beta2], each in [0, 1)");
   }
 
   void init(const std::vector<ablate::Parameter*>& params) override {

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "ablate/ops.hpp"
@@ -27,26 +28,21 @@ class ScheduleFree final : public ablate::Optimizer {
       : lr_(o.get_in<float>("lr", 2.5e-3f, 1e-12f, 10.0f, "base learning rate (the reference's default 0.0025)")),
         eps_(o.get_in<float>("eps", 1e-8f, 1e-30f, 1.0f, "added to sqrt(v)")),
         wd_(o.get_in<float>("weight_decay", 0.0f, 0.0f, 10.0f, "weight decay at y, on roles that decay (tensor.hpp)")) {
-    std::vector<float> b = o.get<std::vector<float>>("betas", {0.9f, 0.999f}, "[beta1 (interpolation), beta2], each in [0, 1)");
-    if (b.size() != 2) o.fail("betas", "expected two numbers [beta1, beta2], got " + std::to_string(b.size()));
-    for (float x : b)
-      if (!(x >= 0.0f && x < 1.0f)) o.fail("betas", std::to_string(x) + " is out of range; each beta must be in [0, 1)");
-    b1_ = b[0], b2_ = b[1];
+    std::tie(b1_, b2_) = ablate::read_betas(o, "betas", {0.9f, 0.999f}, "[beta1 (interpolation), beta2], each in [0, 1)");
   }
 
   void init(const std::vector<ablate::Parameter*>& params) override {
-    names_.clear(), z_.clear(), x_.clear(), v_.clear();
-    for (const ablate::Parameter* p : params) {
-      names_.push_back(p->name);
-      z_.emplace_back(p->value.data, p->value.data + p->value.numel());
-      x_.push_back(z_.back());
-      v_.emplace_back(z_.back().size(), 0.0f);
+    state_.init(params);  // z and x start at the parameters, v at 0
+    for (size_t i = 0; i < params.size(); ++i) {
+      const float* p = params[i]->value.data;
+      std::copy(p, p + params[i]->value.numel(), state_.at(kZ, i));
+      std::copy(p, p + params[i]->value.numel(), state_.at(kX, i));
     }
     sums_.assign(4, 0.0f);
   }
 
   void step(const std::vector<ablate::Parameter*>& params, float lr, int64_t step) override {
-    check(params, step);
+    state_.check(params, step);
     double lr_max = sum(0), weight_sum = sum(1);
     const double gamma = static_cast<double>(lr) * std::sqrt(1.0 - std::pow(static_cast<double>(b2_), static_cast<double>(step)));
     lr_max = std::max(lr_max, gamma);
@@ -61,7 +57,7 @@ class ScheduleFree final : public ablate::Optimizer {
       const float wd = p.weight_decay() ? wd_ : 0.0f;
       const float* y = p.value.data;
       const float* g = p.grad.data;
-      float *z = z_[i].data(), *x = x_[i].data(), *v = v_[i].data();
+      float *z = state_.at(kZ, i), *x = state_.at(kX, i), *v = state_.at(kV, i);
       for (int64_t j = j0; j < j1; ++j) {
         v[j] = b2 * v[j] + (1.0f - b2) * g[j] * g[j];
         z[j] -= gm * (g[j] / (std::sqrt(v[j]) + eps) + wd * y[j]);
@@ -74,25 +70,23 @@ class ScheduleFree final : public ablate::Optimizer {
   float base_lr() const override { return lr_; }
 
   std::vector<ablate::StateBuffer> state() override {
-    std::vector<ablate::StateBuffer> s;
-    for (size_t i = 0; i < names_.size(); ++i) s.push_back({"z." + names_[i], &z_[i]});
-    for (size_t i = 0; i < names_.size(); ++i) s.push_back({"x." + names_[i], &x_[i]});
-    for (size_t i = 0; i < names_.size(); ++i) s.push_back({"v." + names_[i], &v_[i]});
+    std::vector<ablate::StateBuffer> s = state_.state();
     s.push_back({"sums", &sums_});
     return s;
   }
 
   void eval_point(const std::vector<ablate::Parameter*>& params) override {
-    check(params, 1);
-    for (size_t i = 0; i < params.size(); ++i) std::copy(x_[i].begin(), x_[i].end(), params[i]->value.data);
+    state_.check(params, 1);
+    for (size_t i = 0; i < params.size(); ++i)
+      std::copy(state_.at(kX, i), state_.at(kX, i) + params[i]->value.numel(), params[i]->value.data);
   }
 
   void train_point(const std::vector<ablate::Parameter*>& params) override {
-    check(params, 1);
+    state_.check(params, 1);
     const float b1 = b1_;
     ablate::parallel_for_params(params, int64_t{1} << 14, [&](size_t i, int64_t j0, int64_t j1) {
       float* y = params[i]->value.data;
-      const float *z = z_[i].data(), *x = x_[i].data();
+      const float *z = state_.at(kZ, i), *x = state_.at(kX, i);
       for (int64_t j = j0; j < j1; ++j) y[j] = (1.0f - b1) * z[j] + b1 * x[j];
     });
   }
@@ -106,19 +100,9 @@ class ScheduleFree final : public ablate::Optimizer {
     sums_[2 * i + 1] = static_cast<float>(d - static_cast<double>(sums_[2 * i]));
   }
 
-  void check(const std::vector<ablate::Parameter*>& params, int64_t step) const {
-    if (step < 1) throw ablate::Error("schedule_free: step counts from 1, got " + std::to_string(step));
-    if (params.size() != z_.size())
-      throw ablate::Error("schedule_free: got " + std::to_string(params.size()) + " parameters but init() got " +
-                          std::to_string(z_.size()) + "; call init() with the same parameters");
-    for (size_t i = 0; i < params.size(); ++i)
-      if (static_cast<size_t>(params[i]->value.numel()) != z_[i].size())
-        throw ablate::Error("schedule_free: parameter '" + params[i]->name + "' changed size since init()");
-  }
-
   float lr_, eps_, wd_, b1_ = 0.9f, b2_ = 0.999f;
-  std::vector<std::string> names_;
-  std::vector<std::vector<float>> z_, x_, v_;
+  enum Slot : size_t { kZ, kX, kV };
+  ablate::SlotState state_{"schedule_free", {"z", "x", "v"}};
   std::vector<float> sums_ = std::vector<float>(4, 0.0f);  // lr_max and the weight sum, hi and lo
 };
 

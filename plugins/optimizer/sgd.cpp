@@ -20,23 +20,10 @@ class Sgd final : public ablate::Optimizer {
     if (nesterov_ && momentum_ <= 0.0f) o.fail("nesterov", "Nesterov momentum needs momentum > 0; set momentum (e.g. 0.9)");
   }
 
-  void init(const std::vector<ablate::Parameter*>& params) override {
-    names_.clear(), buf_.clear();
-    sizes_.clear();
-    for (const ablate::Parameter* p : params) {
-      names_.push_back(p->name);
-      sizes_.push_back(static_cast<size_t>(p->value.numel()));
-      if (momentum_ > 0.0f) buf_.emplace_back(sizes_.back(), 0.0f);
-    }
-  }
+  void init(const std::vector<ablate::Parameter*>& params) override { state_.init(params); }
 
   void step(const std::vector<ablate::Parameter*>& params, float lr, int64_t step) override {
-    if (params.size() != sizes_.size())
-      throw ablate::Error("sgd: step() got " + std::to_string(params.size()) + " parameters but init() got " +
-                          std::to_string(sizes_.size()) + "; call init() with the same parameters");
-    for (size_t i = 0; i < params.size(); ++i)
-      if (static_cast<size_t>(params[i]->value.numel()) != sizes_[i])
-        throw ablate::Error("sgd: parameter '" + params[i]->name + "' changed size since init()");
+    state_.check(params, step);
     // Elementwise: spans of 16K of all parameters on ablate's threads (no effect on the result).
     ablate::parallel_for_params(params, int64_t{1} << 14, [&](size_t i, int64_t j0, int64_t j1) {
       ablate::Parameter& p = *params[i];
@@ -48,7 +35,7 @@ class Sgd final : public ablate::Optimizer {
         return;
       }
       // torch starts the buffer at g on the first step: with a zero buffer mu*0 + g is the same.
-      float* b = buf_[i].data();
+      float* b = state_.at(0, i);
       for (int64_t j = j0; j < j1; ++j) {
         const float gj = g[j] + l2 * w[j];
         b[j] = momentum_ * b[j] + gj;
@@ -59,19 +46,14 @@ class Sgd final : public ablate::Optimizer {
 
   float base_lr() const override { return lr_; }
 
-  std::vector<ablate::StateBuffer> state() override {
-    std::vector<ablate::StateBuffer> s;
-    for (size_t i = 0; i < buf_.size(); ++i) s.push_back({"momentum." + names_[i], &buf_[i]});
-    return s;
-  }
+  std::vector<ablate::StateBuffer> state() override { return state_.state(); }
 
  private:
   float lr_, momentum_;
   bool nesterov_;
   float wd_;
-  std::vector<std::string> names_;
-  std::vector<size_t> sizes_;
-  std::vector<std::vector<float>> buf_;
+  // The velocity buffer, only with momentum.
+  ablate::SlotState state_{"sgd", momentum_ > 0.0f ? std::vector<std::string>{"momentum"} : std::vector<std::string>{}};
 };
 
 }  // namespace

@@ -51,7 +51,7 @@ struct TinyBlock {
 
 }  // namespace
 
-TEST_CASE("graph/profile: every op family gets forward and backward time; results unchanged") {
+TEST_CASE("graph/profile: every op family gets forward and backward time, results unchanged") {
   TinyBlock m;
   const std::vector<float> plain = m.grads(nullptr);
   OpProfile prof;

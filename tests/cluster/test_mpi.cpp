@@ -57,7 +57,7 @@ void check_same_curves(const ablate::RunData& a, const ablate::RunData& b, doubl
 
 }  // namespace
 
-TEST_CASE("cluster/mpi: 2 ranks x B/2 give the loss curve of 1 rank x B; rank 0 writes; resume") {
+TEST_CASE("cluster/mpi: 2 ranks x B/2 give the loss curve of 1 rank x B, rank 0 writes, resume") {
   REQUIRE_MESSAGE(ABLATE_HAVE_MPI, "this build has no MPI: install libopenmpi-dev openmpi-bin (tools/bootstrap.sh --cluster) and reconfigure");
   TempDir d;
   d.write("dp.yaml", kBase);

@@ -595,7 +595,7 @@ TEST_CASE("ops/grad: dropout in training mode") {
 
 // ---- dropout ----------------------------------------------------------------------------------
 
-TEST_CASE("ops/dropout: identity unless training; mask consistent, scaled, reproducible") {
+TEST_CASE("ops/dropout: identity unless training, mask consistent, scaled, reproducible") {
   ParamStore store(1);
   Parameter& p = store.add("x", 64, 50, Role::kCustom);
   for (int64_t i = 0; i < p.value.numel(); ++i) {
@@ -954,7 +954,7 @@ TEST_CASE("ops/attention: a KV cache fed token by token equals full causal atten
 
 // ---- rope ------------------------------------------------------------------------------------
 
-TEST_CASE("ops/rope: preserves every head's norm; pos0 continues a longer sequence") {
+TEST_CASE("ops/rope: preserves every head's norm, pos0 continues a longer sequence") {
   const int64_t B = 2, T = 9, NH = 3, HS = 8;
   const std::vector<float> xv = random_vec(B * T * NH * HS, 11);
   Graph g;

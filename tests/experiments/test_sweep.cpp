@@ -485,7 +485,7 @@ TEST_CASE("sweep/a killed point is recorded as failed and resumes from its check
   for (size_t i = 0; i < steps.size(); ++i) CHECK(steps[i] == 10.0 * static_cast<double>(i + 1));
 }
 
-TEST_CASE("sweep/Ctrl-C stops the running points with a checkpoint: stopped, not failed; the next run resumes them") {
+TEST_CASE("sweep/Ctrl-C stops the running points with a checkpoint: stopped, not failed, the next run resumes them") {
   TempDir d;
   d.write("tiny.yaml", kTinyBase);
   d.write("stop.yaml", "base: tiny.yaml\noverrides: {train.steps: 600, train.eval_every: 300}\nsweep: {seeds: [3]}\n");
@@ -543,7 +543,7 @@ TEST_CASE("sweep/a point with a checkpoint runs first, then the others seed by s
   CHECK(log.find("start point 3 (b-seed1) resuming from its checkpoint") != std::string::npos);
 }
 
-TEST_CASE("sweep/--points runs only the chosen points; the others stay as they are") {
+TEST_CASE("sweep/--points runs only the chosen points, the others stay as they are") {
   TempDir d;
   d.write("tiny.yaml", kTinyBase);
   d.write("pick.yaml", "base: tiny.yaml\noverrides: {train.steps: 20, train.eval_every: 20}\n"

@@ -388,7 +388,7 @@ TEST_CASE("inspect/bad input names the flag, the value and a fix") {
   CHECK_FALSE(fs::exists(d / "a.html"));
 }
 
-TEST_CASE("inspect/generate refuses characters the tokenizer does not know, as inspect does; its output ends with a newline") {
+TEST_CASE("inspect/generate refuses characters the tokenizer does not know, as inspect does, its output ends with a newline") {
   const std::string run = tiny_run(), bin = ablate::test::ablate_binary() + " generate ";
   auto unknown = ablate::test::run_command(bin + run + " --prompt 'caf\xC3\xA9' -n 3");
   CHECK(unknown.status == 1);

@@ -41,7 +41,7 @@ TEST_CASE("attention/conformance: every variant with every positional encoding")
   ptest::check_conformance("attention");
 }
 
-TEST_CASE("attention/causal: output at t ignores later tokens; weights are lower triangular") {
+TEST_CASE("attention/causal: output at t ignores later tokens, weights are lower triangular") {
   const int64_t T = 6;
   auto a = ptest::build<Attention>("{type: causal}", ptest::dims(kC, kNH, 16));
   ptest::randomize(*a.store, 2, 0.3f);
@@ -62,7 +62,7 @@ TEST_CASE("attention/causal: output at t ignores later tokens; weights are lower
   CHECK(w[0] == doctest::Approx(1.0));
 }
 
-TEST_CASE("attention/causal: ALiBi slopes change the result; RoPE too") {
+TEST_CASE("attention/causal: ALiBi slopes change the result, RoPE too") {
   const int64_t T = 6;
   const auto d = ptest::dims(kC, kNH, 16);
   auto a = ptest::build<Attention>("{type: causal}", d);
@@ -107,7 +107,7 @@ TEST_CASE("attention/causal: d_model must be divisible by n_heads") {
   }
 }
 
-TEST_CASE("attention/gqa: n_kv_heads sizes K and V as NKV*HS; 1 is multi-query; must divide n_heads") {
+TEST_CASE("attention/gqa: n_kv_heads sizes K and V as NKV*HS, 1 is multi-query, must divide n_heads") {
   // C = 16, NH = 4, HS = 4: the fused projection is (C, C + 2*NKV*HS).
   const auto d = ptest::dims(16, 4, 16, false);
   for (int64_t nkv : {4, 2, 1}) {
@@ -191,7 +191,7 @@ TEST_CASE("attention/bidirectional: differs from causal, sees the future, same p
   CHECK(ya[0] != doctest::Approx(ye2[0]));
 }
 
-TEST_CASE("attention/prefix_lm: the prompt reads itself whole, the rest is causal; scored_prefix finds the prompt") {
+TEST_CASE("attention/prefix_lm: the prompt reads itself whole, the rest is causal, scored_prefix finds the prompt") {
   const int64_t T = 6, P = 3;
   const auto d = ptest::dims(kC, kNH, 16);
   auto plm = ptest::build<Attention>("{type: prefix_lm}", d);
@@ -230,7 +230,7 @@ TEST_CASE("attention/prefix_lm: the prompt reads itself whole, the rest is causa
   CHECK(prefix == std::vector<int32_t>{3, 1, 4});
 }
 
-TEST_CASE("attention/key_mask: padded keys are excluded; real tokens' outputs ignore padding content") {
+TEST_CASE("attention/key_mask: padded keys are excluded, real tokens' outputs ignore padding content") {
   const int64_t B = 2, T = 6;
   const auto d = ptest::dims(kC, kNH, 16);
   for (const char* type : {"causal", "bidirectional"}) {

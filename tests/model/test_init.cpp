@@ -109,7 +109,7 @@ TEST_CASE("init/gpt2 and small_init: the stds they promise, by role") {
   CHECK_THROWS_AS(Initialised("{type: small_init, residual: huge}"), ablate::ConfigError);
 }
 
-TEST_CASE("init: model.init chooses the variant; an unknown one is a config error naming the variants") {
+TEST_CASE("init: model.init chooses the variant, an unknown one is a config error naming the variants") {
   ptest::registry();
   auto first = [](const char* yaml) {
     YAML::Node n = YAML::Load(yaml);

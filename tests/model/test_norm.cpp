@@ -23,7 +23,7 @@ TEST_CASE("norm/conformance: shapes, determinism, gradients and options of every
   ptest::check_conformance("norm");
 }
 
-TEST_CASE("norm/layernorm: zero mean, unit variance per row; scale and shift options") {
+TEST_CASE("norm/layernorm: zero mean, unit variance per row, scale and shift options") {
   const int64_t C = 16, rows = 3;
   const auto d = ptest::dims(C, 2);
   const auto x = ptest::randn(static_cast<size_t>(rows * C), 8, 3.0f);
@@ -53,7 +53,7 @@ TEST_CASE("norm/layernorm: zero mean, unit variance per row; scale and shift opt
   CHECK_THROWS_AS(ptest::build<Norm>("{type: layernorm, eps: 0}", d), ablate::ConfigError);
 }
 
-TEST_CASE("norm/rmsnorm: unit root mean square per row; scale option") {
+TEST_CASE("norm/rmsnorm: unit root mean square per row, scale option") {
   const int64_t C = 16, rows = 3;
   const auto d = ptest::dims(C, 2);
   const auto x = ptest::randn(static_cast<size_t>(rows * C), 9, 3.0f);

@@ -47,6 +47,37 @@ TEST_CASE("optimizer/conformance: every variant minimises a quadratic and resume
   ptest::check_conformance("optimizer");
 }
 
+TEST_CASE("optimizer/SlotState: zero buffers named slot by slot, other parameters at a step fail, named") {
+  ablate::ParamStore s(1);
+  ablate::Parameter& a = s.add("a", 2, 3, ablate::Role::kHidden);
+  ablate::Parameter& b = s.add("b", 1, 4, ablate::Role::kBias);
+  ablate::SlotState st("mine", {"m", "v"});
+  st.init({&a, &b});
+  std::vector<std::string> names;
+  std::vector<size_t> sizes;
+  for (const ablate::StateBuffer& buf : st.state()) {
+    names.push_back(buf.name);
+    sizes.push_back(buf.data->size());
+    CHECK(std::all_of(buf.data->begin(), buf.data->end(), [](float x) { return x == 0.0f; }));
+  }
+  CHECK(names == std::vector<std::string>{"m.a", "m.b", "v.a", "v.b"});
+  CHECK(sizes == std::vector<size_t>{6, 4, 6, 4});
+  st.at(1, 0)[5] = 2.0f;  // slot v of parameter a, its last element
+  CHECK((*st.state()[2].data)[5] == 2.0f);
+  CHECK_NOTHROW(st.check({&a, &b}, 1));
+  CHECK_THROWS_WITH_AS(st.check({&a, &b}, 0), doctest::Contains("mine: step counts from 1, got 0"), ablate::Error);
+  CHECK_THROWS_WITH_AS(st.check({&a}, 1), doctest::Contains("mine: got 1 parameters but init() got 2"), ablate::Error);
+  CHECK_THROWS_WITH_AS(st.check({&b, &a}, 1), doctest::Contains("parameter 0 is 'b' but init() got 'a'"), ablate::Error);
+  ablate::ParamStore s2(1);
+  ablate::Parameter& a5 = s2.add("a", 1, 5, ablate::Role::kHidden);
+  CHECK_THROWS_WITH_AS(st.check({&a5, &b}, 1), doctest::Contains("'a' has 5 values but had 6 at init()"), ablate::Error);
+  // No slots (sgd without momentum): no buffers, the same checks.
+  ablate::SlotState none("plain", {});
+  none.init({&a});
+  CHECK(none.state().empty());
+  CHECK_THROWS_AS(none.check({}, 1), ablate::Error);
+}
+
 TEST_CASE("optimizer/adamw: two steps by hand (lr 0.1, betas 0.9/0.999, wd 0.1, decoupled)") {
   const std::string y = "{type: adamw, weight_decay: 0.1}";
   // Step 1: p = 1 * (1 - 0.01) = 0.99; m = 0.05, v = 0.00025; m^ = 0.5, v^ = 0.25; p -= 0.1 * 0.5 / 0.5.
@@ -148,7 +179,7 @@ TEST_CASE("optimizer/muon: hidden matrices get an orthogonalised update, other r
   }
 }
 
-TEST_CASE("optimizer/schedule_free: two steps against the paper's recursion; eval point is the average x") {
+TEST_CASE("optimizer/schedule_free: two steps against the paper's recursion, eval point is the average x") {
   // p = 1 (decayed role), lr 0.1, betas 0.9 / 0.999, wd 0.1; gradients 0.5 then -0.25.
   const double b1 = 0.9, b2 = 0.999, lr = 0.1, wd = 0.1, eps = 1e-8;
   double z = 1, x = 1, y = 1, v = 0, lr_max = 0, wsum = 0;

@@ -66,7 +66,7 @@ TEST_CASE("positional/sinusoidal: PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos,
   CHECK(far[0] == doctest::Approx(std::sin(100000.0)).epsilon(1e-4));
 }
 
-TEST_CASE("positional/learned: adds table rows pos0 + t; limited to the context") {
+TEST_CASE("positional/learned: adds table rows pos0 + t, limited to the context") {
   auto p = ptest::build<PositionalEncoding>("{type: learned}", ptest::dims(kC, kNH, 10));
   REQUIRE(p.store->all().size() == 1);
   const ablate::Parameter& table = *p.store->all()[0];
@@ -81,7 +81,7 @@ TEST_CASE("positional/learned: adds table rows pos0 + t; limited to the context"
   CHECK_THROWS_AS(embed(*p.obj, std::vector<float>(static_cast<size_t>(3 * kC), 1.0f), 1, 3, 8), ablate::Error);
 }
 
-TEST_CASE("positional/rope: preserves norms; q.k depends only on the relative position") {
+TEST_CASE("positional/rope: preserves norms, q.k depends only on the relative position") {
   auto p = ptest::build<PositionalEncoding>("{type: rope}", ptest::dims(kC, kNH, 16));
   CHECK(p.store->count() == 0);
   const int64_t HS = 8;

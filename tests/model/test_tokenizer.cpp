@@ -59,7 +59,7 @@ TEST_CASE("tokenizer/char: sorted characters of the text, then the unknown symbo
   CHECK_THROWS_AS(ptest::build<Tokenizer>("{type: char}", ptest::dims())->encode("a"), ablate::Error);  // not fitted
 }
 
-TEST_CASE("tokenizer/char: UTF-8 code points are single tokens; invalid bytes survive") {
+TEST_CASE("tokenizer/char: UTF-8 code points are single tokens, invalid bytes survive") {
   const std::string text = "na\xC3\xAFve caf\xC3\xA9 \xE2\x82\xAC" "5 \xF0\x9F\x98\x80 \xC3 \x80 \xED\xA0\x80";
   auto t = fitted("{type: char}", text);
   CHECK(t->decode(t->encode(text)) == text);

@@ -524,7 +524,7 @@ TEST_CASE("reliability/--fork and init_from start a new run from another run's w
   CHECK(contains(r.output, "model.ffn"));
 }
 
-TEST_CASE("reliability/h5py reads run.h5 while the run writes it; run.log is kept with -q") {
+TEST_CASE("reliability/h5py reads run.h5 while the run writes it, run.log is kept with -q") {
   if (ablate::test::run_command("/usr/bin/python3 -c 'import h5py'").status != 0) {
     MESSAGE("skipped: /usr/bin/python3 cannot import h5py (apt install python3-h5py)");
     return;

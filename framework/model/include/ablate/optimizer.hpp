@@ -6,8 +6,10 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "ablate/options.hpp"
 #include "ablate/tensor.hpp"
 
 namespace ablate {
@@ -39,5 +41,31 @@ class Optimizer {
   virtual void eval_point(const std::vector<Parameter*>& params) { (void)params; }
   virtual void train_point(const std::vector<Parameter*>& params) { (void)params; }
 };
+
+// The per-parameter state most optimizers keep: for each slot ("m", "v", "momentum") one
+// float buffer per parameter, as large as the parameter and zero after init(). state()
+// names them "<slot>.<parameter name>", slot after slot, which is how checkpoints store
+// them. check() rejects a step with other parameters than init() saw, naming the optimizer.
+class SlotState {
+ public:
+  SlotState(std::string optimizer, std::vector<std::string> slots)
+      : optimizer_(std::move(optimizer)), slots_(std::move(slots)) {}
+  void init(const std::vector<Parameter*>& params);
+  // Throws ablate::Error unless params are init()'s (count, names, sizes) and step >= 1.
+  void check(const std::vector<Parameter*>& params, int64_t step) const;
+  // Slot `slot`'s buffer of parameter i.
+  float* at(size_t slot, size_t i) { return buffers_[slot][i].data(); }
+  std::vector<StateBuffer> state();
+
+ private:
+  std::string optimizer_;
+  std::vector<std::string> slots_, names_;
+  std::vector<size_t> sizes_;
+  std::vector<std::vector<std::vector<float>>> buffers_;  // [slot][parameter]
+};
+
+// Option `key` ("betas"): two numbers, each in [0, 1); a bad value fails naming the option.
+std::pair<float, float> read_betas(const Options& o, const std::string& key, std::pair<float, float> defaults,
+                                   const std::string& help);
 
 }  // namespace ablate

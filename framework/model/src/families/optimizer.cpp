@@ -112,6 +112,23 @@ void check_optimizer(Checker& ck, const Subject& s) {
     expect(q1.flat() == q2.flat(), "3 steps on one thread and on all threads give different parameters");
     note = std::to_string(tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism)) + " threads";
   });
+  // A step with other parameters than init() saw would read and write past the state's
+  // buffers; it must fail with a message instead (ablate::SlotState::check does).
+  ck.run("a step with fewer parameters than init() saw fails with an ablate::Error", [&](std::string& note) {
+    auto o = build<Optimizer>(s.options, path, d);
+    Quadratic q;
+    o->init(q.store.all());
+    q.grad();
+    std::vector<Parameter*> fewer = q.store.all();
+    fewer.pop_back();
+    try {
+      o->step(fewer, o->base_lr(), 1);
+    } catch (const Error& e) {
+      note = e.what();
+      return;
+    }
+    expect(false, "step() with 2 of init()'s 3 parameters returned without an error");
+  });
   // As the trainer checkpoints: at the eval point, then back to the train point.
   ck.run("resumes bit for bit from its state buffers and eval-point parameters (as checkpoints do)", [&](std::string&) {
     Quadratic q1;
@@ -142,13 +159,13 @@ void check_optimizer(Checker& ck, const Subject& s) {
 }
 
 const char* kTemplate = R"TPL(// @NAME@: an optimizer for ablate (family "optimizer"), from `ablate plugin new optimizer @NAME@`.
-// State is exposed as named buffers so that checkpoints save and restore it bit for bit.
-// As generated: SGD with momentum and decoupled weight decay (SGDW, Loshchilov & Hutter
-// 2019): p -= lr * wd * p (decayed parameters only); m = mu * m + g; p -= lr * m.
+// State is exposed as named buffers so that checkpoints save and restore it bit for bit
+// (ablate::SlotState keeps per-parameter buffers and names them). As generated: SGD with
+// momentum and decoupled weight decay (SGDW, Loshchilov & Hutter 2019):
+// p -= lr * wd * p (decayed parameters only); m = mu * m + g; p -= lr * m.
 #include <string>
 #include <vector>
 
-#include "ablate/error.hpp"
 #include "ablate/optimizer.hpp"
 #include "ablate/plugin.hpp"
 
@@ -161,23 +178,16 @@ class @CLASS@ final : public ablate::Optimizer {
         momentum_(o.get_in<float>("momentum", 0.9f, 0.0f, 0.9999f, "momentum factor mu")),
         wd_(o.get_in<float>("weight_decay", 0.0f, 0.0f, 10.0f, "decoupled weight decay")) {}
 
-  void init(const std::vector<ablate::Parameter*>& params) override {
-    names_.clear();
-    m_.clear();
-    for (const ablate::Parameter* p : params) {
-      names_.push_back(p->name);
-      m_.emplace_back(static_cast<size_t>(p->value.numel()), 0.0f);
-    }
-  }
+  void init(const std::vector<ablate::Parameter*>& params) override { state_.init(params); }
 
-  void step(const std::vector<ablate::Parameter*>& params, float lr, int64_t) override {
-    if (params.size() != m_.size()) throw ablate::Error("@NAME@: step() got other parameters than init()");
+  void step(const std::vector<ablate::Parameter*>& params, float lr, int64_t step) override {
+    state_.check(params, step);  // the parameters init() saw
     // One thread; ablate::parallel_for_params (ablate/ops.hpp) runs such a loop on all cores.
     for (size_t i = 0; i < params.size(); ++i) {
       ablate::Parameter& p = *params[i];
       float* w = p.value.data;
       const float* g = p.grad.data;
-      float* m = m_[i].data();
+      float* m = state_.at(0, i);  // slot 0 ("momentum") of parameter i
       const float decay = p.weight_decay() ? lr * wd_ : 0.0f;
       for (int64_t j = 0; j < p.value.numel(); ++j) {
         w[j] -= decay * w[j];
@@ -189,16 +199,12 @@ class @CLASS@ final : public ablate::Optimizer {
 
   float base_lr() const override { return lr_; }
 
-  std::vector<ablate::StateBuffer> state() override {
-    std::vector<ablate::StateBuffer> s;
-    for (size_t i = 0; i < m_.size(); ++i) s.push_back({"momentum." + names_[i], &m_[i]});
-    return s;
-  }
+  std::vector<ablate::StateBuffer> state() override { return state_.state(); }
 
  private:
   float lr_, momentum_, wd_;
-  std::vector<std::string> names_;
-  std::vector<std::vector<float>> m_;
+  // One buffer per parameter for each slot, zero at init(), saved as "momentum.<parameter>".
+  ablate::SlotState state_{"@NAME@", {"momentum"}};
 };
 
 }  // namespace
