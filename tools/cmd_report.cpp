@@ -2,7 +2,6 @@
 // comparison tables, parameter counts, configs) for a sweep, or for any runs.
 #include <filesystem>
 #include <iostream>
-#include <map>
 
 #include "ablate/error.hpp"
 #include "ablate/report.hpp"
@@ -55,10 +54,8 @@ static int cmd_report(const std::vector<std::string>& args) {
   const std::string html = ablate::render_report(r, o);
   ablate::cli::write_output(out, html);
   // The runs by state, as `ablate sweep --status` counts its points: "24 runs: 9 done, 13 missing, 2 running".
-  std::map<std::string, size_t> counts;
-  for (const ablate::SweepRun& run : r.runs) ++counts[run.state.status];
   std::vector<std::string> summary;
-  for (const auto& [status, n] : counts) summary.push_back(std::to_string(n) + " " + status);
+  for (const auto& [status, n] : ablate::runs_by_state(r)) summary.push_back(std::to_string(n) + " " + status);
   std::cout << "report: " << out << " (" << html.size() / 1024 + 1 << " KB, " << r.runs.size() << " runs: " << ablate::join(summary)
             << ")\n";
   return 0;

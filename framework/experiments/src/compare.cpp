@@ -408,6 +408,12 @@ SweepResults load_sweep_results(const std::string& sweep_dir) {
   return r;
 }
 
+std::map<std::string, size_t> runs_by_state(const SweepResults& r) {
+  std::map<std::string, size_t> counts;
+  for (const SweepRun& run : r.runs) ++counts[run.state.status];
+  return counts;
+}
+
 SweepResults load_run_results(const std::vector<std::string>& paths) {
   std::vector<std::string> dirs;
   std::set<std::string> seen;

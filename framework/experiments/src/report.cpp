@@ -422,8 +422,7 @@ double num_attr(const SweepRun& r, const char* k) {
 // The page's head, title and what the results are.
 void header_html(std::ostringstream& o, const SweepResults& r, const std::string& title) {
   const Sweep& s = r.sweep;
-  std::map<std::string, int> counts;
-  for (const auto& run : r.runs) counts[run.state.status]++;
+  const std::map<std::string, size_t> counts = runs_by_state(r);
   std::string version, commit;
   for (const auto& run : r.runs)
     if (run.readable && version.empty()) version = attr(run, "ablate_version"), commit = attr(run, "git_commit");

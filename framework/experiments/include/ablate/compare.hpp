@@ -5,6 +5,7 @@
 // values). Runs that are missing, failed or unfinished are listed, never dropped silently.
 #pragma once
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,8 @@ SweepResults load_sweep_results(const std::string& sweep_dir);
 // that --by takes any such key and runs pair by seed as in a sweep. Errors name a path
 // that is no run, a pattern that matches nothing, and fewer than one run.
 SweepResults load_run_results(const std::vector<std::string>& paths);
+// How many runs are in each state (done, running, missing, ...), by state name.
+std::map<std::string, size_t> runs_by_state(const SweepResults& r);
 
 struct CompareOptions {
   std::string metric = "val_loss";
