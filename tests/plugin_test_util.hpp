@@ -70,7 +70,8 @@ Built<Base> build(const std::string& yaml, const ablate::ModelDims& d = dims(), 
                   const std::string& path = "model.plugin") {
   Built<Base> b;
   b.store = std::make_unique<ablate::ParamStore>(seed);
-  b.obj = registry().create<Base>(opts(yaml, path), ablate::BuildContext{d, ablate::ParamScope(*b.store, "p."), seed});
+  const std::vector<std::string> vocab = ablate::conformance::small_vocab(d.vocab_size);
+  b.obj = registry().create<Base>(opts(yaml, path), ablate::BuildContext{d, ablate::ParamScope(*b.store, "p."), seed, nullptr, &vocab});
   ablate::initialise_default(*b.store, d);  // the values a model's default init gives
   return b;
 }

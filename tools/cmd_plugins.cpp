@@ -2,6 +2,7 @@
 #include <iostream>
 #include <vector>
 
+#include "ablate/conformance.hpp"
 #include "ablate/family.hpp"
 #include "ablate/registry.hpp"
 #include "commands.hpp"
@@ -38,6 +39,7 @@ static int cmd_plugins(const std::vector<std::string>& args) {
   // mode: the documentation is the code that reads them.
   ablate::ModelDims dims;
   dims.vocab_size = 65; dims.d_model = 48; dims.n_heads = 4; dims.n_layers = 2; dims.context = 32;
+  const std::vector<std::string> vocab = ablate::conformance::small_vocab(dims.vocab_size);  // for variants that read tokens
   for (const auto& f : families) {
     const ablate::FamilyDescriptor* fd = ablate::find_family(f);
     std::cout << f;
@@ -53,7 +55,7 @@ static int cmd_plugins(const std::vector<std::string>& args) {
       ablate::Options o = ablate::Options::describe(f);
       std::vector<std::pair<std::string, std::vector<ablate::OptionDoc>>> more;
       try {
-        void* obj = e->info->create(o, ablate::BuildContext{dims, ablate::ParamScope(store, ""), 0});
+        void* obj = e->info->create(o, ablate::BuildContext{dims, ablate::ParamScope(store, ""), 0, nullptr, &vocab});
         try {
           if (fd && fd->more_options) more = fd->more_options(obj);
         } catch (const std::exception&) {

@@ -123,3 +123,70 @@ TEST_CASE("positional/alibi: slopes 2^(-8h/H), for H = 8 1/2, 1/4, ..., 1/256") 
   CHECK(p4->attention_slopes()[0] == doctest::Approx(0.25));
   CHECK(p4->attention_slopes()[3] == doctest::Approx(1.0 / 256));
 }
+
+TEST_CASE("positional/place_value: each prompt digit gets the row of its place relative to the point") {
+  // small_vocab: "0" "1" "2" "." "+" "=" "7" "8" "9" "x" "\n" (ids 0-10).
+  auto p = ptest::build<PositionalEncoding>("{type: place_value, integers: 3, decimals: 2}", ptest::dims(kC, kNH, 16));
+  REQUIRE(p.store->all().size() == 2);
+  ablate::Parameter& table = *p.store->all()[0];
+  ablate::Parameter& places = *p.store->all()[1];
+  CHECK(table.name == "p.weight");
+  CHECK(places.name == "p.places");
+  REQUIRE(places.value.rows == 2 + 2 + 3);  // other, point, places -2 .. 2
+  // Column 0 of a place row is its index, of a position row 0: the output's column 0 of
+  // zero inputs is then the row each token got.
+  std::fill(table.value.data, table.value.data + table.value.numel(), 0.0f);
+  for (int64_t r = 0; r < places.value.rows; ++r) places.value.data[r * kC] = static_cast<float>(r);
+  const int32_t other = 0, point = 1;
+  auto place = [](int64_t v) { return static_cast<int32_t>(2 + 2 + v); };
+  auto rows_of = [&](const std::vector<int32_t>& ids, int64_t B, int64_t T, const int32_t* prefix, int64_t pos0 = 0) {
+    ablate::Graph g;
+    const std::vector<float> x(static_cast<size_t>(B * T * kC), 0.0f);
+    const auto y = ptest::values(g, p->embed(g, g.constant(x.data(), B * T, kC), PosContext{B, T, pos0, ids.data(), prefix}));
+    std::vector<int32_t> r;
+    for (int64_t i = 0; i < B * T; ++i) r.push_back(static_cast<int32_t>(y[static_cast<size_t>(i * kC)]));
+    return r;
+  };
+  // Row 0 "12.7+80=9" with a prompt of 8 (the 9 is the answer); row 1 "9.81+2=17", 7.
+  const std::vector<int32_t> ids = {1, 2, 3, 6, 4, 7, 0, 5, 8, 8, 3, 7, 1, 4, 2, 5, 1, 6};
+  const std::vector<int32_t> prompts = {8, 7};
+  CHECK(rows_of(ids, 2, 9, prompts.data()) == std::vector<int32_t>{place(1), place(0), point, place(-1), other, place(1), place(0),
+                                                                    other, other,  // "9" of the answer
+                                                                    place(0), point, place(-1), place(-2), other, place(0), other,
+                                                                    other, other});
+  // The same digits past the prompt, or without one, get the other row: nothing reads ahead.
+  CHECK(rows_of(ids, 2, 9, nullptr) == std::vector<int32_t>(18, other));
+  CHECK(rows_of(ids, 2, 9, std::vector<int32_t>{0, 0}.data()) == std::vector<int32_t>(18, other));
+  // A run cut by the prompt's end counts its places from the cut: "12" of "12.7" with a
+  // prompt of 2 is tens and units, as if the point had not come yet.
+  const std::vector<int32_t> cut = {2};
+  CHECK(rows_of({1, 2, 3, 6}, 1, 4, cut.data()) == std::vector<int32_t>{place(1), place(0), other, other});
+  // Places beyond the table share its last rows: in "1227.222.1" the thousands clamp to
+  // the hundreds' row (3 rows of integers), places past -2 to -2; a second point is other.
+  const std::vector<int32_t> long_ids = {1, 2, 2, 6, 3, 2, 2, 2, 3, 1};
+  const std::vector<int32_t> all = {10};
+  CHECK(rows_of(long_ids, 1, 10, all.data()) ==
+        std::vector<int32_t>{place(2), place(2), place(1), place(0), point, place(-1), place(-2), place(-2), other, place(-2)});
+  // Windows after the prompt (KV-cache decoding, pos0 > 0) get the other row.
+  CHECK(rows_of({1, 2}, 1, 2, nullptr, 9) == std::vector<int32_t>{other, other});
+  // Without absolute positions only the place table is left, and no length limit.
+  auto q = ptest::build<PositionalEncoding>("{type: place_value, absolute: false}", ptest::dims(kC, kNH, 16));
+  CHECK(q.store->all().size() == 1);
+  CHECK(q->max_positions() == -1);
+  CHECK(p->max_positions() == 16);
+}
+
+TEST_CASE("positional/place_value: bad options and a vocabulary without digits are errors naming the fix") {
+  using ablate::ConfigError;
+  CHECK_THROWS_WITH_AS(ptest::build<PositionalEncoding>("{type: place_value, digits: \"\"}"), doctest::Contains("digit characters"),
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(ptest::build<PositionalEncoding>("{type: place_value, point: \"1\"}"), doctest::Contains("not both"), ConfigError);
+  CHECK_THROWS_WITH_AS(ptest::build<PositionalEncoding>("{type: place_value, digits: \"abc\"}"),
+                       doctest::Contains("tokenizer: char"), ConfigError);
+  CHECK_THROWS_WITH_AS(ptest::build<PositionalEncoding>("{type: place_value, integers: 0}"), doctest::Contains("integers"), ConfigError);
+  // Without a vocabulary (a Model built without token texts) it says what to pass.
+  ablate::ParamStore store(1);
+  CHECK_THROWS_WITH_AS(ptest::registry().create<PositionalEncoding>(ptest::opts("{type: place_value}", "model.positional"),
+                                                                     ablate::BuildContext{ptest::dims(), ablate::ParamScope(store, ""), 1}),
+                       doctest::Contains("token texts"), ConfigError);
+}

@@ -60,6 +60,13 @@ ModelDims small_dims(int64_t C, int64_t NH, int64_t context, bool bias) {
   return d;
 }
 
+std::vector<std::string> small_vocab(int64_t n) {
+  static const char* const kTexts[] = {"0", "1", "2", ".", "+", "=", "7", "8", "9", "x", "\n"};
+  std::vector<std::string> v;
+  for (int64_t i = 0; i < n; ++i) v.push_back(i < 11 ? kTexts[i] : "t" + std::to_string(i));
+  return v;
+}
+
 std::vector<float> randn(size_t n, uint64_t seed, float std) {
   Rng r(seed);
   std::vector<float> v(n);
@@ -190,7 +197,8 @@ std::vector<OptionDoc> describe(const std::string& family, const std::string& na
   Options o = Options::describe(path);
   ParamStore store(1);
   try {
-    e->info->destroy(e->info->create(o, BuildContext{dims, ParamScope(store, "p."), 1}));
+    const std::vector<std::string> vocab = small_vocab(dims.vocab_size);
+    e->info->destroy(e->info->create(o, BuildContext{dims, ParamScope(store, "p."), 1, nullptr, &vocab}));
   } catch (const std::exception&) {
     // Variants with required options may refuse an empty map; what was read is listed.
   }

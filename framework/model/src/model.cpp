@@ -62,7 +62,11 @@ class Model::Parts final : public BlockParts {
   }
 };
 
-Model::Model(const Options& o, int64_t vocab_size, uint64_t seed) : params_(seed) {
+Model::Model(const Options& o, int64_t vocab_size, uint64_t seed, const std::vector<std::string>& vocab)
+    : vocab_(vocab), params_(seed) {
+  if (static_cast<int64_t>(vocab_.size()) > vocab_size)
+    throw Error("Model: " + std::to_string(vocab_.size()) + " token texts for a vocabulary of " + std::to_string(vocab_size) + " ids");
+  if (!vocab_.empty()) vocab_.resize(static_cast<size_t>(vocab_size));
   const bool pattern = o.has("blocks");
   std::vector<Options> layers = pattern ? block_pattern(o) : std::vector<Options>{};
   dims_.vocab_size = vocab_size;
@@ -95,7 +99,7 @@ Model::Model(const Options& o, int64_t vocab_size, uint64_t seed) : params_(seed
   auto ctx = [&](const std::string& scope, int64_t layer) {
     ModelDims d = dims_;
     d.layer = layer;
-    return BuildContext{d, ParamScope(params_, scope), seed, &parts};
+    return BuildContext{d, ParamScope(params_, scope), seed, &parts, vocab_.empty() ? nullptr : &vocab_};
   };
   tok_emb_ = &params_.add("tok_emb.weight", vocab_size, dims_.d_model, Role::kEmbedding);
   Options pos_opts = family_options(o, PositionalEncoding::kFamily);
@@ -180,7 +184,7 @@ Var Model::forward(Graph& g, const ForwardArgs& a) {
 Var Model::forward_on(Graph& g, const ForwardArgs& a) {
   const int64_t n = a.batch * a.time;
   Var x = embedding(g, g.param(*tok_emb_), a.ids, n);  // (B*T, C)
-  PosContext pc{a.batch, a.time, a.pos0};
+  PosContext pc{a.batch, a.time, a.pos0, a.ids, a.prefix};
   x = positional_->embed(g, x, pc);
   x = dropout(g, x, dims_.dropout);
   for (size_t l = 0; l < blocks_.size(); ++l) {

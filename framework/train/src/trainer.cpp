@@ -174,7 +174,8 @@ Setup build(const Experiment& exp, const RunOptions& ro, const std::string* toke
   if (tokenizer_state) s.tokenizer->load(*tokenizer_state);
   s.data = load_text_data(root.child("data"), exp.dir(), *s.tokenizer, context, tokenizer_state == nullptr);
   s.objective = reg.create<Objective>(family_options(root, Objective::kFamily), none);
-  s.model = std::make_unique<Model>(model_opts, s.tokenizer->vocab_size() + s.objective->extra_tokens(), s.seed);
+  s.model = std::make_unique<Model>(model_opts, s.tokenizer->vocab_size() + s.objective->extra_tokens(), s.seed,
+                                    token_texts(*s.tokenizer));
   check_attention(*s.objective, *s.model, root);
   s.train = read_train(root.child("train"));
   s.optimizer = reg.create<Optimizer>(family_options(root, Optimizer::kFamily), none);
@@ -1226,7 +1227,8 @@ LoadedRun load_run(const std::string& dir) {
   r.tokenizer->load(ck.texts["tokenizer"]);
   uint64_t seed = static_cast<uint64_t>(root.get<int64_t>("seed", 1));
   auto objective = reg.create<Objective>(family_options(root, Objective::kFamily), none);
-  r.model = std::make_unique<Model>(root.child("model"), r.tokenizer->vocab_size() + objective->extra_tokens(), seed);
+  r.model = std::make_unique<Model>(root.child("model"), r.tokenizer->vocab_size() + objective->extra_tokens(), seed,
+                                    token_texts(*r.tokenizer));
   restore_params(*r.model, ck, path);
   r.step = static_cast<int64_t>(ck.ints["step"]);
   r.objective = PluginRegistry::type_of(family_options(root, Objective::kFamily));

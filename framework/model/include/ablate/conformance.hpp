@@ -62,6 +62,10 @@ Options options_from_yaml(const std::string& yaml, const std::string& path);
 // Small model sizes for checks: vocab 11, 2 layers, layer 0.
 ModelDims small_dims(int64_t C = 16, int64_t NH = 2, int64_t context = 16, bool bias = true);
 
+// Token texts for checks (BuildContext::vocab), n of them: digits, a point, operators and
+// letters, so that plugins reading tokens see numbers among other tokens.
+std::vector<std::string> small_vocab(int64_t n);
+
 std::vector<float> randn(size_t n, uint64_t seed, float std = 1.0f);
 // Replaces every parameter by N(0, std): gradients are then checked away from the special
 // values of the init (unit gains, zero biases, tiny weights).

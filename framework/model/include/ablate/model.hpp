@@ -5,6 +5,7 @@
 // every layer, model.blocks one per layer (docs/MODELS.md).
 #pragma once
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "ablate/block.hpp"
@@ -37,8 +38,9 @@ void scored_prefix(const int32_t* targets, int64_t batch, int64_t time, std::vec
 class Model {
  public:
   // Reads and validates every key of `opts` (the model: section); the vocabulary size
-  // comes from the tokenizer.
-  Model(const Options& opts, int64_t vocab_size, uint64_t seed);
+  // comes from the tokenizer. `vocab`: the tokens' texts by id (token_texts), for plugins
+  // that read tokens (BuildContext::vocab; ids past its end are ""), or empty if unknown.
+  Model(const Options& opts, int64_t vocab_size, uint64_t seed, const std::vector<std::string>& vocab = {});
   ~Model();
 
   // logits (B*T, V). Decoding (caches, at most 4 rows) runs on two threads at once, each
@@ -67,6 +69,7 @@ class Model {
  private:
   class Parts;
   ModelDims dims_;
+  std::vector<std::string> vocab_;  // the tokens' texts, vocab_size of them, or empty
   ParamStore params_;
   bool tie_embeddings_ = false;
   Parameter* tok_emb_ = nullptr;

@@ -3,6 +3,7 @@
 // Boost.DLL. The framework loads every library in the plugin search path and finds
 // variants by (family, name); it never names a concrete variant.
 #pragma once
+#include <string>
 #include <vector>
 #include <boost/dll/alias.hpp>
 
@@ -28,7 +29,9 @@ namespace ablate {
 //   5: prefix LMs: AttentionInput::prefix, AttentionSpec::prefix, ForwardArgs::prefix;
 //      Node keeps five saved pointers.
 //   6: AttentionSpec::projection_out; MultiHeadAttention projects with qkv_projection.
-constexpr int kPluginApiVersion = 6;
+//   7: BuildContext::vocab (the tokens' texts); PosContext::ids and ::prefix (positions
+//      that depend on the tokens, e.g. place_value).
+constexpr int kPluginApiVersion = 7;
 
 // Model sizes a plugin may need. `layer` is the block index (-1 outside blocks).
 struct ModelDims {
@@ -53,6 +56,10 @@ struct BuildContext {
   // The model's configured attention, FFN and norm, for blocks to create (block.hpp);
   // null outside a model.
   const BlockParts* parts = nullptr;
+  // Each token id's text (the tokenizer's decode of the id alone; "" for ids the objective
+  // adds), vocab_size of them, or null where no tokenizer is known (a benchmark, a probe).
+  // Valid while the constructor runs: copy what you need.
+  const std::vector<std::string>* vocab = nullptr;
 };
 
 using PluginCreateFn = void* (*)(const Options&, const BuildContext&);

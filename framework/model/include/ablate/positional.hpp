@@ -11,6 +11,12 @@ namespace ablate {
 struct PosContext {
   int64_t batch = 1, time = 1;  // B, T of the current input
   int64_t pos0 = 0;             // absolute position of its first token (KV-cache decoding)
+  // (B*T) token ids of the input, or null (a probe without tokens, e.g. ablate inspect).
+  const int32_t* ids = nullptr;
+  // (B) or null: row b's positions before prefix[b] (absolute, as pos0) are its prompt,
+  // which no loss scores and generation is given whole (ForwardArgs::prefix). Only there
+  // may a position's encoding read later ids; null: no prompt, everything causal.
+  const int32_t* prefix = nullptr;
 };
 
 class PositionalEncoding {

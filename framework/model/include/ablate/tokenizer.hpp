@@ -24,4 +24,11 @@ class Tokenizer {
   virtual int32_t pad_id() const { return -1; }
 };
 
+// Each id's text, the decode of the id alone (the Model's vocab, BuildContext::vocab).
+inline std::vector<std::string> token_texts(const Tokenizer& t) {
+  std::vector<std::string> v(static_cast<size_t>(t.vocab_size()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = t.decode({static_cast<int32_t>(i)});
+  return v;
+}
+
 }  // namespace ablate

@@ -95,7 +95,8 @@ Built<Base> build(const YAML::Node& node, const std::string& path, const ModelDi
   Built<Base> b;
   b.store = std::make_unique<ParamStore>(seed);
   Options o(YAML::Clone(node), std::make_shared<ConfigSource>(), path);
-  b.obj = PluginRegistry::instance().create<Base>(o, BuildContext{d, ParamScope(*b.store, "p."), seed});
+  const std::vector<std::string> vocab = small_vocab(d.vocab_size);
+  b.obj = PluginRegistry::instance().create<Base>(o, BuildContext{d, ParamScope(*b.store, "p."), seed, nullptr, &vocab});
   initialise_default(*b.store, d);  // the values a model's default init gives
   return b;
 }

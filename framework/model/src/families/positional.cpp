@@ -52,6 +52,42 @@ void check_positional(Checker& ck, const Subject& s) {
     for (size_t i = 0; i < tail.size(); ++i)
       expect(close(tail[i], ref[i], 1e-5), "element " + std::to_string(i) + " at pos0 = 2: " + num(tail[i]) + " vs " + num(ref[i]));
   });
+  // Token ids (small_vocab: 0-2 and 6-8 digits, 3 a point, 4 '+', 5 '=', 9 'x', 10 newline)
+  // for plugins that read them: row 0 "12.7+80=9", row 1 "9.81+2=17", prompts 8 and 7 long.
+  const std::vector<int32_t> ids = {1, 2, 3, 6, 4, 7, 0, 5, 8, 8, 3, 7, 1, 4, 2, 5, 1, 6};
+  constexpr int64_t IT = 9;
+  const std::vector<int32_t> prompts = {8, 7};
+  ck.run("embed with token ids: no position reads an id after it, except inside the prompt (PosContext::prefix)", [&](std::string& note) {
+    auto a = build<PositionalEncoding>(s.options, path, d);
+    randomize(*a.store, 8);
+    const auto xi = randn(static_cast<size_t>(B * IT * C), 9);
+    auto run = [&](const std::vector<int32_t>& id, const int32_t* prefix) {
+      Graph g;
+      PosContext pc{B, IT, 0, id.data(), prefix};
+      return values(g, a->embed(g, g.constant(xi.data(), B * IT, C), pc));
+    };
+    for (const int32_t* prefix : {prompts.data(), static_cast<const int32_t*>(nullptr)}) {
+      const auto base = run(ids, prefix);
+      expect_finite(base, "embed's output with token ids");
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t j = prefix ? prefix[b] : 0; j < IT; ++j)
+          for (int32_t other = 0; other < static_cast<int32_t>(d.vocab_size); ++other) {  // every other token there
+            std::vector<int32_t> changed = ids;
+            int32_t& id = changed[static_cast<size_t>(b * IT + j)];
+            if (id == other) continue;
+            id = other;
+            const auto y = run(changed, prefix);
+            for (int64_t i = 0; i < B * IT * C; ++i)
+              if ((i / C) / IT != b || (i / C) % IT < j)
+                expect(y[static_cast<size_t>(i)] == base[static_cast<size_t>(i)],
+                       "row " + std::to_string(b) + ", position " + std::to_string((i / C) % IT) + " changed when the id at position " +
+                           std::to_string(j) + (prefix ? " (past the prompt of " + std::to_string(prefix[b]) + ")" : " (no prompt)") +
+                           " did: a position may read later ids only inside the prompt");
+          }
+    }
+    note = run(ids, prompts.data()) == embed(*a.obj, std::vector<float>(xi.begin(), xi.end()), B, IT, 0) ? "ignores the ids"
+                                                                                                       : "reads the ids";
+  });
   ck.run("rotate: q (B*T, NH*HS) and k (B*T, NKV*HS) with NKV < NH; deterministic; position-absolute", [&](std::string&) {
     auto a = build<PositionalEncoding>(s.options, path, d), b = build<PositionalEncoding>(s.options, path, d);
     const auto r = rotate(*a.obj, q, k, B, T, 0);
@@ -110,11 +146,17 @@ void check_positional(Checker& ck, const Subject& s) {
     Parameter& kp = add_input(inputs, "k", B * T, NKV * HS);
     std::vector<Parameter*> wrt = a.store->all();
     for (Parameter* p : {&xp, &qp, &kp}) wrt.push_back(p);
+    // With the ids and prompts above (the first T of each row; prompts 1 + 3 and 1 + 4
+    // positions long at pos0 = 1), so that the parts that read ids are checked too.
+    std::vector<int32_t> ids_bt;
+    for (int64_t b = 0; b < B; ++b) ids_bt.insert(ids_bt.end(), ids.begin() + b * IT, ids.begin() + b * IT + T);
+    const std::vector<int32_t> prefix_bt = {4, 5};
+    const PosContext pc{B, T, 1, ids_bt.data(), prefix_bt.data()};
     expect_gradients(
         [&](Graph& g) {
           Var vq = g.param(qp), vk = g.param(kp);
-          a->rotate(g, vq, vk, PosContext{B, T, 1}, NH, NKV, HS);
-          return Outputs{a->embed(g, g.param(xp), PosContext{B, T, 1}), vq, vk};
+          a->rotate(g, vq, vk, pc, NH, NKV, HS);
+          return Outputs{a->embed(g, g.param(xp), pc), vq, vk};
         },
         wrt, note);
   });
