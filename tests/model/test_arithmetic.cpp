@@ -75,6 +75,16 @@ std::string recompute_greedy(ablate::Model& m, const ablate::Tokenizer& tok, con
   return out;
 }
 
+// Trains the experiment file `yaml` of `dir` quietly into dir/run; its run file, read back.
+ablate::RunData train_quietly(const ablate::test::TempDir& dir, const std::string& yaml) {
+  ablate::test::registry();
+  ablate::RunOptions ro;
+  ro.out_dir = dir / "run";
+  ro.quiet = true;
+  ablate::run_experiment(ablate::Experiment::load(dir / yaml), ro);
+  return ablate::read_run_file(ablate::run_file_path(dir / "run"));
+}
+
 }  // namespace
 
 TEST_CASE("arithmetic/the REFERENCE.md examples round-trip through the formatter") {
@@ -468,12 +478,7 @@ scheduler: {type: cosine, warmup: 30, min_factor: 0.1}
 eval: [{type: arithmetic, data: test.txt, problems: 0, batch: 64}]
 sample: {tokens: 0}
 )");
-  ablate::test::registry();
-  ablate::RunOptions ro;
-  ro.out_dir = dir / "run";
-  ro.quiet = true;
-  ablate::run_experiment(ablate::Experiment::load(dir / "add1.yaml"), ro);
-  auto data = ablate::read_run_file(ablate::run_file_path(dir / "run"));
+  auto data = train_quietly(dir, "add1.yaml");
   const auto& t = data.tables.at("eval/arithmetic");
   CHECK(t.at("step") == std::vector<double>{0, 500, 1000});  // 0: before training
   // Chance: 1 in 19 answers ("00".."81", i.e. 0..18 reversed), 1/16 per character. The 20
@@ -568,12 +573,7 @@ optimizer: {type: adamw, lr: 3.0e-3}
 eval: [{type: arithmetic, data: test.txt, problems: 0, batch: 32}]
 sample: {tokens: 0}
 )");
-  ablate::test::registry();
-  ablate::RunOptions ro;
-  ro.out_dir = dir / "run";
-  ro.quiet = true;
-  ablate::run_experiment(ablate::Experiment::load(dir / "pv.yaml"), ro);
-  const auto data = ablate::read_run_file(ablate::run_file_path(dir / "run"));
+  const auto data = train_quietly(dir, "pv.yaml");
   const auto& t = data.tables.at("eval/arithmetic");
   REQUIRE(t.at("step") == std::vector<double>{0, 30});
   CHECK(t.at("char_accuracy").back() > t.at("char_accuracy").front());  // it learned something in 30 steps
