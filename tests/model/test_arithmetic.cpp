@@ -694,7 +694,7 @@ TEST_CASE("arithmetic/benchmark: batched KV-cache decoding vs batch 1 vs full re
   MESSAGE("full recompute, batch 1: " << n_slow / dt << " problems/s, " << n_slow / cpu << " problems per CPU-second");
 }
 
-TEST_CASE("arithmetic/the shipped mixed-task recipe and its ablation sweep validate against the generated files") {
+TEST_CASE("arithmetic/the shipped mixed-task recipe and its sweeps validate against the generated files") {
   // Small files under the names the experiments use (ABLATE_DATA_PATH is searched before
   // the source tree's data/, which holds the real 3 M problems only where generated).
   ablate::test::TempDir dir;
@@ -721,4 +721,9 @@ TEST_CASE("arithmetic/the shipped mixed-task recipe and its ablation sweep valid
   INFO(sweep.output);
   CHECK(sweep.status == 0);
   CHECK(sweep.output.find("24 points (8 variants x 3 seeds)") != std::string::npos);
+  // The place-value sweep: the recipe with model.positional: place_value, the same seeds.
+  auto pv = ablate::test::run_command(env + " sweep " + src + "place_value.yaml --dry-run --dir " + (dir / "pv"));
+  INFO(pv.output);
+  CHECK(pv.status == 0);
+  CHECK(pv.output.find("model.positional=place_value seed=1623041774") != std::string::npos);
 }
