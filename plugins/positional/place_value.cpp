@@ -40,7 +40,7 @@ class PlaceValue final : public ablate::PositionalEncoding {
     const std::string digits = o.get<std::string>("digits", "0123456789", "the characters that are digits");
     const std::string point = o.get<std::string>("point", ".", "the decimal point's token text (\"\" for none)");
     if (digits.empty()) o.fail("digits", "is empty; give the digit characters, e.g. \"0123456789\"");
-    if (!point.empty() && point.size() == 1 && digits.find(point[0]) != std::string::npos)
+    if (point.size() == 1 && digits.find(point[0]) != std::string::npos)
       o.fail("point", "'" + point + "' is also one of digits \"" + digits + "\"; a token is a digit or the point, not both");
     if (c.dims.context <= 0 || c.dims.d_model <= 0)
       o.fail("", "needs positive context and d_model, got context = " + std::to_string(c.dims.context) +
@@ -52,11 +52,11 @@ class PlaceValue final : public ablate::PositionalEncoding {
       o.fail("", "the vocabulary has " + std::to_string(c.vocab->size()) + " token texts for " +
                      std::to_string(c.dims.vocab_size) + " ids (BuildContext::vocab and ModelDims::vocab_size must agree)");
     kind_.assign(c.vocab->size(), kNone);
-    int64_t n_digits = 0, n_points = 0;
+    int64_t n_digits = 0;
     for (size_t id = 0; id < c.vocab->size(); ++id) {
       const std::string& s = (*c.vocab)[id];
       if (!point.empty() && s == point)
-        kind_[id] = kPoint, ++n_points;
+        kind_[id] = kPoint;
       else if (s.size() == 1 && digits.find(s[0]) != std::string::npos)
         kind_[id] = kDigit, ++n_digits;
     }

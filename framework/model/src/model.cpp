@@ -62,11 +62,12 @@ class Model::Parts final : public BlockParts {
   }
 };
 
-Model::Model(const Options& o, int64_t vocab_size, uint64_t seed, const std::vector<std::string>& vocab)
-    : vocab_(vocab), params_(seed) {
-  if (static_cast<int64_t>(vocab_.size()) > vocab_size)
-    throw Error("Model: " + std::to_string(vocab_.size()) + " token texts for a vocabulary of " + std::to_string(vocab_size) + " ids");
-  if (!vocab_.empty()) vocab_.resize(static_cast<size_t>(vocab_size));
+Model::Model(const Options& o, int64_t vocab_size, uint64_t seed, const std::vector<std::string>& vocab) : params_(seed) {
+  if (static_cast<int64_t>(vocab.size()) > vocab_size)
+    throw Error("Model: " + std::to_string(vocab.size()) + " token texts for a vocabulary of " + std::to_string(vocab_size) + " ids");
+  // Plugins see vocab_size texts (BuildContext::vocab): the objective's extra ids are "".
+  std::vector<std::string> texts = vocab;
+  if (!texts.empty()) texts.resize(static_cast<size_t>(vocab_size));
   const bool pattern = o.has("blocks");
   std::vector<Options> layers = pattern ? block_pattern(o) : std::vector<Options>{};
   dims_.vocab_size = vocab_size;
@@ -99,7 +100,7 @@ Model::Model(const Options& o, int64_t vocab_size, uint64_t seed, const std::vec
   auto ctx = [&](const std::string& scope, int64_t layer) {
     ModelDims d = dims_;
     d.layer = layer;
-    return BuildContext{d, ParamScope(params_, scope), seed, &parts, vocab_.empty() ? nullptr : &vocab_};
+    return BuildContext{d, ParamScope(params_, scope), seed, &parts, texts.empty() ? nullptr : &texts};
   };
   tok_emb_ = &params_.add("tok_emb.weight", vocab_size, dims_.d_model, Role::kEmbedding);
   Options pos_opts = family_options(o, PositionalEncoding::kFamily);

@@ -69,7 +69,6 @@ class Model {
  private:
   class Parts;
   ModelDims dims_;
-  std::vector<std::string> vocab_;  // the tokens' texts, vocab_size of them, or empty
   ParamStore params_;
   bool tie_embeddings_ = false;
   Parameter* tok_emb_ = nullptr;
