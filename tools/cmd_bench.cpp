@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "ablate/conformance.hpp"
 #include "ablate/experiment.hpp"
 #include "ablate/generate.hpp"
 #include "ablate/model.hpp"
@@ -61,7 +62,9 @@ BenchResult bench_one(const std::string& file, int64_t steps, int64_t warmup, in
   r.name = root.get<std::string>("name", fs::path(file).stem().string());
   r.torch_name = root.get<std::string>("torch", "", "torch_ref.sh configuration to compare with");
   int64_t V = root.get_in<int64_t>("vocab", 65, 2, 1 << 24, "vocabulary size (random tokens)");
-  ablate::Model model(root.child("model"), V, 1);
+  // Token texts for variants that read them (e.g. place_value): the conformance kit's
+  // small vocabulary (digits, a point, '+', '=', ...); the random tokens index it.
+  ablate::Model model(root.child("model"), V, 1, ablate::conformance::small_vocab(V));
   ablate::Options tr = root.child("train");
   int64_t B = tr.get_in<int64_t>("batch_size", 32, 1, 1 << 20);
   tr.check_unused();

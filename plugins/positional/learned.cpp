@@ -27,10 +27,12 @@ class Learned final : public ablate::PositionalEncoding {
       throw ablate::Error("learned positions: positions " + std::to_string(pc.pos0) + ".." + std::to_string(pc.pos0 + T - 1) +
                           " exceed the table of " + std::to_string(context_) +
                           " (model.context); shorten the input or use a positional encoding without a limit (e.g. rope)");
-    ids_.resize(static_cast<size_t>(B * T));
+    // Per thread: decoding embeds on several threads at once (embedding() copies the rows).
+    thread_local std::vector<int32_t> rows;
+    rows.resize(static_cast<size_t>(B * T));
     for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < T; ++t) ids_[static_cast<size_t>(b * T + t)] = static_cast<int32_t>(pc.pos0 + t);
-    ablate::Var pe = ablate::embedding(g, g.param(*table_), ids_.data(), B * T);  // (B*T, C)
+      for (int64_t t = 0; t < T; ++t) rows[static_cast<size_t>(b * T + t)] = static_cast<int32_t>(pc.pos0 + t);
+    ablate::Var pe = ablate::embedding(g, g.param(*table_), rows.data(), B * T);  // (B*T, C)
     return ablate::add(g, x, pe);
   }
 
@@ -39,7 +41,6 @@ class Learned final : public ablate::PositionalEncoding {
  private:
   int64_t context_;
   ablate::Parameter* table_ = nullptr;
-  std::vector<int32_t> ids_;  // embedding() copies them; kept to avoid a per-step allocation
 };
 
 }  // namespace

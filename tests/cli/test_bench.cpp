@@ -135,6 +135,18 @@ optimizer: {type: adamw, lr: 1.0e-3}
     CHECK(z.status != 0);
     CHECK(z.output.find("--repeat must be >= 1") != std::string::npos);
   }
+  // A variant that reads the tokens' texts (place_value) gets a vocabulary and is benched.
+  {
+    std::string text = ablate::test::read_file(cfg);
+    const size_t at = text.find("positional: learned");
+    REQUIRE(at != std::string::npos);
+    text.replace(at, std::string("positional: learned").size(), "positional: place_value");
+    const std::string pv = dir.write("tiny_pv.yaml", text);
+    auto t = ablate::test::run_command(ablate::test::ablate_binary() + " bench " + pv + " --no-torch --steps 2 --warmup 1 --gen-tokens 4 -j 1");
+    INFO(t.output);
+    CHECK(t.status == 0);
+    CHECK(t.output.find("\ntiny ") != std::string::npos);
+  }
   // An unknown key in a bench file is an error, not a silent default.
   const std::string bad = dir.write("bad.yaml", "name: bad\nvocab: 11\nmodel: {d_model: 16, n_heads: 2, n_layers: 1, context: 16}\n"
                                                  "train: {batch_size: 4, bach: 2}\noptimizer: {type: adamw}\n");

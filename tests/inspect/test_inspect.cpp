@@ -144,6 +144,12 @@ TEST_CASE("inspect/svg bar chart, labelled scatter plot, heat map with blank zer
   CHECK(hm.find("data-row=\"0\" data-col=\"1\" data-value=\"0\"") != std::string::npos);
   CHECK(count(hm, "fill=\"#ffffff\"/>") == 2);  // the background and the exact zero, no other cell
   CHECK(hm.find("fill=\"" + ablate::svg::viridis(1) + "\"") != std::string::npos);
+  // A title wider than the grid starts inside the image (centred text: x >= half its width).
+  h.title = std::string(60, 'w');
+  const std::string titled = ablate::svg::heat_map(h);
+  const size_t at = titled.find("<text x=\"");
+  REQUIRE(at != std::string::npos);
+  CHECK(std::stod(titled.substr(at + 9)) >= 4.0 * 60);
 }
 
 TEST_CASE("inspect/a trained causal run: attention rows, zeros above the diagonal, positional probes") {
@@ -324,6 +330,62 @@ print('ok', V)
   CAPTURE(py.output);
   CHECK(py.status == 0);
   CHECK(py.output.rfind("ok ", 0) == 0);
+}
+
+TEST_CASE("inspect/an encoding that reads the tokens is probed on the text too (place_value on a problem)") {
+  TempDir d;
+  auto gen = ablate::test::run_command(ablate::test::ablate_binary() + " data arithmetic --ops +- --train " + (d / "train.txt") +
+                                       " --test " + (d / "test.txt") + " --train-count 400 --test-count 10 --seed 5");
+  REQUIRE_MESSAGE(gen.status == 0, gen.output);
+  const std::string run = train(d, "name: pv\nseed: 2\ndata: {path: " + (d / "train.txt") +
+                                       ", train_fraction: 0.9, windows: lines, fill: pad, score_after: \"=\"}\n"
+                                       "tokenizer: char\nmodel: {d_model: 16, n_heads: 2, n_layers: 1, context: 36, positional: "
+                                       "{type: place_value, decimals: 2}, ffn: relu}\n"
+                                       "train: {steps: 4, batch_size: 8, eval_every: 4, eval_batches: 1, checkpoint_every: 4}\n"
+                                       "optimizer: {type: adamw, lr: 1.0e-3}\nsample: {tokens: 0}\n");
+  // 0 '$', 1 '(', 2-5 zeros, 6 '7' (hundreds), 7 '5', 8 '3' (units), 9 '.', 10 '7' (tenths),
+  // 11 '8', 12 '+', 13-19 zeros, 20 '9' (hundreds), 21 '1', 22 '0' (units), 23 ')', 24 '='.
+  ablate::InspectOptions o;
+  o.text = "$(0000753.78+0000000910)=";
+  o.perplexity = 3;
+  o.tsne_iterations = 50;
+  auto loaded = ablate::load_run(run);
+  auto in = ablate::inspect_run(loaded, o);
+  std::map<std::string, const ablate::PositionalView*> views;
+  for (const auto& v : in.positional) views[v.variant + "/" + v.key] = &v;
+  REQUIRE(views.count("place_value/cosine"));
+  REQUIRE(views.count("place_value/cosine_text"));
+  for (const auto& [key, v] : views) CHECK_MESSAGE((v->key != "cosine_text" || v->variant == "place_value"), key);  // only the run's
+  const auto& text = *views["place_value/cosine_text"];
+  const auto& bare = *views["place_value/cosine"];
+  REQUIRE(text.vectors.rows() == 25);
+  CHECK(text.row_labels[6] == "7");
+  CHECK(text.row_labels[20] == "9");
+  // On the text each digit adds its place row where the bare probe adds the "other" row:
+  // the difference is the same for the two hundreds, the same for the two units, and
+  // nothing for a bracket.
+  auto place = [&](int i) -> Eigen::VectorXd { return (text.vectors.row(i) - bare.vectors.row(i)).transpose(); };
+  const double scale = place(6).norm();
+  REQUIRE(scale > 0);
+  CHECK((place(6) - place(20)).norm() < 1e-5 * scale);
+  CHECK((place(8) - place(22)).norm() < 1e-5 * scale);
+  CHECK((place(6) - place(8)).norm() > 1e-2 * scale);
+  CHECK((place(6) - place(10)).norm() > 1e-2 * scale);
+  CHECK(place(1).norm() < 1e-6 * scale);
+  CHECK(text.values(6, 6) == doctest::Approx(1));
+
+  // The command writes it to the HDF5 file and the page.
+  auto r = ablate::test::run_command(ablate::test::ablate_binary() + " inspect " + run + " --text '" + o.text + "' -o " + (d / "pv.html"));
+  CAPTURE(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(ablate::test::read_file(d / "pv.html").find("place_value: cosine similarity of position vectors on the text") !=
+        std::string::npos);
+  if (ablate::test::run_command("/usr/bin/python3 -c 'import h5py'").status != 0) return;
+  auto py = ablate::test::run_command("/usr/bin/python3 -c \"import h5py; f = h5py.File('" + (d / "pv.h5") +
+                                      "', 'r'); g = f['positional/place_value']; "
+                                      "print(g['cosine_text'].shape, g['cosine_text_vectors'].shape, g['vectors'].shape)\"");
+  CAPTURE(py.output);
+  CHECK(py.output == "(25, 25) (25, 16) (36, 16)\n");
 }
 
 TEST_CASE("inspect/--h5 names the numbers' file and a tied head is drawn once") {

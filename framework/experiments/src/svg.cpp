@@ -395,8 +395,8 @@ std::string heat_map(const HeatMap& h) {
   }
   o << "</linearGradient></defs>\n";
   o << "<rect x=\"0\" y=\"0\" width=\"" << px(W) << "\" height=\"" << px(H) << "\" fill=\"#ffffff\"/>\n";
-  if (!h.title.empty())
-    o << "<text x=\"" << px(L + gw / 2) << "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\" font-weight=\"bold\">"
+  if (!h.title.empty())  // over the grid, or further right when it is wider than the grid and its labels
+    o << "<text x=\"" << px(std::max(L + gw / 2, 8 + 4.0 * static_cast<double>(h.title.size()))) << "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\" font-weight=\"bold\">"
       << escape(h.title) << "</text>\n";
   for (size_t i = 0; i < rows; ++i) {
     const double y = T + ch * static_cast<double>(i);

@@ -56,12 +56,24 @@ std::vector<std::string> numbers(int64_t n, const std::string& prefix = "") {
   return v;
 }
 
+// The vectors embed() adds to zero rows at positions 0..T-1; with ids (and the prefix
+// `prompt`) as an encoding that reads the tokens sees them, else without any.
+Eigen::MatrixXd added_vectors(PositionalEncoding& pe, int64_t T, int64_t C, const int32_t* ids, const int32_t* prompt) {
+  Graph g;
+  NoGrad no_grad(g);
+  const PosContext pc{1, T, 0, ids, prompt};
+  Var y = pe.embed(g, g.input(T, C), pc);
+  return to_matrix(g.value(y), false);
+}
+
 // The encoding as the model sees it, probed through its hooks at positions 0..P-1:
 // embed() on zero rows gives the added vectors; rotate() on all-ones queries and keys
 // (one head of the model's head size) gives the implied kernel cos(q_i, k_j), which
 // for a rotary encoding depends on i - j only; attention_slopes() gives the biases.
+// An encoding whose vectors depend on the tokens (PosContext::ids) is probed once more
+// on the text `ids` (labels: its tokens), given whole as the prompt, as generation does.
 std::vector<PositionalView> probe(PositionalEncoding& pe, const std::string& variant, int64_t P, int64_t C, int64_t NH,
-                                  int64_t HS) {
+                                  int64_t HS, const std::vector<int32_t>& ids, const std::vector<std::string>& id_labels) {
   std::vector<PositionalView> views;
   const std::string name = variant.empty() ? "the encoding" : variant;
   const auto positions = numbers(P);
@@ -69,9 +81,7 @@ std::vector<PositionalView> probe(PositionalEncoding& pe, const std::string& var
   NoGrad no_grad(g);
   const PosContext pc{1, P, 0};
   {
-    Var x = g.input(P, C);
-    Var y = pe.embed(g, x, pc);
-    Eigen::MatrixXd v = to_matrix(g.value(y), false);
+    Eigen::MatrixXd v = added_vectors(pe, P, C, nullptr, nullptr);
     if (v.rows() == P && v.cols() == C && v.cwiseAbs().maxCoeff() > 0) {
       PositionalView pv;
       pv.key = "cosine";
@@ -82,6 +92,25 @@ std::vector<PositionalView> probe(PositionalEncoding& pe, const std::string& var
       pv.row_labels = pv.col_labels = positions;
       pv.values = cosine(v, v);
       pv.vectors = v;
+      views.push_back(std::move(pv));
+    }
+  }
+  if (!ids.empty()) {
+    const int64_t T = static_cast<int64_t>(ids.size());
+    const int32_t prompt = static_cast<int32_t>(T);
+    Eigen::MatrixXd text = added_vectors(pe, T, C, ids.data(), &prompt);
+    Eigen::MatrixXd bare = added_vectors(pe, T, C, nullptr, nullptr);
+    if (text.rows() == T && text.cols() == C && text.cwiseAbs().maxCoeff() > 0 && text != bare) {
+      PositionalView pv;
+      pv.key = "cosine_text";
+      pv.variant = variant;
+      pv.title = name + ": cosine similarity of position vectors on the text";
+      pv.caption = name + " reads the tokens: cosine similarity between the vectors it adds at positions i (rows) and j "
+                          "(columns) of the text, given whole as a prompt (as generation gives one), labelled with the text's tokens.";
+      for (int32_t id : ids) pv.row_labels.push_back(id_labels[static_cast<size_t>(id)]);
+      pv.col_labels = pv.row_labels;
+      pv.values = cosine(text, text);
+      pv.vectors = text;
       views.push_back(std::move(pv));
     }
   }
@@ -277,7 +306,7 @@ Inspection inspect_run(LoadedRun& run, const InspectOptions& o) {
   // this model's sizes for comparison (a variant with parameters would show its random
   // initialisation, which says nothing).
   const int64_t HS = NH > 0 ? d.d_model / NH : 0;
-  auto own = probe(model.positional(), in.positional_type, P, d.d_model, NH, HS);
+  auto own = probe(model.positional(), in.positional_type, P, d.d_model, NH, HS, in.ids, in.vocab_labels);
   if (own.empty())
     in.notes.push_back((in.positional_type.empty() ? std::string("the positional encoding") : in.positional_type) +
                        ": no positional vectors (it adds nothing to the embeddings, rotates no queries or keys and "
@@ -303,7 +332,7 @@ Inspection inspect_run(LoadedRun& run, const InspectOptions& o) {
       in.notes.push_back("reference " + name + ": left out, its positions are parameters, untrained here (inspect a run trained with it)");
       continue;
     }
-    auto views = probe(*pe, name, P, d.d_model, NH, HS);
+    auto views = probe(*pe, name, P, d.d_model, NH, HS, in.ids, in.vocab_labels);
     if (views.empty()) in.notes.push_back("reference " + name + ": no positional vectors (it adds, rotates and biases nothing)");
     for (auto& v : views) {
       v.reference = true;

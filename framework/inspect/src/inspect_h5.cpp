@@ -124,7 +124,7 @@ void write_inspection_h5(const Inspection& in, const std::string& path) {
       matrix(g, v.key, v.values);
       H5::DataSet ds = g.openDataSet(v.key);
       attr(ds, "title", v.title);
-      if (v.vectors.size() > 0) matrix(g, "vectors", v.vectors);
+      if (v.vectors.size() > 0) matrix(g, v.key == "cosine" ? std::string("vectors") : v.key + "_vectors", v.vectors);
     }
     f.close();
   } catch (const H5::Exception& e) {

@@ -193,10 +193,12 @@ class @CLASS@ final : public ablate::PositionalEncoding {
     if (pc.pos0 < 0 || pc.pos0 + T > context_)
       throw ablate::Error("@NAME@: positions " + std::to_string(pc.pos0) + ".." + std::to_string(pc.pos0 + T - 1) +
                           " exceed the table of " + std::to_string(context_) + " (model.context)");
-    ids_.resize(static_cast<size_t>(B * T));
+    // embed() may run on several threads at once (decoding): no member is written here.
+    thread_local std::vector<int32_t> rows;
+    rows.resize(static_cast<size_t>(B * T));
     for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < T; ++t) ids_[static_cast<size_t>(b * T + t)] = static_cast<int32_t>(pc.pos0 + t);
-    return ablate::add(g, x, ablate::embedding(g, g.param(*table_), ids_.data(), B * T));  // (B*T, C)
+      for (int64_t t = 0; t < T; ++t) rows[static_cast<size_t>(b * T + t)] = static_cast<int32_t>(pc.pos0 + t);
+    return ablate::add(g, x, ablate::embedding(g, g.param(*table_), rows.data(), B * T));  // (B*T, C)
   }
 
   int64_t max_positions() const override { return context_; }
@@ -207,7 +209,6 @@ class @CLASS@ final : public ablate::PositionalEncoding {
  private:
   int64_t context_;
   ablate::Parameter* table_ = nullptr;
-  std::vector<int32_t> ids_;
 };
 
 }  // namespace
