@@ -56,6 +56,15 @@ std::vector<std::string> numbers(int64_t n, const std::string& prefix = "") {
   return v;
 }
 
+PositionalView view(const std::string& key, const std::string& variant, const std::string& title, const std::string& caption) {
+  PositionalView pv;
+  pv.key = key;
+  pv.variant = variant;
+  pv.title = title;
+  pv.caption = caption;
+  return pv;
+}
+
 // The vectors embed() adds to zero rows at positions 0..T-1; with ids (and the prefix
 // `prompt`) as an encoding that reads the tokens sees them, else without any.
 Eigen::MatrixXd added_vectors(PositionalEncoding& pe, int64_t T, int64_t C, const int32_t* ids, const int32_t* prompt) {
@@ -83,12 +92,9 @@ std::vector<PositionalView> probe(PositionalEncoding& pe, const std::string& var
   {
     Eigen::MatrixXd v = added_vectors(pe, P, C, nullptr, nullptr);
     if (v.rows() == P && v.cols() == C && v.cwiseAbs().maxCoeff() > 0) {
-      PositionalView pv;
-      pv.key = "cosine";
-      pv.variant = variant;
-      pv.title = name + ": cosine similarity of position vectors";
-      pv.caption = "Cosine similarity between the vectors " + name +
-                   " adds to the token embeddings at positions i (rows) and j (columns).";
+      PositionalView pv = view("cosine", variant, name + ": cosine similarity of position vectors",
+                               "Cosine similarity between the vectors " + name +
+                                   " adds to the token embeddings at positions i (rows) and j (columns).");
       pv.row_labels = pv.col_labels = positions;
       pv.values = cosine(v, v);
       pv.vectors = v;
@@ -101,12 +107,10 @@ std::vector<PositionalView> probe(PositionalEncoding& pe, const std::string& var
     Eigen::MatrixXd text = added_vectors(pe, T, C, ids.data(), &prompt);
     Eigen::MatrixXd bare = added_vectors(pe, T, C, nullptr, nullptr);
     if (text.rows() == T && text.cols() == C && text.cwiseAbs().maxCoeff() > 0 && text != bare) {
-      PositionalView pv;
-      pv.key = "cosine_text";
-      pv.variant = variant;
-      pv.title = name + ": cosine similarity of position vectors on the text";
-      pv.caption = name + " reads the tokens: cosine similarity between the vectors it adds at positions i (rows) and j "
-                          "(columns) of the text, given whole as a prompt (as generation gives one), labelled with the text's tokens.";
+      PositionalView pv = view("cosine_text", variant, name + ": cosine similarity of position vectors on the text",
+                               name + " reads the tokens: cosine similarity between the vectors it adds at positions i (rows) and "
+                                      "j (columns) of the text, given whole as a prompt (as generation gives one), labelled with "
+                                      "the text's tokens.");
       for (int32_t id : ids) pv.row_labels.push_back(id_labels[static_cast<size_t>(id)]);
       pv.col_labels = pv.row_labels;
       pv.values = cosine(text, text);
@@ -121,25 +125,19 @@ std::vector<PositionalView> probe(PositionalEncoding& pe, const std::string& var
     pe.rotate(g, q, k, pc, 1, 1, HS);
     Eigen::MatrixXd qm = to_matrix(g.value(q), false), km = to_matrix(g.value(k), false);
     if ((qm.array() != 1.0).any() || (km.array() != 1.0).any()) {
-      PositionalView pv;
-      pv.key = "rotary_kernel";
-      pv.variant = variant;
-      pv.title = name + ": implied relative kernel cos(q_i, k_j)";
-      pv.caption = "The same all-ones query and key (head size " + std::to_string(HS) + ") rotated by " + name +
-                   " at query position i (rows) and key position j (columns); their cosine is the kernel the encoding "
-                   "multiplies into attention scores. Constant along diagonals when it depends on i - j only.";
+      PositionalView pv = view("rotary_kernel", variant, name + ": implied relative kernel cos(q_i, k_j)",
+                               "The same all-ones query and key (head size " + std::to_string(HS) + ") rotated by " + name +
+                                   " at query position i (rows) and key position j (columns); their cosine is the kernel the "
+                                   "encoding multiplies into attention scores. Constant along diagonals when it depends on i - j only.");
       pv.row_labels = pv.col_labels = positions;
       pv.values = cosine(qm, km);
       views.push_back(std::move(pv));
     }
   }
   if (const float* slopes = pe.attention_slopes()) {
-    PositionalView pv;
-    pv.key = "bias";
-    pv.variant = variant;
-    pv.title = name + ": attention-logit bias -m_h (i - j)";
-    pv.caption = name + " adds no position vectors; it biases the logit of query i, key j by -m_h (i - j). Rows: heads "
-                        "with their slopes m_h; columns: distance i - j.";
+    PositionalView pv = view("bias", variant, name + ": attention-logit bias -m_h (i - j)",
+                             name + " adds no position vectors; it biases the logit of query i, key j by -m_h (i - j). Rows: "
+                                    "heads with their slopes m_h; columns: distance i - j.");
     pv.values.resize(NH, P);
     for (int64_t h = 0; h < NH; ++h) {
       pv.row_labels.push_back("head " + std::to_string(h) + " (m=" + svg::format_number(slopes[h], 3) + ")");
