@@ -717,6 +717,12 @@ TEST_CASE("arithmetic/the shipped mixed-task recipe and its sweeps validate agai
   auto run = ablate::test::run_command(env + " run " + src + "mixed.yaml --dry-run -o " + (dir / "run"));
   INFO(run.output);
   CHECK(run.status == 0);
+  // Place values and 3 layers, at 10,000 and 7,000 steps, on the recipe's five seeds.
+  auto place3 = ablate::test::run_command(env + " sweep " + src + "place3.yaml --dry-run --dir " + (dir / "place3"));
+  INFO(place3.output);
+  CHECK(place3.status == 0);
+  CHECK(place3.output.find("10 points (2 variants x 5 seeds)") != std::string::npos);
+  CHECK(place3.output.find("model.n_layers=3 train.steps=7000 seed=1623041774") != std::string::npos);
   auto sweep = ablate::test::run_command(env + " sweep " + src + "what_matters.yaml --dry-run --dir " + (dir / "sweep"));
   INFO(sweep.output);
   CHECK(sweep.status == 0);
