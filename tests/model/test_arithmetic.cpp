@@ -717,19 +717,19 @@ TEST_CASE("arithmetic/the shipped mixed-task recipe and its sweeps validate agai
   auto run = ablate::test::run_command(env + " run " + src + "mixed.yaml --dry-run -o " + (dir / "run"));
   INFO(run.output);
   CHECK(run.status == 0);
+  // Each sweep's dry run: validates every point against the files; returns the listing.
+  const auto dry_sweep = [&](const std::string& file) {
+    auto r = ablate::test::run_command(env + " sweep " + src + file + " --dry-run --dir " + (dir / file));
+    CHECK_MESSAGE(r.status == 0, r.output);
+    return r.output;
+  };
   // Place values and 3 layers, at 10,000 and 7,000 steps, on the recipe's five seeds.
-  auto place3 = ablate::test::run_command(env + " sweep " + src + "place3.yaml --dry-run --dir " + (dir / "place3"));
-  INFO(place3.output);
-  CHECK(place3.status == 0);
-  CHECK(place3.output.find("10 points (2 variants x 5 seeds)") != std::string::npos);
-  CHECK(place3.output.find("model.n_layers=3 train.steps=7000 seed=1623041774") != std::string::npos);
-  auto sweep = ablate::test::run_command(env + " sweep " + src + "what_matters.yaml --dry-run --dir " + (dir / "sweep"));
-  INFO(sweep.output);
-  CHECK(sweep.status == 0);
-  CHECK(sweep.output.find("24 points (8 variants x 3 seeds)") != std::string::npos);
+  const std::string place3 = dry_sweep("place3.yaml");
+  CHECK_MESSAGE(place3.find("10 points (2 variants x 5 seeds)") != std::string::npos, place3);
+  CHECK_MESSAGE(place3.find("model.n_layers=3 train.steps=7000 seed=1623041774") != std::string::npos, place3);
+  const std::string sweep = dry_sweep("what_matters.yaml");
+  CHECK_MESSAGE(sweep.find("24 points (8 variants x 3 seeds)") != std::string::npos, sweep);
   // The place-value sweep: the recipe with model.positional: place_value, the same seeds.
-  auto pv = ablate::test::run_command(env + " sweep " + src + "place_value.yaml --dry-run --dir " + (dir / "pv"));
-  INFO(pv.output);
-  CHECK(pv.status == 0);
-  CHECK(pv.output.find("model.positional=place_value seed=1623041774") != std::string::npos);
+  const std::string pv = dry_sweep("place_value.yaml");
+  CHECK_MESSAGE(pv.find("model.positional=place_value seed=1623041774") != std::string::npos, pv);
 }
