@@ -61,7 +61,7 @@ void print_dry_run(const ablate::Sweep& s, const std::vector<ablate::PointCheck>
   const size_t nv = s.variants.empty() ? 1 : s.variants.size();
   const size_t combos = s.points.size() / std::max<size_t>(1, nv * s.seeds.size());
   std::vector<std::string> dims;
-  if (!s.variants.empty()) dims.push_back(std::to_string(nv) + " variants");
+  if (!s.variants.empty()) dims.push_back(std::to_string(nv) + (nv == 1 ? " variant" : " variants"));
   if (combos > 1) dims.push_back(std::to_string(combos) + " grid/zip combinations");
   dims.push_back(std::to_string(s.seeds.size()) + (s.seeds.size() == 1 ? " seed" : " seeds"));
   std::cout << "\n" << s.points.size() << " points (" << ablate::join(dims, " x ") << "), " << done << " already done; " << si(total)

@@ -732,4 +732,13 @@ TEST_CASE("arithmetic/the shipped mixed-task recipe and its sweeps validate agai
   // The place-value sweep: the recipe with model.positional: place_value, the same seeds.
   const std::string pv = dry_sweep("place_value.yaml");
   CHECK_MESSAGE(pv.find("model.positional=place_value seed=1623041774") != std::string::npos, pv);
+  // Packed windows on the recipe's five seeds; three of its points are what_matters' packed
+  // points (copied into results/arith_packed), so both sweeps must give them the same overrides.
+  const std::string packed = dry_sweep("packed.yaml");
+  CHECK_MESSAGE(packed.find("5 points (1 variant x 5 seeds)") != std::string::npos, packed);
+  for (const char* seed : {"2045809887", "1623041774", "322632842"}) {
+    const std::string overrides = std::string("data.fill=pack model.context=74 train.batch_size=64 seed=") + seed;
+    CHECK_MESSAGE(packed.find(overrides) != std::string::npos, packed);
+    CHECK_MESSAGE(sweep.find(overrides) != std::string::npos, sweep);
+  }
 }
