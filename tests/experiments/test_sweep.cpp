@@ -614,5 +614,5 @@ TEST_CASE("sweep/--status tells a point whose processes were killed (stopped) fr
   CHECK(again.output.find("resuming from its checkpoint") != std::string::npos);
   auto done = ablate::test::run_command(ablate_cmd(d, "sweep gone.yaml --dir out --status"));
   CAPTURE(done.output);
-  CHECK(std::regex_search(done.output, std::regex("seed3 +done +- +[0-9]+\\.[0-9] CPU-minutes")));
+  CHECK(std::regex_search(done.output, std::regex("seed3 +done +- +[0-9]+\\.[0-9] CPU-minutes \\([0-9]+\\.[0-9] evaluating\\)")));
 }

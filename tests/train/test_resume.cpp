@@ -447,20 +447,31 @@ TEST_CASE("reliability/SIGINT and SIGTERM finish the step, checkpoint, and resum
     CHECK(contains(d.str_attrs.at("error"), "after step " + std::to_string(at)));  // the checkpoint is of the last step
     CHECK(contains(said, "Continue with:\n  ablate run " + out + " --resume"));
     CHECK(contains(ablate::test::read_file(out + "/run.log"), "interrupted by"));
-    // The first process's CPU time, recorded; made large here so that the sum is visible.
+    // The first process's CPU time and the part of it spent evaluating (step 0's evaluation
+    // at least), recorded; made large here so that the sums are visible.
     CHECK(d.num_attrs.at("cpu_seconds") > 0);
-    const double cpu_before = 1000;
-    ablate::RunFile::open_append(ablate::run_file_path(out)).set_attr("cpu_seconds", cpu_before);
+    CHECK(d.num_attrs.at("eval_cpu_seconds") > 0);
+    CHECK(d.num_attrs.at("eval_cpu_seconds") < d.num_attrs.at("cpu_seconds"));
+    const double cpu_before = 1000, eval_cpu_before = 500;
+    {
+      auto rf = ablate::RunFile::open_append(ablate::run_file_path(out));
+      rf.set_attr("cpu_seconds", cpu_before);
+      rf.set_attr("eval_cpu_seconds", eval_cpu_before);
+    }
     // Resumed from the directory alone (SIGINT), or from the config file it holds (SIGTERM).
     const std::string target = sig == SIGINT ? out : out + "/config.yaml";
     auto r = ablate::test::run_command("cd " + dir.path.string() + " && ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " +
                                        ablate::test::ablate_binary() + " run " + target + " -q --resume");
     REQUIRE_MESSAGE(r.status == 0, r.output);
     check_same_run(dir / "full", out);
-    // The CPU time adds up over the two processes.
-    const double cpu_after = ablate::read_run_file(ablate::run_file_path(out)).num_attrs.at("cpu_seconds");
+    // The CPU time adds up over the two processes, and so does its evaluating part (the
+    // second process evaluated at least at step 60), which stays below the whole.
+    const auto attrs = ablate::read_run_file(ablate::run_file_path(out)).num_attrs;
+    const double cpu_after = attrs.at("cpu_seconds"), eval_cpu_after = attrs.at("eval_cpu_seconds");
     CHECK(cpu_after > cpu_before);
     CHECK(cpu_after < cpu_before + 600);
+    CHECK(eval_cpu_after > eval_cpu_before);
+    CHECK(eval_cpu_after < eval_cpu_before + (cpu_after - cpu_before));
   }
 }
 

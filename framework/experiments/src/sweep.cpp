@@ -647,6 +647,7 @@ RunState run_state(const std::string& run_dir) {
     if (it != d.tables.end() && it->second.count("step") && !it->second.at("step").empty())
       st.last_step = static_cast<int64_t>(it->second.at("step").back());
     if (d.num_attrs.count("cpu_seconds")) st.cpu_seconds = d.num_attrs.at("cpu_seconds");
+    if (d.num_attrs.count("eval_cpu_seconds")) st.eval_cpu_seconds = d.num_attrs.at("eval_cpu_seconds");
     auto seg = d.tables.find("segments");
     if (seg != d.tables.end() && seg->second.count("steps") && !seg->second.at("steps").empty())
       st.total_steps = static_cast<int64_t>(seg->second.at("steps").back());

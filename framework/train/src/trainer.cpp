@@ -599,10 +599,18 @@ class Trainer {
   clock::time_point t0_ = clock::now(), last_flush_ = clock::now();
   double train_seconds_ = 0, allreduce_seconds_ = 0;  // this process's part (not of a resumed one)
   double cpu_before_ = 0;  // CPU seconds of the processes that trained this run before this one
+  double eval_cpu_ = 0;    // CPU seconds spent in evaluate_at, by every process of this run
   bool evaluated_ = false;
   // Attribute cpu_seconds: the CPU time (user + system, all threads) of every process that
-  // has trained this run, this one included; written at each checkpoint and at the end.
-  double cpu_seconds() const { return cpu_before_ + static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }
+  // has trained this run, this one included; eval_cpu_seconds: the part of it spent
+  // evaluating (so cpu_seconds - eval_cpu_seconds is the training's). Written at each
+  // checkpoint and at the end.
+  static double cpu_now() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }
+  double cpu_seconds() const { return cpu_before_ + cpu_now(); }
+  void set_cpu_attrs(RunFile& rf) const {
+    rf.set_attr("cpu_seconds", cpu_seconds());
+    rf.set_attr("eval_cpu_seconds", eval_cpu_);
+  }
 };
 
 // Where the run goes: as build() decides, read before building (the checkpoint there
@@ -661,6 +669,7 @@ void Trainer::check_run_dir(const std::string& dir) {
                 "to start a new run from its weights, or --overwrite");
   previous_ = read_run_file(h5);
   if (auto it = previous_->num_attrs.find("cpu_seconds"); it != previous_->num_attrs.end()) cpu_before_ = it->second;
+  if (auto it = previous_->num_attrs.find("eval_cpu_seconds"); it != previous_->num_attrs.end()) eval_cpu_ = it->second;
   if (previous_->str_attrs["status"] == "done" && ro_.extend_to == 0)
     throw Error(dir + " is a finished run (status done, step " + std::to_string(ck_step) + "): nothing to resume. --extend-to N "
                 "continues it to step N; --fork NEW_DIR starts a new run from its weights");
@@ -964,6 +973,7 @@ void Trainer::log_row(int64_t step, float lr, double norm) {
 // Losses on fixed train and validation batches, then the evaluators (rank 0 only; the
 // others wait at the next step's allreduce).
 void Trainer::evaluate_at(int64_t step) {
+  const double cpu0 = cpu_now();
   Model& model = *s_.model;
   const int64_t T = model.dims().context;
   g_.batch_rows = g_.batch_offset = 0;
@@ -993,6 +1003,7 @@ void Trainer::evaluate_at(int64_t step) {
   sum_.train_loss = tl;
   sum_.val_loss = vl;
   evaluated_ = true;
+  eval_cpu_ += cpu_now() - cpu0;
   char buf[160];
   std::snprintf(buf, sizeof buf, "eval step %lld: train loss %.4f, val loss %.4f, val ppl %.2f", static_cast<long long>(step),
                 tl, vl, std::exp(vl));
@@ -1015,7 +1026,7 @@ void Trainer::check_ranks_agree(int64_t step) {
 void Trainer::checkpoint_at(int64_t step) {
   check_ranks_agree(step);
   if (rfp_) {
-    rfp_->set_attr("cpu_seconds", cpu_seconds());
+    set_cpu_attrs(*rfp_);
     rfp_->flush();
     last_flush_ = clock::now();
     save_checkpoint(s_.out_dir, *exp_, s_, step, data_rng_, window_);
@@ -1069,7 +1080,7 @@ void Trainer::interrupt(int64_t step, int sig) {
   rfp_->set_attr("status", "interrupted");
   rfp_->set_attr("error", std::string("stopped by ") + signal_name(sig) + " after step " + std::to_string(step));
   rfp_->set_attr("train_seconds", train_seconds_);
-  rfp_->set_attr("cpu_seconds", cpu_seconds());
+  set_cpu_attrs(*rfp_);
   rfp_->close();
   progress_.line("interrupted by " + std::string(signal_name(sig)) + " at step " + std::to_string(step) + " of " +
                      std::to_string(s_.train.steps) + ": checkpoint written, status 'interrupted'. Continue with:\n  ablate run " +
@@ -1107,7 +1118,7 @@ void Trainer::finish() {
   rf.set_attr("finished", now_iso());
   rf.set_attr("train_seconds", train_seconds_);
   const double cpu = cpu_seconds();
-  rf.set_attr("cpu_seconds", cpu);
+  set_cpu_attrs(rf);
   if (comm_.size() > 1) {
     rf.set_attr("allreduce_seconds", allreduce_seconds_);  // rank 0's wait included
     rf.set_attr("allreduce_buckets", static_cast<int64_t>(sync_->buckets()));
@@ -1115,7 +1126,8 @@ void Trainer::finish() {
   }
   rf.close();
   progress_.line("done: " + s_.out_dir + " (step " + std::to_string(t.steps) + ", " + fmt("%.1f", cpu / 60.0) +
-                 " CPU-minutes" + (comm_.size() > 1 ? " on rank 0" : "") + ")");
+                 " CPU-minutes" + (comm_.size() > 1 ? " on rank 0" : "") + ", " + fmt("%.1f", eval_cpu_ / 60.0) +
+                 " of them evaluating)");
 }
 
 void Trainer::mark_failed(const std::string& msg) {

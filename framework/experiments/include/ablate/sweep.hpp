@@ -91,6 +91,7 @@ struct RunState {
   int64_t total_steps = -1;  // the steps its latest segment trains to (-1: not recorded)
   double seconds_left = -1;  // training time to total_steps at the last logged rate, evaluations not counted (-1: unknown)
   double cpu_seconds = -1;   // the run file's cpu_seconds (-1: not recorded)
+  double eval_cpu_seconds = -1;  // the part of it spent evaluating (-1: not recorded, runs before it was)
 };
 RunState run_state(const std::string& run_dir);
 
