@@ -2,6 +2,7 @@
 // HTML report rendered by headless Chromium (skipped with a message when absent).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <regex>
@@ -520,7 +521,15 @@ TEST_CASE("report/compare any runs: directories, globs, run.h5 files, grouping b
   CHECK_THROWS_WITH_AS(ablate::compare_sweep(r, o), doctest::Contains("Did you mean 'optimizer.lr'?"), ablate::Error);
   // The same path twice counts once; the same seed only: one group per run by default.
   CHECK(ablate::load_run_results({d / "runs/lr1-s1", d / "runs/lr1-s1/"}).runs.size() == 1);
-  CHECK(ablate::compare_sweep(ablate::load_run_results({d / "runs/lr1-s1", d / "runs/lr1-s2"}), {}).by == "run");
+  const ablate::Comparison two_seeds = ablate::compare_sweep(ablate::load_run_results({d / "runs/lr1-s1", d / "runs/lr1-s2"}), {});
+  CHECK(two_seeds.by == "run");
+  // Two runs of different seeds never pair: a note says why there is no difference, and what compares them.
+  auto says_unpaired = [](const ablate::Comparison& x) {
+    return std::any_of(x.notes.begin(), x.notes.end(), [](const std::string& n) { return n.find("No group has a run paired") == 0; });
+  };
+  CHECK(says_unpaired(two_seeds));
+  CHECK(ablate::format_comparison(two_seeds, "table").find("--by variant gives their mean and CI over the seeds") != std::string::npos);
+  CHECK_FALSE(says_unpaired(c));  // by run over the lr grid: lr3-s1 pairs with lr1-s1
   // A run directory without a run file yet (config.yaml written, nothing else) is listed, not dropped.
   fs::create_directories(d / "runs/lr9-s1");
   d.write("runs/lr9-s1/config.yaml", "name: x\n");

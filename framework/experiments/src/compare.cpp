@@ -646,6 +646,15 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
   if (!c.pooled.empty())
     c.notes.push_back("Each group pools runs with different " + join(c.pooled) + " (besides the seed): n, mean and CI are over all of them; "
                       "--by point keeps them apart.");
+  // Groups with values of which none pairs with the baseline's (e.g. --by run, each run of
+  // its own seed): say why every row reads "no pairs", and what compares them.
+  const bool others = std::any_of(c.groups.begin(), c.groups.end(), [](const GroupResult& g) { return !g.is_baseline && g.summary.n > 0; });
+  if (others && std::none_of(c.groups.begin(), c.groups.end(), [](const GroupResult& g) { return g.has_test; }))
+    c.notes.push_back("No group has a run paired with one of " + c.baseline + "'s (runs pair by " + pairing +
+                      "), so there is no difference, p or wins: each row shows its own runs' mean" +
+                      (c.by == "run" || c.by == "point"
+                           ? ". To compare runs of one variant on different seeds, --by variant gives their mean and CI over the seeds."
+                           : "; run the baseline on the same seeds to pair them."));
   c.machines = machines_note(c);
   if (!c.machines.empty()) c.notes.push_back(c.machines);
   return c;
