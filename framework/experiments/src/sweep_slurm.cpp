@@ -313,10 +313,8 @@ std::vector<PointStatus> sweep_status(const Sweep& s) {
       st.state = "done";
       if (rs.cpu_seconds >= 0) {
         char buf[64];
-        if (rs.eval_cpu_seconds >= 0)
-          std::snprintf(buf, sizeof buf, "%.1f CPU-minutes (%.1f evaluating)", rs.cpu_seconds / 60.0, rs.eval_cpu_seconds / 60.0);
-        else
-          std::snprintf(buf, sizeof buf, "%.1f CPU-minutes", rs.cpu_seconds / 60.0);
+        const int n = std::snprintf(buf, sizeof buf, "%.1f CPU-minutes", rs.cpu_seconds / 60.0);
+        if (rs.eval_cpu_seconds >= 0) std::snprintf(buf + n, sizeof buf - n, " (%.1f evaluating)", rs.eval_cpu_seconds / 60.0);
         st.detail = buf;
       }
     } else if (tv && slurm_active(tv->state)) {

@@ -607,9 +607,11 @@ class Trainer {
   // checkpoint and at the end.
   static double cpu_now() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }
   double cpu_seconds() const { return cpu_before_ + cpu_now(); }
-  void set_cpu_attrs(RunFile& rf) const {
-    rf.set_attr("cpu_seconds", cpu_seconds());
+  double set_cpu_attrs(RunFile& rf) const {  // returns the cpu_seconds written
+    const double cpu = cpu_seconds();
+    rf.set_attr("cpu_seconds", cpu);
     rf.set_attr("eval_cpu_seconds", eval_cpu_);
+    return cpu;
   }
 };
 
@@ -1117,8 +1119,7 @@ void Trainer::finish() {
   rf.set_attr("status", "done");
   rf.set_attr("finished", now_iso());
   rf.set_attr("train_seconds", train_seconds_);
-  const double cpu = cpu_seconds();
-  set_cpu_attrs(rf);
+  const double cpu = set_cpu_attrs(rf);
   if (comm_.size() > 1) {
     rf.set_attr("allreduce_seconds", allreduce_seconds_);  // rank 0's wait included
     rf.set_attr("allreduce_buckets", static_cast<int64_t>(sync_->buckets()));
