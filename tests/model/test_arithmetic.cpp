@@ -727,6 +727,10 @@ TEST_CASE("arithmetic/the shipped mixed-task recipe and its sweeps validate agai
   const std::string place3 = dry_sweep("place3.yaml");
   CHECK_MESSAGE(place3.find("10 points (2 variants x 5 seeds)") != std::string::npos, place3);
   CHECK_MESSAGE(place3.find("model.n_layers=3 train.steps=7000 seed=1623041774") != std::string::npos, place3);
+  // And with 4 layers.
+  const std::string place4 = dry_sweep("place4.yaml");
+  CHECK_MESSAGE(place4.find("10 points (2 variants x 5 seeds)") != std::string::npos, place4);
+  CHECK_MESSAGE(place4.find("model.n_layers=4 train.steps=7000 seed=1623041774") != std::string::npos, place4);
   const std::string sweep = dry_sweep("what_matters.yaml");
   CHECK_MESSAGE(sweep.find("24 points (8 variants x 3 seeds)") != std::string::npos, sweep);
   // The place-value sweep: the recipe with model.positional: place_value, the same seeds.
