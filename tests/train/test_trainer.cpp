@@ -138,6 +138,39 @@ eval: [{type: text_loss}, {type: text_loss, name: two, text: "to be"}]
   CHECK(bdata.tables.at("eval/two").at("loss") == data.tables.at("eval/two").at("loss"));
 }
 
+TEST_CASE("trainer/a warmup-stable-decay run branched before its decay equals a run planned for the branch's length") {
+  // Issue 20's place4 points share their first 5,000 steps this way (docs/RELIABILITY.md):
+  // a copy of an unfinished run, taken at a checkpoint of its stable phase and resumed with
+  // another train.steps, is the run planned for that length from the start.
+  ablate::test::TempDir dir;
+  std::string cfg = ablate::test::kTinyBase;
+  cfg.replace(cfg.find("{type: adamw, lr: 1.0e-2}"), 25,
+              "{type: adamw, lr: 1.0e-2}\nscheduler: {type: wsd, warmup: 5, decay_fraction: 0.25, min_factor: 0.1}");
+  const std::string yaml = dir.write("run.yaml", cfg);  // 60 steps: the decay over steps 45-60
+  const std::string run = "ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " + ablate::test::ablate_binary() + " run " + yaml + " -q -j 1 -o ";
+  REQUIRE(ablate::test::run_command(run + dir / "short" + " train.steps=40").status == 0);  // the decay over steps 30-40
+  // The stem: the 60-step run, killed after its checkpoint at step 20, before either decay.
+  CHECK(ablate::test::run_command("ABLATE_FAULT=step:25 " + run + dir / "stem").status != 0);
+  std::filesystem::copy(dir / "stem", dir / "branch", std::filesystem::copy_options::recursive);
+  std::filesystem::remove(dir / "branch/run.lock");
+  // Another length is a config change: refused, naming it, unless asked for.
+  const auto refused = ablate::test::run_command(run + dir / "branch" + " train.steps=40 --resume");
+  CHECK(refused.status != 0);
+  CHECK_MESSAGE(refused.output.find("train.steps: 60 -> 40") != std::string::npos, refused.output);
+  const auto branched = ablate::test::run_command(run + dir / "branch" + " train.steps=40 --resume --allow-config-change");
+  REQUIRE_MESSAGE(branched.status == 0, branched.output);
+  const auto a = ablate::read_run_file(ablate::run_file_path(dir / "short"));
+  const auto b = ablate::read_run_file(ablate::run_file_path(dir / "branch"));
+  CHECK(a.tables.at("train").at("lr") == b.tables.at("train").at("lr"));
+  CHECK(a.tables.at("train").at("loss") == b.tables.at("train").at("loss"));
+  CHECK(a.tables.at("eval").at("val_loss") == b.tables.at("eval").at("val_loss"));
+  CHECK(a.texts.at("samples/final") == b.texts.at("samples/final"));
+  // The branch point is on record: the stem's segment (planned for 60), then the branch's.
+  CHECK(b.tables.at("segments").at("start_step") == std::vector<double>{0, 20});
+  CHECK(b.tables.at("segments").at("schedule_steps") == std::vector<double>{60, 40});
+  CHECK(b.str_attrs.at("status") == "done");
+}
+
 TEST_CASE("trainer/extending a finished run reproduces the uninterrupted run bitwise (constant lr)") {
   ablate::test::TempDir dir;
   train(dir, "full", {"train.steps=60", "train.checkpoint_every=20", "train.eval_every=20", "model.dropout=0.1"});
