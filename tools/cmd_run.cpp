@@ -1,7 +1,7 @@
 // ablate run FILE|RUN_DIR [key.path=value ...]: trains one experiment; under mpirun (or
 // srun --mpi=pmix) data-parallel over the ranks, rank 0 writing everything
 // (docs/CLUSTER.md). A run directory is never written over silently: --resume, --overwrite,
-// --fork and --extend-to say what to do with one (docs/RELIABILITY.md).
+// --fork, --branch and --extend-to say what to do with one (docs/RELIABILITY.md).
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -88,6 +88,31 @@ ablate::Experiment fork_target(const std::string& target, std::vector<std::strin
   return load_target(target, overrides, ignored);
 }
 
+// --branch NEW [--at STEP]: the run FILE|RUN_DIR names is the source; NEW continues it from
+// its checkpoint at STEP (kept with train.keep_checkpoints, or its latest) under the
+// checkpoint's config plus the overrides: a resume that may change the config.
+ablate::Experiment branch_target(const std::string& target, const std::vector<std::string>& overrides, const std::string& new_dir,
+                                 int64_t at, bool dry_run, ablate::RunOptions& ro) {
+  ablate::RunOptions src = ro;
+  auto source_exp = load_target(target, {}, src);
+  const std::string source = src.out_dir.empty() ? ablate::describe_experiment(source_exp, src).out_dir : src.out_dir;
+  std::string exp_dir, name;
+  recorded(source, exp_dir, name);
+  if (exp_dir.empty()) exp_dir = source_exp.dir();
+  ro.out_dir = new_dir;
+  ro.resume = ro.allow_config_change = true;
+  if (ro.name.empty()) ro.name = fs::path(new_dir).filename().string();
+  if (dry_run) {  // validate what the branch would run; write nothing
+    const std::string ck = at > 0 && fs::exists(ablate::kept_checkpoint_path(source, at)) ? ablate::kept_checkpoint_path(source, at)
+                                                                                           : ablate::checkpoint_path(source);
+    ro.resume = false;
+    return ablate::Experiment::parse(ablate::read_checkpoint(ck).texts["config"], ck + " (its config)", exp_dir, overrides);
+  }
+  const ablate::Branch b = ablate::prepare_branch(source, at, new_dir);
+  std::cout << "branch of " << source << " at step " << b.step << " (" << b.checkpoint << ") -> " << new_dir << "\n";
+  return ablate::Experiment::parse(b.config, b.checkpoint + " (its config)", exp_dir, overrides);
+}
+
 std::string flops_text(double f) {
   char buf[32];
   if (f >= 1e12) std::snprintf(buf, sizeof buf, "%.2f TFLOP", f / 1e12);
@@ -136,6 +161,9 @@ int cmd_run(const std::vector<std::string>& args) {
     ("resume", po::bool_switch(), "continue the run in the run directory from its last checkpoint")
     ("overwrite", po::bool_switch(), "delete the run in the run directory and start again")
     ("fork", po::value<std::string>(), "start a new run in this directory from the weights of the run named (init_from)")
+    ("branch", po::value<std::string>(), "continue the run named in this new directory from its checkpoint at --at (its latest "
+                                         "without --at), with the overrides given (e.g. another train.steps)")
+    ("at", po::value<int64_t>(), "with --branch: the step to branch at (a checkpoint kept with train.keep_checkpoints, or the latest)")
     ("extend-to", po::value<int64_t>(), "continue the run past its planned end, to this step (the lr schedule holds its last value)")
     ("allow-config-change", po::bool_switch(), "with --resume: accept a config that differs from the checkpoint's")
     ("dry-run", po::bool_switch(), "validate, print parameters, FLOPs per step and the memory estimate; train nothing")
@@ -174,8 +202,18 @@ int cmd_run(const std::vector<std::string>& args) {
   if (ro.resume && ro.overwrite) throw ablate::cli::UsageError("--resume and --overwrite exclude each other");
   const std::string target = vm["experiment"].as<std::string>();
   if (vm.count("fork") && ro.resume) throw ablate::cli::UsageError("--fork starts a new run: it excludes --resume and --extend-to");
-  auto exp = vm.count("fork") ? fork_target(target, overrides, vm["fork"].as<std::string>(), ro) : load_target(target, overrides, ro);
-  if (vm["dry-run"].as<bool>()) return dry_run(exp, ro);
+  if (vm.count("at") && !vm.count("branch")) throw ablate::cli::UsageError("--at goes with --branch NEW_DIR (the step to branch at)");
+  if (vm.count("branch") && (ro.resume || ro.overwrite || vm.count("fork") || vm.count("out")))
+    throw ablate::cli::UsageError("--branch NEW_DIR makes a new run directory: it excludes --resume, --extend-to, --overwrite, "
+                                  "--fork and --out");
+  int64_t at = 0;
+  if (vm.count("at") && (at = vm["at"].as<int64_t>()) < 1)
+    throw ablate::cli::UsageError("--at must be a step >= 1, got " + std::to_string(at));
+  const bool dry = vm["dry-run"].as<bool>();
+  auto exp = vm.count("branch") ? branch_target(target, overrides, vm["branch"].as<std::string>(), at, dry, ro)
+             : vm.count("fork") ? fork_target(target, overrides, vm["fork"].as<std::string>(), ro)
+                                : load_target(target, overrides, ro);
+  if (dry) return dry_run(exp, ro);
   auto sum = ablate::run_experiment(exp, ro);
   if (!ablate::world().root()) return 0;
   if (sum.interrupted_by) return 128 + sum.interrupted_by;

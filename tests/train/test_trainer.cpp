@@ -2,9 +2,11 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include <yaml-cpp/yaml.h>
 
+#include "ablate/checkpoint.hpp"
 #include "ablate/generate.hpp"
 #include "ablate/runfile.hpp"
 #include "ablate/trainer.hpp"
@@ -139,36 +141,74 @@ eval: [{type: text_loss}, {type: text_loss, name: two, text: "to be"}]
 }
 
 TEST_CASE("trainer/a warmup-stable-decay run branched before its decay equals a run planned for the branch's length") {
-  // Issue 20's place4 points share their first 5,000 steps this way (docs/RELIABILITY.md):
-  // a copy of an unfinished run, taken at a checkpoint of its stable phase and resumed with
-  // another train.steps, is the run planned for that length from the start.
+  // Before its decay a WSD run's lr does not depend on the run's length, so runs of several
+  // lengths can share their first steps (docs/RELIABILITY.md, "Branches"): a branch at a
+  // kept checkpoint of the stable phase, with another train.steps, is the run planned for
+  // that length from the start. Issue 20's place4 points were made this way.
   ablate::test::TempDir dir;
   std::string cfg = ablate::test::kTinyBase;
   cfg.replace(cfg.find("{type: adamw, lr: 1.0e-2}"), 25,
               "{type: adamw, lr: 1.0e-2}\nscheduler: {type: wsd, warmup: 5, decay_fraction: 0.25, min_factor: 0.1}");
   const std::string yaml = dir.write("run.yaml", cfg);  // 60 steps: the decay over steps 45-60
-  const std::string run = "ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " + ablate::test::ablate_binary() + " run " + yaml + " -q -j 1 -o ";
+  const std::string bin = "ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " + ablate::test::ablate_binary() + " run ";
+  const std::string run = bin + yaml + " -q -j 1 -o ";
   REQUIRE(ablate::test::run_command(run + dir / "short" + " train.steps=40").status == 0);  // the decay over steps 30-40
-  // The stem: the 60-step run, killed after its checkpoint at step 20, before either decay.
-  CHECK(ablate::test::run_command("ABLATE_FAULT=step:25 " + run + dir / "stem").status != 0);
-  std::filesystem::copy(dir / "stem", dir / "branch", std::filesystem::copy_options::recursive);
-  std::filesystem::remove(dir / "branch/run.lock");
-  // Another length is a config change: refused, naming it, unless asked for.
-  const auto refused = ablate::test::run_command(run + dir / "branch" + " train.steps=40 --resume");
-  CHECK(refused.status != 0);
-  CHECK_MESSAGE(refused.output.find("train.steps: 60 -> 40") != std::string::npos, refused.output);
-  const auto branched = ablate::test::run_command(run + dir / "branch" + " train.steps=40 --resume --allow-config-change");
+  // A kept step must be one of the run's.
+  const auto outside = ablate::test::run_command(run + dir / "bad" + " 'train.keep_checkpoints=[20, 61]'");
+  CHECK(outside.status != 0);
+  CHECK_MESSAGE(outside.output.find("train.keep_checkpoints") != std::string::npos, outside.output);
+  CHECK_MESSAGE(outside.output.find("step 61 is not a step of this run") != std::string::npos, outside.output);
+  // The stem: the whole 60-step run, keeping its checkpoint at step 25 (between two regular
+  // checkpoints, before either decay).
+  REQUIRE(ablate::test::run_command(run + dir / "stem" + " 'train.keep_checkpoints=[25]'").status == 0);
+  CHECK(std::filesystem::exists(ablate::kept_checkpoint_path(dir / "stem", 25)));
+  const std::string branch = bin + dir / "stem" + " -q -j 1 train.steps=40 --branch ";
+  // Only kept steps and the latest can be branched from; the message lists them.
+  const auto missing = ablate::test::run_command(branch + dir / "b30" + " --at 30");
+  CHECK(missing.status != 0);
+  CHECK_MESSAGE(missing.output.find("no checkpoint at step 30 (kept: 25; latest: step 60)") != std::string::npos, missing.output);
+  CHECK(!std::filesystem::exists(dir / "b30"));
+  const auto branched = ablate::test::run_command(branch + dir / "branch" + " --at 25");
   REQUIRE_MESSAGE(branched.status == 0, branched.output);
   const auto a = ablate::read_run_file(ablate::run_file_path(dir / "short"));
   const auto b = ablate::read_run_file(ablate::run_file_path(dir / "branch"));
+  const auto stem = ablate::read_run_file(ablate::run_file_path(dir / "stem"));
   CHECK(a.tables.at("train").at("lr") == b.tables.at("train").at("lr"));
   CHECK(a.tables.at("train").at("loss") == b.tables.at("train").at("loss"));
   CHECK(a.tables.at("eval").at("val_loss") == b.tables.at("eval").at("val_loss"));
   CHECK(a.texts.at("samples/final") == b.texts.at("samples/final"));
+  CHECK(stem.tables.at("train").at("lr") != b.tables.at("train").at("lr"));  // the stem decayed later
   // The branch point is on record: the stem's segment (planned for 60), then the branch's.
-  CHECK(b.tables.at("segments").at("start_step") == std::vector<double>{0, 20});
+  CHECK(b.tables.at("segments").at("start_step") == std::vector<double>{0, 25});
   CHECK(b.tables.at("segments").at("schedule_steps") == std::vector<double>{60, 40});
   CHECK(b.str_attrs.at("status") == "done");
+  CHECK(b.num_attrs.at("branched_at") == 25);
+  CHECK(b.str_attrs.at("branched_from") == ablate::kept_checkpoint_path(dir / "stem", 25));
+  // What a branch starts from: the stem's rows up to step 25 and its CPU time until then
+  // (carried by the checkpoint), not the stem's whole run.
+  const ablate::Branch prep = ablate::prepare_branch(dir / "stem", 25, dir / "prepared");
+  CHECK(prep.step == 25);
+  const auto p = ablate::read_run_file(ablate::run_file_path(dir / "prepared"));
+  CHECK(p.str_attrs.at("status") == "branched");
+  CHECK(p.tables.at("train").at("step").back() == 20);
+  CHECK(p.tables.at("eval").at("step") == std::vector<double>{0, 20});
+  CHECK(p.texts.count("samples/final") == 0);
+  const auto kept = ablate::read_checkpoint(ablate::kept_checkpoint_path(dir / "stem", 25));
+  double cpu25;
+  std::memcpy(&cpu25, &kept.ints.at("cpu/seconds"), sizeof cpu25);
+  CHECK(cpu25 > 0);
+  CHECK(cpu25 < stem.num_attrs.at("cpu_seconds"));
+  CHECK(p.num_attrs.at("cpu_seconds") == cpu25);
+  CHECK(b.num_attrs.at("cpu_seconds") > cpu25);
+  // A directory that holds a run is not branched into; the stem itself is left as it was.
+  const auto again = ablate::test::run_command(branch + dir / "branch" + " --at 25");
+  CHECK(again.status != 0);
+  CHECK_MESSAGE(again.output.find("already holds a run") != std::string::npos, again.output);
+  CHECK(ablate::read_run_file(ablate::run_file_path(dir / "stem")).tables.at("train").at("loss") ==
+        stem.tables.at("train").at("loss"));
+  // --overwrite deletes the kept checkpoints with the rest of the run.
+  REQUIRE(ablate::test::run_command(run + dir / "stem" + " train.steps=10 --overwrite").status == 0);
+  CHECK(!std::filesystem::exists(dir / "stem/checkpoints"));
 }
 
 TEST_CASE("trainer/extending a finished run reproduces the uninterrupted run bitwise (constant lr)") {

@@ -5,6 +5,7 @@
 #include <tbb/global_control.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cmath>
@@ -39,6 +40,9 @@ namespace fs = std::filesystem;
 
 std::string checkpoint_path(const std::string& dir) { return (fs::path(dir) / "checkpoint.ckpt").string(); }
 std::string run_file_path(const std::string& dir) { return (fs::path(dir) / "run.h5").string(); }
+std::string kept_checkpoint_path(const std::string& dir, int64_t step) {
+  return (fs::path(dir) / "checkpoints" / ("step-" + std::to_string(step) + ".ckpt")).string();
+}
 
 namespace {
 
@@ -48,6 +52,10 @@ struct TrainConfig {
   int64_t steps, schedule_steps, batch, accum, threads, eval_every, eval_batches, checkpoint_every, log_every;
   float grad_clip;
   bool eval_at_start;
+  std::vector<int64_t> keep_checkpoints;  // steps whose checkpoint is kept (branch points)
+  bool keeps(int64_t step) const {
+    return std::find(keep_checkpoints.begin(), keep_checkpoints.end(), step) != keep_checkpoints.end();
+  }
 };
 
 TrainConfig read_train(const Options& o) {
@@ -64,6 +72,14 @@ TrainConfig read_train(const Options& o) {
   t.eval_at_start = o.get<bool>("eval_at_start", true, "evaluate once before training (step 0)");
   t.checkpoint_every = o.get_in<int64_t>("checkpoint_every", 500, 1, int64_t{1} << 40, "steps between checkpoints");
   t.log_every = o.get_in<int64_t>("log_every", 10, 1, int64_t{1} << 40, "steps between train-metric rows");
+  t.keep_checkpoints = o.get<std::vector<int64_t>>(
+      "keep_checkpoints", {}, "steps whose checkpoint is also kept, as checkpoints/step-<S>.ckpt: points to branch from "
+                              "(ablate run RUN --branch NEW_DIR --at S)");
+  for (int64_t k : t.keep_checkpoints)
+    if (k < 1 || k > t.steps)
+      o.fail("keep_checkpoints", "step " + std::to_string(k) + " is not a step of this run (1 to train.steps = " +
+                                     std::to_string(t.steps) + "); list steps within the run, e.g. [" +
+                                     std::to_string(std::max<int64_t>(1, t.steps / 2)) + "]");
   o.check_unused();
   return t;
 }
@@ -309,8 +325,11 @@ uint64_t weights_hash(const std::vector<Parameter*>& params) {
   return h;
 }
 
+// The checkpoint at `step`, written to the run's checkpoint.ckpt and, for a kept step, also to
+// checkpoints/step-<step>.ckpt. It carries the run's CPU seconds so far (a branch from a
+// kept checkpoint starts its count there).
 void save_checkpoint(const std::string& dir, const Experiment& exp, const Setup& s, int64_t step, const Rng& data_rng,
-                     const LossWindow& window) {
+                     const LossWindow& window, double cpu_seconds, double eval_cpu_seconds, bool keep) {
   Checkpoint ck;
   ck.texts["config"] = exp.yaml();
   ck.texts["tokenizer"] = s.tokenizer->save();
@@ -320,11 +339,20 @@ void save_checkpoint(const std::string& dir, const Experiment& exp, const Setup&
   ck.ints["step"] = static_cast<uint64_t>(step);
   ck.ints["rng/data"] = data_rng.state();
   ck.ints["seed"] = s.seed;
-  uint64_t loss_bits;
-  std::memcpy(&loss_bits, &window.loss, sizeof loss_bits);
-  ck.ints["train/window_loss"] = loss_bits;
+  auto bits = [](double v) {
+    uint64_t b;
+    std::memcpy(&b, &v, sizeof b);
+    return b;
+  };
+  ck.ints["train/window_loss"] = bits(window.loss);
   ck.ints["train/window_steps"] = static_cast<uint64_t>(window.steps);
+  ck.ints["cpu/seconds"] = bits(cpu_seconds);
+  ck.ints["cpu/eval_seconds"] = bits(eval_cpu_seconds);
   write_checkpoint(checkpoint_path(dir), ck);
+  if (keep) {
+    fs::create_directories(fs::path(dir) / "checkpoints");
+    write_checkpoint(kept_checkpoint_path(dir, step), ck);
+  }
 }
 
 void restore_params(Model& m, const Checkpoint& ck, const std::string& path) {
@@ -531,6 +559,20 @@ std::string init_checkpoint(const std::string& ref, const std::string& exp_dir) 
 const char* const kRunFiles[] = {"run.h5", "checkpoint.ckpt", "checkpoint.ckpt.tmp", "sample.txt",
                                  "config.yaml", "config.resolved.yaml", "run.log"};
 
+// The kept checkpoints (checkpoints/step-<S>.ckpt[.tmp]) and their folder if that leaves
+// it empty; nothing else there.
+void remove_kept_checkpoints(const std::string& dir) {
+  const fs::path kept = fs::path(dir) / "checkpoints";
+  std::error_code ec;
+  if (!fs::is_directory(kept, ec)) return;
+  for (const auto& e : fs::directory_iterator(kept, ec)) {
+    const std::string f = e.path().filename().string();
+    const std::string ext = e.path().extension().string();
+    if (f.rfind("step-", 0) == 0 && (ext == ".ckpt" || ext == ".tmp")) fs::remove(e.path(), ec);
+  }
+  fs::remove(kept, ec);  // only if empty
+}
+
 }  // namespace
 
 namespace {
@@ -653,6 +695,7 @@ void Trainer::check_run_dir(const std::string& dir) {
   if (ro_.overwrite) {
     std::error_code ec;
     for (const char* f : kRunFiles) fs::remove(fs::path(dir) / f, ec);
+    remove_kept_checkpoints(dir);
     return;
   }
   if (!ro_.resume) {
@@ -1028,10 +1071,10 @@ void Trainer::check_ranks_agree(int64_t step) {
 void Trainer::checkpoint_at(int64_t step) {
   check_ranks_agree(step);
   if (rfp_) {
-    set_cpu_attrs(*rfp_);
+    const double cpu = set_cpu_attrs(*rfp_);
     rfp_->flush();
     last_flush_ = clock::now();
-    save_checkpoint(s_.out_dir, *exp_, s_, step, data_rng_, window_);
+    save_checkpoint(s_.out_dir, *exp_, s_, step, data_rng_, window_, cpu, eval_cpu_, s_.train.keeps(step));
   }
   last_checkpoint_ = step;
 }
@@ -1060,7 +1103,7 @@ void Trainer::train_loop() {
     if (step % t.log_every == 0 || step == t.steps) log_row(step, lr, norm);
     // Evaluations and checkpoints see the optimizer's eval point (schedule-free: its average).
     const bool evaluating = step % t.eval_every == 0 || step == t.steps;
-    const bool saving = step % t.checkpoint_every == 0 || step == t.steps;
+    const bool saving = step % t.checkpoint_every == 0 || step == t.steps || t.keeps(step);
     auto& params = s_.model->params().all();
     if (evaluating || saving) s_.optimizer->eval_point(params);
     if (evaluating) evaluate_at(step);
@@ -1253,6 +1296,103 @@ void require_generating(const LoadedRun& run, const std::string& use) {
   if (run.generates) return;
   throw Error(run.dir + ": trained with objective '" + run.objective + "', which does not predict the next token, so " +
               use + " from it would mean nothing; use a run trained with a next-token objective (objective: next_token)");
+}
+
+}  // namespace ablate
+
+namespace ablate {
+
+namespace {
+
+// The steps of a run's kept checkpoints, ascending.
+std::vector<int64_t> kept_steps(const std::string& dir) {
+  std::vector<int64_t> steps;
+  std::error_code ec;
+  const fs::path kept = fs::path(dir) / "checkpoints";
+  if (!fs::is_directory(kept, ec)) return steps;
+  for (const auto& e : fs::directory_iterator(kept, ec)) {
+    const std::string f = e.path().filename().string();
+    if (f.rfind("step-", 0) != 0 || e.path().extension() != ".ckpt") continue;
+    try {
+      steps.push_back(std::stoll(f.substr(5, f.size() - 10)));
+    } catch (const std::exception&) {
+    }
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+double double_bits(uint64_t b) {
+  double v;
+  std::memcpy(&v, &b, sizeof v);
+  return v;
+}
+
+}  // namespace
+
+Branch prepare_branch(const std::string& source_dir, int64_t step, const std::string& new_dir) {
+  const std::string latest = checkpoint_path(source_dir), h5 = run_file_path(source_dir);
+  if (!fs::exists(latest) || !fs::exists(h5))
+    throw Error("--branch: " + source_dir + " is not a run to branch from (it needs run.h5 and checkpoint.ckpt, written by "
+                "'ablate run')");
+  Branch b;
+  b.checkpoint = step > 0 && fs::exists(kept_checkpoint_path(source_dir, step)) ? kept_checkpoint_path(source_dir, step) : latest;
+  Checkpoint ck = read_run_checkpoint(b.checkpoint);
+  b.step = static_cast<int64_t>(ck.ints.at("step"));
+  if (step > 0 && b.step != step) {
+    std::string kept;
+    for (int64_t k : kept_steps(source_dir)) kept += (kept.empty() ? "" : ", ") + std::to_string(k);
+    throw Error("--branch: " + source_dir + " has no checkpoint at step " + std::to_string(step) + " (kept: " +
+                (kept.empty() ? "none" : kept) + "; latest: step " + std::to_string(b.step) + "). Branch --at one of those, " +
+                "or keep the step's checkpoint when training the run: train.keep_checkpoints: [" + std::to_string(step) + "]");
+  }
+  b.config = ck.texts.at("config");
+  if (fs::exists(checkpoint_path(new_dir)) || fs::exists(run_file_path(new_dir)))
+    throw Error("--branch: " + new_dir + " already holds a run; branch into a new directory");
+  // The source may be training: its run file is read as of its last flush, which is at or
+  // after the checkpoint (every checkpoint flushes first).
+  RunData d = read_run_file(h5);
+  fs::create_directories(new_dir);
+  RunLock lock(new_dir);
+  RunFile rf = RunFile::create(run_file_path(new_dir));
+  for (const auto& [k, v] : d.str_attrs)
+    if (k != "format") rf.set_attr(k, v);
+  for (const auto& [k, v] : d.num_attrs) {
+    if (k == "format_version") continue;
+    if (v == std::floor(v) && std::fabs(v) < 9e15) rf.set_attr(k, static_cast<int64_t>(v));  // integers were written so
+    else rf.set_attr(k, v);
+  }
+  if (ck.ints.count("cpu/seconds")) {  // the CPU time up to the branch point
+    rf.set_attr("cpu_seconds", double_bits(ck.ints.at("cpu/seconds")));
+    rf.set_attr("eval_cpu_seconds", double_bits(ck.ints.at("cpu/eval_seconds")));
+  }
+  rf.set_attr("status", "branched");
+  rf.set_attr("error", "");
+  rf.set_attr("branched_from", fs::absolute(b.checkpoint).lexically_normal().string());
+  rf.set_attr("branched_at", b.step);
+  // Rows up to the branch point: metrics at steps <= it, segments begun before it.
+  int64_t segments = 0;
+  for (const auto& [group, cols] : d.tables) {
+    const auto st = cols.find(group == "segments" ? "start_step" : "step");
+    const size_t rows = cols.empty() ? 0 : cols.begin()->second.size();
+    std::vector<std::pair<std::string, double>> row;
+    for (size_t i = 0; i < rows; ++i) {
+      const double at = static_cast<double>(b.step);
+      if (st != cols.end() && (group == "segments" ? st->second[i] >= at : st->second[i] > at)) continue;
+      row.clear();
+      for (const auto& [c, v] : cols) row.emplace_back(c, v[i]);
+      rf.append(group, row);
+      segments += group == "segments";
+    }
+  }
+  for (const auto& [name, text] : d.texts) {
+    if (name.rfind("samples/", 0) == 0) continue;  // the source's samples are not the branch's
+    if (name.rfind("segments/", 0) == 0 && std::atoll(name.c_str() + 9) >= segments) continue;
+    rf.write_text(name, text);
+  }
+  rf.close();
+  write_checkpoint(checkpoint_path(new_dir), ck);
+  return b;
 }
 
 }  // namespace ablate

@@ -88,5 +88,19 @@ void require_generating(const LoadedRun& run, const std::string& use);
 // The checkpoint file of a run directory.
 std::string checkpoint_path(const std::string& run_dir);
 std::string run_file_path(const std::string& run_dir);
+// A kept checkpoint (train.keep_checkpoints): checkpoints/step-<step>.ckpt in the run directory.
+std::string kept_checkpoint_path(const std::string& run_dir, int64_t step);
+
+// `ablate run RUN --branch NEW_DIR --at STEP`: a new run directory that continues the run in
+// source_dir from its checkpoint at `step` (a kept one or its latest; 0: the latest), with
+// the source's run file up to that step and its CPU time until then. The branch then
+// trains with resume, under its own config: run_experiment(exp, {.out_dir = new_dir,
+// .resume = true, .allow_config_change = true}); `segments` records where it branched.
+struct Branch {
+  std::string checkpoint;  // the checkpoint branched from
+  std::string config;      // its config (YAML)
+  int64_t step = 0;        // its step
+};
+Branch prepare_branch(const std::string& source_dir, int64_t step, const std::string& new_dir);
 
 }  // namespace ablate
