@@ -326,8 +326,8 @@ uint64_t weights_hash(const std::vector<Parameter*>& params) {
 }
 
 // The checkpoint at `step`, written to the run's checkpoint.ckpt and, for a kept step, also to
-// checkpoints/step-<step>.ckpt. It carries the run's CPU seconds so far (a branch from a
-// kept checkpoint starts its count there).
+// checkpoints/step-<step>.ckpt with the run's CPU seconds so far (a branch from it starts its
+// count there; a branch from the latest checkpoint takes them from run.h5, written with it).
 void save_checkpoint(const std::string& dir, const Experiment& exp, const Setup& s, int64_t step, const Rng& data_rng,
                      const LossWindow& window, double cpu_seconds, double eval_cpu_seconds, bool keep) {
   Checkpoint ck;
@@ -346,10 +346,10 @@ void save_checkpoint(const std::string& dir, const Experiment& exp, const Setup&
   };
   ck.ints["train/window_loss"] = bits(window.loss);
   ck.ints["train/window_steps"] = static_cast<uint64_t>(window.steps);
-  ck.ints["cpu/seconds"] = bits(cpu_seconds);
-  ck.ints["cpu/eval_seconds"] = bits(eval_cpu_seconds);
   write_checkpoint(checkpoint_path(dir), ck);
   if (keep) {
+    ck.ints["cpu/seconds"] = bits(cpu_seconds);  // not in checkpoint.ckpt, which holds the state alone
+    ck.ints["cpu/eval_seconds"] = bits(eval_cpu_seconds);
     fs::create_directories(fs::path(dir) / "checkpoints");
     write_checkpoint(kept_checkpoint_path(dir, step), ck);
   }
@@ -1391,6 +1391,8 @@ Branch prepare_branch(const std::string& source_dir, int64_t step, const std::st
     rf.write_text(name, text);
   }
   rf.close();
+  ck.ints.erase("cpu/seconds");
+  ck.ints.erase("cpu/eval_seconds");
   write_checkpoint(checkpoint_path(new_dir), ck);
   return b;
 }
