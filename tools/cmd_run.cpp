@@ -102,14 +102,9 @@ ablate::Experiment branch_target(const std::string& target, const std::vector<st
   ro.out_dir = new_dir;
   ro.resume = ro.allow_config_change = true;
   if (ro.name.empty()) ro.name = fs::path(new_dir).filename().string();
-  if (dry_run) {  // validate what the branch would run; write nothing
-    const std::string ck = at > 0 && fs::exists(ablate::kept_checkpoint_path(source, at)) ? ablate::kept_checkpoint_path(source, at)
-                                                                                           : ablate::checkpoint_path(source);
-    ro.resume = false;
-    return ablate::Experiment::parse(ablate::read_checkpoint(ck).texts["config"], ck + " (its config)", exp_dir, overrides);
-  }
-  const ablate::Branch b = ablate::prepare_branch(source, at, new_dir);
-  std::cout << "branch of " << source << " at step " << b.step << " (" << b.checkpoint << ") -> " << new_dir << "\n";
+  if (dry_run) ro.resume = false;  // validate what the branch would run; write nothing
+  const ablate::Branch b = dry_run ? ablate::find_branch(source, at) : ablate::prepare_branch(source, at, new_dir);
+  if (!dry_run) std::cout << "branch of " << source << " at step " << b.step << " (" << b.checkpoint << ") -> " << new_dir << "\n";
   return ablate::Experiment::parse(b.config, b.checkpoint + " (its config)", exp_dir, overrides);
 }
 

@@ -48,6 +48,18 @@ namespace {
 
 constexpr int64_t kDefaultSteps = 1000;
 
+// A double stored in a checkpoint's integers, bit for bit.
+uint64_t to_bits(double v) {
+  uint64_t b;
+  std::memcpy(&b, &v, sizeof b);
+  return b;
+}
+double from_bits(uint64_t b) {
+  double v;
+  std::memcpy(&v, &b, sizeof v);
+  return v;
+}
+
 struct TrainConfig {
   int64_t steps, schedule_steps, batch, accum, threads, eval_every, eval_batches, checkpoint_every, log_every;
   float grad_clip;
@@ -339,17 +351,12 @@ void save_checkpoint(const std::string& dir, const Experiment& exp, const Setup&
   ck.ints["step"] = static_cast<uint64_t>(step);
   ck.ints["rng/data"] = data_rng.state();
   ck.ints["seed"] = s.seed;
-  auto bits = [](double v) {
-    uint64_t b;
-    std::memcpy(&b, &v, sizeof b);
-    return b;
-  };
-  ck.ints["train/window_loss"] = bits(window.loss);
+  ck.ints["train/window_loss"] = to_bits(window.loss);
   ck.ints["train/window_steps"] = static_cast<uint64_t>(window.steps);
   write_checkpoint(checkpoint_path(dir), ck);
   if (keep) {
-    ck.ints["cpu/seconds"] = bits(cpu_seconds);  // not in checkpoint.ckpt, which holds the state alone
-    ck.ints["cpu/eval_seconds"] = bits(eval_cpu_seconds);
+    ck.ints["cpu/seconds"] = to_bits(cpu_seconds);  // not in checkpoint.ckpt, which holds the state alone
+    ck.ints["cpu/eval_seconds"] = to_bits(eval_cpu_seconds);
     fs::create_directories(fs::path(dir) / "checkpoints");
     write_checkpoint(kept_checkpoint_path(dir, step), ck);
   }
@@ -836,8 +843,7 @@ void Trainer::restore(const Checkpoint& ck) {
   start_ = static_cast<int64_t>(ck.ints.at("step"));
   last_checkpoint_ = start_;
   data_rng_.set_state(ck.ints.at("rng/data"));
-  uint64_t loss_bits = ck.ints.count("train/window_loss") ? ck.ints.at("train/window_loss") : 0;  // 0.0 in older checkpoints
-  std::memcpy(&window_.loss, &loss_bits, sizeof loss_bits);
+  window_.loss = from_bits(ck.ints.count("train/window_loss") ? ck.ints.at("train/window_loss") : 0);  // 0.0 in older checkpoints
   window_.steps = ck.ints.count("train/window_steps") ? static_cast<int64_t>(ck.ints.at("train/window_steps")) : 0;
   // Checkpoints hold the eval point (Optimizer::eval_point); training continues from y.
   if (start_ < s_.train.steps) s_.optimizer->train_point(s_.model->params().all());
@@ -1298,10 +1304,6 @@ void require_generating(const LoadedRun& run, const std::string& use) {
               use + " from it would mean nothing; use a run trained with a next-token objective (objective: next_token)");
 }
 
-}  // namespace ablate
-
-namespace ablate {
-
 namespace {
 
 // The steps of a run's kept checkpoints, ascending.
@@ -1322,20 +1324,13 @@ std::vector<int64_t> kept_steps(const std::string& dir) {
   return steps;
 }
 
-double double_bits(uint64_t b) {
-  double v;
-  std::memcpy(&v, &b, sizeof v);
-  return v;
-}
-
-}  // namespace
-
-Branch prepare_branch(const std::string& source_dir, int64_t step, const std::string& new_dir) {
-  const std::string latest = checkpoint_path(source_dir), h5 = run_file_path(source_dir);
-  if (!fs::exists(latest) || !fs::exists(h5))
+// The checkpoint a branch at `step` starts from (0: the latest), read; b gets its path, step
+// and config.
+Checkpoint branch_checkpoint(const std::string& source_dir, int64_t step, Branch& b) {
+  const std::string latest = checkpoint_path(source_dir);
+  if (!fs::exists(latest) || !fs::exists(run_file_path(source_dir)))
     throw Error("--branch: " + source_dir + " is not a run to branch from (it needs run.h5 and checkpoint.ckpt, written by "
                 "'ablate run')");
-  Branch b;
   b.checkpoint = step > 0 && fs::exists(kept_checkpoint_path(source_dir, step)) ? kept_checkpoint_path(source_dir, step) : latest;
   Checkpoint ck = read_run_checkpoint(b.checkpoint);
   b.step = static_cast<int64_t>(ck.ints.at("step"));
@@ -1347,6 +1342,21 @@ Branch prepare_branch(const std::string& source_dir, int64_t step, const std::st
                 "or keep the step's checkpoint when training the run: train.keep_checkpoints: [" + std::to_string(step) + "]");
   }
   b.config = ck.texts.at("config");
+  return ck;
+}
+
+}  // namespace
+
+Branch find_branch(const std::string& source_dir, int64_t step) {
+  Branch b;
+  branch_checkpoint(source_dir, step, b);
+  return b;
+}
+
+Branch prepare_branch(const std::string& source_dir, int64_t step, const std::string& new_dir) {
+  Branch b;
+  Checkpoint ck = branch_checkpoint(source_dir, step, b);
+  const std::string h5 = run_file_path(source_dir);
   if (fs::exists(checkpoint_path(new_dir)) || fs::exists(run_file_path(new_dir)))
     throw Error("--branch: " + new_dir + " already holds a run; branch into a new directory");
   // The source may be training: its run file is read as of its last flush, which is at or
@@ -1363,8 +1373,8 @@ Branch prepare_branch(const std::string& source_dir, int64_t step, const std::st
     else rf.set_attr(k, v);
   }
   if (ck.ints.count("cpu/seconds")) {  // the CPU time up to the branch point
-    rf.set_attr("cpu_seconds", double_bits(ck.ints.at("cpu/seconds")));
-    rf.set_attr("eval_cpu_seconds", double_bits(ck.ints.at("cpu/eval_seconds")));
+    rf.set_attr("cpu_seconds", from_bits(ck.ints.at("cpu/seconds")));
+    rf.set_attr("eval_cpu_seconds", from_bits(ck.ints.at("cpu/eval_seconds")));
   }
   rf.set_attr("status", "branched");
   rf.set_attr("error", "");

@@ -101,6 +101,9 @@ struct Branch {
   std::string config;      // its config (YAML)
   int64_t step = 0;        // its step
 };
+// The checkpoint prepare_branch would start from, without writing anything (--dry-run); an
+// Error listing the kept steps and the latest when there is none at `step`.
+Branch find_branch(const std::string& source_dir, int64_t step);
 Branch prepare_branch(const std::string& source_dir, int64_t step, const std::string& new_dir);
 
 }  // namespace ablate
