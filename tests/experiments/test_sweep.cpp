@@ -610,6 +610,9 @@ TEST_CASE("sweep/--status tells a point whose processes were killed (stopped) fr
 
   auto again = ablate::test::run_command(ablate_cmd(d, "sweep gone.yaml --dir out"));
   CAPTURE(again.output);
+  std::string point_log = ablate::test::read_file(d / "out/logs/seed3.log");  // why the point failed, if it did
+  if (point_log.size() > 1500) point_log = point_log.substr(point_log.size() - 1500);
+  CAPTURE(point_log);
   REQUIRE(again.status == 0);
   CHECK(again.output.find("resuming from its checkpoint") != std::string::npos);
   auto done = ablate::test::run_command(ablate_cmd(d, "sweep gone.yaml --dir out --status"));
