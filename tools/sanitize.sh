@@ -16,5 +16,11 @@ built=$(date +%s)
 status=0
 ctest --test-dir build-asan --output-on-failure -j"$(nproc)" "$@" || status=$?
 end=$(date +%s)
+if [ "$status" != 0 ]; then
+  # The first lines of each failure again, last: a CI log shown by its head and tail keeps them.
+  echo "sanitize: failures (from build-asan/Testing/Temporary/LastTest.log):" >&2
+  grep -E -A10 'ERROR: AddressSanitizer|runtime error:|(FATAL )?ERROR: (CHECK|REQUIRE)|logged: point_log' \
+    build-asan/Testing/Temporary/LastTest.log | cut -c1-200 | head -40 >&2 || true
+fi
 echo "sanitize: build $((built - start)) s, tests $((end - built)) s, exit $status" >&2
 exit $status

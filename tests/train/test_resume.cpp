@@ -6,6 +6,7 @@
 // independence. ABLATE_RESUME_SEED=<n> explores other kill points.
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <sys/syscall.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -654,4 +655,46 @@ TEST_CASE("reliability/default threads leave out the cores other ablate runs cla
                                      cfg + " -q -j 3 -o " + (dir / "c") + " train.steps=2 sample.tokens=0");
   REQUIRE(r.status == 0);
   CHECK(ablate::read_run_file(ablate::run_file_path(dir / "c")).num_attrs.at("threads") == 3);
+}
+
+TEST_CASE("reliability/a run's lock outlives its process's main thread: status says alive, a new writer waits for it") {
+  ablate::test::TempDir dir;
+  const std::string run = dir / "run";
+  fs::create_directories(run);
+  // The state of a process killed with -9: its main thread has exited (a zombie) while another
+  // thread still exits, holding the process's files and the run's lock.
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    new ablate::RunLock(run);  // never released by a destructor: by the process's end
+    std::thread([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      ::_exit(0);
+    }).detach();
+    ::syscall(SYS_exit, 0);  // the main thread alone, without unwinding (no destructors in the child)
+  }
+  auto leader_state = [&] {
+    const std::string stat = ablate::test::read_file("/proc/" + std::to_string(child) + "/stat");
+    const size_t paren = stat.rfind(')');
+    return paren != std::string::npos && paren + 2 < stat.size() ? stat[paren + 2] : '?';
+  };
+  REQUIRE(wait_until([&] { return leader_state() == 'Z'; }));
+  CHECK(ablate::run_lock_owner_alive(run));
+  CHECK(ablate::process_alive(child));
+  const auto t0 = std::chrono::steady_clock::now();
+  ablate::RunLock mine(run);  // waits for the lock instead of failing
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(waited > 0.2);
+  CHECK(wait_for(child).code == 0);
+  CHECK(!ablate::process_alive(child));
+  CHECK(ablate::run_lock_owner_alive(run));  // the lock is now this process's
+  CHECK(ablate::process_alive(::getpid()));
+  // A live owner is not waited for.
+  ablate::test::CommandResult second;
+  try {
+    ablate::RunLock again(run);
+  } catch (const ablate::Error& e) {
+    second.output = e.what();
+  }
+  CHECK(contains(second.output, "another ablate process (pid " + std::to_string(::getpid()) + ") is writing this run"));
 }

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -185,30 +186,66 @@ std::string human_bytes(double b) {
   return buf;
 }
 
-bool run_lock_owner_alive(const std::string& dir) {
+namespace {
+
+// The state letter of /proc/<pid>[/task/<tid>]/stat ('R', 'S', 'Z', ...), or 0 if unreadable.
+char proc_state(const fs::path& stat) {
+  const std::string line = first_line(stat);
+  const size_t paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() ? line[paren + 2] : 0;
+}
+
+bool exited(char state) { return state == 'Z' || state == 'X'; }
+
+// The pid written in <dir>/run.lock by the process that last took it, or 0.
+long run_lock_pid(const std::string& dir) {
   std::ifstream in(fs::path(dir) / "run.lock");
   long pid = 0;
-  if (!(in >> pid) || pid <= 0) return false;
-  // A killed process whose parent died too may stay a zombie (state Z) if nothing reaps it.
-  std::ifstream st("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (st && std::getline(st, line)) {
-    const size_t paren = line.rfind(')');
-    return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] != 'Z' && line[paren + 2] != 'X';
+  return in >> pid && pid > 0 ? pid : 0;
+}
+
+}  // namespace
+
+bool process_alive(long pid) {
+  // A killed process's main thread can be a zombie (state Z) while its other threads still
+  // exit, holding its files and their locks; and one whose parent died may stay a zombie if
+  // nothing reaps it. So: alive while any of its threads has not exited.
+  const fs::path task = fs::path("/proc") / std::to_string(pid) / "task";
+  std::error_code ec;
+  fs::directory_iterator it(task, ec);
+  if (ec) return fs::exists("/proc/self/stat") ? false : ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    const char state = proc_state(it->path() / "stat");
+    if (state != 0 && !exited(state)) return true;
   }
-  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+  return false;
+}
+
+bool run_lock_owner_alive(const std::string& dir) {
+  const long pid = run_lock_pid(dir);
+  return pid > 0 && process_alive(pid);
 }
 
 RunLock::RunLock(const std::string& dir) {
   const std::string path = (fs::path(dir) / "run.lock").string();
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) throw Error(path + ": cannot create the run's lock file: " + std::strerror(errno));
-  if (::flock(fd_, LOCK_EX | LOCK_NB) < 0) {
-    char buf[32] = {};
-    ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
+  // A killed owner whose main thread has exited releases the lock when its last thread has:
+  // wait for that (a few ms, longer on a loaded machine), not for a live owner.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (::flock(fd_, LOCK_EX | LOCK_NB) < 0) {
+    const int err = errno;
+    if (err == EINTR) continue;
+    const long owner = run_lock_pid(dir);
+    if (err == EWOULDBLOCK && owner > 0 && exited(proc_state(fs::path("/proc") / std::to_string(owner) / "stat")) &&
+        std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      continue;
+    }
     ::close(fd_);
     fd_ = -1;
-    throw Error(dir + ": another ablate process" + (n > 0 ? " (pid " + std::to_string(std::atol(buf)) + ")" : "") +
+    throw Error(dir + ": another ablate process" + (owner > 0 ? " (pid " + std::to_string(owner) + ")" : "") +
                 " is writing this run; wait for it to end, or stop it first (Ctrl-C or kill: it checkpoints)");
   }
   const std::string pid = std::to_string(static_cast<long>(getpid())) + "\n";

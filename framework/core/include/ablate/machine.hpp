@@ -46,12 +46,16 @@ double resident_bytes();
 // "1.23 GB", "456 MB", "12 KB".
 std::string human_bytes(double bytes);
 
+// Whether a thread of process `pid` on this machine has not exited yet (a process whose main
+// thread is a zombie may still hold files and locks while its other threads exit).
+bool process_alive(long pid);
 // Whether the process that last took <dir>/run.lock (its pid is in the file) is still
 // alive on this machine. False without a lock file. Looks only: it never takes the lock.
 bool run_lock_owner_alive(const std::string& dir);
 
 // An exclusive lock on <dir>/run.lock (flock), held while the object lives, so that two
-// processes never write one run. Error naming the other process when it is taken.
+// processes never write one run. Error naming the other process when it is taken; a killed
+// owner that is still exiting (main thread a zombie) is waited for, up to 10 s.
 class RunLock {
  public:
   explicit RunLock(const std::string& dir);
