@@ -736,6 +736,10 @@ TEST_CASE("arithmetic/the shipped mixed-task recipe and its sweeps validate agai
   // The place-value sweep: the recipe with model.positional: place_value, the same seeds.
   const std::string pv = dry_sweep("place_value.yaml");
   CHECK_MESSAGE(pv.find("model.positional=place_value seed=1623041774") != std::string::npos, pv);
+  // And on the two seeds of the table that sweep does not draw.
+  const std::string pv12 = dry_sweep("place_value_seeds12.yaml");
+  CHECK_MESSAGE(pv12.find("2 points (1 variant x 2 seeds)") != std::string::npos, pv12);
+  CHECK_MESSAGE(pv12.find("model.positional=place_value seed=2") != std::string::npos, pv12);
   // Packed windows on the recipe's five seeds; three of its points are what_matters' packed
   // points (copied into results/arith_packed), so both sweeps must give them the same overrides.
   const std::string packed = dry_sweep("packed.yaml");
