@@ -419,8 +419,13 @@ sweep:
   CHECK(range.status == 2);
   CHECK(range.output.find("--point 6 is out of range: the sweep has 6 points (0 to 5)") != std::string::npos);
 
+  // Options that only say how runs are logged or kept do not make a finished run another config.
+  const std::string spec = ablate::test::read_file(d / "sweep.yaml");
+  d.write("sweep.yaml", spec + "overrides: {train.log_every: 7, train.keep_checkpoints: [20]}\n");
+  auto kept = ablate::test::run_command(ablate_cmd(d, "sweep sweep.yaml --dir out --dry-run"));
+  CHECK_MESSAGE(kept.status == 0, kept.output);
   // Editing the sweep after runs finished is refused rather than mixing configs.
-  d.write("sweep.yaml", ablate::test::read_file(d / "sweep.yaml") + "overrides: {train.steps: 80}\n");
+  d.write("sweep.yaml", spec + "overrides: {train.steps: 80}\n");
   auto changed = ablate::test::run_command(ablate_cmd(d, "sweep sweep.yaml --dir out --dry-run"));
   CHECK(changed.status == 1);
   CHECK(changed.output.find("train.steps: 60 -> 80") != std::string::npos);

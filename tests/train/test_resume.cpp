@@ -284,12 +284,13 @@ TEST_CASE("reliability/resume refuses a changed config unless --allow-config-cha
   const std::string log = dir / "log.txt";
   const std::string out = dir / "run";
   REQUIRE(run({cfg, "-o", out, "-q"}, "step:30", log).killed);
-  auto r = ablate::test::run_command("ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " + ablate::test::ablate_binary() +
-                                     " run " + cfg + " -o " + out + " -q --resume model.dropout=0.2 train.log_every=3");
+  auto r = ablate::test::run_command("ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " + ablate::test::ablate_binary() + " run " +
+                                     cfg + " -o " + out + " -q --resume model.dropout=0.2 optimizer.weight_decay=0.2 train.log_every=3");
   CHECK(r.status == 1);
   CHECK_MESSAGE(r.output.find("cannot resume: the config differs from the checkpoint's") != std::string::npos, r.output);
   CHECK(r.output.find("model.dropout: 0.1 -> 0.2") != std::string::npos);
-  CHECK(r.output.find("train.log_every: 5 -> 3") != std::string::npos);
+  CHECK(r.output.find("optimizer.weight_decay: 0.1 -> 0.2") != std::string::npos);
+  CHECK(r.output.find("train.log_every") == std::string::npos);  // bookkeeping: not a reason to refuse
   CHECK(r.output.find("--allow-config-change") != std::string::npos);
   // Refusing left the run as it was: it still resumes to the uninterrupted result.
   REQUIRE(run({cfg, "-o", dir / "full", "-q"}, "", log).code == 0);
@@ -304,6 +305,35 @@ TEST_CASE("reliability/resume refuses a changed config unless --allow-config-cha
   auto d = ablate::read_run_file(ablate::run_file_path(copy / "run"));
   CHECK(d.str_attrs.at("status") == "done");
   CHECK(d.tables.at("eval").at("step").back() == 40);
+}
+
+// Options that only say how a run is logged or kept (ablate::bookkeeping_option) may change
+// on resume: the run goes on without --allow-config-change and computes what it would have.
+TEST_CASE("reliability/resume accepts changed log_every, checkpoint_every and keep_checkpoints and trains the same") {
+  ablate::test::TempDir dir;
+  const std::string cfg = dir.write("resume.yaml", kConfig);
+  const std::string log = dir / "log.txt";
+  const std::string out = dir / "run";
+  REQUIRE(run({cfg, "-o", dir / "full", "-q"}, "", log).code == 0);
+  REQUIRE(run({cfg, "-o", out, "-q"}, "step:30", log).killed);
+  const auto r = ablate::test::run_command("ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " + ablate::test::ablate_binary() + " run " +
+                                           cfg + " -o " + out +
+                                           " -q --resume train.log_every=3 train.checkpoint_every=8 'train.keep_checkpoints=[40]'");
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  CHECK(fs::exists(fs::path(out) / "checkpoints" / "step-40.ckpt"));  // the new option took effect
+  const auto want = ablate::read_run_file(ablate::run_file_path(dir / "full"));
+  const auto got = ablate::read_run_file(ablate::run_file_path(out));
+  CHECK(got.str_attrs.at("status") == "done");
+  CHECK(same_bits(want.tables.at("eval").at("val_loss"), got.tables.at("eval").at("val_loss")));
+  CHECK(want.texts.at("samples/final") == got.texts.at("samples/final"));
+  const auto a = ablate::read_checkpoint(ablate::checkpoint_path(dir / "full"));
+  const auto b = ablate::read_checkpoint(ablate::checkpoint_path(out));
+  REQUIRE(a.tensors.size() == b.tensors.size());
+  for (const auto& [name, v] : a.tensors) {
+    INFO("tensor " << name);
+    REQUIRE(b.tensors.count(name));
+    CHECK(same_bits(v, b.tensors.at(name)));
+  }
 }
 
 TEST_CASE("reliability/a NaN loss stops the run, names the step and parameters, marks the run failed") {

@@ -202,15 +202,27 @@ std::vector<std::pair<std::string, std::string>> flatten(const YAML::Node& node)
   return out;
 }
 
-std::vector<std::string> config_changes(const YAML::Node& old_cfg, const YAML::Node& new_cfg) {
+bool bookkeeping_option(const std::string& key) {
+  return key == "name" || key.rfind("output.", 0) == 0 || key == "train.log_every" || key == "train.checkpoint_every" ||
+         key == "train.keep_checkpoints";
+}
+
+std::vector<std::string> config_changes(const YAML::Node& old_cfg, const YAML::Node& new_cfg, bool results_only) {
   auto a = flatten(old_cfg), b = flatten(new_cfg);
   std::vector<std::string> changed;
+  auto add = [&](const std::string& key, std::string change) {
+    if (!(results_only && bookkeeping_option(key))) changed.push_back(std::move(change));
+  };
   size_t i = 0, j = 0;
   while (i < a.size() || j < b.size()) {
-    if (j >= b.size() || (i < a.size() && a[i].first < b[j].first)) changed.push_back(a[i++].first + " (removed)");
-    else if (i >= a.size() || b[j].first < a[i].first) changed.push_back(b[j++].first + " (added)");
-    else {
-      if (a[i].second != b[j].second) changed.push_back(a[i].first + ": " + a[i].second + " -> " + b[j].second);
+    if (j >= b.size() || (i < a.size() && a[i].first < b[j].first)) {
+      add(a[i].first, a[i].first + " (removed)");
+      ++i;
+    } else if (i >= a.size() || b[j].first < a[i].first) {
+      add(b[j].first, b[j].first + " (added)");
+      ++j;
+    } else {
+      if (a[i].second != b[j].second) add(a[i].first, a[i].first + ": " + a[i].second + " -> " + b[j].second);
       ++i, ++j;
     }
   }

@@ -453,7 +453,7 @@ SweepResults load_run_results(const std::vector<std::string>& paths) {
     return it == options[i].end() ? std::string("-") : it->second;
   };
   for (const auto& k : keys) {
-    if (k == "seed" || k == "name" || k.rfind("output.", 0) == 0) continue;
+    if (k == "seed" || bookkeeping_option(k)) continue;
     for (size_t i = 1; i < dirs.size(); ++i)
       if (value(i, k) != value(0, k)) {
         s.grid_keys.push_back(k);

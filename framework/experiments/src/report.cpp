@@ -560,7 +560,7 @@ void differs_html(std::ostringstream& o, const SweepResults& r) {
   }
   std::vector<std::string> differ;
   for (const auto& k : keys) {
-    if (k == "seed" || k == "name" || k.rfind("output.", 0) == 0) continue;
+    if (k == "seed" || bookkeeping_option(k)) continue;
     auto value = [&](const std::map<std::string, std::string>& m) {
       auto it = m.find(k);
       return it == m.end() ? std::string("-") : it->second;

@@ -678,7 +678,7 @@ std::vector<std::string> config_changes(const std::string& recorded_yaml, const 
   } catch (const YAML::Exception&) {
     return {"(the recorded config is not readable YAML)"};
   }
-  return config_changes(recorded, exp.node());
+  return config_changes(recorded, exp.node(), /*results_only=*/true);
 }
 
 std::vector<PointCheck> validate_sweep(const Sweep& s) {

@@ -828,7 +828,7 @@ void Trainer::restore(const Checkpoint& ck) {
   const YAML::Node old = checkpoint_config(ck, path);
   changes_ = config_changes(old, exp_->node());
   std::vector<std::string> refused;
-  for (const auto& c : changes_)
+  for (const auto& c : config_changes(old, exp_->node(), /*results_only=*/true))
     if (!(ro_.extend_to > 0 && (c.rfind("train.steps", 0) == 0 || c.rfind("train.schedule_steps", 0) == 0))) refused.push_back(c);
   if (!refused.empty() && !ro_.allow_config_change)
     throw Error(s_.out_dir + ": cannot resume: the config differs from the checkpoint's: " + join(refused, "; ") +

@@ -40,8 +40,15 @@ void apply_override(YAML::Node& root, const std::string& assignment);
 // Canonical flat listing "a.b.c: value" of every leaf, sorted; used to compare configs
 // (resume refuses a changed config and names the changed keys).
 std::vector<std::pair<std::string, std::string>> flatten(const YAML::Node& node);
+// Options that change how a run is named, logged or kept, not what it trains: name,
+// output.*, train.log_every, train.checkpoint_every, train.keep_checkpoints (a checkpoint
+// is written at the optimizer's eval point, which the optimizer contract restores bit for
+// bit). Resume and a sweep's finished runs accept a change of them; compare and report do
+// not make them dimensions.
+bool bookkeeping_option(const std::string& key);
 // "key: old -> new" for every leaf that differs between two configs ("key (removed)",
-// "key (added)"), sorted by key: what resume refuses and what a sweep point reports.
-std::vector<std::string> config_changes(const YAML::Node& old_cfg, const YAML::Node& new_cfg);
+// "key (added)"), sorted by key: what a run's segments record; with results_only, without
+// bookkeeping options: what resume refuses and what a sweep point reports.
+std::vector<std::string> config_changes(const YAML::Node& old_cfg, const YAML::Node& new_cfg, bool results_only = false);
 
 }  // namespace ablate

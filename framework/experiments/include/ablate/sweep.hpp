@@ -96,7 +96,8 @@ struct RunState {
 RunState run_state(const std::string& run_dir);
 
 // Config keys that differ between a run's recorded config and an experiment (as built,
-// defaults filled in): "model.d_model: 64 -> 96", "train.foo (added)".
+// defaults filled in): "model.d_model: 64 -> 96", "train.foo (added)"; bookkeeping
+// options (train.keep_checkpoints, ...) are not changes here: such a run resumes or stays done.
 std::vector<std::string> config_changes(const std::string& recorded_yaml, const Experiment& exp);
 
 // Validation before anything runs: builds every point's experiment (data, tokenizer,
