@@ -492,8 +492,12 @@ TEST_CASE("report/compare any runs: directories, globs, run.h5 files, grouping b
   const double a[] = {1.76, 1.75}, b[] = {1.71, 1.72};
   for (int i = 0; i < 2; ++i) {
     const std::string seed = std::to_string(i + 1);
-    fake_run(d / ("runs/lr1-s" + seed), a[i], 1000, "done", "seed: " + seed + "\nname: x" + seed + "\noptimizer: {lr: 0.001}\n");
-    fake_run(d / ("runs/lr3-s" + seed), b[i], 1000, "done", "seed: " + seed + "\nname: y" + seed + "\noptimizer: {lr: 0.003}\n");
+    fake_run(d / ("runs/lr1-s" + seed), a[i], 1000, "done",
+             "seed: " + seed + "\nname: x" + seed + "\noptimizer: {lr: 0.001}\ntrain: {log_every: 10}\n");
+    // Options that only say how a run is logged or kept (ablate::bookkeeping_option) are no dimension.
+    fake_run(d / ("runs/lr3-s" + seed), b[i], 1000, "done",
+             "seed: " + seed + "\nname: y" + seed + "\noptimizer: {lr: 0.003}\ntrain: {log_every: " + std::to_string(5 * i + 20) +
+                 ", keep_checkpoints: [500]}\n");
   }
   ablate::SweepResults r = ablate::load_run_results({d / "runs/lr1-s*", d / "runs/lr3-s1/run.h5", d / "runs/lr3-s2/"});
   REQUIRE(r.runs.size() == 4);
