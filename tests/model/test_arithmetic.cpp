@@ -740,6 +740,7 @@ TEST_CASE("arithmetic/the shipped mixed-task recipe and its sweeps validate agai
   const std::string pv12 = dry_sweep("place_value_seeds12.yaml");
   CHECK_MESSAGE(pv12.find("2 points (1 variant x 2 seeds)") != std::string::npos, pv12);
   CHECK_MESSAGE(pv12.find("model.positional=place_value seed=2") != std::string::npos, pv12);
+  CHECK_MESSAGE(pv12.find("train.keep_checkpoints=[4480, 4800]") != std::string::npos, pv12);  // the branch points
   // Packed windows on the recipe's five seeds; three of its points are what_matters' packed
   // points (copied into results/arith_packed), so both sweeps must give them the same overrides.
   const std::string packed = dry_sweep("packed.yaml");
