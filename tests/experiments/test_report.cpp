@@ -532,7 +532,15 @@ TEST_CASE("report/compare any runs: directories, globs, run.h5 files, grouping b
     return std::any_of(x.notes.begin(), x.notes.end(), [](const std::string& n) { return n.find("No group has a run paired") == 0; });
   };
   CHECK(says_unpaired(two_seeds));
-  CHECK(ablate::format_comparison(two_seeds, "table").find("--by variant gives their mean and CI over the seeds") != std::string::npos);
+  CHECK(ablate::format_comparison(two_seeds, "table").find("--by point gives their mean and CI over the seeds") != std::string::npos);
+  {  // and what the note says does: one group of both seeds (runs given one by one have no variants)
+    ablate::CompareOptions pooled;
+    pooled.by = "point";
+    const ablate::Comparison one = ablate::compare_sweep(ablate::load_run_results({d / "runs/lr1-s1", d / "runs/lr1-s2"}), pooled);
+    REQUIRE(one.groups.size() == 1);
+    CHECK(one.groups[0].summary.n == 2);
+    CHECK(one.groups[0].summary.mean == doctest::Approx(1.755));
+  }
   CHECK_FALSE(says_unpaired(c));  // by run over the lr grid: lr3-s1 pairs with lr1-s1
   // A run directory without a run file yet (config.yaml written, nothing else) is listed, not dropped.
   fs::create_directories(d / "runs/lr9-s1");
