@@ -293,7 +293,7 @@ TEST_CASE("reliability/resume refuses a changed config unless --allow-config-cha
   CHECK(r.output.find("train.log_every") == std::string::npos);  // bookkeeping: not a reason to refuse
   CHECK(r.output.find("--allow-config-change") != std::string::npos);
   // Refusing left the run as it was: it still resumes to the uninterrupted result.
-  REQUIRE(run({cfg, "-o", dir / "full", "-q"}, "", log).code == 0);
+  REQUIRE_MESSAGE(run({cfg, "-o", dir / "full", "-q"}, "", log).code == 0, ablate::test::read_file(log));
   ablate::test::TempDir copy;
   fs::copy(out, copy.path / "run", fs::copy_options::recursive);
   REQUIRE(run({cfg, "-o", out, "-q", "--resume"}, "", log).code == 0);
