@@ -653,10 +653,9 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
     c.notes.push_back("No group has a run paired with one of " + c.baseline + "'s (runs pair by " + pairing +
                       "), so there is no difference, p or wins: each row shows its own runs' mean" +
                       (c.by == "run" || (c.by == "point" && !s.variants.empty())
-                           ? std::string(". To pool runs of one ") + (s.variants.empty() ? "config" : "variant") +
-                                 " on different seeds, --by " + (s.variants.empty() ? "point" : "variant") +
-                                 " gives their mean and CI over the seeds."
-                           : std::string("; run the baseline on the same seeds to pair them.")));
+                           ? s.variants.empty() ? ". To pool runs of one config on different seeds, --by point gives their mean and CI over the seeds."
+                                                : ". To pool runs of one variant on different seeds, --by variant gives their mean and CI over the seeds."
+                           : "; run the baseline on the same seeds to pair them."));
   c.machines = machines_note(c);
   if (!c.machines.empty()) c.notes.push_back(c.machines);
   return c;
