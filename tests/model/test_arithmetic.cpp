@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <filesystem>
+#include <map>
 #include <cmath>
 #include <set>
 #include <sstream>
@@ -399,6 +401,115 @@ TEST_CASE("arithmetic/score_after scores only each line's answer") {
                        doctest::Contains("no line of"), ablate::ConfigError);
   CHECK_THROWS_WITH_AS(load("{path: lines.txt, score_after: '='}", d), doctest::Contains("add data.windows: lines"),
                        ablate::ConfigError);
+}
+
+TEST_CASE("arithmetic/line_weights draws matching lines as often as their weights say, at the steps given") {
+  ablate::test::TempDir dir;
+  // Three kinds of line, equally many: the operation at index 2 tells them apart.
+  std::string text;
+  for (int i = 0; i < 60; ++i) text += std::string("$1*2=2$\n$3+4=7$\n$5-1=4$\n");
+  dir.write("lines.txt", text);
+  auto load = [&](const std::string& yaml, ablate::TextData& d) {
+    auto exp = ablate::Experiment::parse("data: " + yaml, "test.yaml", dir.path.string());
+    auto tok = char_tokenizer(text);
+    d = ablate::load_text_data(exp.root().child("data"), dir.path.string(), *tok, 7);
+    return tok;
+  };
+  ablate::TextData d;
+  auto tok = load("{path: lines.txt, windows: lines, fill: pad, line_weights: [{match: '\\*', weight: 0, until: 10}, "
+                  "{match: '\\+', weight: 4, from: 5}]}",
+                  d);
+  const int64_t B = 3000, T = 7;
+  std::vector<int32_t> x(B * T), y(B * T);
+  // The share of windows whose line has each operation, at `step`.
+  auto shares = [&](int64_t step) {
+    ablate::Rng rng(static_cast<uint64_t>(step + 100));
+    ablate::sample_batch(d, true, B, T, rng, x.data(), y.data(), step);
+    std::map<std::string, double> n;
+    for (int64_t b = 0; b < B; ++b) n[tok->decode({x[b * T + 2]})] += 1.0 / B;
+    return n;
+  };
+  // Sampling error of a share of 3000 draws is at most 0.009; 0.04 is over 4 of them.
+  struct Case { int64_t step; double mul, add, sub; };
+  for (const Case& c : {Case{-1, 1 / 3., 1 / 3., 1 / 3.}, Case{1, 0, 0.5, 0.5}, Case{4, 0, 0.5, 0.5},
+                        Case{5, 0, 0.8, 0.2}, Case{10, 0, 0.8, 0.2}, Case{11, 1 / 6., 4 / 6., 1 / 6.}}) {
+    CAPTURE(c.step);
+    auto n = shares(c.step);
+    CHECK(std::abs(n["*"] - c.mul) < 0.04);
+    CHECK(std::abs(n["+"] - c.add) < 0.04);
+    CHECK(std::abs(n["-"] - c.sub) < 0.04);
+  }
+  // Validation windows are never weighted.
+  {
+    ablate::Rng rng(7);
+    ablate::sample_batch(d, false, B, T, rng, x.data(), y.data(), 1);
+    int64_t mul = 0;
+    for (int64_t b = 0; b < B; ++b) mul += tok->decode({x[b * T + 2]}) == "*";
+    CHECK(std::abs(static_cast<double>(mul) / B - 1 / 3.) < 0.04);
+  }
+  // Where no rule holds, the windows are those of the same file without rules, draw for
+  // draw: a curriculum that has ended leaves the rest of the run as it would be.
+  {
+    ablate::TextData e;
+    load("{path: lines.txt, windows: lines, fill: pad, line_weights: [{match: '\\*', weight: 3, until: 10}]}", e);
+    ablate::TextData plain;
+    load("{path: lines.txt, windows: lines, fill: pad}", plain);
+    std::vector<int32_t> x2(B * T), y2(B * T);
+    ablate::Rng r1(9), r2(9);
+    ablate::sample_batch(e, true, B, T, r1, x.data(), y.data(), 11);
+    ablate::sample_batch(plain, true, B, T, r2, x2.data(), y2.data(), 11);
+    CHECK(x == x2);
+    CHECK(y == y2);
+    CHECK(r1.state() == r2.state());
+  }
+  // Bad rules: each error names the key, the value and what to do.
+  auto fails = [&](const std::string& rules, const std::string& message) {
+    CAPTURE(rules);
+    ablate::TextData bad;
+    CHECK_THROWS_WITH_AS(load("{path: lines.txt, windows: lines, line_weights: " + rules + "}", bad), doctest::Contains(message.c_str()),
+                         ablate::ConfigError);
+  };
+  fails("[{match: '[', weight: 2}]", "is not a regular expression (ECMAScript)");
+  fails("[{match: '1', weight: 1}, {match: '[', weight: 2}]", "test.yaml:1:89: data.line_weights.1.match");
+  fails("[{match: 'Q', weight: 2}]", "'Q' matches none of the 162 training lines");
+  fails("[{match: '\\$', weight: 2}]", "matches every one of the 162 training lines");
+  fails("[{match: '\\*', weight: 0}, {match: '[-+]', weight: 0}]", "at step 1 every training line has weight 0");
+  fails("[{match: '\\*', weight: 0, from: 3}, {match: '[-+]', weight: 0, until: 5}]", "at step 3 every training line has weight 0");
+  fails("[{match: '\\*', weight: -1}]", "out of range");
+  fails("[{match: '\\*', weight: 2, from: 5, until: 4}]", "is before from (5)");
+  fails("[{match: '\\*', wieght: 2}]", "Did you mean 'weight'");
+  fails("[{weight: 2}]", "data.line_weights.0.match: missing");
+  fails("{match: '\\*'}", "expected a list of 1 to 8 rules");
+  ablate::TextData random;
+  CHECK_THROWS_WITH_AS(load("{path: lines.txt, line_weights: [{match: '\\*', weight: 0}]}", random),
+                       doctest::Contains("add data.windows: lines"), ablate::ConfigError);
+}
+
+TEST_CASE("arithmetic/line_weights reach training: a line kind of weight 0 is never learned") {
+  // Three lines in four answer 2, one answers 1; with the 2s at weight 0 the model can only
+  // have learned 1 (without the rule it answers 2).
+  ablate::test::TempDir dir;
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "$a=2$\n$a=1$\n$a=2$\n$a=2$\n";
+  dir.write("lines.txt", text);
+  const std::string yaml = R"(seed: 2
+data: {path: lines.txt, windows: lines, fill: pad, score_after: "="LW}
+tokenizer: char
+model: {d_model: 16, n_heads: 2, n_layers: 1, context: 6, positional: learned, ffn: relu}
+train: {steps: 40, batch_size: 16, eval_every: 40, eval_batches: 1, checkpoint_every: 40, log_every: 10, threads: 1}
+optimizer: {type: adamw, lr: 1.0e-2}
+sample: {prompt: "$a=", tokens: 1, temperature: 0}
+)";
+  auto answer = [&](const std::string& rules) {
+    std::string y = yaml;
+    y.replace(y.find("LW"), 2, rules);
+    dir.write("w.yaml", y);
+    std::filesystem::remove_all(dir / "run");
+    const std::string sample = train_quietly(dir, "w.yaml").texts.at("samples/final");
+    return sample.substr(sample.size() - 1);  // the one token generated after the prompt
+  };
+  CHECK(answer("") == "2");
+  CHECK(answer(", line_weights: [{match: '=2', weight: 0}]") == "1");
 }
 
 TEST_CASE("arithmetic/line windows start at problems and mask padding") {

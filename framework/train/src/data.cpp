@@ -1,16 +1,21 @@
 // Text data loading and window sampling (see data.hpp).
 #include "ablate/data.hpp"
 
+#include <regex>
+
 #include "ablate/data_source.hpp"
 #include "ablate/error.hpp"
+#include "ablate/ops.hpp"
 
 namespace ablate {
 
 namespace {
 
 // Encodes text line by line (each line with its '\n'), so that every line starts a token
-// and its offset is known whatever the tokenizer merges. Returns the offsets.
-std::vector<int64_t> encode_lines(const Tokenizer& tok, const std::string& text, std::vector<int32_t>& ids) {
+// and its offset is known whatever the tokenizer merges. Returns the offsets; `spans` (if
+// given) gets each encoded line's offset and length in the text, without its newline.
+std::vector<int64_t> encode_lines(const Tokenizer& tok, const std::string& text, std::vector<int32_t>& ids,
+                                  std::vector<std::pair<size_t, size_t>>* spans = nullptr) {
   std::vector<int64_t> starts;
   ids.clear();
   for (size_t i = 0; i < text.size();) {
@@ -20,10 +25,117 @@ std::vector<int64_t> encode_lines(const Tokenizer& tok, const std::string& text,
     if (!line.empty()) {
       starts.push_back(static_cast<int64_t>(ids.size()));
       ids.insert(ids.end(), line.begin(), line.end());
+      if (spans) spans->emplace_back(i, (nl == std::string::npos ? end : nl) - i);
     }
     i = end;
   }
   return starts;
+}
+
+constexpr size_t kMaxLineRules = 8;
+
+// The rules of data.line_weights; `where` gets each rule's map, for errors that name its line.
+std::vector<LineWeights::Rule> read_line_rules(const Options& o, std::vector<Options>& where) {
+  std::vector<LineWeights::Rule> rules;
+  const YAML::Node list = o.node()["line_weights"];
+  o.mark_used("line_weights");
+  if (!list.IsDefined() || list.IsNull()) return rules;
+  const char* example = "e.g. line_weights: [{match: '\\*', weight: 0}, {match: '^[^=]*\\.', weight: 3, until: 2000}]";
+  if (!list.IsSequence() || list.size() == 0 || list.size() > kMaxLineRules)
+    o.fail("line_weights", "expected a list of 1 to " + std::to_string(kMaxLineRules) +
+                               " rules {match: REGEX, weight: W, from: STEP, until: STEP}, " + example);
+  for (size_t i = 0; i < list.size(); ++i) {
+    Options r(list[i], o.source(), o.key_path("line_weights") + "." + std::to_string(i));
+    LineWeights::Rule rule;
+    rule.match = r.require<std::string>("match", "ECMAScript regular expression searched in each line (without its newline)");
+    rule.weight = r.get_in<double>("weight", 1.0, 0.0, 1e6, "how many times as often a matching line is drawn (0: never)");
+    rule.from = r.get_in<int64_t>("from", 1, 1, int64_t{1} << 62, "first step the rule holds");
+    rule.until = r.get_in<int64_t>("until", -1, -1, int64_t{1} << 62, "last step the rule holds (-1: to the end)");
+    if (rule.until >= 0 && rule.until < rule.from)
+      r.fail("until", std::to_string(rule.until) + " is before from (" + std::to_string(rule.from) +
+                          "); give until >= from, or -1 for to the end of training");
+    r.check_unused();
+    rules.push_back(rule);
+    where.push_back(r);
+  }
+  return rules;
+}
+
+// Groups the training lines by the rules they match and checks that every rule matches some
+// but not all lines and that at every step some line can be drawn.
+void group_lines(const Options& o, const std::vector<Options>& rule_opts, TextData& d,
+                 const std::vector<std::pair<size_t, size_t>>& spans) {
+  LineWeights& lw = d.line_weights;
+  const size_t n_rules = lw.rules.size(), n = spans.size();
+  std::vector<uint8_t> mask(n, 0);
+  for (size_t r = 0; r < n_rules; ++r) {
+    const Options& ro = rule_opts[r];
+    std::regex re;
+    try {
+      re = std::regex(lw.rules[r].match, std::regex::ECMAScript | std::regex::optimize);
+    } catch (const std::regex_error& e) {
+      ro.fail("match", "'" + lw.rules[r].match + "' is not a regular expression (ECMAScript): " + e.what() +
+                      "; escape special characters, e.g. '\\*' for a literal '*'");
+    }
+    const uint8_t bit = static_cast<uint8_t>(1u << r);
+    parallel_for(static_cast<int64_t>(n), 4096, [&](int64_t lo, int64_t hi) {
+      for (int64_t k = lo; k < hi; ++k) {
+        const char* first = d.train_text.data() + spans[static_cast<size_t>(k)].first;
+        if (std::regex_search(first, first + spans[static_cast<size_t>(k)].second, re)) mask[static_cast<size_t>(k)] |= bit;
+      }
+    });
+    size_t hits = 0;
+    for (uint8_t m : mask) hits += (m & bit) != 0;
+    if (hits == 0 || hits == n)
+      ro.fail("match", "'" + lw.rules[r].match + "' matches " + (hits ? "every one" : "none") + " of the " + std::to_string(n) +
+                      " training lines of " + d.path + ", so its weight changes nothing; give a pattern that picks out some "
+                      "lines (ECMAScript, searched anywhere in a line)");
+  }
+  lw.groups.assign(size_t{1} << n_rules, {});
+  for (size_t k = 0; k < n; ++k) lw.groups[mask[k]].push_back(static_cast<int64_t>(k));
+  // The weights change only where a rule starts or ends.
+  std::vector<int64_t> steps{1};
+  for (const auto& r : lw.rules) {
+    steps.push_back(r.from);
+    if (r.until >= 0) steps.push_back(r.until + 1);
+  }
+  for (int64_t s : steps) {
+    double total = 0;
+    for (size_t g = 0; g < lw.groups.size(); ++g) {
+      double w = 1;
+      for (size_t r = 0; r < n_rules; ++r)
+        if ((g >> r & 1) && lw.rules[r].active(s)) w *= lw.rules[r].weight;
+      total += w * static_cast<double>(lw.groups[g].size());
+    }
+    if (total <= 0)
+      o.fail("line_weights", "at step " + std::to_string(s) + " every training line has weight 0, so no window can be drawn; "
+                             "give some lines a weight above 0 there");
+  }
+}
+
+// The index of the training line a window starts at, drawn with the weights of `step`.
+int64_t draw_weighted_line(const LineWeights& lw, int64_t step, Rng& rng) {
+  double w[size_t{1} << kMaxLineRules], total = 0;
+  const size_t n_groups = lw.groups.size();
+  for (size_t g = 0; g < n_groups; ++g) {
+    w[g] = 1;
+    for (size_t r = 0; r < lw.rules.size(); ++r)
+      if ((g >> r & 1) && lw.rules[r].active(step)) w[g] *= lw.rules[r].weight;
+    total += w[g] * static_cast<double>(lw.groups[g].size());
+  }
+  double u = static_cast<double>(rng.next_u64() >> 11) * 0x1p-53 * total;
+  size_t last = 0;
+  for (size_t g = 0; g < n_groups; ++g) {
+    const double mass = w[g] * static_cast<double>(lw.groups[g].size());
+    if (mass <= 0) continue;
+    last = g;
+    if (u < mass) {
+      const size_t i = std::min(lw.groups[g].size() - 1, static_cast<size_t>(u / w[g]));
+      return lw.groups[g][i];
+    }
+    u -= mass;
+  }
+  return lw.groups[last].back();  // rounding at the very end of the range
 }
 
 }  // namespace
@@ -47,6 +159,11 @@ TextData load_text_data(const Options& o, const std::string& yaml_dir, Tokenizer
   if (!after.empty() && !d.line_windows)
     o.fail("score_after", "'" + after + "' marks where each line's answer starts, which needs windows that start at "
                           "lines; add data.windows: lines or remove data.score_after");
+  std::vector<Options> rule_opts;
+  d.line_weights.rules = read_line_rules(o, rule_opts);
+  if (!d.line_weights.rules.empty() && !d.line_windows)
+    o.fail("line_weights", "weights lines, which needs windows that start at lines; add data.windows: lines or remove "
+                           "data.line_weights");
   o.check_unused();
   try {
     d.path = resolve_data_file(name, yaml_dir);
@@ -81,7 +198,8 @@ TextData load_text_data(const Options& o, const std::string& yaml_dir, Tokenizer
     return d;
   }
   d.pad_input = tok.pad_id() >= 0 ? tok.pad_id() : 0;
-  d.train_lines = encode_lines(tok, d.train_text, d.train);
+  std::vector<std::pair<size_t, size_t>> spans;
+  d.train_lines = encode_lines(tok, d.train_text, d.train, &spans);
   d.val_lines = encode_lines(tok, d.val_text, d.val);
   if (!after.empty()) {
     const std::vector<int32_t> ids = tok.encode(after);
@@ -116,10 +234,17 @@ TextData load_text_data(const Options& o, const std::string& yaml_dir, Tokenizer
   for (char c : d.train_text) train_newlines += c == '\n';
   check(d.train_lines, d.train, "training", d.train_text, 1);
   check(d.val_lines, d.val, "validation", d.val_text, 1 + train_newlines);
+  if (!d.line_weights.rules.empty()) group_lines(o, rule_opts, d, spans);
   return d;
 }
 
-void sample_batch(const TextData& data, bool train, int64_t B, int64_t T, Rng& rng, int32_t* x, int32_t* y) {
+bool LineWeights::active(int64_t step) const {
+  for (const Rule& r : rules)
+    if (r.active(step)) return true;
+  return false;
+}
+
+void sample_batch(const TextData& data, bool train, int64_t B, int64_t T, Rng& rng, int32_t* x, int32_t* y, int64_t step) {
   const std::vector<int32_t>& tokens = train ? data.train : data.val;
   if (!data.line_windows) {
     const uint64_t range = tokens.size() - static_cast<size_t>(T);  // offsets 0..size-T-1
@@ -134,8 +259,10 @@ void sample_batch(const TextData& data, bool train, int64_t B, int64_t T, Rng& r
   }
   const std::vector<int64_t>& starts = train ? data.train_lines : data.val_lines;
   const int64_t size = static_cast<int64_t>(tokens.size()), n_lines = static_cast<int64_t>(starts.size());
+  const bool weighted = train && step >= 1 && data.line_weights.active(step);
   for (int64_t b = 0; b < B; ++b) {
-    const int64_t k = static_cast<int64_t>(rng.below(static_cast<uint64_t>(n_lines)));
+    const int64_t k = weighted ? draw_weighted_line(data.line_weights, step, rng)
+                               : static_cast<int64_t>(rng.below(static_cast<uint64_t>(n_lines)));
     const int64_t i = starts[static_cast<size_t>(k)];
     // The window holds tokens [i, end): up to T+1 of the stream (pack), or the whole lines
     // that fit in T+1 tokens (pad); the rest is padding.

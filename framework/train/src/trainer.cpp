@@ -947,7 +947,7 @@ double Trainer::train_step(int64_t step, float lr, double& norm) {
   g_.step = static_cast<uint64_t>(step);
   for (int64_t m = 0; m < t.accum; ++m) {
     // Every rank draws the whole batch from the same stream and computes its slice.
-    sample_batch(s_.data, true, B, T, data_rng_, x_.data(), y_.data());
+    sample_batch(s_.data, true, B, T, data_rng_, x_.data(), y_.data(), step);
     // The objective's randomness (masks) from the step, not from a stream to checkpoint.
     Rng mask_rng((s_.seed ^ 0x0B1Eull) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(step * t.accum + m));
     s_.objective->prepare(x_.data(), y_.data(), B, T, s_.tokenizer->vocab_size(), mask_rng);

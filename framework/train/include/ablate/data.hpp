@@ -7,6 +7,9 @@
 // after the real tokens cannot affect them. `score_after: "="` (line windows) scores only
 // the tokens after that text in each line, e.g. the answer of a problem: the prompt's
 // targets are -1 too (a completion-only loss, as TRL's response template).
+// `line_weights` (line windows) draws the training lines that match a pattern more or less
+// often, over all steps or a range of them: a curriculum, or a mixture that leaves some
+// kind of line out (weight 0).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -18,6 +21,23 @@
 
 namespace ablate {
 
+// data.line_weights: rules {match: REGEX, weight: W, from: STEP, until: STEP}. A training
+// line's weight at a step is the product of the weights of the rules that match it and whose
+// steps [from, until] hold the step (1 with none); a window's first line is drawn in
+// proportion to it. Lines are grouped by the set of rules they match, so a draw is one
+// random number whatever the file's size.
+struct LineWeights {
+  struct Rule {
+    std::string match;
+    double weight = 1;
+    int64_t from = 1, until = -1;  // steps, inclusive; until -1: to the end
+    bool active(int64_t step) const { return step >= from && (until < 0 || step <= until); }
+  };
+  std::vector<Rule> rules;
+  std::vector<std::vector<int64_t>> groups;  // training line indices by the mask of rules they match
+  bool active(int64_t step) const;
+};
+
 struct TextData {
   std::string path;                 // the resolved file
   std::string train_text, val_text;
@@ -27,9 +47,10 @@ struct TextData {
   int32_t pad_input = 0;            // input id of padded positions (the tokenizer's pad_id, else 0)
   std::vector<int64_t> train_lines, val_lines;  // token offsets of line starts (line windows)
   int32_t score_after = -1;         // score_after's token id, or -1: every target scored
+  LineWeights line_weights;         // line_weights (line windows)
 };
 
-// Reads the `data:` section (path, train_fraction, windows, fill, score_after), finds and reads the
+// Reads the `data:` section (path, train_fraction, windows, fill, score_after, line_weights), finds and reads the
 // file, fits the tokenizer on the training part and encodes both parts. `context` is
 // checked against the length of each part (random windows) or of the longest line (line
 // windows: with windows: lines the split falls on a line boundary and each line is
@@ -41,6 +62,9 @@ TextData load_text_data(const Options& data_opts, const std::string& yaml_dir, T
 // Fills x and y (B*T each) with B windows of the training (train = true) or validation
 // part. Targets that must not count in the loss (padding; with score_after, the tokens of
 // a line up to and including that token, and a line's first token) are -1.
-void sample_batch(const TextData& data, bool train, int64_t B, int64_t T, Rng& rng, int32_t* x, int32_t* y);
+// `step` (1-based, training only) selects the line_weights rules in force; -1 (evaluation,
+// estimates): every line equally likely.
+void sample_batch(const TextData& data, bool train, int64_t B, int64_t T, Rng& rng, int32_t* x, int32_t* y,
+                  int64_t step = -1);
 
 }  // namespace ablate
