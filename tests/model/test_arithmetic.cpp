@@ -77,6 +77,16 @@ std::string recompute_greedy(ablate::Model& m, const ablate::Tokenizer& tok, con
   return out;
 }
 
+// Reads the data section `yaml` (a flow map) of an experiment in `dir`, with a char
+// tokenizer fitted on `text`, into d; the tokenizer.
+std::unique_ptr<ablate::Tokenizer> load_data(const ablate::test::TempDir& dir, const std::string& text, const std::string& yaml,
+                                             int64_t context, ablate::TextData& d) {
+  auto exp = ablate::Experiment::parse("data: " + yaml, "test.yaml", dir.path.string());
+  auto tok = char_tokenizer(text);
+  d = ablate::load_text_data(exp.root().child("data"), dir.path.string(), *tok, context);
+  return tok;
+}
+
 // Trains the experiment file `yaml` of `dir` quietly into dir/run; its run file, read back.
 ablate::RunData train_quietly(const ablate::test::TempDir& dir, const std::string& yaml) {
   ablate::test::registry();
@@ -362,12 +372,7 @@ TEST_CASE("arithmetic/score_after scores only each line's answer") {
   std::string text;
   for (int i = 0; i < 40; ++i) text += std::string("$7+5=21$\n$10+20=03$\n$3+4=7$\n");
   dir.write("lines.txt", text);
-  auto load = [&](const std::string& yaml, ablate::TextData& d) {
-    auto exp = ablate::Experiment::parse("data: " + yaml, "test.yaml", dir.path.string());
-    auto tok = char_tokenizer(text);
-    d = ablate::load_text_data(exp.root().child("data"), dir.path.string(), *tok, 16);
-    return tok;
-  };
+  auto load = [&](const std::string& yaml, ablate::TextData& d) { return load_data(dir, text, yaml, 16, d); };
   for (const char* fill : {"pack", "pad"}) {
     CAPTURE(fill);
     ablate::TextData d;
@@ -409,12 +414,7 @@ TEST_CASE("arithmetic/line_weights draws matching lines as often as their weight
   std::string text;
   for (int i = 0; i < 60; ++i) text += std::string("$1*2=2$\n$3+4=7$\n$5-1=4$\n");
   dir.write("lines.txt", text);
-  auto load = [&](const std::string& yaml, ablate::TextData& d) {
-    auto exp = ablate::Experiment::parse("data: " + yaml, "test.yaml", dir.path.string());
-    auto tok = char_tokenizer(text);
-    d = ablate::load_text_data(exp.root().child("data"), dir.path.string(), *tok, 7);
-    return tok;
-  };
+  auto load = [&](const std::string& yaml, ablate::TextData& d) { return load_data(dir, text, yaml, 7, d); };
   ablate::TextData d;
   auto tok = load("{path: lines.txt, windows: lines, fill: pad, line_weights: [{match: '\\*', weight: 0, until: 10}, "
                   "{match: '\\+', weight: 4, from: 5}]}",
@@ -519,10 +519,7 @@ TEST_CASE("arithmetic/line windows start at problems and mask padding") {
   for (int i = 0; i < 40; ++i) text += std::string("$abc$\n$de$\n$fghij$\n");
   dir.write("lines.txt", text);
   auto load = [&](const std::string& yaml, int64_t context, ablate::TextData& d) {
-    auto exp = ablate::Experiment::parse("data: " + yaml, "test.yaml", dir.path.string());
-    auto tok = char_tokenizer(text);
-    d = ablate::load_text_data(exp.root().child("data"), dir.path.string(), *tok, context);
-    return tok;
+    return load_data(dir, text, yaml, context, d);
   };
   const int64_t B = 64, T = 12;
   std::vector<int32_t> x(B * T), y(B * T);
