@@ -479,7 +479,12 @@ TEST_CASE("arithmetic/line_weights draws matching lines as often as their weight
   fails("[{match: '\\*', weight: 2, from: 5, until: 4}]", "is before from (5)");
   fails("[{match: '\\*', wieght: 2}]", "Did you mean 'weight'");
   fails("[{weight: 2}]", "data.line_weights.0.match: missing");
-  fails("{match: '\\*'}", "expected a list of 1 to 8 rules");
+  fails("{match: '\\*'}", "expected a list of up to 8 rules");
+  // An empty list is no rules (a sweep's way to turn a base's rules off).
+  ablate::TextData none;
+  load("{path: lines.txt, windows: lines, line_weights: []}", none);
+  CHECK(none.line_weights.rules.empty());
+  CHECK_FALSE(none.line_weights.active(1));
   ablate::TextData random;
   CHECK_THROWS_WITH_AS(load("{path: lines.txt, line_weights: [{match: '\\*', weight: 0}]}", random),
                        doctest::Contains("add data.windows: lines"), ablate::ConfigError);
@@ -822,9 +827,10 @@ TEST_CASE("arithmetic/the shipped mixed-task recipe and its sweeps validate agai
   }
   const std::string env = "ABLATE_DATA_PATH=" + data + " " + bin;
   const std::string src = std::string(ABLATE_SOURCE_DIR) + "/experiments/arithmetic/";
-  auto run = ablate::test::run_command(env + " run " + src + "mixed.yaml --dry-run -o " + (dir / "run"));
-  INFO(run.output);
-  CHECK(run.status == 0);
+  for (const char* recipe : {"mixed.yaml", "mixed_v1.yaml"}) {
+    auto run = ablate::test::run_command(env + " run " + src + recipe + " --dry-run -o " + (dir / "run"));
+    CHECK_MESSAGE(run.status == 0, recipe << ": " << run.output);
+  }
   // Each sweep's dry run: validates every point against the files; returns the listing.
   const auto dry_sweep = [&](const std::string& file) {
     auto r = ablate::test::run_command(env + " sweep " + src + file + " --dry-run --dir " + (dir / file));
@@ -839,8 +845,16 @@ TEST_CASE("arithmetic/the shipped mixed-task recipe and its sweeps validate agai
   const std::string place4 = dry_sweep("place4.yaml");
   CHECK_MESSAGE(place4.find("10 points (2 variants x 5 seeds)") != std::string::npos, place4);
   CHECK_MESSAGE(place4.find("model.n_layers=4 train.steps=7000 seed=1623041774") != std::string::npos, place4);
-  const std::string sweep = dry_sweep("what_matters.yaml");
+  const std::string sweep = dry_sweep("what_matters_v1.yaml");
   CHECK_MESSAGE(sweep.find("24 points (8 variants x 3 seeds)") != std::string::npos, sweep);
+  // The ablation of the recipe of session 30; with_mul turns the base's line weights off.
+  const std::string wm = dry_sweep("what_matters.yaml");
+  CHECK_MESSAGE(wm.find("27 points (9 variants x 3 seeds)") != std::string::npos, wm);
+  CHECK_MESSAGE(wm.find("data.line_weights=[] seed=1623041774") != std::string::npos, wm);
+  // Place values without x problems in training, on the five seeds.
+  const std::string no_mul = dry_sweep("no_mul.yaml");
+  CHECK_MESSAGE(no_mul.find("5 points (1 variant x 5 seeds)") != std::string::npos, no_mul);
+  CHECK_MESSAGE(no_mul.find("data.line_weights=[{match: \\*, weight: 0}] seed=2045809887") != std::string::npos, no_mul);
   // The place-value sweep: the recipe with model.positional: place_value, the same seeds.
   const std::string pv = dry_sweep("place_value.yaml");
   CHECK_MESSAGE(pv.find("model.positional=place_value seed=1623041774") != std::string::npos, pv);

@@ -41,9 +41,9 @@ std::vector<LineWeights::Rule> read_line_rules(const Options& o, std::vector<Opt
   o.mark_used("line_weights");
   if (!list.IsDefined() || list.IsNull()) return rules;
   const char* example = "e.g. line_weights: [{match: '\\*', weight: 0}, {match: '^[^=]*\\.', weight: 3, until: 2000}]";
-  if (!list.IsSequence() || list.size() == 0 || list.size() > kMaxLineRules)
-    o.fail("line_weights", "expected a list of 1 to " + std::to_string(kMaxLineRules) +
-                               " rules {match: REGEX, weight: W, from: STEP, until: STEP}, " + example);
+  if (!list.IsSequence() || list.size() > kMaxLineRules)
+    o.fail("line_weights", "expected a list of up to " + std::to_string(kMaxLineRules) +
+                               " rules {match: REGEX, weight: W, from: STEP, until: STEP} ([]: none), " + example);
   for (size_t i = 0; i < list.size(); ++i) {
     Options r(list[i], o.source(), o.key_path("line_weights") + "." + std::to_string(i));
     LineWeights::Rule rule;
