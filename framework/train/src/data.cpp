@@ -99,33 +99,20 @@ void group_lines(const Options& o, const std::vector<Options>& rule_opts, TextDa
     steps.push_back(r.from);
     if (r.until >= 0) steps.push_back(r.until + 1);
   }
+  double w[size_t{1} << kMaxLineRules];
   for (int64_t s : steps) {
-    double total = 0;
-    for (size_t g = 0; g < lw.groups.size(); ++g) {
-      double w = 1;
-      for (size_t r = 0; r < n_rules; ++r)
-        if ((g >> r & 1) && lw.rules[r].active(s)) w *= lw.rules[r].weight;
-      total += w * static_cast<double>(lw.groups[g].size());
-    }
-    if (total <= 0)
+    if (lw.group_weights(s, w) <= 0)
       o.fail("line_weights", "at step " + std::to_string(s) + " every training line has weight 0, so no window can be drawn; "
                              "give some lines a weight above 0 there");
   }
 }
 
-// The index of the training line a window starts at, drawn with the weights of `step`.
-int64_t draw_weighted_line(const LineWeights& lw, int64_t step, Rng& rng) {
-  double w[size_t{1} << kMaxLineRules], total = 0;
-  const size_t n_groups = lw.groups.size();
-  for (size_t g = 0; g < n_groups; ++g) {
-    w[g] = 1;
-    for (size_t r = 0; r < lw.rules.size(); ++r)
-      if ((g >> r & 1) && lw.rules[r].active(step)) w[g] *= lw.rules[r].weight;
-    total += w[g] * static_cast<double>(lw.groups[g].size());
-  }
+// The index of the training line a window starts at, drawn with the groups' weights w and
+// their total mass (LineWeights::group_weights).
+int64_t draw_weighted_line(const LineWeights& lw, const double* w, double total, Rng& rng) {
   double u = static_cast<double>(rng.next_u64() >> 11) * 0x1p-53 * total;
   size_t last = 0;
-  for (size_t g = 0; g < n_groups; ++g) {
+  for (size_t g = 0; g < lw.groups.size(); ++g) {
     const double mass = w[g] * static_cast<double>(lw.groups[g].size());
     if (mass <= 0) continue;
     last = g;
@@ -244,6 +231,17 @@ bool LineWeights::active(int64_t step) const {
   return false;
 }
 
+double LineWeights::group_weights(int64_t step, double* w) const {
+  double total = 0;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    w[g] = 1;
+    for (size_t r = 0; r < rules.size(); ++r)
+      if ((g >> r & 1) && rules[r].active(step)) w[g] *= rules[r].weight;
+    total += w[g] * static_cast<double>(groups[g].size());
+  }
+  return total;
+}
+
 void sample_batch(const TextData& data, bool train, int64_t B, int64_t T, Rng& rng, int32_t* x, int32_t* y, int64_t step) {
   const std::vector<int32_t>& tokens = train ? data.train : data.val;
   if (!data.line_windows) {
@@ -260,8 +258,10 @@ void sample_batch(const TextData& data, bool train, int64_t B, int64_t T, Rng& r
   const std::vector<int64_t>& starts = train ? data.train_lines : data.val_lines;
   const int64_t size = static_cast<int64_t>(tokens.size()), n_lines = static_cast<int64_t>(starts.size());
   const bool weighted = train && step >= 1 && data.line_weights.active(step);
+  double w[size_t{1} << kMaxLineRules], total = 0;  // the step's group weights, once a batch
+  if (weighted) total = data.line_weights.group_weights(step, w);
   for (int64_t b = 0; b < B; ++b) {
-    const int64_t k = weighted ? draw_weighted_line(data.line_weights, step, rng)
+    const int64_t k = weighted ? draw_weighted_line(data.line_weights, w, total, rng)
                                : static_cast<int64_t>(rng.below(static_cast<uint64_t>(n_lines)));
     const int64_t i = starts[static_cast<size_t>(k)];
     // The window holds tokens [i, end): up to T+1 of the stream (pack), or the whole lines

@@ -36,6 +36,8 @@ struct LineWeights {
   std::vector<Rule> rules;
   std::vector<std::vector<int64_t>> groups;  // training line indices by the mask of rules they match
   bool active(int64_t step) const;
+  // Fills w (one entry per group) with a line's weight at `step`; returns the groups' total mass.
+  double group_weights(int64_t step, double* w) const;
 };
 
 struct TextData {
