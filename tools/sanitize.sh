@@ -4,14 +4,20 @@
 # `ablate` binary, dlopened plugins) is instrumented too. Extra arguments go to ctest
 # (e.g. -R 'reliability' or -j1).
 #   tools/sanitize.sh
-# A failing test is run once more (--repeat until-pass:2): LeakSanitizer's exit-time check
-# now and then dies itself ("Tracer caught signal 11 ... LeakSanitizer has encountered a
-# fatal error", exit 1; google/sanitizers#1353), seen here in session 29 in 3 of 220 tests
-# that pass when run again. A real failure fails twice; where ctest shows the crash, the end counts it.
+# intercept_tls_get_addr=0: up to GCC 13 / LLVM 16 the sanitizer runtime's __tls_get_addr
+# interceptor takes a dynamic TLS block (the thread_local data of a dlopened plugin, e.g.
+# positional_learned.so) whose address is 16 past a page boundary for one with a glibc-2.19
+# header and records the two words before it as the block's range. glibc >= 2.25 has no such
+# header; the range is garbage and LeakSanitizer's exit-time check dies scanning it ("Tracer
+# caught signal 11 ... LeakSanitizer has encountered a fatal error", exit 1). It depends on
+# where malloc puts the block, so it looks random but repeats: a CI run in session 31 failed
+# the same test twice this way. Without the interception LeakSanitizer still reaches those blocks
+# through glibc's (malloc'd) DTV, so no leak goes unseen. See docs/RELIABILITY.md.
+# A failing test is still run once more (--repeat until-pass:2) for other passing faults.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:intercept_tls_get_addr=0:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 start=$(date +%s)
 cmake --preset asan >/dev/null
