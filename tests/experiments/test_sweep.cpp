@@ -431,6 +431,10 @@ sweep:
   CHECK(changed.output.find("train.steps: 60 -> 80") != std::string::npos);
 }
 
+// 20 ms a training step (fault.hpp): 600 steps take 12 s or more, so a signal sent once
+// the point has its first checkpoint (step 20) lands mid-run however fast the machine.
+const std::string kSlowSteps = "export ABLATE_FAULT=step:20ms; ";
+
 // The pid of point 0 (seed3) of the sweep running in d/out (from its sweep log), once that
 // point has written a checkpoint; 0 if it did not within a minute.
 static pid_t point_with_checkpoint(const TempDir& d) {
@@ -459,17 +463,13 @@ TEST_CASE("sweep/a killed point is recorded as failed and resumes from its check
   TempDir d;
   d.write("tiny.yaml", kTinyBase);
   d.write("kill.yaml", "base: tiny.yaml\noverrides: {train.steps: 600, train.eval_every: 300}\nsweep: {seeds: [3]}\n");
-  auto job = std::async(std::launch::async, [&] { return ablate::test::run_command(ablate_cmd(d, "sweep kill.yaml --dir out")); });
+  auto job = std::async(std::launch::async, [&] { return ablate::test::run_command(kSlowSteps + ablate_cmd(d, "sweep kill.yaml --dir out")); });
   pid_t pid = point_with_checkpoint(d);
   REQUIRE(pid > 0);
   kill(pid, SIGKILL);
   auto res = job.get();
   CAPTURE(res.output);
-  if (res.output.find("1 done") != std::string::npos) {
-    MESSAGE("the point finished before it could be killed; machine too fast for this test");
-    return;
-  }
-  CHECK(res.status == 1);
+  REQUIRE(res.status == 1);
   auto st = ablate::run_state(d / "out/runs/seed3");
   CHECK(st.status == "failed");
   CHECK(st.error.find("killed by SIGKILL") != std::string::npos);
@@ -494,7 +494,7 @@ TEST_CASE("sweep/Ctrl-C stops the running points with a checkpoint: stopped, not
   TempDir d;
   d.write("tiny.yaml", kTinyBase);
   d.write("stop.yaml", "base: tiny.yaml\noverrides: {train.steps: 600, train.eval_every: 300}\nsweep: {seeds: [3]}\n");
-  auto job = std::async(std::launch::async, [&] { return ablate::test::run_command(ablate_cmd(d, "sweep stop.yaml --dir out")); });
+  auto job = std::async(std::launch::async, [&] { return ablate::test::run_command(kSlowSteps + ablate_cmd(d, "sweep stop.yaml --dir out")); });
   pid_t pid = point_with_checkpoint(d);
   REQUIRE(pid > 0);
   const pid_t sweep = parent_of(pid);  // Ctrl-C goes to the sweep
@@ -502,11 +502,7 @@ TEST_CASE("sweep/Ctrl-C stops the running points with a checkpoint: stopped, not
   kill(sweep, SIGINT);
   auto res = job.get();
   CAPTURE(res.output);
-  if (res.output.find("1 done") != std::string::npos) {
-    MESSAGE("the point finished before the signal; machine too fast for this test");
-    return;
-  }
-  CHECK(res.status == 130);
+  REQUIRE(res.status == 130);
   CHECK(res.output.find("0 failed, 1 stopped (interrupted)") != std::string::npos);
   CHECK(res.output.find("stopped: point 0 (seed3): checkpointed, resumes when the sweep runs again") != std::string::npos);
   CHECK(res.output.find("failed: point") == std::string::npos);
@@ -586,7 +582,7 @@ TEST_CASE("sweep/--status tells a point whose processes were killed (stopped) fr
   TempDir d;
   d.write("tiny.yaml", kTinyBase);
   d.write("gone.yaml", "base: tiny.yaml\noverrides: {train.steps: 600, train.eval_every: 300}\nsweep: {seeds: [3]}\n");
-  auto job = std::async(std::launch::async, [&] { return ablate::test::run_command(ablate_cmd(d, "sweep gone.yaml --dir out")); });
+  auto job = std::async(std::launch::async, [&] { return ablate::test::run_command(kSlowSteps + ablate_cmd(d, "sweep gone.yaml --dir out")); });
   pid_t pid = point_with_checkpoint(d);
   REQUIRE(pid > 0);
   const pid_t sweep = parent_of(pid);
@@ -596,10 +592,7 @@ TEST_CASE("sweep/--status tells a point whose processes were killed (stopped) fr
   kill(sweep, SIGKILL);
   kill(pid, SIGKILL);
   job.get();
-  if (ablate::run_state(d / "out/runs/seed3").status == "done") {
-    MESSAGE("the point finished before it could be killed; machine too fast for this test");
-    return;
-  }
+  REQUIRE(ablate::run_state(d / "out/runs/seed3").status != "done");
   {
     CAPTURE(running.output);
     // "step N/600, MM:SS of training left": the steps the run trains to and the time left at its logged rate
