@@ -408,6 +408,53 @@ TEST_CASE("arithmetic/score_after scores only each line's answer") {
                        ablate::ConfigError);
 }
 
+TEST_CASE("arithmetic/a DataMemo reads the data once for experiments that share it, and again when anything differs") {
+  ablate::test::TempDir dir;
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "$" + std::to_string(i) + "+5=" + std::to_string(i + 5) + "$\n";
+  dir.write("lines.txt", text);
+  const std::string section = "{path: lines.txt, windows: lines, score_after: '='}";
+  // A fresh (unfitted) char tokenizer each call, as every point of a sweep builds its own.
+  auto load = [&](const std::string& yaml, const std::string& tok_key = "char",
+                  std::unique_ptr<ablate::Tokenizer>* kept = nullptr) {
+    auto exp = ablate::Experiment::parse("data: " + yaml, "test.yaml", dir.path.string());
+    auto tok = char_tokenizer("");
+    auto d = ablate::load_shared_text_data(exp.root().child("data"), dir.path.string(), *tok, tok_key, 16);
+    if (kept) *kept = std::move(tok);
+    return d;
+  };
+  // Without a memo every call reads the file.
+  auto a = load(section), b = load(section);
+  CHECK(a != b);
+  CHECK(a->train == b->train);
+  {
+    ablate::DataMemo memo;
+    std::unique_ptr<ablate::Tokenizer> t1, t2;
+    auto first = load(section, "char", &t1), again = load(section, "char", &t2);
+    CHECK(first == again);  // the same data, not read again
+    CHECK(first->train == a->train);
+    CHECK(t2->vocab_size() == t1->vocab_size());  // and the tokenizer fitted as the first was
+    CHECK(t2->encode("$12+5=17$") == t1->encode("$12+5=17$"));
+    // Another section, tokenizer or file: read again (and then remembered instead).
+    auto other = load("{path: lines.txt, windows: lines, score_after: '=', train_fraction: 0.5}");
+    CHECK(other != first);
+    CHECK(other->train.size() < first->train.size());
+    CHECK(load("{path: lines.txt, windows: lines, score_after: '=', train_fraction: 0.5}") == other);
+    CHECK(load(section, "{type: char, other: 1}") != load(section));
+    auto before = load(section);
+    dir.write("lines.txt", text + "$100+5=105$\n");  // another size
+    auto changed = load(section);
+    CHECK(changed != before);
+    CHECK(changed->train_lines.size() + changed->val_lines.size() == 41);
+    // Options are checked on every call, memo or not.
+    CHECK_THROWS_WITH_AS(load("{path: lines.txt, windows: line, score_after: '='}"), doctest::Contains("windows"),
+                         ablate::ConfigError);
+    CHECK_THROWS_WITH_AS(ablate::DataMemo(), doctest::Contains("one at a time"), ablate::Error);
+  }
+  auto after = load(section);  // the memo gone: read again
+  CHECK(load(section) != after);
+}
+
 TEST_CASE("arithmetic/line_weights draws matching lines as often as their weights say, at the steps given") {
   ablate::test::TempDir dir;
   // Three kinds of line, equally many: the operation at index 2 tells them apart.

@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "ablate/data.hpp"
 #include "ablate/runfile.hpp"
 #include "ablate/tensor.hpp"
 
@@ -682,6 +683,7 @@ std::vector<std::string> config_changes(const std::string& recorded_yaml, const 
 }
 
 std::vector<PointCheck> validate_sweep(const Sweep& s) {
+  DataMemo memo;  // points that share their data read and encode it once
   std::vector<PointCheck> checks(s.points.size());
   std::vector<std::pair<std::string, std::vector<const SweepPoint*>>> errors;  // message -> points, first-seen order
   std::vector<std::string> changed;

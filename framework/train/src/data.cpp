@@ -1,13 +1,18 @@
 // Text data loading and window sampling (see data.hpp).
 #include "ablate/data.hpp"
 
+#include <filesystem>
 #include <regex>
+
+#include <yaml-cpp/yaml.h>
 
 #include "ablate/data_source.hpp"
 #include "ablate/error.hpp"
 #include "ablate/ops.hpp"
 
 namespace ablate {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -127,10 +132,19 @@ int64_t draw_weighted_line(const LineWeights& lw, const double* w, double total,
 
 }  // namespace
 
-TextData load_text_data(const Options& o, const std::string& yaml_dir, Tokenizer& tok, int64_t context, bool fit) {
-  TextData d;
-  std::string name = o.require<std::string>("path", "text file: a path, or a file name found in the data directories");
-  double frac = o.get_in<double>("train_fraction", 0.9, 0.01, 0.999, "leading fraction of the file used for training");
+namespace {
+
+// The data section's options, read and checked (everything but the file).
+struct DataSpec {
+  std::string name, after;
+  double frac = 0.9;
+  std::vector<Options> rule_opts;  // where each line_weights rule is, for its errors
+};
+
+DataSpec read_data_spec(const Options& o, TextData& d) {
+  DataSpec spec;
+  spec.name = o.require<std::string>("path", "text file: a path, or a file name found in the data directories");
+  spec.frac = o.get_in<double>("train_fraction", 0.9, 0.01, 0.999, "leading fraction of the file used for training");
   std::string windows = o.get_choice("windows", "random", {"random", "lines"},
                                      "where windows start: anywhere (random) or at line starts (lines: whole problems)");
   d.line_windows = windows == "lines";
@@ -139,25 +153,39 @@ TextData load_text_data(const Options& o, const std::string& yaml_dir, Tokenizer
                              "last whole line (pad); random windows are always packed") == "pad";
   if (d.pad_lines && !d.line_windows)
     o.fail("fill", "pad applies only to line windows; add data.windows: lines or remove data.fill");
-  const std::string after = o.get<std::string>(
+  const std::string& after = spec.after = o.get<std::string>(
       "score_after", "",
       "score only the tokens after this text in each line, e.g. \"=\": the answers of prompt/answer lines (needs "
       "windows: lines); empty: every token");
   if (!after.empty() && !d.line_windows)
     o.fail("score_after", "'" + after + "' marks where each line's answer starts, which needs windows that start at "
                           "lines; add data.windows: lines or remove data.score_after");
-  std::vector<Options> rule_opts;
-  d.line_weights.rules = read_line_rules(o, rule_opts);
+  d.line_weights.rules = read_line_rules(o, spec.rule_opts);
   if (!d.line_weights.rules.empty() && !d.line_windows)
     o.fail("line_weights", "weights lines, which needs windows that start at lines; add data.windows: lines or remove "
                            "data.line_weights");
   o.check_unused();
+  return spec;
+}
+
+std::string resolve_data_path(const Options& o, const DataSpec& spec, const std::string& yaml_dir) {
   try {
-    d.path = resolve_data_file(name, yaml_dir);
+    return resolve_data_file(spec.name, yaml_dir);
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const Error& e) {
+    o.fail("path", e.what());
+  }
+}
+
+// Reads d.path as the spec says into d (whose options read_data_spec filled in).
+void read_text_data(const Options& o, const DataSpec& spec, Tokenizer& tok, int64_t context, bool fit, TextData& d) {
+  const std::string& after = spec.after;
+  try {
     std::string text = read_text_file(d.path);
     // Split on a UTF-8 character boundary so neither part starts mid-character; with line
     // windows, on a line boundary.
-    size_t cut = static_cast<size_t>(static_cast<double>(text.size()) * frac);
+    size_t cut = static_cast<size_t>(static_cast<double>(text.size()) * spec.frac);
     while (cut < text.size() && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) ++cut;
     if (d.line_windows && cut > 0 && cut < text.size() && text[cut - 1] != '\n') {
       size_t nl = text.find('\n', cut);
@@ -182,7 +210,7 @@ TextData load_text_data(const Options& o, const std::string& yaml_dir, Tokenizer
     };
     check(d.train, "training");
     check(d.val, "validation");
-    return d;
+    return;
   }
   d.pad_input = tok.pad_id() >= 0 ? tok.pad_id() : 0;
   std::vector<std::pair<size_t, size_t>> spans;
@@ -221,7 +249,58 @@ TextData load_text_data(const Options& o, const std::string& yaml_dir, Tokenizer
   for (char c : d.train_text) train_newlines += c == '\n';
   check(d.train_lines, d.train, "training", d.train_text, 1);
   check(d.val_lines, d.val, "validation", d.val_text, 1 + train_newlines);
-  if (!d.line_weights.rules.empty()) group_lines(o, rule_opts, d, spans);
+  if (!d.line_weights.rules.empty()) group_lines(o, spec.rule_opts, d, spans);
+}
+
+// The living DataMemo's data: what it was loaded from (the key) and the tokenizer's
+// state after fitting.
+struct Memo {
+  std::string key, tokenizer_state;
+  std::shared_ptr<const TextData> data;
+};
+Memo* g_memo = nullptr;
+
+}  // namespace
+
+DataMemo::DataMemo() {
+  if (g_memo) throw Error("internal: a DataMemo lives already; one at a time");
+  g_memo = new Memo;
+}
+
+DataMemo::~DataMemo() {
+  delete g_memo;
+  g_memo = nullptr;
+}
+
+TextData load_text_data(const Options& o, const std::string& yaml_dir, Tokenizer& tok, int64_t context, bool fit) {
+  TextData d;
+  const DataSpec spec = read_data_spec(o, d);
+  d.path = resolve_data_path(o, spec, yaml_dir);
+  read_text_data(o, spec, tok, context, fit, d);
+  return d;
+}
+
+std::shared_ptr<const TextData> load_shared_text_data(const Options& o, const std::string& yaml_dir, Tokenizer& tok,
+                                                      const std::string& tokenizer_key, int64_t context, bool fit) {
+  auto d = std::make_shared<TextData>();
+  const DataSpec spec = read_data_spec(o, *d);  // checked on every call, memo or not
+  d->path = resolve_data_path(o, spec, yaml_dir);
+  std::string key;
+  if (g_memo) {
+    std::error_code ec;
+    const auto size = fs::file_size(d->path, ec);
+    const auto time = fs::last_write_time(d->path, ec).time_since_epoch().count();
+    YAML::Emitter section;
+    section << o.node();
+    key = d->path + '\n' + std::to_string(size) + ' ' + std::to_string(time) + '\n' + section.c_str() + '\n' +
+          tokenizer_key + '\n' + std::to_string(context) + (fit ? "\nfit" : "\nloaded " + tok.save());
+    if (g_memo->data && g_memo->key == key) {
+      if (fit) tok.load(g_memo->tokenizer_state);
+      return g_memo->data;
+    }
+  }
+  read_text_data(o, spec, tok, context, fit, *d);
+  if (g_memo) *g_memo = Memo{key, tok.save(), d};
   return d;
 }
 

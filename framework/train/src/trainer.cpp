@@ -145,7 +145,7 @@ void check_attention(const Objective& obj, const Model& m, const Options& root) 
 // Everything the loop needs, built (and so validated) before any training starts.
 struct Setup {
   std::unique_ptr<Tokenizer> tokenizer;
-  TextData data;
+  std::shared_ptr<const TextData> data;
   std::unique_ptr<Objective> objective;
   std::unique_ptr<Model> model;
   std::unique_ptr<Optimizer> optimizer;
@@ -198,9 +198,12 @@ Setup build(const Experiment& exp, const RunOptions& ro, const std::string* toke
   Options model_opts = root.child("model");
   int64_t context = model_opts.get_in<int64_t>("context", 64, 1, 1 << 20, "context length T (tokens)");
   BuildContext none{ModelDims{}, ParamScope(*s.no_params, ""), s.seed};
-  s.tokenizer = reg.create<Tokenizer>(family_options(root, Tokenizer::kFamily), none);
+  const Options tok_opts = family_options(root, Tokenizer::kFamily);
+  s.tokenizer = reg.create<Tokenizer>(tok_opts, none);
   if (tokenizer_state) s.tokenizer->load(*tokenizer_state);
-  s.data = load_text_data(root.child("data"), exp.dir(), *s.tokenizer, context, tokenizer_state == nullptr);
+  YAML::Emitter tok_key;
+  tok_key << tok_opts.node();
+  s.data = load_shared_text_data(root.child("data"), exp.dir(), *s.tokenizer, tok_key.c_str(), context, tokenizer_state == nullptr);
   s.objective = reg.create<Objective>(family_options(root, Objective::kFamily), none);
   s.model = std::make_unique<Model>(model_opts, s.tokenizer->vocab_size() + s.objective->extra_tokens(), s.seed,
                                     token_texts(*s.tokenizer));
@@ -473,7 +476,7 @@ MemoryEstimate estimate_memory(Setup& s, int64_t rows) {
     g.training = true;
     g.seed = s.seed;
     Rng rng(s.seed ^ 0x3E3A0ull);
-    sample_batch(s.data, true, b, T, rng, x.data(), y.data());
+    sample_batch(*s.data, true, b, T, rng, x.data(), y.data());
     s.objective->prepare(x.data(), y.data(), b, T, s.tokenizer->vocab_size(), rng);
     std::vector<int32_t> prefix;
     g.backward(batch_loss(g, model, *s.objective, ForwardArgs{x.data(), b, T}, y.data(), prefix));
@@ -882,7 +885,7 @@ void Trainer::write_metadata() {
     rf.set_attr("n_params", model.n_params());
     rf.set_attr("flops_per_token", model.flops_per_token());
     rf.set_attr("vocab_size", model.dims().vocab_size);
-    rf.set_attr("data_file", s_.data.path);
+    rf.set_attr("data_file", s_.data->path);
     if (!ck_ && !s_.init_from.empty()) {
       rf.set_attr("init_from", s_.init_from);
       rf.set_attr("init_from_step", init_step_);
@@ -901,8 +904,8 @@ void Trainer::write_metadata() {
                                                       std::to_string(other_threads_) + " claimed by other ablate runs)"
                                                 : "";
   progress_.line(s_.name + ": " + std::to_string(model.n_params()) + " parameters, vocab " +
-                 std::to_string(model.dims().vocab_size) + ", " + std::to_string(s_.data.train.size()) + " train / " +
-                 std::to_string(s_.data.val.size()) + " val tokens, " + std::to_string(threads_) + " threads" + shared +
+                 std::to_string(model.dims().vocab_size) + ", " + std::to_string(s_.data->train.size()) + " train / " +
+                 std::to_string(s_.data->val.size()) + " val tokens, " + std::to_string(threads_) + " threads" + shared +
                  (comm_.size() > 1 ? " x " + comm_.description() : "") + " -> " + s_.out_dir);
   if (ck_) progress_.line("resuming " + s_.out_dir + " at step " + std::to_string(start_));
   if (ro_.extend_to > 0)
@@ -947,7 +950,7 @@ double Trainer::train_step(int64_t step, float lr, double& norm) {
   g_.step = static_cast<uint64_t>(step);
   for (int64_t m = 0; m < t.accum; ++m) {
     // Every rank draws the whole batch from the same stream and computes its slice.
-    sample_batch(s_.data, true, B, T, data_rng_, x_.data(), y_.data(), step);
+    sample_batch(*s_.data, true, B, T, data_rng_, x_.data(), y_.data(), step);
     // The objective's randomness (masks) from the step, not from a stream to checkpoint.
     Rng mask_rng((s_.seed ^ 0x0B1Eull) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(step * t.accum + m));
     s_.objective->prepare(x_.data(), y_.data(), B, T, s_.tokenizer->vocab_size(), mask_rng);
@@ -1028,8 +1031,8 @@ void Trainer::evaluate_at(int64_t step) {
   Model& model = *s_.model;
   const int64_t T = model.dims().context;
   g_.batch_rows = g_.batch_offset = 0;
-  const auto train_m = evaluate(model, *s_.objective, g_, s_.data, true, s_.train, T, s_.seed, x_, y_, comm_);
-  const auto val_m = evaluate(model, *s_.objective, g_, s_.data, false, s_.train, T, s_.seed + 1, x_, y_, comm_);
+  const auto train_m = evaluate(model, *s_.objective, g_, *s_.data, true, s_.train, T, s_.seed, x_, y_, comm_);
+  const auto val_m = evaluate(model, *s_.objective, g_, *s_.data, false, s_.train, T, s_.seed + 1, x_, y_, comm_);
   const double tl = train_m[0].second, vl = val_m[0].second;
   std::vector<std::pair<std::string, double>> eval_row{
       {"step", double(step)}, {"train_loss", tl}, {"val_loss", vl}, {"val_ppl", std::exp(vl)}};

@@ -12,6 +12,7 @@
 // kind of line out (weight 0).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,24 @@ struct TextData {
 // fit = false: the tokenizer is used as it is (its state loaded from a checkpoint).
 TextData load_text_data(const Options& data_opts, const std::string& yaml_dir, Tokenizer& tok, int64_t context,
                         bool fit = true);
+
+// While a DataMemo lives, load_shared_text_data gives the data it loaded last again, without
+// reading or encoding the file, to an experiment whose data section, file (path, size,
+// modification time), tokenizer and context are the same, and sets the tokenizer to the state
+// its fit had then. For commands that build many experiments over one file: a sweep's
+// validation builds every point. One lives at a time in a process; it holds one data set.
+class DataMemo {
+ public:
+  DataMemo();
+  ~DataMemo();
+  DataMemo(const DataMemo&) = delete;
+  DataMemo& operator=(const DataMemo&) = delete;
+};
+
+// load_text_data's data, shared: the DataMemo's when one lives and holds this data, else read.
+// `tokenizer_key` tells tokenizers apart (their type and options).
+std::shared_ptr<const TextData> load_shared_text_data(const Options& data_opts, const std::string& yaml_dir, Tokenizer& tok,
+                                                      const std::string& tokenizer_key, int64_t context, bool fit = true);
 
 // Fills x and y (B*T each) with B windows of the training (train = true) or validation
 // part. Targets that must not count in the loss (padding; with score_after, the tokens of
