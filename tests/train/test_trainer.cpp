@@ -51,6 +51,10 @@ TEST_CASE("trainer/a tiny run learns, writes HDF5, a checkpoint and a sample") {
   CHECK(data.num_attrs.at("threads") == 2);
   CHECK(!data.str_attrs.at("git_commit").empty());
   CHECK(!data.str_attrs.at("compiler").empty());
+  // The training file's SHA-256, as sha256sum computes it.
+  auto sum256 = ablate::test::run_command("sha256sum '" + data.str_attrs.at("data_file") + "'");
+  CHECK(sum256.status == 0);
+  CHECK(sum256.output.substr(0, 64) == data.str_attrs.at("data_sha256"));
   CHECK(data.tables.at("train").at("step").size() == 15);
   CHECK(data.tables.at("eval").at("step") == std::vector<double>{0, 50, 100, 150});  // 0: before training
   CHECK(data.tables.at("eval").at("val_loss").back() == doctest::Approx(sum.val_loss));

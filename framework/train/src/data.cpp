@@ -183,6 +183,7 @@ void read_text_data(const Options& o, const DataSpec& spec, Tokenizer& tok, int6
   const std::string& after = spec.after;
   try {
     std::string text = read_text_file(d.path);
+    d.sha256 = sha256_hex(text);
     // Split on a UTF-8 character boundary so neither part starts mid-character; with line
     // windows, on a line boundary.
     size_t cut = static_cast<size_t>(static_cast<double>(text.size()) * spec.frac);

@@ -886,6 +886,7 @@ void Trainer::write_metadata() {
     rf.set_attr("flops_per_token", model.flops_per_token());
     rf.set_attr("vocab_size", model.dims().vocab_size);
     rf.set_attr("data_file", s_.data->path);
+    rf.set_attr("data_sha256", s_.data->sha256);
     if (!ck_ && !s_.init_from.empty()) {
       rf.set_attr("init_from", s_.init_from);
       rf.set_attr("init_from_step", init_step_);

@@ -43,6 +43,7 @@ struct LineWeights {
 
 struct TextData {
   std::string path;                 // the resolved file
+  std::string sha256;               // of the whole file (hex), recorded in the run file
   std::string train_text, val_text;
   std::vector<int32_t> train, val;  // token ids
   bool line_windows = false;        // windows: lines
