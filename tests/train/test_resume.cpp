@@ -307,6 +307,43 @@ TEST_CASE("reliability/resume refuses a changed config unless --allow-config-cha
   CHECK(d.tables.at("eval").at("step").back() == 40);
 }
 
+TEST_CASE("reliability/resume refuses training data whose contents changed (data_sha256) unless --allow-config-change") {
+  ablate::test::TempDir dir;
+  const std::string text = ablate::test::read_file(std::string(ABLATE_TEST_DATA_DIR) + "/shakespeare_16k.txt");
+  const std::string data = dir.write("own.txt", text);
+  std::string yaml = kConfig;
+  yaml.replace(yaml.find("shakespeare_16k.txt"), 19, data);
+  const std::string cfg = dir.write("resume.yaml", yaml);
+  const std::string log = dir / "log.txt", out = dir / "run";
+  REQUIRE(run({cfg, "-o", out, "-q"}, "step:30", log).killed);
+  // The same name, other contents (here one character of the file changed).
+  std::string edited = text;
+  edited[100] = edited[100] == 'x' ? 'y' : 'x';
+  dir.write("own.txt", edited);
+  const std::string before = ablate::read_run_file(ablate::run_file_path(out)).str_attrs.at("data_sha256");
+  auto r = ablate::test::run_command(ablate::test::ablate_binary() + " run " + cfg + " -o " + out + " -q --resume");
+  CHECK(r.status == 1);
+  CHECK_MESSAGE(r.output.find("cannot resume: the training data changed since the checkpoint: " + data) != std::string::npos,
+                r.output);
+  CHECK(r.output.find("had sha256 " + before) != std::string::npos);
+  CHECK(r.output.find("--allow-config-change") != std::string::npos);
+  // Restoring the file lets the run go on; the flag lets it go on with the new contents,
+  // recorded as a new segment and in data_sha256.
+  ablate::test::TempDir copy;
+  fs::copy(out, copy.path / "run", fs::copy_options::recursive);
+  dir.write("own.txt", text);
+  r = ablate::test::run_command(ablate::test::ablate_binary() + " run " + cfg + " -o " + out + " -q --resume");
+  CHECK_MESSAGE(r.status == 0, r.output);
+  dir.write("own.txt", edited);
+  r = ablate::test::run_command(ablate::test::ablate_binary() + " run " + cfg + " -o " + (copy / "run") +
+                                " -q --resume --allow-config-change");
+  CHECK_MESSAGE(r.status == 0, r.output);
+  auto d = ablate::read_run_file(ablate::run_file_path(copy / "run"));
+  CHECK(d.str_attrs.at("status") == "done");
+  CHECK(d.str_attrs.at("data_sha256") != before);
+  CHECK(d.tables.at("segments").at("start_step").size() == 2);
+}
+
 // Options that only say how a run is logged or kept (ablate::bookkeeping_option) may change
 // on resume: the run goes on without --allow-config-change and computes what it would have.
 // Not in the sanitizer build: there, in the whole suite (never alone or with its neighbours),

@@ -354,6 +354,7 @@ void save_checkpoint(const std::string& dir, const Experiment& exp, const Setup&
   ck.ints["step"] = static_cast<uint64_t>(step);
   ck.ints["rng/data"] = data_rng.state();
   ck.ints["seed"] = s.seed;
+  ck.texts["data_sha256"] = s.data->sha256;
   ck.ints["train/window_loss"] = to_bits(window.loss);
   ck.ints["train/window_steps"] = static_cast<uint64_t>(window.steps);
   write_checkpoint(checkpoint_path(dir), ck);
@@ -836,6 +837,17 @@ void Trainer::restore(const Checkpoint& ck) {
   if (!refused.empty() && !ro_.allow_config_change)
     throw Error(s_.out_dir + ": cannot resume: the config differs from the checkpoint's: " + join(refused, "; ") +
                 ". Resume with the same config, or pass --allow-config-change");
+  // The training file itself: the same name with other contents (regenerated, edited) is
+  // another run's data. Checkpoints from before data_sha256 was recorded are not checked.
+  if (auto it = ck.texts.find("data_sha256"); it != ck.texts.end() && it->second != s_.data->sha256) {
+    if (!ro_.allow_config_change)
+      throw Error(s_.out_dir + ": cannot resume: the training data changed since the checkpoint: " + s_.data->path +
+                  " had sha256 " + it->second + ", it now has " + s_.data->sha256 +
+                  " (edited or regenerated). Restore the file the run trained on, start a new run from its weights with "
+                  "--fork NEW_DIR, or pass --allow-config-change to continue on the new contents");
+    changes_.push_back("data " + s_.data->path + ": sha256 " + it->second.substr(0, 12) + "... -> " +
+                       s_.data->sha256.substr(0, 12) + "...");
+  }
   restore_params(*s_.model, ck, path);
   for (auto& buf : s_.optimizer->state()) {
     auto it = ck.tensors.find("optimizer/" + buf.name);
