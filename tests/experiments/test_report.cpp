@@ -215,6 +215,38 @@ TEST_CASE("report/compare cuts a proportion's t intervals to [0, 1] and its diff
   CHECK(c.groups[0].summary.ci_low < 0);
 }
 
+TEST_CASE("report/compare gives no p for differences that are the same in every pair, and says why") {
+  TempDir d;
+  ablate::Sweep s = ablate::parse_sweep("name: flat\nbase: {name: x}\nsweep:\n  variants: {a: {}, b: {model.ffn: gelu}}\n  seeds: [1, 2, 3]\n",
+                                        "flat.yaml", d.path.string(), d / "flat");
+  ablate::write_manifest(s);
+  // b gets one problem of 2,500 more right than a on every seed: the t-test's spread is 0.
+  const double em[2][3] = {{0.2000, 0.3000, 0.2500}, {0.2004, 0.3004, 0.2504}};
+  for (size_t i = 0; i < 6; ++i) {
+    fs::create_directories(s.points[i].run_dir);
+    auto rf = ablate::RunFile::create(ablate::run_file_path(s.points[i].run_dir));
+    rf.set_attr("status", std::string("done"));
+    rf.set_attr("config", std::string("model: {d_model: 8}\n"));
+    rf.append("eval/arithmetic", {{"step", 100}, {"exact_match", em[i / 3][i % 3]}, {"em_add", 0.5}});
+    rf.close();
+  }
+  ablate::SweepResults r = ablate::load_sweep_results(d / "flat");
+  ablate::CompareOptions o;
+  o.metric = "exact_match";
+  ablate::Comparison c = ablate::compare_sweep(r, o);
+  REQUIRE(c.groups[1].has_test);
+  CHECK(c.groups[1].test.mean_diff == doctest::Approx(0.0004));
+  CHECK(std::isnan(c.groups[1].test.p));  // not "p = 0, significant"
+  const std::string text = ablate::format_comparison(c, "table");
+  CAPTURE(text);
+  CHECK(text.find("Every pair differs by the same amount in b (3 pairs: sign test p = 0.25)") != std::string::npos);
+  o.metric = "em_add";
+  const std::string both = ablate::format_comparisons({c, ablate::compare_sweep(r, o)}, "markdown");
+  CAPTURE(both);
+  // No interval of zero width, no "*"; em_add does not differ at all.
+  CHECK(both.find("| b | 3 | +0.0004 in all 3 pairs | +0.0000 in all 3 pairs |") != std::string::npos);
+}
+
 TEST_CASE("report/compare says when the runs were made on more than one kind of CPU or kernel path") {
   TempDir d;
   ablate::Sweep s = ablate::parse_sweep("name: m\nbase: {name: x}\nsweep:\n  variants: {a: {}, b: {model.ffn: gelu}}\n  seeds: [1, 2]\n",
@@ -360,7 +392,7 @@ TEST_CASE("report/compare on synthetic runs matches hand-computed statistics") {
     CAPTURE(m2);
     CHECK(m2.find("| variant | n | eval/val_loss | eval/arithmetic/exact_match |") != std::string::npos);
     CHECK(m2.find("| relu | 3 | 1.7600 ± 0.0100 | 0.1000 ± ") != std::string::npos);  // std ~1e-17: equal values
-    CHECK(m2.find("| swiglu | 3 | -0.0500 [-0.0997, -0.0003] * | +0.0500 [+0.0500, +0.0500] * |") != std::string::npos);
+    CHECK(m2.find("| swiglu | 3 | -0.0500 [-0.0997, -0.0003] * | +0.0500 in all 3 pairs |") != std::string::npos);
     CHECK(m2.find("| gelu | 1/3 | -0.0200 (1 pair) | +0.0000 (1 pair) |") != std::string::npos);
     CHECK(m2.find("val_loss: lower is better; exact_match: higher is better") != std::string::npos);
     CHECK(count(m2, "gelu-seed3: missing (not run yet)") == 1);

@@ -643,6 +643,17 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
                       "[-1, 1] for a difference.");
   c.notes.push_back("p: two-sided paired t-test (Student's t, n-1 degrees of freedom) on the per-pair differences (group - " +
                     c.baseline + "), runs paired by " + pairing + ". " + lvl + " CIs from the t distribution.");
+  // Quantized metrics can differ by the same amount in every pair (one problem more right):
+  // no spread, so no t-test; the sign test's p for n pairs all one way is 2^(1-n).
+  std::vector<std::string> flat;
+  for (const GroupResult& g : c.groups)
+    if (g.has_test && g.test.n > 1 && g.test.std_diff == 0 && g.test.mean_diff != 0)
+      flat.push_back(g.label + " (" + std::to_string(g.test.n) + " pairs: sign test p = " +
+                     fmt(std::ldexp(1.0, static_cast<int>(1 - g.test.n)), "%.3g") + ")");
+  if (!flat.empty())
+    c.notes.push_back("Every pair differs by the same amount in " + join(flat) +
+                      ": the t-test has no spread to judge that by, so p is n/a and the CI has zero width; the sign test "
+                      "(which needs no spread) gives the p shown in brackets.");
   if (!c.pooled.empty())
     c.notes.push_back("Each group pools runs with different " + join(c.pooled) + " (besides the seed): n, mean and CI are over all of them; "
                       "--by point keeps them apart.");
@@ -822,6 +833,8 @@ std::string format_comparisons(const std::vector<Comparison>& cs, const std::str
       std::string cell;
       if (g.is_baseline) cell = g.summary.n == 0 ? "n/a" : fmt(g.summary.mean) + (g.summary.n > 1 ? " ± " + fmt(g.summary.std) : "");
       else if (!g.has_test) cell = g.summary.n == 0 ? "no pairs" : "mean " + fmt(g.summary.mean) + ", no pairs";
+      else if (g.test.n > 1 && g.test.std_diff == 0)  // no spread: no interval or test (see the single-metric notes)
+        cell = fmt(g.test.mean_diff, "%+.4f") + " in all " + std::to_string(g.test.n) + " pairs";
       else
         cell = fmt(g.test.mean_diff, "%+.4f") +
                (g.test.n > 1 ? " [" + fmt(g.test.ci_low, "%+.4f") + ", " + fmt(g.test.ci_high, "%+.4f") + "]" + (g.test.p < 0.05 ? " *" : "")

@@ -1,6 +1,7 @@
 // Student's t distribution and the paired t-test (see stats.hpp).
 #include "ablate/stats.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -124,10 +125,21 @@ PairedTest paired_t_test(const std::vector<double>& a, const std::vector<double>
     r.t = r.p = kNaN;
     return r;
   }
-  const double se = s.std / std::sqrt(static_cast<double>(s.n));
+  // Differences equal up to rounding (0.2504 - 0.2500 and 0.3004 - 0.3000 differ in the last
+  // bits) count as equal: a spread below 1e-9 of the values' magnitude is no spread.
+  double scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) scale = std::max({scale, std::fabs(a[i]), std::fabs(b[i])});
+  if (s.std <= 1e-9 * scale) {
+    r.std_diff = 0;
+    r.ci_low = r.ci_high = s.mean;
+  }
+  const double se = r.std_diff / std::sqrt(static_cast<double>(s.n));
   if (se == 0) {
+    // Every pair differs by the same amount. None: no difference (p = 1). A nonzero one
+    // (quantized metrics do this, e.g. one problem more right in every pair): t is infinite
+    // but the test has no spread to judge it by, so p is undefined rather than 0.
     r.t = s.mean == 0 ? 0.0 : std::copysign(std::numeric_limits<double>::infinity(), s.mean);
-    r.p = s.mean == 0 ? 1.0 : 0.0;
+    r.p = s.mean == 0 ? 1.0 : kNaN;
     return r;
   }
   r.t = s.mean / se;
