@@ -647,7 +647,7 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
   // no spread, so no t-test; the sign test's p for n pairs all one way is 2^(1-n).
   std::vector<std::string> flat;
   for (const GroupResult& g : c.groups)
-    if (g.has_test && g.test.n > 1 && g.test.std_diff == 0 && g.test.mean_diff != 0)
+    if (g.has_test && g.test.same_in_every_pair() && g.test.mean_diff != 0)
       flat.push_back(g.label + " (" + std::to_string(g.test.n) + " pairs: sign test p = " +
                      fmt(std::ldexp(1.0, static_cast<int>(1 - g.test.n)), "%.3g") + ")");
   if (!flat.empty())
@@ -833,7 +833,7 @@ std::string format_comparisons(const std::vector<Comparison>& cs, const std::str
       std::string cell;
       if (g.is_baseline) cell = g.summary.n == 0 ? "n/a" : fmt(g.summary.mean) + (g.summary.n > 1 ? " ± " + fmt(g.summary.std) : "");
       else if (!g.has_test) cell = g.summary.n == 0 ? "no pairs" : "mean " + fmt(g.summary.mean) + ", no pairs";
-      else if (g.test.n > 1 && g.test.std_diff == 0)  // no spread: no interval or test (see the single-metric notes)
+      else if (g.test.same_in_every_pair())  // no interval or test (see the single-metric notes)
         cell = fmt(g.test.mean_diff, "%+.4f") + " in all " + std::to_string(g.test.n) + " pairs";
       else
         cell = fmt(g.test.mean_diff, "%+.4f") +

@@ -28,10 +28,13 @@ Summary summarize(const std::vector<double>& x, double level = 0.95);
 
 // Paired t-test of a - b (same length, pairs by position): mean difference, its CI,
 // t statistic with n - 1 degrees of freedom and the two-sided p-value. n < 2: t, p and
-// the CI are NaN. All differences equal: p = 1 when they are 0, else 0 (t = +-inf).
+// the CI are NaN. All differences equal (up to rounding): the CI has zero width, p = 1 when
+// they are 0, else NaN (t = +-inf: no spread to judge the difference by).
 struct PairedTest {
   int64_t n = 0;
   double mean_diff = 0, std_diff = 0, ci_low = 0, ci_high = 0, t = 0, p = 0;
+  // Every pair differs by the same amount: no interval and no t-test to show.
+  bool same_in_every_pair() const { return n > 1 && std_diff == 0; }
 };
 PairedTest paired_t_test(const std::vector<double>& a, const std::vector<double>& b, double level = 0.95);
 
