@@ -197,6 +197,13 @@ TEST_CASE("trainer/a warmup-stable-decay run branched before its decay equals a 
   CHECK(p.tables.at("train").at("step").back() == 20);
   CHECK(p.tables.at("eval").at("step") == std::vector<double>{0, 20});
   CHECK(p.texts.count("samples/final") == 0);
+  // Every attribute keeps its HDF5 type: flops_per_token is a float even where its value is a
+  // whole number (as in this model), branched_at an integer.
+  CHECK(stem.num_attrs.at("flops_per_token") == std::floor(stem.num_attrs.at("flops_per_token")));
+  for (const auto& [k, v] : stem.num_attrs)
+    if (p.num_attrs.count(k)) CHECK_MESSAGE(p.int_attrs.count(k) == stem.int_attrs.count(k), k);
+  CHECK(p.int_attrs.count("flops_per_token") == 0);
+  CHECK(p.int_attrs.count("branched_at") == 1);
   const auto kept = ablate::read_checkpoint(ablate::kept_checkpoint_path(dir / "stem", 25));
   double cpu25;
   std::memcpy(&cpu25, &kept.ints.at("cpu/seconds"), sizeof cpu25);

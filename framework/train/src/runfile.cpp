@@ -480,6 +480,7 @@ RunData read_run_file(const std::string& path) {
         double v = 0;
         a.read(H5::PredType::NATIVE_DOUBLE, &v);
         out.num_attrs[name] = v;
+        if (cls == H5T_INTEGER) out.int_attrs.insert(name);
       }
     }
     if (f.nameExists(kMetrics) && f.childObjType(kMetrics) == H5O_TYPE_GROUP) {

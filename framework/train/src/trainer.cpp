@@ -1385,7 +1385,7 @@ Branch prepare_branch(const std::string& source_dir, int64_t step, const std::st
     if (k != "format") rf.set_attr(k, v);
   for (const auto& [k, v] : d.num_attrs) {
     if (k == "format_version") continue;
-    if (v == std::floor(v) && std::fabs(v) < 9e15) rf.set_attr(k, static_cast<int64_t>(v));  // integers were written so
+    if (d.int_attrs.count(k)) rf.set_attr(k, static_cast<int64_t>(v));  // each attribute keeps its type
     else rf.set_attr(k, v);
   }
   if (ck.ints.count("cpu/seconds")) {  // the CPU time up to the branch point

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -77,6 +78,7 @@ class RunFile {
 struct RunData {
   std::map<std::string, std::string> str_attrs;  // root string attributes
   std::map<std::string, double> num_attrs;       // root numeric scalar attributes
+  std::set<std::string> int_attrs;              // which of them HDF5 stores as integers
   std::map<std::string, std::map<std::string, std::vector<double>>> tables;  // group -> column -> values
   std::map<std::string, std::string> texts;      // "samples/final" -> text
 };
