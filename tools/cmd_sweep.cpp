@@ -2,6 +2,9 @@
 // done (--jobs N in parallel, as child processes; or --launcher slurm: as one Slurm array
 // job), or one point (--point I), or only lists them (--dry-run), or shows where each point
 // is (--status). Format of sweep files: docs/SWEEPS.md; Slurm: docs/CLUSTER.md.
+#include <unistd.h>
+
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -209,8 +212,25 @@ int cmd_sweep(const std::vector<std::string>& args) {
 
   if (vm["status"].as<bool>()) return print_status(s);
 
-  if (!quiet) std::cerr << "validating " << s.points.size() << " point" << (s.points.size() == 1 ? "" : "s") << " of " << s.file << "\n";
-  std::vector<ablate::PointCheck> checks = ablate::validate_sweep(s);
+  // On a terminal the line counts the points checked, with an ETA, in place.
+  const std::string what = "validating " + std::to_string(s.points.size()) + " point" + (s.points.size() == 1 ? "" : "s") + " of " + s.file;
+  const bool tty = !quiet && isatty(STDERR_FILENO);
+  if (!quiet) std::cerr << what << (tty ? "" : "\n") << std::flush;
+  const auto began = std::chrono::steady_clock::now();
+  std::vector<ablate::PointCheck> checks;
+  try {
+    checks = ablate::validate_sweep(s, [&](size_t k, size_t n) {
+      if (!tty) return;
+      const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+      std::cerr << "\r\033[K" << what << ": " << k << "/" << n
+                << (k < n ? ", ETA " + ablate::hms(t / static_cast<double>(k) * static_cast<double>(n - k)) : ", " + ablate::hms(t))
+                << std::flush;
+    });
+  } catch (...) {
+    if (tty) std::cerr << "\n";
+    throw;
+  }
+  if (tty) std::cerr << "\n";
   if (vm["dry-run"].as<bool>()) {
     print_dry_run(s, checks);
     return 0;

@@ -217,7 +217,12 @@ sweep:
   // A valid sweep: sizes for every point.
   ablate::test::registry();
   ablate::Sweep s = ablate::parse_sweep(head + "  grid: {model.d_model: [32, 64]}\n", "s.yaml", d.path.string(), d / "out");
-  auto checks = ablate::validate_sweep(s);
+  std::vector<size_t> seen;  // the progress callback: once per point, in order, with the total
+  auto checks = ablate::validate_sweep(s, [&](size_t k, size_t n) {
+    seen.push_back(k);
+    CHECK(n == 4);
+  });
+  CHECK(seen == std::vector<size_t>{1, 2, 3, 4});
   REQUIRE(checks.size() == 4);
   CHECK(checks[0].info.n_params < checks[2].info.n_params);
   CHECK(checks[0].info.flops_per_token > 0);

@@ -682,11 +682,12 @@ std::vector<std::string> config_changes(const std::string& recorded_yaml, const 
   return config_changes(recorded, exp.node(), /*results_only=*/true);
 }
 
-std::vector<PointCheck> validate_sweep(const Sweep& s) {
+std::vector<PointCheck> validate_sweep(const Sweep& s, const std::function<void(size_t, size_t)>& on_point) {
   DataMemo memo;  // points that share their data read and encode it once
   std::vector<PointCheck> checks(s.points.size());
   std::vector<std::pair<std::string, std::vector<const SweepPoint*>>> errors;  // message -> points, first-seen order
   std::vector<std::string> changed;
+  size_t checked = 0;
   for (const auto& p : s.points) {
     PointCheck& c = checks[static_cast<size_t>(p.index)];
     try {
@@ -706,6 +707,7 @@ std::vector<PointCheck> validate_sweep(const Sweep& s) {
       if (it == errors.end()) errors.push_back({msg, {&p}});
       else it->second.push_back(&p);
     }
+    if (on_point) on_point(++checked, s.points.size());
   }
   if (!errors.empty()) {
     size_t bad = 0;

@@ -5,6 +5,7 @@
 // `ablate sweep FILE --point i` (a local job, a Slurm array task). Format: docs/SWEEPS.md.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -103,14 +104,16 @@ std::vector<std::string> config_changes(const std::string& recorded_yaml, const 
 // Validation before anything runs: builds every point's experiment (data, tokenizer,
 // model, plugins) and looks at its run directory. Throws one ConfigError naming every
 // invalid point (identical messages grouped), or an Error naming finished runs whose
-// config differs from the sweep's.
+// config differs from the sweep's. on_point(k, n), if given, is called after each of the n
+// points is checked (for a progress line: a point that reads new data takes seconds).
 struct PointCheck {
   ExperimentInfo info;
   std::string config;  // the point's config as built (what its run file will record)
   RunState state;
   std::vector<std::string> changes;  // vs the config recorded in the run directory
 };
-std::vector<PointCheck> validate_sweep(const Sweep& s);
+std::vector<PointCheck> validate_sweep(const Sweep& s,
+                                       const std::function<void(size_t, size_t)>& on_point = {});
 
 // Runs one point in this process (what `ablate sweep FILE --point I` does). A finished
 // run with the same config is skipped (returns false); an unfinished one resumes from
