@@ -527,6 +527,45 @@ TEST_CASE("sweep/Ctrl-C stops the running points with a checkpoint: stopped, not
   CHECK(ablate::read_run_file(d / "out/runs/seed3/run.h5").str_attrs.at("status") == "done");
 }
 
+TEST_CASE("sweep/an unfinished run whose checkpoint is gone starts afresh, its files kept aside, not deleted") {
+  TempDir d;
+  d.write("tiny.yaml", kTinyBase);
+  d.write("lost.yaml", "base: tiny.yaml\noverrides: {train.steps: 600, train.eval_every: 300}\nsweep: {seeds: [3]}\n");
+  auto job = std::async(std::launch::async, [&] { return ablate::test::run_command(kSlowSteps + ablate_cmd(d, "sweep lost.yaml --dir out")); });
+  pid_t pid = point_with_checkpoint(d);
+  REQUIRE(pid > 0);
+  kill(parent_of(pid), SIGINT);
+  REQUIRE(job.get().status == 130);
+  const auto before = ablate::run_state(d / "out/runs/seed3");
+  REQUIRE(before.status == "interrupted");
+  REQUIRE(before.last_step > 0);
+  // The weights are gone (as in a copy of results/ without them: checkpoints are not committed).
+  fs::remove(d / "out/runs/seed3/checkpoint.ckpt");
+  const std::string suffix = ".stopped-at-" + std::to_string(before.last_step);
+  CHECK(ablate::kept_aside_suffix(d / "out/runs/seed3", before) == suffix);
+
+  auto plan = ablate::test::run_command(ablate_cmd(d, "sweep lost.yaml --dir out --dry-run"));
+  CAPTURE(plan.output);
+  CHECK(plan.output.find("interrupted (no checkpoint: starts afresh, keeps its files aside)") != std::string::npos);
+  auto again = ablate::test::run_command(ablate_cmd(d, "sweep lost.yaml --dir out"));
+  CAPTURE(again.output);
+  CHECK(again.status == 0);
+  CHECK(again.output.find("start point 0 (seed3) from step 0: its earlier run (interrupted at step " +
+                          std::to_string(before.last_step) + ") has no checkpoint; its files are kept as *" + suffix) != std::string::npos);
+  CHECK(ablate::test::read_file(d / "out/logs/seed3.log").find("starting afresh, its files kept as run.h5" + suffix + ", run.log" + suffix) !=
+        std::string::npos);
+  // The earlier run is all there, beside the new one.
+  auto kept = ablate::read_run_file(d / ("out/runs/seed3/run.h5" + suffix));
+  CHECK(kept.str_attrs.at("status") == "interrupted");
+  CHECK(kept.tables.at("train").at("step").back() == static_cast<double>(before.last_step));
+  CHECK(ablate::test::read_file(d / ("out/runs/seed3/run.log" + suffix)).find("interrupted by") != std::string::npos);
+  auto now = ablate::read_run_file(d / "out/runs/seed3/run.h5");
+  CHECK(now.str_attrs.at("status") == "done");
+  CHECK(now.tables.at("train").at("step").front() == 10.0);  // from step 0, not resumed
+  // A second start-over does not overwrite the first one kept.
+  CHECK(ablate::kept_aside_suffix(d / "out/runs/seed3", before) == suffix + "-2");
+}
+
 TEST_CASE("sweep/a point with a checkpoint runs first, then the others seed by seed") {
   TempDir d;
   d.write("tiny.yaml", kTinyBase);

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <regex>
 #include <set>
@@ -733,6 +734,19 @@ std::vector<PointCheck> validate_sweep(const Sweep& s, const std::function<void(
   return checks;
 }
 
+std::string kept_aside_suffix(const std::string& run_dir, const RunState& st) {
+  if (st.status == "done" || st.status == "unreadable" || (st.last_step <= 0 && !st.checkpoint)) return "";
+  const std::string base = ".stopped-at-" + std::to_string(std::max<int64_t>(st.last_step, 0));
+  std::string suffix = base;
+  auto taken = [&] {
+    for (const char* f : {"run.h5", "run.log", "checkpoint.ckpt"})
+      if (fs::exists(fs::path(run_dir) / (f + suffix))) return true;
+    return false;
+  };
+  for (int k = 2; taken(); ++k) suffix = base + "-" + std::to_string(k);
+  return suffix;
+}
+
 bool run_point(const Sweep& s, const SweepPoint& p, RunOptions ro) {
   Experiment exp = s.experiment(p);
   ro.out_dir = p.run_dir;
@@ -763,6 +777,22 @@ bool run_point(const Sweep& s, const SweepPoint& p, RunOptions ro) {
     }
   }
   ro.overwrite = !ro.resume;
+  if (!ro.resume) {
+    if (const std::string suffix = kept_aside_suffix(p.run_dir, st); !suffix.empty()) {
+      std::vector<std::string> kept;
+      for (const char* f : {"run.h5", "run.log", "checkpoint.ckpt"}) {
+        const fs::path from = fs::path(p.run_dir) / f;
+        if (!fs::exists(from)) continue;
+        fs::rename(from, from.string() + suffix, ec);
+        if (ec) throw Error(from.string() + ": cannot keep the earlier run's file aside as " + from.filename().string() + suffix +
+                            " (" + ec.message() + "); not starting the point over it");
+        kept.push_back(from.filename().string() + suffix);
+      }
+      std::cerr << p.run_dir << ": the earlier run (" << st.status << " at step " << std::max<int64_t>(st.last_step, 0)
+                << ") cannot resume (" << (changes.empty() ? "no checkpoint" : "another config: " + join(changes, "; "))
+                << "); starting afresh, its files kept as " << join(kept) << "\n";
+    }
+  }
   fs::remove(fs::path(p.run_dir) / "failed.txt", ec);
   try {
     run_experiment(exp, ro);

@@ -226,6 +226,13 @@ void SweepRun::queue_points() {
 void SweepRun::launch(const SweepPoint& p) {
   Job j;
   j.point = &p;
+  // How the point starts, told before the child moves anything.
+  const PointCheck& c = checks_[static_cast<size_t>(p.index)];
+  const bool resumes = c.state.checkpoint && c.changes.empty() && c.state.status != "unreadable" && c.state.status != "missing";
+  std::string how = resumes ? " resuming from its checkpoint" : "";
+  if (const std::string suffix = resumes ? "" : kept_aside_suffix(p.run_dir, c.state); !suffix.empty())
+    how = " from step 0: its earlier run (" + c.state.status + " at step " + std::to_string(std::max<int64_t>(c.state.last_step, 0)) +
+          ") " + (c.changes.empty() ? "has no checkpoint" : "has another config") + "; its files are kept as *" + suffix;
   j.log = (fs::path(s_.dir) / "logs" / (p.id + ".log")).string();
   std::vector<std::string> argv = {o_.binary, "sweep", s_.file, "--point", std::to_string(p.index), "--dir", s_.dir,
                                    "--threads", std::to_string(threads_), "--quiet"};
@@ -248,10 +255,7 @@ void SweepRun::launch(const SweepPoint& p) {
   ::close(fd);
   if (rc != 0) throw Error("cannot start " + o_.binary + " for point " + std::to_string(p.index) + ": " + std::strerror(rc));
   j.started = Clock::now();
-  const PointCheck& c = checks_[static_cast<size_t>(p.index)];
-  const bool resumes = c.state.checkpoint && c.changes.empty() && c.state.status != "unreadable";
-  event("start point " + std::to_string(p.index) + " (" + p.id + ")" + (resumes ? " resuming from its checkpoint" : "") +
-        ", pid " + std::to_string(j.pid));
+  event("start point " + std::to_string(p.index) + " (" + p.id + ")" + how + ", pid " + std::to_string(j.pid));
   running_.push_back(j);
 }
 

@@ -115,9 +115,16 @@ struct PointCheck {
 std::vector<PointCheck> validate_sweep(const Sweep& s,
                                        const std::function<void(size_t, size_t)>& on_point = {});
 
+// An unfinished run that a sweep starts afresh (no checkpoint to resume from, or left by
+// another config) is not deleted: its run.h5, run.log and checkpoint.ckpt move aside with
+// this suffix, ".stopped-at-<step>" ("-2", "-3"... if taken). "" when there is nothing
+// to keep (no run, a finished one, or one that never trained nor checkpointed).
+std::string kept_aside_suffix(const std::string& run_dir, const RunState& st);
+
 // Runs one point in this process (what `ablate sweep FILE --point I` does). A finished
 // run with the same config is skipped (returns false); an unfinished one resumes from
-// its checkpoint; one left by a different config starts afresh.
+// its checkpoint; one that cannot (another config's, or no checkpoint) starts afresh,
+// its files kept aside (kept_aside_suffix).
 bool run_point(const Sweep& s, const SweepPoint& p, RunOptions ro);
 
 // Runs the points that are not done as child processes (`binary sweep FILE --point I
