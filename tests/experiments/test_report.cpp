@@ -245,6 +245,15 @@ TEST_CASE("report/compare gives no p for differences that are the same in every 
   CAPTURE(both);
   // No interval of zero width, no "*"; em_add does not differ at all.
   CHECK(both.find("| b | 3 | +0.0004 in all 3 pairs | +0.0000 in all 3 pairs |") != std::string::npos);
+  // The report's tables say the same, with no interval of zero width either.
+  ablate::ReportOptions ro;
+  ro.compare.metric = "exact_match";
+  ro.compare.table = "eval/arithmetic";
+  const std::string html = ablate::render_report(r, ro);
+  CHECK(html.find(">+0.0004 in all 3 pairs</td><td class=\"n\">n/a</td>") != std::string::npos);
+  CHECK(html.find(">+0.0000 in all 3 pairs</td>") != std::string::npos);  // em_add, in the evaluator's table
+  CHECK(html.find("[+0.0004, +0.0004]") == std::string::npos);
+  CHECK(html.find("[+0.0000, +0.0000]") == std::string::npos);
 }
 
 TEST_CASE("report/compare says when the runs were made on more than one kind of CPU or kernel path") {

@@ -273,7 +273,9 @@ std::string comparison_html(const Comparison& c, const Comparison* first = nullp
       const bool better = c.higher_is_better ? g.test.mean_diff > 0 : g.test.mean_diff < 0;
       const bool sig = c.direction_known && g.test.p < 0.05;  // coloured better/worse only when the direction is known
       o << "<td class=\"n" << (sig ? (better ? " better" : " worse") : "") << "\">" << fixed(g.test.mean_diff, "%+.4f");
-      if (g.test.n > 1) o << " [" << fixed(g.test.ci_low, "%+.4f") << ", " << fixed(g.test.ci_high, "%+.4f") << "]";
+      // The same difference in every pair: no spread, so no interval (as compare's tables).
+      if (g.test.same_in_every_pair()) o << " in all " << g.test.n << " pairs";
+      else if (g.test.n > 1) o << " [" << fixed(g.test.ci_low, "%+.4f") << ", " << fixed(g.test.ci_high, "%+.4f") << "]";
       o << "</td><td class=\"n\">" << p_text(g.test.p) << "</td><td class=\"n\">"
         << (c.direction_known ? std::to_string(g.wins) + "/" + std::to_string(g.test.n) : std::string("n/a")) << "</td>";
     }
