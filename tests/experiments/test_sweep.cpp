@@ -464,6 +464,21 @@ static pid_t parent_of(pid_t pid) {
   return parent;
 }
 
+// A one-point sweep (seed 3, 600 slow steps) in d/out, stopped with Ctrl-C to the sweep once
+// its point has a checkpoint; the sweep's result.
+static ablate::test::CommandResult sweep_stopped_by_ctrl_c(const TempDir& d) {
+  d.write("tiny.yaml", kTinyBase);
+  d.write("stop.yaml", "base: tiny.yaml\noverrides: {train.steps: 600, train.eval_every: 300}\nsweep: {seeds: [3]}\n");
+  auto job = std::async(std::launch::async, [&] { return ablate::test::run_command(kSlowSteps + ablate_cmd(d, "sweep stop.yaml --dir out")); });
+  const pid_t pid = point_with_checkpoint(d);
+  const pid_t sweep = pid > 0 ? parent_of(pid) : 0;  // Ctrl-C goes to the sweep
+  if (sweep > 1) kill(sweep, SIGINT);
+  auto res = job.get();
+  CAPTURE(res.output);
+  REQUIRE(sweep > 1);
+  return res;
+}
+
 TEST_CASE("sweep/a killed point is recorded as failed and resumes from its checkpoint") {
   TempDir d;
   d.write("tiny.yaml", kTinyBase);
@@ -497,15 +512,7 @@ TEST_CASE("sweep/a killed point is recorded as failed and resumes from its check
 
 TEST_CASE("sweep/Ctrl-C stops the running points with a checkpoint: stopped, not failed, the next run resumes them") {
   TempDir d;
-  d.write("tiny.yaml", kTinyBase);
-  d.write("stop.yaml", "base: tiny.yaml\noverrides: {train.steps: 600, train.eval_every: 300}\nsweep: {seeds: [3]}\n");
-  auto job = std::async(std::launch::async, [&] { return ablate::test::run_command(kSlowSteps + ablate_cmd(d, "sweep stop.yaml --dir out")); });
-  pid_t pid = point_with_checkpoint(d);
-  REQUIRE(pid > 0);
-  const pid_t sweep = parent_of(pid);  // Ctrl-C goes to the sweep
-  REQUIRE(sweep > 1);
-  kill(sweep, SIGINT);
-  auto res = job.get();
+  auto res = sweep_stopped_by_ctrl_c(d);
   CAPTURE(res.output);
   REQUIRE(res.status == 130);
   CHECK(res.output.find("0 failed, 1 stopped (interrupted)") != std::string::npos);
@@ -529,13 +536,7 @@ TEST_CASE("sweep/Ctrl-C stops the running points with a checkpoint: stopped, not
 
 TEST_CASE("sweep/an unfinished run whose checkpoint is gone starts afresh, its files kept aside, not deleted") {
   TempDir d;
-  d.write("tiny.yaml", kTinyBase);
-  d.write("lost.yaml", "base: tiny.yaml\noverrides: {train.steps: 600, train.eval_every: 300}\nsweep: {seeds: [3]}\n");
-  auto job = std::async(std::launch::async, [&] { return ablate::test::run_command(kSlowSteps + ablate_cmd(d, "sweep lost.yaml --dir out")); });
-  pid_t pid = point_with_checkpoint(d);
-  REQUIRE(pid > 0);
-  kill(parent_of(pid), SIGINT);
-  REQUIRE(job.get().status == 130);
+  REQUIRE(sweep_stopped_by_ctrl_c(d).status == 130);
   const auto before = ablate::run_state(d / "out/runs/seed3");
   REQUIRE(before.status == "interrupted");
   REQUIRE(before.last_step > 0);
@@ -544,10 +545,10 @@ TEST_CASE("sweep/an unfinished run whose checkpoint is gone starts afresh, its f
   const std::string suffix = ".stopped-at-" + std::to_string(before.last_step);
   CHECK(ablate::kept_aside_suffix(d / "out/runs/seed3", before) == suffix);
 
-  auto plan = ablate::test::run_command(ablate_cmd(d, "sweep lost.yaml --dir out --dry-run"));
+  auto plan = ablate::test::run_command(ablate_cmd(d, "sweep stop.yaml --dir out --dry-run"));
   CAPTURE(plan.output);
   CHECK(plan.output.find("interrupted (no checkpoint: starts afresh, keeps its files aside)") != std::string::npos);
-  auto again = ablate::test::run_command(ablate_cmd(d, "sweep lost.yaml --dir out"));
+  auto again = ablate::test::run_command(ablate_cmd(d, "sweep stop.yaml --dir out"));
   CAPTURE(again.output);
   CHECK(again.status == 0);
   CHECK(again.output.find("start point 0 (seed3) from step 0: its earlier run (interrupted at step " +
