@@ -43,7 +43,7 @@ void print_dry_run(const ablate::Sweep& s, const std::vector<ablate::PointCheck>
     total += flops;
     std::string state = c.state.status == "missing" ? "-" : c.state.status;
     if (!c.changes.empty() && c.state.status != "done") state += " (other config: starts afresh)";
-    else if (c.state.checkpoint && c.state.status != "done") state += " (resumes)";
+    else if (c.state.status != "done" && c.state.status != "unreadable" && ablate::point_resumes(p.run_dir, c.changes)) state += " (resumes)";
     else if (!ablate::kept_aside_suffix(p.run_dir, c.state).empty()) state += " (no checkpoint: starts afresh, keeps its files aside)";
     rows.push_back({std::to_string(p.index), p.id, std::to_string(c.info.n_params), si(c.info.flops_per_token),
                     std::to_string(c.info.tokens_per_step), std::to_string(c.info.steps), si(flops), state,

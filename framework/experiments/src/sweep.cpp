@@ -734,12 +734,20 @@ std::vector<PointCheck> validate_sweep(const Sweep& s, const std::function<void(
   return checks;
 }
 
+namespace {
+const char* const kKeptAside[] = {"run.h5", "run.log", "checkpoint.ckpt"};
+}  // namespace
+
+bool point_resumes(const std::string& run_dir, const std::vector<std::string>& changes) {
+  return changes.empty() && fs::exists(checkpoint_path(run_dir)) && fs::exists(run_file_path(run_dir));
+}
+
 std::string kept_aside_suffix(const std::string& run_dir, const RunState& st) {
   if (st.status == "done" || st.status == "unreadable" || (st.last_step <= 0 && !st.checkpoint)) return "";
   const std::string base = ".stopped-at-" + std::to_string(std::max<int64_t>(st.last_step, 0));
   std::string suffix = base;
   auto taken = [&] {
-    for (const char* f : {"run.h5", "run.log", "checkpoint.ckpt"})
+    for (const char* f : kKeptAside)
       if (fs::exists(fs::path(run_dir) / (f + suffix))) return true;
     return false;
   };
@@ -766,7 +774,7 @@ bool run_point(const Sweep& s, const SweepPoint& p, RunOptions ro) {
   // Resume what can be resumed; anything else in the directory (another config's run, a
   // run killed before its first checkpoint, a run file broken by a crash) starts afresh.
   std::error_code ec;
-  ro.resume = changes.empty() && fs::exists(checkpoint_path(p.run_dir)) && fs::exists(run_file_path(p.run_dir));
+  ro.resume = point_resumes(p.run_dir, changes);
   if (ro.resume) {
     try {
       read_run_file(run_file_path(p.run_dir));
@@ -780,7 +788,7 @@ bool run_point(const Sweep& s, const SweepPoint& p, RunOptions ro) {
   if (!ro.resume) {
     if (const std::string suffix = kept_aside_suffix(p.run_dir, st); !suffix.empty()) {
       std::vector<std::string> kept;
-      for (const char* f : {"run.h5", "run.log", "checkpoint.ckpt"}) {
+      for (const char* f : kKeptAside) {
         const fs::path from = fs::path(p.run_dir) / f;
         if (!fs::exists(from)) continue;
         fs::rename(from, from.string() + suffix, ec);

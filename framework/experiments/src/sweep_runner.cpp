@@ -228,7 +228,7 @@ void SweepRun::launch(const SweepPoint& p) {
   j.point = &p;
   // How the point starts, told before the child moves anything.
   const PointCheck& c = checks_[static_cast<size_t>(p.index)];
-  const bool resumes = c.state.checkpoint && c.changes.empty() && c.state.status != "unreadable" && fs::exists(run_file_path(p.run_dir));
+  const bool resumes = c.state.status != "unreadable" && point_resumes(p.run_dir, c.changes);
   std::string how = resumes ? " resuming from its checkpoint" : "";
   if (const std::string suffix = resumes ? "" : kept_aside_suffix(p.run_dir, c.state); !suffix.empty())
     how = " from step 0: its earlier run (" + c.state.status + " at step " + std::to_string(std::max<int64_t>(c.state.last_step, 0)) +

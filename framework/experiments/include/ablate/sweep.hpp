@@ -121,6 +121,11 @@ std::vector<PointCheck> validate_sweep(const Sweep& s,
 // to keep (no run, a finished one, or one that never trained nor checkpointed).
 std::string kept_aside_suffix(const std::string& run_dir, const RunState& st);
 
+// Whether a sweep can resume the run in run_dir: a checkpoint and run.h5 of the same config
+// (no changes). run_point then reads the run file and starts afresh if it is unreadable
+// (kept as run.h5.unreadable); anything else unfinished starts afresh too.
+bool point_resumes(const std::string& run_dir, const std::vector<std::string>& changes);
+
 // Runs one point in this process (what `ablate sweep FILE --point I` does). A finished
 // run with the same config is skipped (returns false); an unfinished one resumes from
 // its checkpoint; one that cannot (another config's, or no checkpoint) starts afresh,
