@@ -1,5 +1,6 @@
-// Family "tokenizer": text <-> token ids. Fitted on the training text, saved with the
-// run (checkpoint) so that generation encodes prompts exactly as training did.
+// Family "tokenizer": text <-> token ids. Fitted on the training text (or loaded ready-made
+// from files, e.g. GPT-2's), saved with the run (checkpoint) so that generation encodes prompts
+// exactly as training did. encode and decode are const and may be called from several threads.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -22,6 +23,11 @@ class Tokenizer {
   virtual void load(const std::string& state) = 0;
   // Padding id for batches of variable length, or -1 if the tokenizer has none.
   virtual int32_t pad_id() const { return -1; }
+  // The end-of-text id that separates documents (GPT-2's <|endoftext|>), or -1 if none.
+  virtual int32_t eot_id() const { return -1; }
+  // True when the tokenizer comes ready-made (loaded from files named in its options): fit()
+  // does nothing and the same ids come out whatever the training text.
+  virtual bool pretrained() const { return false; }
 };
 
 // Each id's text, the decode of the id alone (the Model's vocab, BuildContext::vocab).
