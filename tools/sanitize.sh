@@ -10,8 +10,8 @@
 # header and records the two words before it as the block's range. glibc >= 2.25 has no such
 # header; the range is garbage and LeakSanitizer's exit-time check dies scanning it ("Tracer
 # caught signal 11 ... LeakSanitizer has encountered a fatal error", exit 1). It depends on
-# where malloc puts the block, so it looks random but repeats: a CI run in session 31 failed
-# the same test twice this way. Without the interception LeakSanitizer still reaches those blocks
+# where malloc puts the block, so it looks random but repeats for a given run (a test can fail
+# twice in a row this way). Without the interception LeakSanitizer still reaches those blocks
 # through glibc's (malloc'd) DTV, so no leak goes unseen. See docs/RELIABILITY.md.
 # A failing test is still run once more (--repeat until-pass:2) for other passing faults.
 set -euo pipefail

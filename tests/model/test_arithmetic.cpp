@@ -649,7 +649,7 @@ sample: {tokens: 0}
   CHECK(t.at("exact_match").back() >= 0.3);
 #else
   // The sanitizer build (-O1) trains to exact match 0.25, char accuracy 0.575 here, against
-  // 0.85 / 0.925 in Release. Rounding, not a defect (measured 2026-11-24): both builds give
+  // 0.85 / 0.925 in Release. Rounding, not a defect: both builds give
   // the same step-0 evaluation and the same training losses to 6 digits at step 50, then
   // drift apart as -O1 rounds differently (step 250: 0.6184 vs 0.6221) and end at a *lower*
   // validation loss in the sanitizer build (0.4011 vs 0.4090). What drifts is the answer to
@@ -894,7 +894,7 @@ TEST_CASE("arithmetic/the shipped mixed-task recipe and its sweeps validate agai
   CHECK_MESSAGE(place4.find("model.n_layers=4 train.steps=7000 seed=1623041774") != std::string::npos, place4);
   const std::string sweep = dry_sweep("what_matters_v1.yaml");
   CHECK_MESSAGE(sweep.find("24 points (8 variants x 3 seeds)") != std::string::npos, sweep);
-  // The ablation of the recipe of session 30; with_mul turns the base's line weights off.
+  // The ablation of mixed.yaml's recipe; with_mul turns the base's line weights off.
   const std::string wm = dry_sweep("what_matters.yaml");
   CHECK_MESSAGE(wm.find("27 points (9 variants x 3 seeds)") != std::string::npos, wm);
   CHECK_MESSAGE(wm.find("data.line_weights=[] seed=1623041774") != std::string::npos, wm);

@@ -66,14 +66,11 @@ std::vector<std::string> metric_lines(const std::string& config) {
 
 }  // namespace
 
-// The reference was written by this test case with ABLATE_RECORD_BLOCK_REFERENCE=1, built
-// from main at 7d143c8 (before the block family, when norm.placement chose pre or post;
-// first as one line per column, then rewritten as one line per value by a script, the
-// values unchanged, so that extra rows of a later trainer do not break the comparison).
-// Re-recorded with the kernel paths (issue 17: the attention kernels' own vector exp
-// rounds differently from Eigen's), on the avx512 path; the bits are those of the CPU's
-// kernel path and build, so this holds on AVX-512 machines only.
-TEST_CASE("block/gpt1_postnorm and the pre-norm baseline give bitwise the metrics recorded before blocks were plugins") {
+// The reference is written by this test case with ABLATE_RECORD_BLOCK_REFERENCE=1 (one line
+// per value, so that extra rows of the trainer do not break the comparison), on the avx512
+// kernel path: the bits are those of the CPU's kernel path and build (each path's attention
+// kernels have their own vector exp), so this holds on AVX-512 machines only. It pins the pre-norm and post-norm blocks to the norm placements of commit 7d143c8.
+TEST_CASE("block/gpt1_postnorm and the pre-norm baseline give bitwise the recorded reference metrics") {
   ablate::test::registry();
   if (std::string(ablate::kernel_path()) != "avx512") {
     MESSAGE("skipped: the reference bits are the avx512 kernel path's; this run uses " << ablate::kernel_path());

@@ -148,7 +148,7 @@ TEST_CASE("trainer/a warmup-stable-decay run branched before its decay equals a 
   // Before its decay a WSD run's lr does not depend on the run's length, so runs of several
   // lengths can share their first steps (docs/RELIABILITY.md, "Branches"): a branch at a
   // kept checkpoint of the stable phase, with another train.steps, is the run planned for
-  // that length from the start. Issue 20's place4 points were made this way.
+  // that length from the start.
   ablate::test::TempDir dir;
   std::string cfg = ablate::test::kTinyBase;
   cfg.replace(cfg.find("{type: adamw, lr: 1.0e-2}"), 25,

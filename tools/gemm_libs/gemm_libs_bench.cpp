@@ -80,8 +80,8 @@ int main() {
   std::uniform_real_distribution<float> u(-1, 1);
   // What each library actually runs (an environment variable it does not understand is
   // ignored: BLIS 0.9's BLIS_ARCH_TYPE takes the arch_t number, e.g. 3 for haswell).
-  // One thread for all three (BLIS's OpenMP build otherwise took both cores here, whatever
-  // OMP_NUM_THREADS said: 200 GFLOP/s on "one" AVX2 core).
+  // One thread for all three (BLIS's OpenMP build otherwise takes every core, whatever
+  // OMP_NUM_THREADS says).
   bli_thread_set_num_threads(1);
   const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
   const char* dnnl_isa = isa == dnnl::cpu_isa::avx2 ? "avx2" : isa == dnnl::cpu_isa::avx512_core ? "avx512_core"

@@ -161,8 +161,8 @@ Var Model::forward(Graph& g, const ForwardArgs& a) {
   // step runs on a decoding team of two threads (ops.hpp), rank 1 on a graph of its own;
   // rank 0's graph `g` gets the logits, the same values a single thread computes.
   constexpr int64_t kDecodeRows = 4;
-  // Only where its products split (a d x d one does): a model that small decodes faster
-  // on one core (seed000: 136k tokens/s, against 101k on a team).
+  // Only where its products split (a d x d one does): a smaller model decodes faster on
+  // one core than on a team, whose exchanges cost more than its products.
   if (a.caches && a.batch * a.time <= kDecodeRows && !a.attention_weights && !(g.training && dims_.dropout > 0)) {
     if (!team_graph_) team_graph_ = std::make_unique<Graph>();
     Var logits;

@@ -337,11 +337,10 @@ void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   // - matrix-vector products with B (k,n) row-major: each half of k is one contiguous
   //   block of B, which stays in one core's cache from token to token (column halves
   //   interleave in memory, and the hardware prefetcher pulls the other core's half in
-  //   too: 46 us a seed002 token against 25);
+  //   too, nearly doubling a batch-1 token's time);
   // - weight gradients X^T dY summed over many rows (up to 1M floats of result): each
   //   core reads, and packs once, the half of X and dY that its row-parallel ops wrote,
-  //   instead of all of both (seed000: linear backward 2.1 -> 1.6 ms a step; nanogpt-baby,
-  //   whose X^T was packed once per column block: 3,375 -> 3,500 tokens/s).
+  //   instead of all of both, and packs X^T once rather than once per column block.
   constexpr int64_t kMaxSplitK = int64_t{1} << 20;  // floats of C
   const bool split_k = !trans_b && (gemv || (trans_a && k >= 1024 && m * n <= kMaxSplitK));
   if (split_k) {

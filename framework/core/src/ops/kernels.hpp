@@ -126,8 +126,8 @@ constexpr int64_t kMaxParts = 64;  // threads one parallel_chunks loop uses at m
 // thread, or inside another parallel loop: a plain loop. Otherwise the threads of
 // run_pinned share the chunks (see below). This is OpenMP's static schedule plus
 // helping, not TBB's work stealing: for the small, regular loops of these models, TBB's
-// dispatch (1.5-2 us) and its choice of thread per chunk cost more than they balance
-// (seed002 batch-1 decoding: 6,150 tokens/s on TBB, 8,100 here; training equal or faster).
+// dispatch (microseconds, as long as a small product) and its choice of thread per chunk
+// cost more than they balance, batch-1 decoding most of all.
 template <class F>
 void parallel_chunks(int64_t n, int64_t chunk, const F& f) {
   if (n <= 0) return;
