@@ -56,8 +56,8 @@ TEST_CASE("init/conformance: every variant sets finite values, deterministically
   ptest::check_conformance("init");
 }
 
-TEST_CASE("init/gpt2: a model's initial weights are bitwise those of the fixed per-plugin init it replaces") {
-  // Before roles, each plugin drew its own values from the model's generator at creation:
+TEST_CASE("init/gpt2: a model's initial weights are bitwise the GPT-2 draws in parameter creation order") {
+  // The reference draws each parameter from the model's generator in creation order:
   // N(0, 0.02) for embeddings, positions, qkv/up/gate and the head; N(0, 0.02 / sqrt(2 L))
   // for the attention and FFN output projections; 1 for norm gains; 0 for biases.
   ptest::registry();
