@@ -113,7 +113,7 @@ bool lanes_kernel(const Attn& a) { return a.HS <= kMaxLanesHS; }
 bool decode_kernel(const Attn& a) { return a.k_rstride == 1 && a.T <= 4; }
 
 // Saved probabilities. Backward needs P again; recomputing it (the scores and their exp)
-// was about a third of the lanes backward pass, so where they fit the forward pass keeps
+// would be about a third of the lanes backward pass, so where they fit the forward pass keeps
 // each block's P^T (jm, 32), block after block, per (batch, head): 32 x (sum of the
 // blocks' jm) floats (probs_at, dispatch.hpp), for the row with the longest prefix.
 int64_t probs_per_head(const Attn& a) {

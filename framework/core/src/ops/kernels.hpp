@@ -228,8 +228,8 @@ void gemm_acc(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
               const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc);
 
 // Whether gemm_acc_parallel splits a matrix-vector product with B (k,n) between two
-// cores: below 8K floats of B one core is faster than two and a hand-off (seed002
-// decoding was fastest with this threshold).
+// cores: below 8K floats of B one core is faster than two and a hand-off (the threshold
+// at which seed002's batch-1 decoding is fastest).
 inline bool gemv_splits(int64_t n, int64_t k) { return n * k >= (int64_t{1} << 13); }
 
 // Where gemm_acc_parallel splits the reduction of such a product, C (m<=4, n) = A (m,k)
