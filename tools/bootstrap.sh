@@ -15,10 +15,10 @@ build=${ABLATE_BUILD_DIR:-$root/build}
 fuzz=0
 
 packages=(g++ cmake make git libboost-program-options-dev libboost-dev libboost-filesystem-dev
-          libeigen3-dev libtbb-dev libyaml-cpp-dev libhdf5-dev doctest-dev)
+          libeigen3-dev libtbb-dev libyaml-cpp-dev libhdf5-dev doctest-dev nlohmann-json3-dev zlib1g-dev libzstd-dev)
 for arg in "$@"; do
   case $arg in
-    --tests) packages+=(hdf5-tools python3-h5py python3-numpy chromium) ;;
+    --tests) packages+=(hdf5-tools python3-h5py python3-numpy chromium zstd) ;;
     # libFuzzer's runtime is only a recommendation of clang's: name it.
     --fuzz) packages+=(clang libclang-rt-dev); fuzz=1 ;;
     --qemu) packages+=(qemu-user) ;;

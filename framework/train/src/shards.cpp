@@ -1,0 +1,304 @@
+// Token shards: reading (mmap) and writing (see shards.hpp).
+#include "ablate/shards.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "ablate/error.hpp"
+#include "ablate/ops.hpp"
+
+namespace ablate {
+
+namespace {
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+constexpr bool kBigEndian = true;
+#else
+constexpr bool kBigEndian = false;
+#endif
+
+constexpr int64_t kScanChunk = int64_t{1} << 20;  // tokens per task of a parallel scan
+
+std::string hex32(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08X", v);
+  return buf;
+}
+
+const char* kKnownFormats =
+    "known: 20240520 (llm.c shard, uint16 tokens, version 1) and 20240801 (llm.c uint32 variant, version 7); a headerless "
+    "nanoGPT file (train.bin / val.bin, uint16 tokens from np.memmap) is read with format raw (data.format: raw)";
+
+}  // namespace
+
+struct Shard::Mapping {
+  void* addr = nullptr;
+  size_t length = 0;
+  ~Mapping() {
+    if (addr) ::munmap(addr, length);
+  }
+};
+
+std::string shard_format_name(ShardFormat f) {
+  switch (f) {
+    case ShardFormat::kUint16: return "llm.c shard (uint16 tokens, magic 20240520, version 1)";
+    case ShardFormat::kUint32: return "llm.c shard (uint32 tokens, magic 20240801, version 7)";
+    case ShardFormat::kRaw16: return "raw uint16 tokens (nanoGPT, no header)";
+  }
+  return "?";
+}
+
+int shard_token_bytes(ShardFormat f) { return f == ShardFormat::kUint32 ? 4 : 2; }
+
+ShardFormat shard_format_for_vocab(int64_t vocab_size) {
+  return vocab_size <= 65536 ? ShardFormat::kUint16 : ShardFormat::kUint32;
+}
+
+Shard Shard::open(const std::string& path, ShardLayout layout) {
+  if (kBigEndian) throw Error(path + ": token shards are little-endian; this machine is big-endian, which ablate does not read them on");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(path + ": cannot open token shard: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const std::string why = S_ISDIR(st.st_mode) ? "it is a directory" : std::strerror(errno);
+    ::close(fd);
+    throw Error(path + ": cannot read token shard: " + why);
+  }
+  Shard s;
+  s.path_ = path;
+  s.bytes_ = static_cast<int64_t>(st.st_size);
+  auto map = std::make_shared<Mapping>();
+  if (s.bytes_ > 0) {
+    map->length = static_cast<size_t>(s.bytes_);
+    void* a = ::mmap(nullptr, map->length, PROT_READ, MAP_SHARED, fd, 0);
+    if (a == MAP_FAILED) {
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      throw Error(path + ": cannot map token shard (" + std::to_string(s.bytes_) + " bytes): " + why);
+    }
+    map->addr = a;
+  }
+  ::close(fd);  // the mapping keeps the file
+  s.map_ = map;
+  const auto* base = static_cast<const unsigned char*>(map->addr);
+
+  if (layout == ShardLayout::kRaw) {
+    if (s.bytes_ % 2 != 0)
+      throw Error(path + ": " + std::to_string(s.bytes_) + " bytes, an odd length: a raw uint16 token file (nanoGPT) " +
+                  "holds 2 bytes a token, and this one ends in half a token at byte offset " + std::to_string(s.bytes_ - 1) +
+                  ". The file is cut short, or it is not raw uint16 tokens (an llm.c shard, with a header, reads with "
+                  "data.format: header)");
+    if (s.bytes_ >= 8) {
+      int32_t magic;
+      std::memcpy(&magic, base, 4);
+      if (magic == kShardMagic16 || magic == kShardMagic32)
+        throw Error(path + ": read as raw uint16 tokens, but it starts with llm.c's shard magic " + std::to_string(magic) +
+                    ": it is an llm.c shard, whose 1,024-byte header would be read as tokens. Read it with format "
+                    "header (data.format: header, the default)");
+    }
+    s.format_ = ShardFormat::kRaw16;
+    s.n_ = s.bytes_ / 2;
+    s.u16_ = reinterpret_cast<const uint16_t*>(base);
+    return s;
+  }
+
+  if (s.bytes_ < kShardHeaderBytes)
+    throw Error(path + ": " + std::to_string(s.bytes_) + " bytes, shorter than the " + std::to_string(kShardHeaderBytes) +
+                "-byte header of an llm.c token shard (256 int32: magic, version, token count); " + kKnownFormats);
+  int32_t header[3];
+  std::memcpy(header, base, sizeof header);
+  const int32_t magic = header[0], version = header[1], count = header[2];
+  if (magic == kShardMagic16) {
+    s.format_ = ShardFormat::kUint16;
+  } else if (magic == kShardMagic32) {
+    s.format_ = ShardFormat::kUint32;
+  } else {
+    throw Error(path + ": not an llm.c token shard: its first int32 (the magic) is " + std::to_string(magic) + " (" +
+                hex32(static_cast<uint32_t>(magic)) + "); " + kKnownFormats);
+  }
+  const int32_t want_version = s.format_ == ShardFormat::kUint16 ? kShardVersion16 : kShardVersion32;
+  if (version != want_version)
+    throw Error(path + ": llm.c shard with magic " + std::to_string(magic) + " but version " + std::to_string(version) +
+                "; magic " + std::to_string(magic) + " goes with version " + std::to_string(want_version) + " (" +
+                shard_format_name(s.format_) + "). The file was written by another tool version or is damaged; "
+                "write it again in a known format (ablate data prepare)");
+  if (count < 0)
+    throw Error(path + ": the header's token count (int32 at byte offset 8) is " + std::to_string(count) +
+                ", negative: the header is damaged; write the shard again");
+  const int width = shard_token_bytes(s.format_);
+  const int64_t want = kShardHeaderBytes + static_cast<int64_t>(count) * width;
+  if (s.bytes_ != want) {
+    const std::string expect = "the header counts " + std::to_string(count) + " tokens, so the file should be " +
+                               std::to_string(want) + " bytes (" + std::to_string(kShardHeaderBytes) + " + " +
+                               std::to_string(count) + " x " + std::to_string(width) + ")";
+    if (s.bytes_ < want)
+      throw Error(path + ": truncated: " + expect + ", but it has " + std::to_string(s.bytes_) +
+                  " bytes; the tokens stop at byte offset " + std::to_string(s.bytes_) + " (after token " +
+                  std::to_string((s.bytes_ - kShardHeaderBytes) / width) + " of " + std::to_string(count) +
+                  "). Copy or write the shard again (was its writer stopped before it finished?)");
+    throw Error(path + ": " + expect + ", but it has " + std::to_string(s.bytes_) + " bytes: " +
+                std::to_string(s.bytes_ - want) + " bytes after the last token (byte offset " + std::to_string(want) +
+                "). The count or the file is wrong; write the shard again");
+  }
+  s.n_ = count;
+  if (s.format_ == ShardFormat::kUint16) s.u16_ = reinterpret_cast<const uint16_t*>(base + kShardHeaderBytes);
+  else s.u32_ = reinterpret_cast<const uint32_t*>(base + kShardHeaderBytes);
+  return s;
+}
+
+void Shard::copy(int64_t begin, int64_t n, int32_t* out) const {
+  if (u16_) {
+    const uint16_t* p = u16_ + begin;
+    for (int64_t i = 0; i < n; ++i) out[i] = p[i];
+  } else {
+    const uint32_t* p = u32_ + begin;
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<int32_t>(p[i]);
+  }
+}
+
+int64_t Shard::first_at_least(uint64_t limit) const {
+  std::atomic<int64_t> first{n_};
+  const int64_t chunks = (n_ + kScanChunk - 1) / kScanChunk;
+  parallel_for(chunks, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t c = lo; c < hi; ++c) {
+      const int64_t b = c * kScanChunk, e = std::min(n_, b + kScanChunk);
+      if (b >= first.load(std::memory_order_relaxed)) return;
+      for (int64_t i = b; i < e; ++i)
+        if ((*this)[i] >= limit) {
+          int64_t cur = first.load();
+          while (i < cur && !first.compare_exchange_weak(cur, i)) {
+          }
+          break;
+        }
+    }
+  });
+  return first.load() == n_ ? -1 : first.load();
+}
+
+std::vector<int64_t> Shard::positions_of(uint32_t id) const {
+  const int64_t chunks = (n_ + kScanChunk - 1) / kScanChunk;
+  std::vector<std::vector<int64_t>> found(static_cast<size_t>(chunks));
+  parallel_for(chunks, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t c = lo; c < hi; ++c) {
+      const int64_t b = c * kScanChunk, e = std::min(n_, b + kScanChunk);
+      auto& f = found[static_cast<size_t>(c)];
+      for (int64_t i = b; i < e; ++i)
+        if ((*this)[i] == id) f.push_back(i);
+    }
+  });
+  std::vector<int64_t> out;
+  for (auto& f : found) out.insert(out.end(), f.begin(), f.end());
+  return out;
+}
+
+uint32_t Shard::max_id() const {
+  const int64_t chunks = (n_ + kScanChunk - 1) / kScanChunk;
+  std::vector<uint32_t> m(static_cast<size_t>(chunks), 0);
+  parallel_for(chunks, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t c = lo; c < hi; ++c) {
+      const int64_t b = c * kScanChunk, e = std::min(n_, b + kScanChunk);
+      uint32_t v = 0;
+      for (int64_t i = b; i < e; ++i) v = std::max(v, (*this)[i]);
+      m[static_cast<size_t>(c)] = v;
+    }
+  });
+  return m.empty() ? 0 : *std::max_element(m.begin(), m.end());
+}
+
+void Shard::release() const {
+  if (map_ && map_->addr) ::madvise(map_->addr, map_->length, MADV_DONTNEED);
+}
+
+void check_shard_ids(const Shard& s, int64_t vocab_size, const std::string& fix) {
+  const int64_t i = s.first_at_least(static_cast<uint64_t>(vocab_size));
+  if (i < 0) return;
+  throw Error(s.path() + ": token " + std::to_string(i) + " (byte offset " +
+              std::to_string(s.header_bytes() + i * shard_token_bytes(s.format())) + ") is id " + std::to_string(s[i]) +
+              ", but the vocabulary has " + std::to_string(vocab_size) + " ids (0 to " + std::to_string(vocab_size - 1) +
+              "): the shard was made with another tokenizer. " + fix);
+}
+
+ShardWriter::ShardWriter(std::string path, ShardFormat format) : path_(std::move(path)), tmp_(path_ + ".tmp"), format_(format) {
+  if (kBigEndian) throw Error(path_ + ": token shards are little-endian; ablate does not write them on a big-endian machine");
+  f_ = std::fopen(tmp_.c_str(), "wb");
+  if (!f_) throw Error(tmp_ + ": cannot create token shard: " + std::strerror(errno));
+  if (format_ != ShardFormat::kRaw16) {
+    int32_t header[kShardHeaderInts] = {};
+    header[0] = format_ == ShardFormat::kUint16 ? kShardMagic16 : kShardMagic32;
+    header[1] = format_ == ShardFormat::kUint16 ? kShardVersion16 : kShardVersion32;
+    if (std::fwrite(header, sizeof header, 1, f_) != 1) {
+      const std::string why = std::strerror(errno);
+      std::fclose(f_);
+      f_ = nullptr;
+      std::remove(tmp_.c_str());
+      throw Error(tmp_ + ": cannot write token shard: " + why);
+    }
+  }
+  buf_.reserve(size_t{1} << 20);
+}
+
+ShardWriter::~ShardWriter() {
+  if (!f_) return;
+  std::fclose(f_);
+  std::remove(tmp_.c_str());
+}
+
+void ShardWriter::append(const int32_t* ids, size_t n) {
+  if (!f_) throw Error(path_ + ": internal: append after close");
+  if (format_ != ShardFormat::kRaw16 && n_ + static_cast<int64_t>(n) > kShardMaxTokens)
+    throw Error(path_ + ": more than " + std::to_string(kShardMaxTokens) +
+                " tokens, which the header's int32 count cannot hold; write smaller shards (--shard-tokens)");
+  const int width = shard_token_bytes(format_);
+  const uint32_t limit = width == 2 ? 65536u : 0xFFFFFFFFu;
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t id = ids[i];
+    if (id < 0 || static_cast<uint32_t>(id) >= limit)
+      throw Error(path_ + ": token " + std::to_string(n_ + static_cast<int64_t>(i)) + " is id " + std::to_string(id) +
+                  ", which " + shard_format_name(format_) + " cannot hold (ids 0 to " + std::to_string(limit - 1) +
+                  "); write vocabularies over 65,536 ids as " + shard_format_name(ShardFormat::kUint32));
+    const uint32_t v = static_cast<uint32_t>(id);
+    unsigned char b[4];
+    std::memcpy(b, &v, 4);  // little-endian host
+    buf_.insert(buf_.end(), b, b + width);
+    if (buf_.size() >= (size_t{1} << 20)) flush();
+  }
+  n_ += static_cast<int64_t>(n);
+}
+
+void ShardWriter::flush() {
+  if (!buf_.empty() && std::fwrite(buf_.data(), 1, buf_.size(), f_) != buf_.size())
+    throw Error(tmp_ + ": cannot write token shard: " + std::strerror(errno) + " (disk full?)");
+  buf_.clear();
+}
+
+void ShardWriter::close() {
+  if (!f_) return;
+  flush();
+  if (format_ != ShardFormat::kRaw16) {
+    const int32_t count = static_cast<int32_t>(n_);
+    if (std::fseek(f_, 8, SEEK_SET) != 0 || std::fwrite(&count, 4, 1, f_) != 1)
+      throw Error(tmp_ + ": cannot write the token count into the header: " + std::strerror(errno));
+  }
+  const bool ok = std::fflush(f_) == 0;
+  const int err = errno;
+  std::fclose(f_);
+  f_ = nullptr;
+  if (!ok) {
+    std::remove(tmp_.c_str());
+    throw Error(tmp_ + ": cannot write token shard: " + std::strerror(err) + " (disk full?)");
+  }
+  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp_.c_str());
+    throw Error(path_ + ": cannot rename " + tmp_ + " to it: " + why);
+  }
+}
+
+}  // namespace ablate
