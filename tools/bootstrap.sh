@@ -18,7 +18,8 @@ packages=(g++ cmake make git libboost-program-options-dev libboost-dev libboost-
           libeigen3-dev libtbb-dev libyaml-cpp-dev libhdf5-dev doctest-dev nlohmann-json3-dev zlib1g-dev libzstd-dev)
 for arg in "$@"; do
   case $arg in
-    --tests) packages+=(hdf5-tools python3-h5py python3-numpy chromium zstd) ;;
+    # npm: the GPT-2 tokenizer's reference check (js-tiktoken), unless Node already brings one.
+    --tests) packages+=(hdf5-tools python3-h5py python3-numpy chromium zstd); command -v npm >/dev/null || packages+=(npm) ;;
     # libFuzzer's runtime is only a recommendation of clang's: name it.
     --fuzz) packages+=(clang libclang-rt-dev); fuzz=1 ;;
     --qemu) packages+=(qemu-user) ;;

@@ -9,6 +9,9 @@
 #include "ablate/task.hpp"
 #include "commands.hpp"
 
+// ablate data tokenize (cmd_data_tokenize.cpp).
+int cmd_data_tokenize(const std::vector<std::string>& args);
+
 namespace {
 
 // Pulls ablate's own flag --plugin-dir DIR (repeatable) out of args and applies it.
@@ -29,6 +32,7 @@ std::string flag(const std::string& key) {
 }
 
 int cmd_data(const std::vector<std::string>& args_in) {
+  if (!args_in.empty() && args_in[0] == "tokenize") return cmd_data_tokenize({args_in.begin() + 1, args_in.end()});
   const std::vector<std::string> args = take_plugin_dirs(args_in);
   auto& reg = ablate::PluginRegistry::instance();
   std::vector<std::string> names;
@@ -37,7 +41,9 @@ int cmd_data(const std::vector<std::string>& args_in) {
     names.push_back(e->info->name);
     listing += std::string("  ") + e->info->name + " — " + e->info->summary + "\n";
   }
-  const std::string usage = "usage: ablate data TASK --train train.txt --test test.txt [--flag value ...]\ntasks:\n" + listing +
+  const std::string usage = "usage: ablate data TASK --train train.txt --test test.txt [--flag value ...]\n"
+                            "       ablate data tokenize --tokenizer NAME [--option key=value ...] [--count] FILE|-  (a text's token "
+                            "ids; 'ablate data tokenize --help')\ntasks:\n" + listing +
                             "'ablate data TASK --help' lists a task's flags.\n";
   if (args.empty()) throw ablate::cli::UsageError("missing the task; available: " + ablate::join(names));
   if (args[0] == "--help" || args[0] == "-h") {

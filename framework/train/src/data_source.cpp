@@ -73,6 +73,11 @@ struct KnownDataset {
 constexpr KnownDataset kKnownDatasets[] = {
     {"tinyshakespeare.txt", "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",
      "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"},
+    // GPT-2's tokenizer files (the gpt2 tokenizer; REFERENCE.md "GPT-2's tokenizer").
+    {"encoder.json", "https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/encoder.json",
+     "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"},
+    {"vocab.bpe", "https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/vocab.bpe",
+     "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"},
 };
 
 const KnownDataset* find_known(const std::string& file_name) {
