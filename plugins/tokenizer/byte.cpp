@@ -1,5 +1,7 @@
 // Byte-level tokenizer: ids 0..255 are the bytes of the text (nothing is ever unknown), plus
-// an optional padding id 256. Needs no fitting; decode maps other ids to the unknown text.
+// an optional padding id 256 and an optional end-of-text id after it (the document separator
+// of token shards, docs/DATA.md). Ready-made: needs no fitting; decode maps other ids to the
+// unknown text.
 #include <sstream>
 #include <string>
 #include <vector>
@@ -13,7 +15,9 @@ class Byte final : public ablate::Tokenizer {
  public:
   Byte(const ablate::Options& o, const ablate::BuildContext&)
       : pad_(o.get<bool>("pad", false, "add a padding id 256 (decodes to nothing)")),
-        unknown_(o.get<std::string>("unknown", "\xEF\xBF\xBD", "text that ids outside the vocabulary decode to (default U+FFFD)")) {}
+        unknown_(o.get<std::string>("unknown", "\xEF\xBF\xBD", "text that ids outside the vocabulary decode to (default U+FFFD)")),
+        eot_(o.get<bool>("eot", false, "add an end-of-text id after the bytes and the padding id (decodes to <|endoftext|>); "
+                                       "it separates documents in token shards")) {}
 
   void fit(const std::string&) override {}
 
@@ -28,13 +32,16 @@ class Byte final : public ablate::Tokenizer {
     out.reserve(ids.size());
     for (int32_t id : ids) {
       if (id >= 0 && id < 256) out += static_cast<char>(id);
+      else if (eot_ && id == eot_id()) out += "<|endoftext|>";
       else if (!(pad_ && id == 256)) out += unknown_;
     }
     return out;
   }
 
-  int64_t vocab_size() const override { return pad_ ? 257 : 256; }
+  int64_t vocab_size() const override { return 256 + (pad_ ? 1 : 0) + (eot_ ? 1 : 0); }
   int32_t pad_id() const override { return pad_ ? 256 : -1; }
+  int32_t eot_id() const override { return eot_ ? (pad_ ? 257 : 256) : -1; }
+  bool pretrained() const override { return true; }
 
   std::string save() const override {
     std::ostringstream s;
@@ -42,6 +49,7 @@ class Byte final : public ablate::Tokenizer {
     static const char* d = "0123456789abcdef";
     for (unsigned char c : unknown_) s << d[c >> 4] << d[c & 15];
     s << "\n";
+    if (eot_) s << "eot 1\n";
     return s.str();
   }
 
@@ -55,6 +63,8 @@ class Byte final : public ablate::Tokenizer {
       throw ablate::Error("byte tokenizer state: malformed");
     std::getline(s, hex);
     hex.erase(0, hex.find_first_not_of(' '));
+    int eot = 0;
+    if (s >> key && (key != "eot" || !(s >> eot))) throw ablate::Error("byte tokenizer state: malformed");
     std::string unknown;
     for (size_t i = 0; i < hex.size(); i += 2) {
       const std::string h = hex.substr(i, 2);
@@ -64,12 +74,14 @@ class Byte final : public ablate::Tokenizer {
     }
     pad_ = pad != 0;
     unknown_ = unknown;
+    eot_ = eot != 0;
   }
 
  private:
   bool pad_;
   std::string unknown_;
+  bool eot_;
 };
 
 }  // namespace
-ABLATE_PLUGIN(ablate::Tokenizer, byte, Byte, "the 256 byte values (plus an optional padding id)")
+ABLATE_PLUGIN(ablate::Tokenizer, byte, Byte, "the 256 byte values (plus optional padding and end-of-text ids)")

@@ -9,6 +9,7 @@
 #include "ablate/data_source.hpp"
 #include "ablate/error.hpp"
 #include "ablate/ops.hpp"
+#include "shard_data.hpp"
 
 namespace ablate {
 
@@ -275,6 +276,10 @@ DataMemo::~DataMemo() {
 
 TextData load_text_data(const Options& o, const std::string& yaml_dir, Tokenizer& tok, int64_t context, bool fit) {
   TextData d;
+  if (names_shards(o)) {
+    load_shard_data(o, read_shard_spec(o, yaml_dir), tok, context, fit, d);
+    return d;
+  }
   const DataSpec spec = read_data_spec(o, d);
   d.path = resolve_data_path(o, spec, yaml_dir);
   read_text_data(o, spec, tok, context, fit, d);
@@ -284,6 +289,23 @@ TextData load_text_data(const Options& o, const std::string& yaml_dir, Tokenizer
 std::shared_ptr<const TextData> load_shared_text_data(const Options& o, const std::string& yaml_dir, Tokenizer& tok,
                                                       const std::string& tokenizer_key, int64_t context, bool fit) {
   auto d = std::make_shared<TextData>();
+  if (names_shards(o)) {
+    const ShardSpec spec = read_shard_spec(o, yaml_dir);  // checked on every call, memo or not
+    std::string key;
+    if (g_memo) {
+      YAML::Emitter section;
+      section << o.node();
+      key = "shards\n" + shard_files_key(spec) + section.c_str() + '\n' + tokenizer_key + '\n' + std::to_string(context) +
+            (fit ? "\nfit" : "\nloaded " + tok.save());
+      if (g_memo->data && g_memo->key == key) {
+        if (fit) tok.load(g_memo->tokenizer_state);
+        return g_memo->data;
+      }
+    }
+    load_shard_data(o, spec, tok, context, fit, *d);
+    if (g_memo) *g_memo = Memo{key, tok.save(), d};
+    return d;
+  }
   const DataSpec spec = read_data_spec(o, *d);  // checked on every call, memo or not
   d->path = resolve_data_path(o, spec, yaml_dir);
   std::string key;
@@ -322,7 +344,16 @@ double LineWeights::group_weights(int64_t step, double* w) const {
   return total;
 }
 
+int64_t TextData::tokens(bool train_part) const {
+  if (from_shards()) return (train_part ? train_shards : val_shards)->tokens;
+  return static_cast<int64_t>((train_part ? train : val).size());
+}
+
 void sample_batch(const TextData& data, bool train, int64_t B, int64_t T, Rng& rng, int32_t* x, int32_t* y, int64_t step) {
+  if (data.from_shards()) {
+    sample_shard_windows(train ? *data.train_shards : *data.val_shards, B, T, rng, x, y);
+    return;
+  }
   const std::vector<int32_t>& tokens = train ? data.train : data.val;
   if (!data.line_windows) {
     const uint64_t range = tokens.size() - static_cast<size_t>(T);  // offsets 0..size-T-1
@@ -373,6 +404,51 @@ void sample_batch(const TextData& data, bool train, int64_t B, int64_t T, Rng& r
         if (line_ends) seen = false, ++next;
       }
     }
+  }
+}
+
+namespace {
+
+// The streams consecutive windows cover: the part's tokens, or each of its shards.
+struct Streams {
+  const std::vector<int32_t>* tokens = nullptr;
+  const ShardSplit* shards = nullptr;
+  Streams(const TextData& d, bool train) {
+    if (d.from_shards()) shards = (train ? d.train_shards : d.val_shards).get();
+    else tokens = train ? &d.train : &d.val;
+  }
+  size_t count() const { return shards ? shards->shards.size() : 1; }
+  int64_t size(size_t k) const { return shards ? shards->shards[k].size() : static_cast<int64_t>(tokens->size()); }
+  void copy(size_t k, int64_t begin, int64_t n, int32_t* out) const {
+    if (shards) shards->shards[k].copy(begin, n, out);
+    else std::copy(tokens->begin() + begin, tokens->begin() + begin + n, out);
+  }
+  // Windows of T targets that cover stream k's tokens after its first.
+  static int64_t windows(int64_t n, int64_t T) { return n >= 2 ? (n - 1 + T - 1) / T : 0; }
+};
+
+}  // namespace
+
+int64_t consecutive_windows(const TextData& data, bool train, int64_t T) {
+  const Streams st(data, train);
+  int64_t w = 0;
+  for (size_t k = 0; k < st.count(); ++k) w += Streams::windows(st.size(k), T);
+  return w;
+}
+
+void consecutive_batch(const TextData& data, bool train, int64_t first, int64_t B, int64_t T, int32_t* x, int32_t* y) {
+  const Streams st(data, train);
+  std::fill(x, x + B * T, 0);
+  std::fill(y, y + B * T, -1);
+  size_t k = 0;
+  int64_t before = 0;  // windows of the streams before k
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t w = first + b;
+    while (k < st.count() && w >= before + Streams::windows(st.size(k), T)) before += Streams::windows(st.size(k++), T);
+    if (k == st.count()) return;  // past the last window: padding
+    const int64_t i = (w - before) * T, m = std::min(T, st.size(k) - 1 - i);  // targets in this window
+    st.copy(k, i, m, x + b * T);
+    st.copy(k, i + 1, m, y + b * T);
   }
 }
 

@@ -63,7 +63,7 @@ double from_bits(uint64_t b) {
 struct TrainConfig {
   int64_t steps, schedule_steps, batch, accum, threads, eval_every, eval_batches, checkpoint_every, log_every;
   float grad_clip;
-  bool eval_at_start;
+  bool eval_at_start, eval_full;
   std::vector<int64_t> keep_checkpoints;  // steps whose checkpoint is kept (branch points)
   bool keeps(int64_t step) const {
     return std::find(keep_checkpoints.begin(), keep_checkpoints.end(), step) != keep_checkpoints.end();
@@ -82,6 +82,9 @@ TrainConfig read_train(const Options& o) {
   t.eval_every = o.get_in<int64_t>("eval_every", 250, 1, int64_t{1} << 40, "steps between evaluations");
   t.eval_batches = o.get_in<int64_t>("eval_batches", 20, 1, 1 << 20, "batches per evaluation");
   t.eval_at_start = o.get<bool>("eval_at_start", true, "evaluate once before training (step 0)");
+  t.eval_full = o.get<bool>("eval_full", false,
+                            "val_loss over the whole validation part in consecutive windows, every token once "
+                            "(false: eval_batches random batches); random windows only");
   t.checkpoint_every = o.get_in<int64_t>("checkpoint_every", 500, 1, int64_t{1} << 40, "steps between checkpoints");
   t.log_every = o.get_in<int64_t>("log_every", 10, 1, int64_t{1} << 40, "steps between train-metric rows");
   t.keep_checkpoints = o.get<std::vector<int64_t>>(
@@ -209,6 +212,9 @@ Setup build(const Experiment& exp, const RunOptions& ro, const std::string* toke
                                     token_texts(*s.tokenizer));
   check_attention(*s.objective, *s.model, root);
   s.train = read_train(root.child("train"));
+  if (s.train.eval_full && s.data->line_windows)
+    root.child("train").fail("eval_full", "scores consecutive windows of the token stream, and data.windows: lines starts "
+                                          "windows at lines (with their own scoring); set train.eval_full: false");
   s.optimizer = reg.create<Optimizer>(family_options(root, Optimizer::kFamily), none);
   s.scheduler = reg.create<Scheduler>(family_options(root, Scheduler::kFamily), none);
   build_evaluators(root, s, none);
@@ -285,11 +291,14 @@ int64_t counted_targets(const int32_t* y, int64_t n) {
 // The mean loss and the objective's metrics over a fixed set of batches (the same batches,
 // and the same masks, at every evaluation, so that evaluations of one run, and of runs with
 // the same seed, are directly comparable). With several ranks each computes its slice of
-// every batch, weighted as in the whole batch.
+// every batch, weighted as in the whole batch. `full` (train.eval_full): the whole part in
+// consecutive windows instead, each value the mean over every counted target.
 std::vector<std::pair<std::string, double>> evaluate(Model& m, const Objective& obj, Graph& g, const TextData& data, bool train,
                                                      const TrainConfig& t, int64_t T, uint64_t seed, std::vector<int32_t>& x,
-                                                     std::vector<int32_t>& y, Communicator& comm) {
+                                                     std::vector<int32_t>& y, Communicator& comm, bool full = false) {
   Rng rng(seed * 0x9E3779B97F4A7C15ull + 0xE7A1), mask_rng(seed * 0x9E3779B97F4A7C15ull + 0x0B1E);
+  const int64_t batches = full ? (consecutive_windows(data, train, T) + t.batch - 1) / t.batch : t.eval_batches;
+  double counted = 0;  // full: the targets of the whole batches (every rank sees them all)
   NoGrad ng(g);
   bool was = g.training;
   g.training = false;
@@ -297,11 +306,13 @@ std::vector<std::pair<std::string, double>> evaluate(Model& m, const Objective& 
   std::vector<std::string> names{"loss"};
   for (const auto& kv : obj.metrics(Tensor{}, nullptr, 0)) names.push_back(kv.first);
   std::vector<double> parts;  // this rank's share of each batch mean, batch-major, a value per name
-  for (int64_t b = 0; b < t.eval_batches; ++b) {
-    sample_batch(data, train, t.batch, T, rng, x.data(), y.data());
+  for (int64_t b = 0; b < batches; ++b) {
+    if (full) consecutive_batch(data, train, b * t.batch, t.batch, T, x.data(), y.data());
+    else sample_batch(data, train, t.batch, T, rng, x.data(), y.data());
     obj.prepare(x.data(), y.data(), t.batch, T, m.dims().vocab_size - obj.extra_tokens(), mask_rng);
     const int64_t n_all = counted_targets(y.data(), t.batch * T);
     const int64_t n_mine = counted_targets(y.data() + sl.lo * T, (sl.hi - sl.lo) * T);
+    counted += static_cast<double>(n_all);
     std::vector<std::pair<std::string, double>> row{{"loss", 0.0}};
     if (n_mine > 0) {
       g.reset();
@@ -316,15 +327,16 @@ std::vector<std::pair<std::string, double>> evaluate(Model& m, const Objective& 
     }
     for (size_t k = 0; k < names.size(); ++k) {
       const double v = k < row.size() ? row[k].second : 0.0;
-      parts.push_back(comm.size() == 1 ? v : v * static_cast<double>(n_mine) / static_cast<double>(n_all));
+      if (full) parts.push_back(v * static_cast<double>(n_mine));  // the slice's sum over its targets
+      else parts.push_back(comm.size() == 1 ? v : v * static_cast<double>(n_mine) / static_cast<double>(n_all));
     }
   }
   comm.allreduce_sum(parts.data(), parts.size());
   std::vector<std::pair<std::string, double>> means;
   for (size_t k = 0; k < names.size(); ++k) {
     double total = 0;
-    for (int64_t b = 0; b < t.eval_batches; ++b) total += parts[static_cast<size_t>(b) * names.size() + k];
-    means.emplace_back(names[k], total / static_cast<double>(t.eval_batches));
+    for (int64_t b = 0; b < batches; ++b) total += parts[static_cast<size_t>(b) * names.size() + k];
+    means.emplace_back(names[k], total / (full ? std::max(1.0, counted) : static_cast<double>(batches)));
   }
   g.training = was;
   return means;
@@ -917,8 +929,8 @@ void Trainer::write_metadata() {
                                                       std::to_string(other_threads_) + " claimed by other ablate runs)"
                                                 : "";
   progress_.line(s_.name + ": " + std::to_string(model.n_params()) + " parameters, vocab " +
-                 std::to_string(model.dims().vocab_size) + ", " + std::to_string(s_.data->train.size()) + " train / " +
-                 std::to_string(s_.data->val.size()) + " val tokens, " + std::to_string(threads_) + " threads" + shared +
+                 std::to_string(model.dims().vocab_size) + ", " + std::to_string(s_.data->tokens(true)) + " train / " +
+                 std::to_string(s_.data->tokens(false)) + " val tokens, " + std::to_string(threads_) + " threads" + shared +
                  (comm_.size() > 1 ? " x " + comm_.description() : "") + " -> " + s_.out_dir);
   if (ck_) progress_.line("resuming " + s_.out_dir + " at step " + std::to_string(start_));
   if (ro_.extend_to > 0)
@@ -1045,7 +1057,8 @@ void Trainer::evaluate_at(int64_t step) {
   const int64_t T = model.dims().context;
   g_.batch_rows = g_.batch_offset = 0;
   const auto train_m = evaluate(model, *s_.objective, g_, *s_.data, true, s_.train, T, s_.seed, x_, y_, comm_);
-  const auto val_m = evaluate(model, *s_.objective, g_, *s_.data, false, s_.train, T, s_.seed + 1, x_, y_, comm_);
+  const auto val_m =
+      evaluate(model, *s_.objective, g_, *s_.data, false, s_.train, T, s_.seed + 1, x_, y_, comm_, s_.train.eval_full);
   const double tl = train_m[0].second, vl = val_m[0].second;
   std::vector<std::pair<std::string, double>> eval_row{
       {"step", double(step)}, {"train_loss", tl}, {"val_loss", vl}, {"val_ppl", std::exp(vl)}};

@@ -10,6 +10,10 @@
 // `line_weights` (line windows) draws the training lines that match a pattern more or less
 // often, over all steps or a range of them: a curriculum, or a mixture that leaves some
 // kind of line out (weight 0).
+// Token shards instead of a text file (`shards: DIR`, or `train: GLOB` and `val: GLOB`;
+// docs/DATA.md): the files are memory-mapped, nothing is fitted or encoded, and a window
+// lies inside one shard (a shard is drawn in proportion to the windows it holds, then an
+// offset); `align: documents` starts every window at an end-of-text id.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -17,6 +21,7 @@
 #include <vector>
 
 #include "ablate/options.hpp"
+#include "ablate/shards.hpp"
 #include "ablate/tensor.hpp"
 #include "ablate/tokenizer.hpp"
 
@@ -41,9 +46,18 @@ struct LineWeights {
   double group_weights(int64_t step, double* w) const;
 };
 
+// The token shards of one split, mapped.
+struct ShardSplit {
+  std::vector<Shard> shards;
+  // align: documents: each shard's end-of-text offsets, where windows start; else empty.
+  std::vector<std::vector<int64_t>> starts;
+  int64_t tokens = 0;
+};
+
 struct TextData {
-  std::string path;                 // the resolved file
-  std::string sha256;               // of the whole file (hex), recorded in the run file
+  std::string path;                 // the resolved file (shards: the directory, or the two patterns)
+  std::string sha256;               // of the whole file (hex), recorded in the run file; shards: of their
+                                    // names, sizes and first and last 64 KiB (a fingerprint, not the whole)
   std::string train_text, val_text;
   std::vector<int32_t> train, val;  // token ids
   bool line_windows = false;        // windows: lines
@@ -52,6 +66,11 @@ struct TextData {
   std::vector<int64_t> train_lines, val_lines;  // token offsets of line starts (line windows)
   int32_t score_after = -1;         // score_after's token id, or -1: every target scored
   LineWeights line_weights;         // line_weights (line windows)
+  // Token shards (data.shards, data.train/val): train, val and the texts are then empty.
+  std::shared_ptr<const ShardSplit> train_shards, val_shards;
+  bool from_shards() const { return train_shards != nullptr; }
+  // Tokens of the training (train = true) or validation part.
+  int64_t tokens(bool train) const;
 };
 
 // Reads the `data:` section (path, train_fraction, windows, fill, score_after, line_weights), finds and reads the
@@ -60,6 +79,10 @@ struct TextData {
 // windows: with windows: lines the split falls on a line boundary and each line is
 // encoded on its own).
 // fit = false: the tokenizer is used as it is (its state loaded from a checkpoint).
+// A section with shards (shards, or train and val; format, align) maps them instead: the
+// tokenizer must be ready-made (Tokenizer::pretrained) or saved beside the shards by
+// `ablate data prepare` (manifest.json + tokenizer.state, loaded when fit is true), and every
+// id must lie below its vocabulary (checked here, before any training).
 TextData load_text_data(const Options& data_opts, const std::string& yaml_dir, Tokenizer& tok, int64_t context,
                         bool fit = true);
 
@@ -88,5 +111,14 @@ std::shared_ptr<const TextData> load_shared_text_data(const Options& data_opts, 
 // estimates): every line equally likely.
 void sample_batch(const TextData& data, bool train, int64_t B, int64_t T, Rng& rng, int32_t* x, int32_t* y,
                   int64_t step = -1);
+
+// The whole training or validation part in consecutive windows (train.eval_full): window w of
+// a stream (the tokens, or one shard) has inputs t[wT : wT+T] and targets t[wT+1 : wT+T+1],
+// so every token but a stream's first is a target exactly once; the last window of a stream
+// is cut short (inputs 0 and targets -1 after its end). Random windows only (not windows: lines).
+int64_t consecutive_windows(const TextData& data, bool train, int64_t T);
+// Fills x and y (B*T each) with windows first .. first+B-1 (rows past the last window: inputs
+// 0, targets -1).
+void consecutive_batch(const TextData& data, bool train, int64_t first, int64_t B, int64_t T, int32_t* x, int32_t* y);
 
 }  // namespace ablate
