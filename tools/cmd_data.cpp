@@ -1,6 +1,8 @@
 // ablate data TASK --train FILE --test FILE [--flag value ...]: writes a task's data sets.
 // Tasks are plugins (family "task", ablate/task.hpp; e.g. arithmetic, modadd): `ablate data`
 // lists them, `ablate data TASK --help` lists a task's flags, which the task reads as options.
+// ablate data prepare INPUT... --out DIR --tokenizer NAME: a text corpus into token shards
+// (`prepare` is a reserved word, never a task's name; ablate/prepare.hpp, docs/DATA.md).
 #include <iostream>
 #include <sstream>
 
@@ -9,6 +11,8 @@
 #include "ablate/task.hpp"
 #include "commands.hpp"
 
+// ablate data prepare (cmd_data_prepare.cpp).
+int cmd_data_prepare(const std::vector<std::string>& args);
 // ablate data tokenize (cmd_data_tokenize.cpp).
 int cmd_data_tokenize(const std::vector<std::string>& args);
 
@@ -34,6 +38,7 @@ std::string flag(const std::string& key) {
 int cmd_data(const std::vector<std::string>& args_in) {
   if (!args_in.empty() && args_in[0] == "tokenize") return cmd_data_tokenize({args_in.begin() + 1, args_in.end()});
   const std::vector<std::string> args = take_plugin_dirs(args_in);
+  if (!args.empty() && args[0] == "prepare") return cmd_data_prepare({args.begin() + 1, args.end()});
   auto& reg = ablate::PluginRegistry::instance();
   std::vector<std::string> names;
   std::string listing;
@@ -42,10 +47,13 @@ int cmd_data(const std::vector<std::string>& args_in) {
     listing += std::string("  ") + e->info->name + " — " + e->info->summary + "\n";
   }
   const std::string usage = "usage: ablate data TASK --train train.txt --test test.txt [--flag value ...]\n"
+                            "       ablate data prepare INPUT... --out DIR --tokenizer NAME [options]  (token shards; "
+                            "'ablate data prepare --help')\n"
                             "       ablate data tokenize --tokenizer NAME [--option key=value ...] [--count] FILE|-  (a text's token "
                             "ids; 'ablate data tokenize --help')\ntasks:\n" + listing +
                             "'ablate data TASK --help' lists a task's flags.\n";
-  if (args.empty()) throw ablate::cli::UsageError("missing the task; available: " + ablate::join(names));
+  if (args.empty())
+    throw ablate::cli::UsageError("missing the task; available: " + ablate::join(names) + " (or prepare: a corpus into token shards)");
   if (args[0] == "--help" || args[0] == "-h") {
     std::cout << usage;
     return 0;
@@ -93,5 +101,6 @@ int cmd_data(const std::vector<std::string>& args_in) {
 
 }  // namespace
 
-ABLATE_COMMAND("data", "write a task's data sets: 'ablate data TASK --train train.txt --test test.txt ...' (tasks: 'ablate data --help')",
+ABLATE_COMMAND("data", "write a task's data sets: 'ablate data TASK --train train.txt --test test.txt ...' (tasks: 'ablate data --help'); "
+               "tokenize a corpus into token shards: 'ablate data prepare INPUT... --out DIR --tokenizer NAME'",
                cmd_data);

@@ -236,6 +236,36 @@ std::string sha256_hex(const std::string& bytes) {
   return out;
 }
 
+void Sha256::update(const void* data, size_t n) {
+  std::array<uint32_t, 8> h;
+  std::copy(h_, h_ + 8, h.begin());
+  const auto* p = static_cast<const uint8_t*>(data);
+  total_ += n;
+  if (used_ > 0) {
+    const size_t take = std::min(n, 64 - used_);
+    std::memcpy(buf_ + used_, p, take);
+    used_ += take, p += take, n -= take;
+    if (used_ == 64) sha256_block(h, buf_), used_ = 0;
+  }
+  for (; n >= 64; p += 64, n -= 64) sha256_block(h, p);
+  if (n > 0) std::memcpy(buf_, p, n), used_ = n;
+  std::copy(h.begin(), h.end(), h_);
+}
+
+std::string Sha256::hex() {
+  // Padding: 0x80, zeros, then the bit length as a big-endian u64; one or two blocks.
+  const uint64_t bits = total_ * 8;
+  uint8_t tail[72] = {0x80};
+  const size_t pad = (used_ < 56 ? 56 : 120) - used_;
+  for (int i = 0; i < 8; ++i) tail[pad + 7 - i] = uint8_t(bits >> (8 * i));
+  update(tail, pad + 8);
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (uint32_t v : h_)
+    for (int s = 28; s >= 0; s -= 4) out += hex[(v >> s) & 0xF];
+  return out;
+}
+
 std::vector<std::string> data_search_paths(const std::string& name, const std::string& yaml_dir,
                                            const DataSearchOptions& opt) {
   fs::path n(name);

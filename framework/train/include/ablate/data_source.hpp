@@ -1,6 +1,8 @@
 // Finding and reading the text files an experiment names: a fixed search order, a
 // download (curl or wget, checked by SHA-256) for known public datasets, UTF-8 checks.
 #pragma once
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -8,6 +10,20 @@ namespace ablate {
 
 // SHA-256 (FIPS 180-4) of bytes, as 64 lowercase hex digits.
 std::string sha256_hex(const std::string& bytes);
+
+// SHA-256 of bytes given in pieces (a file read as a stream).
+class Sha256 {
+ public:
+  void update(const void* data, size_t n);
+  // The digest as 64 lowercase hex digits; the object is spent afterwards.
+  std::string hex();
+
+ private:
+  uint32_t h_[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+  unsigned char buf_[64] = {};
+  size_t used_ = 0;
+  uint64_t total_ = 0;
+};
 
 // Knobs of resolve_data_file; the defaults are what the CLI uses.
 struct DataSearchOptions {
