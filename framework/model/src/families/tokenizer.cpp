@@ -1,5 +1,7 @@
 // Family "tokenizer": its descriptor (see ablate/family.hpp), conformance checks and the
 // skeleton of `ablate plugin new tokenizer NAME`.
+#include <thread>
+
 #include "ablate/tokenizer.hpp"
 #include "kit.hpp"
 
@@ -8,6 +10,10 @@ namespace {
 
 // ---- tokenizer -----------------------------------------------------------------------------
 
+// A ready-made (pretrained) variant is checked like the others, with its options as given
+// ({type: NAME} plus Settings::options_yaml; `ablate plugin check --options`): its defaults name
+// its files, which must then be on the data search path (ablate/data_source.hpp; the test
+// suite puts GPT-2's on ABLATE_DATA_PATH for gpt2).
 void check_tokenizer(Checker& ck, const Subject& s) {
   const std::string& text = s.settings.sample_text.empty() ? builtin_sample_text() : s.settings.sample_text;
   size_t cut = text.size() * 9 / 10;
@@ -60,6 +66,39 @@ void check_tokenizer(Checker& ck, const Subject& s) {
     t->decode({-1, static_cast<int32_t>(V), 1 << 30});
     expect(t->encode("").empty(), "empty text encodes to ids");
     expect(t->decode({}).empty(), "no ids decode to text");
+  });
+  ck.run("encode and decode from several threads at once give what one thread gets", [&](std::string& note) {
+    auto t = fitted();
+    const std::vector<int32_t> ids = t->encode(held);
+    const std::string back = t->decode(ids);
+    std::vector<std::vector<int32_t>> got(4);
+    std::vector<std::string> text(4);
+    std::vector<std::thread> threads;
+    for (size_t k = 0; k < got.size(); ++k)
+      threads.emplace_back([&, k] {
+        for (int rep = 0; rep < 3; ++rep) got[k] = t->encode(held), text[k] = t->decode(got[k]);
+      });
+    for (auto& th : threads) th.join();
+    for (size_t k = 0; k < got.size(); ++k) {
+      expect(got[k] == ids, "thread " + std::to_string(k) + " encodes differently");
+      expect(text[k] == back, "thread " + std::to_string(k) + " decodes differently");
+    }
+    note = std::to_string(got.size()) + " threads";
+  });
+  ck.run("eot_id() is -1 or an id of the vocabulary other than pad_id(); pretrained(): fit() changes nothing",
+         [&](std::string& note) {
+    auto t = fitted();
+    const int64_t V = t->vocab_size();
+    const int32_t eot = t->eot_id();
+    expect(eot == -1 || (eot >= 0 && eot < V), "eot_id() " + std::to_string(eot) + " is outside [0, " + std::to_string(V) + ")");
+    expect(eot == -1 || eot != t->pad_id(), "eot_id() and pad_id() are the same id " + std::to_string(eot));
+    note = eot == -1 ? "no end-of-text id" : "eot_id() " + std::to_string(eot);
+    if (!t->pretrained()) return;
+    auto other = build<Tokenizer>(s.options, "tokenizer", d);
+    other->fit("a quite different text: 0123456789 \xC3\xA9\xE2\x82\xAC\n");
+    expect(other->save() == t->save(), "pretrained() is true, but fitting on another text gives another state");
+    expect(other->encode(held) == t->encode(held), "pretrained() is true, but fitting on another text changes the ids");
+    note += "; pretrained";
   });
   ck.run("load() rejects a state that is not its own with an ablate::Error", [&](std::string&) {
     auto t = build<Tokenizer>(s.options, "tokenizer", d);
