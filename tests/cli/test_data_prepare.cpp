@@ -232,6 +232,28 @@ sample: {tokens: 30, prompt: "ROMEO:"}
   CHECK(run.texts.at("samples/final").rfind("ROMEO:", 0) == 0);
 }
 
+TEST_CASE("data prepare: documents longer than a piece, and separators across reads, come out whole") {
+  ablate::test::TempDir dir;
+  // Over 1 MiB of lines; over 1 MiB without a newline, in two-byte characters; a short one.
+  std::string lines, wide, text;
+  for (int i = 0; lines.size() < 2300000; ++i) lines += "line " + std::to_string(i) + " \xC3\xA9t\xC3\xA9\n" + (i % 7 ? "" : "  \n");
+  for (int i = 0; wide.size() < 1500000; ++i) wide += i % 3 ? "\xC3\xBC" : "x";
+  // The first separator spans the first two reads of 1 MiB.
+  const std::vector<std::string> docs{lines.substr(0, (1 << 20) - 5), lines, wide, "short", lines + wide};
+  for (const auto& d : docs) text += d + "<|endoftext|>";
+  dir.write("long.txt", text);
+  auto r = prepare(dir / "long.txt --out " + (dir / "o") + " --tokenizer byte --split '<|endoftext|>' --val-fraction 0.5 -q");
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  std::vector<uint32_t> want[2];
+  for (size_t i = 0; i < docs.size(); ++i) {  // f = 0.5: documents 0, 2 and 4 are validation
+    for (unsigned char c : docs[i]) want[i % 2 == 0].push_back(c);
+  }
+  CHECK(split_tokens(dir / "o", "train") == want[0]);
+  CHECK(split_tokens(dir / "o", "val") == want[1]);
+  CHECK(manifest(dir / "o")["documents"]["train"] == 2);
+  CHECK(manifest(dir / "o")["documents"]["val"] == 3);
+}
+
 TEST_CASE("data prepare: bad input is refused with a message and leaves no shards") {
   ablate::test::TempDir dir;
   dir.write("a.jsonl", "{\"content\": \"hello\"}\n{\"content\": \"world\"}\n");

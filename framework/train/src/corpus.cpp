@@ -27,6 +27,10 @@ bool ends_with(const std::string& s, const std::string& end) {
   return s.size() >= end.size() && s.compare(s.size() - end.size(), end.size(), end) == 0;
 }
 
+constexpr size_t kCleanCutSearch = size_t{64} << 10;  // how far back a piece's end looks for a clean cut
+
+bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
+
 bool has_glob_chars(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
 
 bool is_under(const fs::path& p, const fs::path& dir) {
@@ -281,14 +285,23 @@ bool DocumentReader::next(Piece& p) {
     }
     const size_t avail = buf_.size() - pos_;
     if (avail >= piece_ + keep_back) {
-      // A long document: a piece up to piece_ bytes, cut after its last newline, else at a
-      // UTF-8 character boundary.
-      size_t cut = buf_.rfind('\n', pos_ + piece_ - 1);
-      if (cut == std::string::npos || cut < pos_) {
-        cut = pos_ + piece_;
+      // A long document: a piece of up to piece_ bytes, cut after a newline between two
+      // characters that are not white space (no GPT-2 pre-token spans such a newline, so
+      // its ids are those of the whole), else after any newline, else at a UTF-8 boundary.
+      const size_t end = pos_ + piece_;  // the piece is [pos_, cut), cut <= end
+      size_t cut = std::string::npos;
+      for (size_t c = end - 1; c > pos_ && c + 1 < buf_.size() && c + kCleanCutSearch > end; --c)
+        if (buf_[c] == '\n' && !is_space(buf_[c - 1]) && !is_space(buf_[c + 1])) {
+          cut = c + 1;
+          break;
+        }
+      if (cut == std::string::npos) {
+        const size_t nl = buf_.rfind('\n', end - 1);
+        if (nl != std::string::npos && nl >= pos_) cut = nl + 1;
+      }
+      if (cut == std::string::npos) {
+        cut = end;
         while (cut > pos_ + 1 && (static_cast<unsigned char>(buf_[cut]) & 0xC0) == 0x80) --cut;
-      } else {
-        ++cut;
       }
       p.text = buf_.substr(pos_, cut - pos_);
       p.starts_document = !in_document_;
