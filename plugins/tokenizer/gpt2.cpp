@@ -13,13 +13,12 @@
 // downloaded (SHA-256 checked) when missing; they are read when the tokenizer is first used,
 // so a run loaded from its checkpoint, whose state holds the whole vocabulary, needs none.
 // Token texts in the files are in GPT-2's "bytes_to_unicode" form; ids decode to raw bytes.
-#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <array>
-#include <climits>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -365,15 +364,22 @@ bool unmapped_bytes(const std::string& text, std::string& out, std::string& bad)
   const auto* s = reinterpret_cast<const unsigned char*>(text.data());
   const size_t n = text.size();
   for (size_t i = 0; i < n;) {
-    uint32_t cp = s[i];
-    size_t len = 1;
-    if (cp >= 0xC0 && cp < 0xE0 && i + 1 < n) cp = ((cp & 0x1Fu) << 6) | (s[i + 1] & 0x3Fu), len = 2;
-    else if (cp >= 0x80) len = 0;
+    // One UTF-8 character (JSON strings are valid UTF-8; a merges line may not be).
+    const unsigned char b0 = s[i];
+    size_t len = b0 < 0x80 ? 1 : b0 >= 0xC0 && b0 < 0xE0 ? 2 : b0 >= 0xE0 && b0 < 0xF0 ? 3 : b0 >= 0xF0 && b0 < 0xF8 ? 4 : 0;
+    uint32_t cp = len <= 1 ? b0 : b0 & (0x7Fu >> len);
+    for (size_t k = 1; k < len; ++k) {
+      if (i + k >= n || (s[i + k] & 0xC0) != 0x80) {
+        len = 0;
+        break;
+      }
+      cp = (cp << 6) | (s[i + k] & 0x3Fu);
+    }
     if (len == 0 || cp >= m.to_byte.size() || m.to_byte[cp] < 0) {
-      char hex[16];
-      if (len == 0) std::snprintf(hex, sizeof hex, "byte 0x%02X", static_cast<unsigned>(s[i]));
-      else std::snprintf(hex, sizeof hex, "U+%04X", cp);
-      bad = std::string("its character ") + hex + " is not one of the 256 byte characters of GPT-2's bytes_to_unicode map";
+      char what[32];
+      if (len == 0) std::snprintf(what, sizeof what, "the byte 0x%02X (not UTF-8)", static_cast<unsigned>(b0));
+      else std::snprintf(what, sizeof what, "the character U+%04X", static_cast<unsigned>(cp));
+      bad = std::string("it has ") + what + ", which is not one of the 256 byte characters of GPT-2's bytes_to_unicode map";
       return false;
     }
     out += static_cast<char>(m.to_byte[cp]);
@@ -768,7 +774,7 @@ Merges read_merges_text(const std::string& text, const std::string& path, const 
 // when `unmerged_are_special`, special (GPT-2's <|endoftext|> in encoder.json).
 std::vector<TokenSpec> specs_of(const std::vector<std::string>& by_id, const std::vector<bool>& raw, const Merges& merges,
                                 bool unmerged_are_special, const std::string& vocab_path, const std::string& merges_path) {
-  std::map<std::string, int32_t> id_of;
+  std::unordered_map<std::string, int32_t> id_of;
   for (size_t id = 0; id < by_id.size(); ++id) {
     if (raw[id]) continue;
     if (by_id[id].empty())
@@ -777,6 +783,16 @@ std::vector<TokenSpec> specs_of(const std::vector<std::string>& by_id, const std
     id_of.emplace(by_id[id], static_cast<int32_t>(id));
   }
   std::vector<TokenSpec> specs(by_id.size(), TokenSpec{"", kPlain});
+  for (size_t id = 0; id < by_id.size(); ++id) {
+    if (raw[id]) {
+      specs[id] = {by_id[id], kSpecial};
+      continue;
+    }
+    std::string bad;
+    if (!unmapped_bytes(by_id[id], specs[id].bytes, bad))
+      throw ablate::Error(vocab_path + ": token " + in_quotes(by_id[id]) + " (id " + std::to_string(id) + "): " + bad +
+                          ": not a byte-level BPE vocabulary such as GPT-2's encoder.json");
+  }
   for (size_t r = 0; r < merges.size(); ++r) {
     const auto& [a, b] = merges[r];
     const std::string where = merges_path + ": merge " + std::to_string(r + 1) + " (" + in_quotes(a + " " + b) + ")";
@@ -790,17 +806,9 @@ std::vector<TokenSpec> specs_of(const std::vector<std::string>& by_id, const std
     TokenSpec& t = specs[static_cast<size_t>(it->second)];
     if (t.rank == kPlain) t.rank = static_cast<int32_t>(r);
   }
-  for (size_t id = 0; id < by_id.size(); ++id) {
-    if (raw[id]) {
-      specs[id] = {by_id[id], kSpecial};
-      continue;
-    }
-    std::string bad;
-    if (!unmapped_bytes(by_id[id], specs[id].bytes, bad))
-      throw ablate::Error(vocab_path + ": token " + in_quotes(by_id[id]) + " (id " + std::to_string(id) + "): " + bad +
-                          ": not a byte-level BPE vocabulary such as GPT-2's encoder.json");
-    if (unmerged_are_special && specs[id].rank == kPlain && specs[id].bytes.size() > 1) specs[id].rank = kSpecial;
-  }
+  if (unmerged_are_special)
+    for (TokenSpec& t : specs)
+      if (t.rank == kPlain && t.bytes.size() > 1) t.rank = kSpecial;
   return specs;
 }
 

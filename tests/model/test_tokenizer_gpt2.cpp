@@ -43,6 +43,29 @@ ptest::Built<Tokenizer> gpt2_from(const ablate::test::Gpt2Reference& ref) {
 
 std::string shakespeare() { return ablate::test::read_file(std::string(ABLATE_TEST_DATA_DIR) + "/shakespeare_16k.txt"); }
 
+// Fragments of every class the pre-tokenizer tells apart, joined at random (a fixed seed):
+// their boundaries are where a scanner goes wrong. No U+0085 or U+FEFF, the two characters
+// where JavaScript's \s (js-tiktoken) and Unicode White_Space (tiktoken) differ.
+std::string random_mix() {
+  const std::vector<std::string> pool = {
+      "a", "Z", "é", "ß", "中", "文", "😀", "👍🏽", "🇫🇷", "'", "'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'S", "'LL",
+      " ", " ", "  ", "\n", "\n\n", "\t", "\r\n", "\v", "\f", "\u00a0", "\u3000", "\u2003", "\u200b", "\u2028", "\u1680",
+      "0", "7", "٣", "²", "½", "Ⅻ", "𝟘", ".", ",", "!", "?", "-", "—", "…", "«", "\u0301", "\u200d", "<|endoftext|>", "<|endo",
+      "$", "#", "ǅ", "ʰ", "𐍈", "ﬁ", "\U0001F600\u200D\U0001F4BB", "\U0010FFFD"};
+  uint64_t state = 12345;
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<uint32_t>(state >> 33);
+  };
+  std::string out;
+  for (int i = 0; i < 20000; ++i) {
+    const std::string& f = pool[next() % pool.size()];
+    const int times = next() % 10 < 3 ? 1 + static_cast<int>(next() % 5) : 1;
+    for (int k = 0; k < times; ++k) out += f;
+  }
+  return out;
+}
+
 // The texts compared with tiktoken, by name.
 std::vector<std::pair<std::string, std::string>> cases() {
   std::string long_runs = std::string(300, ' ') + "x" + std::string(200, '\n') + "y" + std::string(500, '=') + " " +
@@ -60,6 +83,7 @@ std::vector<std::pair<std::string, std::string>> cases() {
       {"punctuation", "Hello, world! (Yes?) [no] {maybe}; \"quoted\" — dash… ¿qué? ¡sí! @#$%^&*_+=|\\/<>~`"},
       {"endoftext", "First document.<|endoftext|>Second document<|endoftext|><|endoftext|> <|endoftext and <|endoftext|>"},
       {"long runs", long_runs},
+      {"random mix", random_mix()},
       {"shakespeare_16k", shakespeare()},
   };
 }
@@ -310,6 +334,12 @@ TEST_CASE("tokenizer/gpt2: files of the wrong kind are errors that name the file
     const std::string hf = make_tokenizer_json(*ref, dir, "hf", false);
     CHECK(contains(load_error("encoder: " + yaml_str(hf) + ", merges: " + bpe),
                    hf + ": this is a Hugging Face tokenizer.json, not a token -> id map: name it with `tokenizer: {type: gpt2, tokenizer_json: hf.json}`"));
+  }
+  SUBCASE("a vocabulary that is not byte-level") {
+    const std::string wp = dir.write("vocab.json", "{\"[PAD]\": 0, \"a\": 1, \"\u4e2d\": 2}");
+    const std::string e = load_error("encoder: " + yaml_str(wp) + ", merges: " + bpe);
+    CHECK(contains(e, wp + ": token '\xE4\xB8\xAD' (id 2): it has the character U+4E2D, which is not one of the 256 byte characters"));
+    CHECK(contains(e, "not a byte-level BPE vocabulary such as GPT-2's encoder.json"));
   }
   SUBCASE("merges of another vocabulary") {
     const std::string other = dir.write("other.bpe", "#version: 0.2\nĠ t\nq QQQQQQQQQQQQ\n");
