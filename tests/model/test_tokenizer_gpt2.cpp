@@ -232,7 +232,7 @@ TEST_CASE("tokenizer/gpt2: a Hugging Face tokenizer.json gives the same ids and 
   CHECK(hf_names->encode(all) == ids);
 }
 
-TEST_CASE("tokenizer/gpt2: files found on the data search path; the saved state needs no file") {
+TEST_CASE("tokenizer/gpt2: files found on the data search path, and a saved state that needs no file") {
   const auto* ref = files_or_skip();
   if (!ref) return;
   ablate::test::TempDir dir;
