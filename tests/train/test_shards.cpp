@@ -542,3 +542,23 @@ TEST_CASE("shards/bad data sections and bad shards are refused before training, 
   std::ofstream(dir.path / "ok/a_val_000001.bin", std::ios::binary) << std::string(1030, 'x');
   CHECK(contains(load_error(dir, "{shards: ok}", "byte"), "a_val_000001.bin: not an llm.c token shard"));
 }
+
+TEST_CASE("shards/a DataMemo maps shards once for experiments that share them, and again when a file changes") {
+  ablate::test::TempDir dir;
+  fs::create_directories(dir.path / "s");
+  write_shard(dir / "s/a_train_000001.bin", std::vector<int32_t>(100, 65));
+  write_shard(dir / "s/a_val_000000.bin", std::vector<int32_t>(50, 66));
+  ablate::DataMemo memo;
+  auto tok = tokenizer("byte");
+  auto exp = ablate::Experiment::parse("data: {shards: s}", "test.yaml", dir.path.string());
+  auto first = ablate::load_shared_text_data(exp.root().child("data"), dir.path.string(), *tok, "byte", 8);
+  auto again = ablate::load_shared_text_data(exp.root().child("data"), dir.path.string(), *tok, "byte", 8);
+  CHECK(first == again);
+  write_shard(dir / "s/a_val_000000.bin", std::vector<int32_t>(60, 66));
+  auto changed = ablate::load_shared_text_data(exp.root().child("data"), dir.path.string(), *tok, "byte", 8);
+  CHECK(changed != first);
+  CHECK(changed->tokens(false) == 60);
+  CHECK(changed->sha256 != first->sha256);
+  auto other_context = ablate::load_shared_text_data(exp.root().child("data"), dir.path.string(), *tok, "byte", 16);
+  CHECK(other_context != changed);
+}

@@ -316,6 +316,9 @@ void sample_shard_windows(const ShardSplit& s, int64_t B, int64_t T, Rng& rng, i
   // Cumulative window counts: shard k holds draws [cum[k], cum[k+1]).
   std::vector<uint64_t> cum(s.shards.size() + 1, 0);
   for (size_t k = 0; k < s.shards.size(); ++k) cum[k + 1] = cum[k] + windows_in(s, k, T);
+  if (cum.back() == 0)
+    throw Error("no shard holds a whole window of " + std::to_string(T + 1) + " tokens (the data were checked for context " +
+                "windows; a longer window was asked for)");
   for (int64_t b = 0; b < B; ++b) {
     const uint64_t u = rng.below(cum.back());
     const size_t k = static_cast<size_t>(std::upper_bound(cum.begin(), cum.end(), u) - cum.begin()) - 1;
