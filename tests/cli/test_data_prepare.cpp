@@ -190,7 +190,7 @@ TEST_CASE("data prepare: the manifest records the tokenizer, every source with i
   CHECK(m["val_documents_in_train"] == 0);
 }
 
-TEST_CASE("data prepare: a corpus repeated is warned about; a fitted tokenizer is saved and a run trains from the shards") {
+TEST_CASE("data prepare: a corpus repeated is warned about, a fitted tokenizer is saved and a run trains from the shards") {
   ablate::test::TempDir dir;
   const std::string text = shakespeare();
   dir.write("three.txt", text + "\n\n" + text + "\n\n" + text);

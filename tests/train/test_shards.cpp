@@ -152,7 +152,7 @@ TEST_CASE("shards/llm.c, its uint32 variant and nanoGPT's raw files written by n
   CHECK(a[12345] == id16(12345));
 }
 
-TEST_CASE("shards/ablate's shards (uint16 and uint32) read by numpy as llm.c reads them; nothing under the final name before close") {
+TEST_CASE("shards/ablate's shards (uint16 and uint32) read by numpy as llm.c reads them, nothing under the final name before close") {
   if (!have_numpy()) {
     MESSAGE("skipped: /usr/bin/python3 cannot import numpy (apt install python3-numpy)");
     return;
@@ -373,7 +373,7 @@ TEST_CASE("shards/windows lie inside one shard, drawn in proportion to the windo
   for (int64_t i = 0; i < 4 * T; ++i) CHECK(x[static_cast<size_t>(i)] == 7);
 }
 
-TEST_CASE("shards/align: documents starts every window at an end-of-text id; consecutive windows cover every token once") {
+TEST_CASE("shards/align: documents starts every window at an end-of-text id, consecutive windows cover every token once") {
   ablate::test::TempDir dir;
   fs::create_directories(dir.path / "d");
   // Documents of 3 to 40 tokens, each after the byte tokenizer's end-of-text id (256 with eot: true).
