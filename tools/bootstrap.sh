@@ -46,9 +46,12 @@ fi
 
 if [ $fuzz -eq 1 ]; then
   build=${ABLATE_FUZZ_BUILD_DIR:-$root/build-fuzz}
+  # -O1 with line tables only: reports keep file:line without the cost of full debug info.
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+        "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
         -DABLATE_FUZZ=ON -DABLATE_BUILD_TESTS=OFF >/dev/null
-  cmake --build "$build" -j"$(nproc)"
+  # Only the fuzz targets and what they load (the core, model and train layers, the plugins).
+  cmake --build "$build" -j"$(nproc)" --target fuzz_checkpoint fuzz_tokenizer fuzz_experiment
   exit 0
 fi
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
