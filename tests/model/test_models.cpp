@@ -40,6 +40,11 @@ TEST_CASE("models/prenorm: the SwiGLU twin has exactly the baseline's parameters
   CHECK(relu == 8 * (4 * 96 * 96 + 2 * 96 * 384 + 4 * 96) + 65 * 96 + 128 * 96 + 2 * 96 + 96 * 65);
 }
 
+TEST_CASE("models/gpt2_openwebtext: GPT-2 small's 124,439,808 parameters (tied head, no head bias)") {
+  // wte 50,257 x 768 + wpe 1,024 x 768 + 12 x 7,087,872 (ln_1, c_attn, c_proj, ln_2, c_fc, mlp.c_proj) + ln_f
+  CHECK(params("gpt2_openwebtext", 50257) == 50257 * 768 + 1024 * 768 + 12 * 7087872 + 2 * 768);
+}
+
 TEST_CASE("models/every experiments/models file parses and builds its model") {
   int n = 0;
   for (const auto& f : std::filesystem::directory_iterator(std::string(ABLATE_SOURCE_DIR) + "/experiments/models")) {
