@@ -47,6 +47,7 @@ struct BenchResult {
   double torch_train_tok_s = 0, torch_gen_tok_s = 0;
   std::string torch_threads;
   double peak_gflops = 0;  // the FMA peak measured just before and after this config (the higher)
+  double f32_train_tok_s = 0;  // --precision bf16: the same model in float32, in the same round
 };
 
 double median(std::vector<double> v) {
@@ -55,7 +56,9 @@ double median(std::vector<double> v) {
   return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-BenchResult bench_one(const std::string& file, int64_t steps, int64_t warmup, int64_t gen_tokens, bool profile) {
+BenchResult bench_one(const std::string& file, int64_t steps, int64_t warmup, int64_t gen_tokens, bool profile,
+                      ablate::Precision precision) {
+  ablate::set_default_precision(precision);  // generation's graphs too
   auto exp = ablate::Experiment::load(file);
   ablate::Options root = exp.root();
   BenchResult r;
@@ -79,6 +82,7 @@ BenchResult bench_one(const std::string& file, int64_t steps, int64_t warmup, in
   opt->init(params);
   ablate::Graph g;
   g.training = true;
+  g.precision = precision;
   ablate::Rng rng(1337);
   std::vector<int32_t> x(static_cast<size_t>(B * T)), y(x.size());
   std::vector<double> ms;
@@ -186,7 +190,7 @@ double measure_fma_peak(int64_t threads, double seconds) {
   int kLanes = 4;
   float (*chains)(int64_t, float) = &fma_chains_portable;
 #if defined(__x86_64__)
-  if (path == "avx512") kLanes = 16, chains = &fma_chains_avx512;
+  if (path == "avx512" || path == "avx512_bf16") kLanes = 16, chains = &fma_chains_avx512;
   if (path == "avx2") kLanes = 8, chains = &fma_chains_avx2;
 #endif
   constexpr int64_t kInner = 1 << 16;
@@ -229,8 +233,8 @@ double measure_fma_peak(int64_t threads, double seconds) {
 // Haswell's; the script is read-only shared code, so the swap is made on the way in.
 // PyTorch generates as many tokens as ablate (--gen_tokens; the script's own default for
 // nanogpt-baby is 64, a quarter of the work at its context lengths), or none.
-void run_torch(BenchResult& r, const std::string& script, int64_t gen_tokens) {
-  const std::string args = " " + r.torch_name + " best" +
+void run_torch(BenchResult& r, const std::string& script, int64_t gen_tokens, bool autocast) {
+  const std::string args = " " + r.torch_name + " best" + (autocast ? " --autocast bf16" : "") +
                            (gen_tokens > 0 ? " --gen_tokens " + std::to_string(gen_tokens) : " --no_gen") + " 2>/dev/null";
   std::string cmd = script + args;
   if (std::string(ablate::kernel_path()) == "avx2")
@@ -273,6 +277,9 @@ static int cmd_bench(const std::vector<std::string>& args) {
     ("no-torch", po::bool_switch(), "do not run PyTorch")
     ("markdown", po::bool_switch(), "print the table as Markdown")
     ("profile", po::bool_switch(), "also time each op family, forward and backward, over as many extra steps")
+    ("precision", po::value<std::string>()->default_value("float32"),
+     "float32, or bf16: ablate trains with bf16 matrix products (and in float32 too, for the 'vs f32' column), PyTorch "
+     "under autocast bf16")
     ("repeat", po::value<int64_t>()->default_value(1),
      "rounds of every config, ablate and PyTorch alternating; the table shows medians and the ratios' ranges")
     ("plugin-dir", po::value<std::vector<std::string>>()->composing(), "extra plugin directory (repeatable)");
@@ -303,11 +310,15 @@ static int cmd_bench(const std::vector<std::string>& args) {
   int64_t threads = vm["threads"].as<int64_t>();
   if (threads < 1) throw ablate::cli::UsageError("--threads must be >= 1");
   tbb::global_control gc(tbb::global_control::max_allowed_parallelism, static_cast<size_t>(threads));
+  const ablate::Precision precision = ablate::parse_precision(vm["precision"].as<std::string>(), "--precision");
+  const bool bf16 = precision == ablate::Precision::bf16;
   const int64_t rounds = vm["repeat"].as<int64_t>();
   if (rounds < 1) throw ablate::cli::UsageError("--repeat must be >= 1");
   // Rounds of all configs rather than repeats of one: this VM's speed drifts by 10-20%
   // over minutes, and each round measures ablate and PyTorch a minute apart at most.
   std::cerr << "bench: " << ablate::cpu_model() << ", kernel path " << ablate::kernel_path() << "\n";
+  if (bf16) std::cerr << "bench: bf16 products on the " << ablate::bf16_kernel() << " kernel\n";
+  if (bf16 && !ablate::bf16_notice().empty()) std::cerr << ablate::bf16_notice() << "\n";
   std::vector<std::vector<BenchResult>> runs(files.size());
   for (int64_t round = 0; round < rounds; ++round)
     for (size_t i = 0; i < files.size(); ++i) {
@@ -318,13 +329,20 @@ static int cmd_bench(const std::vector<std::string>& args) {
       std::cerr << "bench: ";
       if (rounds > 1) std::cerr << "round " << round + 1 << "/" << rounds << ": ";
       std::cerr << f << " ..." << std::flush;
+      double f32_tok_s = 0;
+      if (bf16) {
+        f32_tok_s = bench_one(f, vm["steps"].as<int64_t>(), vm["warmup"].as<int64_t>(), 0, false,
+                              ablate::Precision::float32).train_tok_s;
+        std::cerr << " float32 " << static_cast<int64_t>(f32_tok_s) << " tok/s,";
+      }
       BenchResult r = bench_one(f, vm["steps"].as<int64_t>(), vm["warmup"].as<int64_t>(),
-                                vm["gen-tokens"].as<int64_t>(), vm["profile"].as<bool>() && round == 0);
+                                vm["gen-tokens"].as<int64_t>(), vm["profile"].as<bool>() && round == 0, precision);
+      r.f32_train_tok_s = f32_tok_s;
       r.peak_gflops = std::max(peak_before, measure_fma_peak(threads, 0.5));
-      std::cerr << " ablate " << static_cast<int64_t>(r.train_tok_s) << " tok/s (FMA peak "
+      std::cerr << " ablate " << (bf16 ? "bf16 " : "") << static_cast<int64_t>(r.train_tok_s) << " tok/s (FMA peak "
                 << std::lround(r.peak_gflops) << " GFLOP/s)";
       if (!torch.empty() && !r.torch_name.empty()) {
-        run_torch(r, torch, vm["gen-tokens"].as<int64_t>());
+        run_torch(r, torch, vm["gen-tokens"].as<int64_t>(), bf16);
         std::cerr << ", PyTorch " << static_cast<int64_t>(r.torch_train_tok_s) << " tok/s";
       }
       std::cerr << "\n";
@@ -348,9 +366,15 @@ static int cmd_bench(const std::vector<std::string>& args) {
     std::snprintf(b, sizeof b, "%.*f", prec, v);
     return std::string(b);
   };
-  row({"config", "params", "tok/s", "GFLOP/s", "FMA peak", "% peak", "torch tok/s", "ratio", "gen tok/s", "torch gen", "gen ratio",
-       "allocs/step", "arena MiB"});
-  if (md) row({"---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:"});
+  std::vector<std::string> head = {"config", "params", "tok/s", "GFLOP/s", "FMA peak", "% peak", "torch tok/s", "ratio",
+                                   "gen tok/s", "torch gen", "gen ratio", "allocs/step", "arena MiB"};
+  if (bf16) head.insert(head.begin() + 3, {"f32 tok/s", "vs f32"});
+  row(head);
+  if (md) {
+    std::vector<std::string> align(head.size(), "---:");
+    align[0] = "---";
+    row(align);
+  }
   // Each cell: the median over the rounds; ratios and % peak are taken per round (both
   // systems measured minutes apart at most), and with several rounds their range follows.
   for (const auto& rs : runs) {
@@ -372,7 +396,7 @@ static int cmd_bench(const std::vector<std::string>& args) {
     const bool t = r.torch_train_tok_s > 0, tg = r.torch_gen_tok_s > 0 && r.gen_tok_s > 0;
     uint64_t allocs = 0;
     for (const auto& x : rs) allocs = std::max(allocs, x.allocs_per_step);
-    row({r.name, std::to_string(r.params), num(med([](const BenchResult& x) { return x.train_tok_s; }), 0),
+    std::vector<std::string> cells = {r.name, std::to_string(r.params), num(med([](const BenchResult& x) { return x.train_tok_s; }), 0),
          num(med([](const BenchResult& x) { return x.gflops; }), 1), num(med([](const BenchResult& x) { return x.peak_gflops; }), 0),
          cell([](const BenchResult& x) { return 100 * x.gflops / x.peak_gflops; }, 0, "%"),
          t ? num(med([](const BenchResult& x) { return x.torch_train_tok_s; }), 0) : "-",
@@ -380,7 +404,11 @@ static int cmd_bench(const std::vector<std::string>& args) {
          r.gen_tok_s > 0 ? num(med([](const BenchResult& x) { return x.gen_tok_s; }), 0) : "-",
          tg ? num(med([](const BenchResult& x) { return x.torch_gen_tok_s; }), 0) : "-",
          tg ? cell([](const BenchResult& x) { return x.gen_tok_s / x.torch_gen_tok_s; }, 1, "x") : "-", std::to_string(allocs),
-         num(r.arena_mib, 0)});
+         num(r.arena_mib, 0)};
+    if (bf16)
+      cells.insert(cells.begin() + 3, {num(med([](const BenchResult& x) { return x.f32_train_tok_s; }), 0),
+                                       cell([](const BenchResult& x) { return x.train_tok_s / x.f32_train_tok_s; }, 2, "x")});
+    row(cells);
   }
   for (const auto& rs : runs) {
     const BenchResult& r = rs.front();
@@ -410,8 +438,11 @@ static int cmd_bench(const std::vector<std::string>& args) {
   std::cout << "\nCPU: " << ablate::cpu_model() << "; kernel path: " << ablate::kernel_path()
             << (std::getenv("ABLATE_ISA") && *std::getenv("ABLATE_ISA") ? " (forced by ABLATE_ISA)" : " (the CPU's best)")
             << (std::string(ablate::kernel_path()) == "avx2" && std::getenv("ABLATE_ISA") ? "; PyTorch capped to AVX2" : "")
-            << "\nablate: " << threads << " threads, float32; FP32 FMA peak measured before and after each config (GFLOP/s,"
-            << " the higher of the two); PyTorch: best of 1, 2 and 2 threads with 1 BLAS thread"
+            << "\nablate: " << threads << " threads, "
+            << (bf16 ? std::string("bf16 products (") + ablate::bf16_kernel() + " kernel; 'vs f32': against float32 in the same round)"
+                     : std::string("float32"))
+            << "; FP32 FMA peak measured before and after each config (GFLOP/s,"
+            << " the higher of the two); PyTorch" << (bf16 ? " (autocast bf16)" : "") << ": best of 1, 2 and 2 threads with 1 BLAS thread"
             << " (torch_ref.sh); peak RSS " << ru.ru_maxrss / 1024 << " MiB";
   if (rounds > 1) std::cout << "; medians of " << rounds << " rounds, [min-max] of the per-round values";
   std::cout << "\n";

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "ablate/error.hpp"
+#include "ablate/ops.hpp"
 #include "ablate/registry.hpp"
 #include "ablate/runfile.hpp"
 #include "ablate/task.hpp"
@@ -24,6 +25,7 @@ struct EvalFlags {
   bool write = false;
   int64_t threads = 0;
   uint64_t seed = 1;
+  std::string precision;  // empty: the run's train.precision
   std::vector<std::string> rest;  // the evaluator's
 };
 
@@ -50,6 +52,7 @@ EvalFlags parse_flags(const std::vector<std::string>& args) {
     else if (a == "--write") f.write = true;
     else if (a == "--threads" || a == "-j") f.threads = integer(a, value());
     else if (a == "--seed") f.seed = static_cast<uint64_t>(integer(a, value()));
+    else if (a == "--precision") f.precision = value();
     else if (a == "--plugin-dir") ablate::PluginRegistry::instance().add_directory(value());
     else if (a == "-n") f.rest.insert(f.rest.end(), {"--problems", value()});
     else if (a.rfind("-", 0) != 0 && f.run.empty()) f.run = a;
@@ -64,6 +67,7 @@ const char* kUsage =
     "  --task       the task (ablate data --help lists them)\n"
     "  --write      append the scores to the run's run.h5, at the checkpoint's step (table eval/TASK, or --table)\n"
     "  -j N         worker threads (0: all cores)     --seed S  sampling seed     --plugin-dir DIR\n"
+    "  --precision  float32 or bf16: inputs of the matrix products (default: the run's train.precision)\n"
     "  other flags are the task evaluator's options (e.g. --data FILE --problems N --batch 256); 'ablate plugins task'\n"
     "  lists them. --problems defaults to 0 (the whole file).\n";
 
@@ -94,6 +98,10 @@ int cmd_eval(const std::vector<std::string>& args) {
   node["type"] = f.task;
   auto run = ablate::load_run(f.run);
   ablate::require_generating(run, "decoding " + f.task + " answers");
+  ablate::set_default_precision(f.precision.empty() ? ablate::run_precision(run)
+                                                    : ablate::parse_precision(f.precision, "--precision"));
+  if (ablate::default_precision() == ablate::Precision::bf16 && !ablate::bf16_notice().empty())
+    std::cerr << ablate::bf16_notice() << "\n";
   ablate::ParamStore none;
   std::unique_ptr<ablate::Evaluator> ev =
       ablate::make_evaluator(o, ablate::BuildContext{ablate::ModelDims{}, ablate::ParamScope(none, ""), f.seed});

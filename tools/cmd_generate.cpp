@@ -5,6 +5,7 @@
 #include "ablate/error.hpp"
 #include "ablate/generate.hpp"
 #include "ablate/inspect.hpp"
+#include "ablate/ops.hpp"
 #include "ablate/trainer.hpp"
 #include "commands.hpp"
 
@@ -21,6 +22,7 @@ static int cmd_generate(const std::vector<std::string>& args) {
     ("top-p", po::value<float>()->default_value(1.0f), "nucleus sampling threshold (1: off)")
     ("greedy", po::bool_switch(), "always take the most likely token")
     ("seed", po::value<int64_t>()->default_value(1), "random seed (>= 0)")
+    ("precision", po::value<std::string>(), "inputs of the matrix products: float32 or bf16 (default: the run's train.precision)")
     ("allow-unknown", po::bool_switch(), "encode prompt characters the tokenizer does not know as its unknown symbol (with a warning)")
     ("plugin-dir", po::value<std::vector<std::string>>()->composing(), "extra plugin directory (repeatable)");
   po::positional_options_description pos;
@@ -58,6 +60,10 @@ static int cmd_generate(const std::vector<std::string>& args) {
       throw ablate::Error(what + "; use only characters of the training data, or --allow-unknown to encode them as the unknown symbol");
     std::cerr << "warning: " << what << "; encoded as the unknown symbol (shown as it decodes)\n";
   }
+  ablate::set_default_precision(vm.count("precision") ? ablate::parse_precision(vm["precision"].as<std::string>(), "--precision")
+                                                     : ablate::run_precision(run));
+  if (ablate::default_precision() == ablate::Precision::bf16 && !ablate::bf16_notice().empty())
+    std::cerr << ablate::bf16_notice() << "\n";
   auto ids = run.tokenizer->encode(prompt);
   ablate::Rng rng(static_cast<uint64_t>(seed));
   // Streams the text as it grows; decoding the whole sequence each time keeps what a

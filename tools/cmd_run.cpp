@@ -135,6 +135,7 @@ int dry_run(const ablate::Experiment& exp, const ablate::RunOptions& ro) {
             << "    activations   " << ablate::human_bytes(m.activations) << " (" << in.batch_size << " sequences x "
             << ablate::human_bytes(m.activations_per_sequence) << ", measured at 1 and 2)\n"
             << "    data and code " << ablate::human_bytes(m.other) << "\n";
+  if (m.param_copies > 0) std::cout << "    bf16 weights  " << ablate::human_bytes(m.param_copies) << " (train.precision: bf16)\n";
   const ablate::MemoryRoom room = ablate::memory_room();
   if (room.bytes >= 0) std::cout << "  available       " << ablate::human_bytes(room.bytes) << " more (" << room.limited_by << ")\n";
   std::cout << "  threads         "

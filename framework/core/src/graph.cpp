@@ -2,6 +2,7 @@
 #include "ablate/graph.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -25,7 +26,25 @@ void free_floats(float* p) { std::free(p); }
 Graph::Graph() { chunks_.reserve(64); }
 Graph::~Graph() = default;
 
+namespace {
+std::atomic<int> g_default_precision{static_cast<int>(Precision::float32)};
+}
+const char* precision_name(Precision p) { return p == Precision::bf16 ? "bf16" : "float32"; }
+Precision parse_precision(const std::string& name, const std::string& what) {
+  if (name == "float32") return Precision::float32;
+  if (name == "bf16") return Precision::bf16;
+  throw Error(what + ": '" + name + "' is not a precision; use float32 or bf16 (bf16: matrix products of bf16-rounded "
+              "inputs with float32 sums)");
+}
+Precision default_precision() { return static_cast<Precision>(g_default_precision.load(std::memory_order_relaxed)); }
+void set_default_precision(Precision p) { g_default_precision.store(static_cast<int>(p), std::memory_order_relaxed); }
+uint64_t new_param_epoch() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 void Graph::reset() {
+  ++resets_;
   kernels::sync_scratch();  // no kernel is running: this thread's scratch may move
   open_op_ = nullptr;
   n_nodes_ = 0;

@@ -53,6 +53,7 @@ std::vector<int32_t> generate(Model& model, const std::vector<int32_t>& prompt, 
   std::vector<KVCache> caches = model.make_caches(1, ctx);
   Graph g;
   NoGrad ng(g);
+  g.param_epoch = new_param_epoch();  // the weights stay as they are while it decodes
   std::vector<float> scratch(static_cast<size_t>(2 * V));
   std::vector<int32_t> seq = prompt, out;
   // Encodes seq[start..end) into fresh caches and returns the last position's logits.
@@ -106,6 +107,7 @@ std::vector<std::string> decode_prompts(Model& model, const Tokenizer& tok, cons
   std::vector<std::string> out(prompts.size());
   Graph g;
   NoGrad ng(g);
+  g.param_epoch = new_param_epoch();  // the weights stay as they are while it decodes
   std::vector<float> scratch(static_cast<size_t>(2 * V));
   std::vector<KVCache> caches;
   for (const auto& [len, members] : by_length) {

@@ -175,6 +175,8 @@ Var Model::forward(Graph& g, const ForwardArgs& a) {
       g1.reset();
       g1.grad_enabled = false;
       g1.training = g.training;
+      g1.precision = g.precision;
+      g1.param_epoch = g.param_epoch;
       forward_on(g1, a);
     });
     if (ran) return logits;

@@ -64,6 +64,7 @@ struct TrainConfig {
   int64_t steps, schedule_steps, batch, accum, threads, eval_every, eval_batches, checkpoint_every, log_every;
   float grad_clip;
   bool eval_at_start, eval_full;
+  Precision precision;
   std::vector<int64_t> keep_checkpoints;  // steps whose checkpoint is kept (branch points)
   bool keeps(int64_t step) const {
     return std::find(keep_checkpoints.begin(), keep_checkpoints.end(), step) != keep_checkpoints.end();
@@ -78,6 +79,11 @@ TrainConfig read_train(const Options& o) {
   t.batch = o.get_in<int64_t>("batch_size", 32, 1, 1 << 20, "sequences per micro-batch");
   t.accum = o.get_in<int64_t>("grad_accum", 1, 1, 1 << 16, "micro-batches per optimizer step");
   t.grad_clip = o.get_in<float>("grad_clip", 1.0f, 0.0f, 1e9f, "clip the global gradient norm to this (0: off)");
+  t.precision = o.get_choice("precision", "float32", {"float32", "bf16"},
+                             "inputs of the matrix products (linear layers, forward and backward): bf16 rounds them "
+                             "and sums in float32; weights, gradients, optimizer state, norms, softmax, loss stay float32") == "bf16"
+                    ? Precision::bf16
+                    : Precision::float32;
   t.threads = o.get_in<int64_t>("threads", 0, 0, 4096, "worker threads (0: the cores no other ablate run claims)");
   t.eval_every = o.get_in<int64_t>("eval_every", 250, 1, int64_t{1} << 40, "steps between evaluations");
   t.eval_batches = o.get_in<int64_t>("eval_batches", 20, 1, 1 << 20, "batches per evaluation");
@@ -469,6 +475,16 @@ class StopSignals {
   struct sigaction old_int_ {}, old_term_ {};
 };
 
+// train.precision for every graph made while the run goes on (its evaluators', the final
+// sample's), and the default before it afterwards.
+struct PrecisionScope {
+  Precision saved = default_precision();
+  explicit PrecisionScope(Precision p) { set_default_precision(p); }
+  ~PrecisionScope() { set_default_precision(saved); }
+  PrecisionScope(const PrecisionScope&) = delete;
+  PrecisionScope& operator=(const PrecisionScope&) = delete;
+};
+
 const char* signal_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal"; }
 
 // Memory of a run at its micro-batch of `rows` sequences (see MemoryEstimate). The probe
@@ -487,6 +503,7 @@ MemoryEstimate estimate_memory(Setup& s, int64_t rows) {
   for (int64_t b = 1; b <= 2; ++b) {
     Graph g;
     g.training = true;
+    g.precision = s.train.precision;  // bf16: the products' bf16 copies of activations are in the arena
     g.seed = s.seed;
     Rng rng(s.seed ^ 0x3E3A0ull);
     sample_batch(*s.data, true, b, T, rng, x.data(), y.data());
@@ -494,6 +511,7 @@ MemoryEstimate estimate_memory(Setup& s, int64_t rows) {
     std::vector<int32_t> prefix;
     g.backward(batch_loss(g, model, *s.objective, ForwardArgs{x.data(), b, T}, y.data(), prefix));
     bytes[b - 1] = static_cast<double>(g.step_bytes());
+    m.param_copies = static_cast<double>(param_copy_bytes(g));
   }
   model.params().zero_grad();
   m.activations_per_sequence = std::max(0.0, bytes[1] - bytes[0]);
@@ -506,7 +524,7 @@ std::string describe_memory(const MemoryEstimate& m, int64_t rows) {
   return human_bytes(m.total()) + " (parameters " + human_bytes(m.params) + ", gradients " + human_bytes(m.grads) +
          ", optimizer state " + human_bytes(m.optimizer) + ", activations " + human_bytes(m.activations) + " = " +
          std::to_string(rows) + " sequences x " + human_bytes(m.activations_per_sequence) + ", data and code " +
-         human_bytes(m.other) + ")";
+         human_bytes(m.other) + (m.param_copies > 0 ? ", bf16 weights " + human_bytes(m.param_copies) : std::string()) + ")";
 }
 
 // The options that bring a run's memory under `room` bytes.
@@ -845,7 +863,9 @@ void Trainer::restore(const Checkpoint& ck) {
   changes_ = config_changes(old, exp_->node());
   std::vector<std::string> refused;
   for (const auto& c : config_changes(old, exp_->node(), /*results_only=*/true))
-    if (!(ro_.extend_to > 0 && (c.rfind("train.steps", 0) == 0 || c.rfind("train.schedule_steps", 0) == 0))) refused.push_back(c);
+    if (!(ro_.extend_to > 0 && (c.rfind("train.steps", 0) == 0 || c.rfind("train.schedule_steps", 0) == 0)) &&
+        c.rfind("train.precision", 0) != 0)  // a run may go on in another precision (a new segment)
+      refused.push_back(c);
   if (!refused.empty() && !ro_.allow_config_change)
     throw Error(s_.out_dir + ": cannot resume: the config differs from the checkpoint's: " + join(refused, "; ") +
                 ". Resume with the same config, or pass --allow-config-change");
@@ -906,6 +926,7 @@ void Trainer::write_metadata() {
     rf.set_attr("threads", threads_);
     rf.set_attr("cpu", cpu_model());
     rf.set_attr("kernel_path", kernel_path());
+    rf.set_attr("precision", precision_name(s_.train.precision));
     rf.set_attr("n_params", model.n_params());
     rf.set_attr("flops_per_token", model.flops_per_token());
     rf.set_attr("vocab_size", model.dims().vocab_size);
@@ -933,6 +954,7 @@ void Trainer::write_metadata() {
                  std::to_string(s_.data->tokens(false)) + " val tokens, " + std::to_string(threads_) + " threads" + shared +
                  (comm_.size() > 1 ? " x " + comm_.description() : "") + " -> " + s_.out_dir);
   if (ck_) progress_.line("resuming " + s_.out_dir + " at step " + std::to_string(start_));
+  if (s_.train.precision == Precision::bf16 && !bf16_notice().empty()) progress_.line(bf16_notice());
   if (ro_.extend_to > 0)
     progress_.line("extending to step " + std::to_string(s_.train.steps) + ": the lr schedule was planned for " +
                        std::to_string(s_.train.schedule_steps) + " steps and ends at lr " + fmt("%.3g", lr_at(s_.train.schedule_steps)) +
@@ -973,6 +995,7 @@ double Trainer::train_step(int64_t step, float lr, double& norm) {
   double loss_sum = 0;
   g_.training = true;
   g_.step = static_cast<uint64_t>(step);
+  g_.param_epoch = new_param_epoch();  // the weights' bf16 copies serve every micro-batch of the step
   for (int64_t m = 0; m < t.accum; ++m) {
     // Every rank draws the whole batch from the same stream and computes its slice.
     sample_batch(*s_.data, true, B, T, data_rng_, x_.data(), y_.data(), step);
@@ -998,6 +1021,7 @@ double Trainer::train_step(int64_t step, float lr, double& norm) {
     if (comm_.size() > 1 && m + 1 == t.accum) sync_->attach(g_);
     g_.backward(loss);
   }
+  g_.param_epoch = 0;  // the update below changes the weights
   if (comm_.size() > 1) {
     auto tc = clock::now();
     sync_->finish();
@@ -1224,8 +1248,11 @@ void Trainer::mark_failed(const std::string& msg) {
 void Trainer::fail(const std::string& msg) { throw Error(msg); }
 
 RunSummary Trainer::run() {
+  std::optional<PrecisionScope> precision;
   try {
     build_and_configure();
+    precision.emplace(s_.train.precision);
+    g_.precision = s_.train.precision;
     sum_.run_dir = s_.out_dir;
     sum_.n_params = s_.model->n_params();
     const int64_t B = s_.train.batch, T = s_.model->dims().context;
@@ -1325,6 +1352,13 @@ LoadedRun load_run(const std::string& dir) {
   r.objective = PluginRegistry::type_of(family_options(root, Objective::kFamily));
   r.generates = objective->generates();
   return r;
+}
+
+Precision run_precision(const LoadedRun& run) {
+  if (!run.experiment) return Precision::float32;
+  const YAML::Node train = run.experiment->node()["train"];
+  if (!train.IsMap() || !train["precision"]) return Precision::float32;
+  return parse_precision(train["precision"].as<std::string>(), run.dir + ": train.precision");
 }
 
 void require_generating(const LoadedRun& run, const std::string& use) {

@@ -21,6 +21,22 @@ namespace ablate {
 
 class Graph;
 
+// The inputs of the matrix products of linear and matmul (ops.hpp), forward and backward:
+// float32, or bfloat16 (bf16: float32's sign, exponent and top 7 mantissa bits), to which
+// activations, gradients and weights are rounded (to nearest even) for the product, the
+// products then summed in float32. Everything else (the weights themselves, gradients,
+// optimizer states, norms, softmax, the loss) stays float32: mixed precision.
+enum class Precision { float32 = 0, bf16 = 1 };
+const char* precision_name(Precision p);  // "float32", "bf16"
+// The precision named `name`; an Error naming `what` (e.g. "--precision") and the choices otherwise.
+Precision parse_precision(const std::string& name, const std::string& what);
+// The precision of every Graph constructed from now on (Graph::precision's initial value):
+// float32 unless set. The CLI sets it from --precision, a training run from train.precision.
+Precision default_precision();
+void set_default_precision(Precision p);
+// A value for Graph::param_epoch that no other call returns (never 0).
+uint64_t new_param_epoch();
+
 // A handle to a node of the current tape (valid until Graph::reset()).
 struct Var {
   int id = -1;
@@ -148,6 +164,21 @@ class Graph {
   // transfers start from here while backward goes on; grad_sync.hpp). Null: nothing.
   void (*after_backward_node)(void* ctx, int id) = nullptr;
   void* after_backward_ctx = nullptr;
+
+  // Inputs of matrix products (see Precision): default_precision() when the graph is made.
+  Precision precision = default_precision();
+  // The bf16 copies of parameters that the products read are made once and reused after
+  // reset() while param_epoch stays the same and nonzero: whoever sets it (the trainer, for
+  // the micro-batches of one optimizer step; generation) changes it, or sets 0, whenever a
+  // parameter's values change. 0 (the default): made again after every reset().
+  uint64_t param_epoch = 0;
+  // reset() calls so far.
+  uint64_t resets() const { return resets_; }
+  // The ops' own state kept across reset() (the bf16 copies of parameters; linalg.cpp).
+  std::shared_ptr<void> op_state;
+
+ private:
+  uint64_t resets_ = 0;
 };
 
 // Disables grad recording in a scope (evaluation, generation).

@@ -18,6 +18,12 @@ namespace ablate {
 // Chosen at the first call; throws Error if ABLATE_ISA names an unknown path or one
 // above the CPU's.
 const char* kernel_path();
+// The GEMM of bf16 matrix products (Graph::precision): "avx512_bf16" (AVX512_BF16's dot
+// product), or the kernel path's name where they widen bf16 to float32 and use its FMAs.
+const char* bf16_kernel();
+// A one-line notice for the start of a bf16 run where its products are not the fast
+// dot-product kernel (and why), else empty.
+std::string bf16_notice();
 // This CPU's model from /proc/cpuinfo, e.g. "Intel(R) Xeon(R) ... (family 6 model 167)".
 std::string cpu_model();
 
@@ -64,6 +70,9 @@ Var linear(Graph& g, Var x, Var w, Var bias = {}, bool transpose_w = false);
 // by the shapes: the same bits for any thread count.
 void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, const Tensor& c,
           float alpha = 1.0f, bool accumulate = false);
+
+// Bytes of the bf16 copies of parameters that g's products keep (Graph::precision bf16).
+size_t param_copy_bytes(const Graph& g);
 
 // ---- elementwise ----------------------------------------------------------------
 // Same shapes, or b of shape (1, cols) broadcast over the rows of a, or b of shape (1, 1)

@@ -486,18 +486,27 @@ Var qkv_projection(Graph& g, Var x, Var w, Var b, const AttentionSpec& spec) {
   const int64_t width = (q1 - q0) + (k1 - k0) + (v1 - v0);
   // This rank's columns side by side (K, width): read in place, the other rank's columns
   // interleave with them and the prefetcher pulls those in too (seed002 decoding 5% slower).
+  // A bf16 graph multiplies the bf16 values of x and w (as linear does).
+  const bool bf16 = g.precision == Precision::bf16;
   std::vector<float>& mine = cache->team_weights[team->rank];
   if (cache->length == 0 || mine.size() != static_cast<size_t>(K * width)) {
+    const float* wv = bf16 ? bf16_rounded(g, w) : W.data;
     mine.resize(static_cast<size_t>(K * width));
     for (int64_t p = 0, at = 0; p < K; ++p)
       for (const auto& [c0, c1] : ranges) {
-        std::copy(W.data + p * W.cols + c0, W.data + p * W.cols + c1, mine.data() + at);
+        std::copy(wv + p * W.cols + c0, wv + p * W.cols + c1, mine.data() + at);
         at += c1 - c0;
       }
   }
+  const float* xv = X.data;
+  if (bf16) {
+    float* xr = g.alloc(static_cast<size_t>(N * K));
+    round_to_bf16(X.data, N * K, xr);
+    xv = xr;
+  }
   int64_t col = 0;
   for (const auto& [c0, c1] : ranges) {
-    gemv_columns(N, W.cols, K, X.data, K, mine.data() + col, width, y + c0, W.cols, bias ? bias + c0 : nullptr, c1 - c0);
+    gemv_columns(N, W.cols, K, xv, K, mine.data() + col, width, y + c0, W.cols, bias ? bias + c0 : nullptr, c1 - c0);
     col += c1 - c0;
   }
   return out;

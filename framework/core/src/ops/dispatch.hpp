@@ -12,7 +12,10 @@
 
 namespace ablate::kernels {
 
-enum class Isa { portable = 0, avx2 = 1, avx512 = 2 };
+// avx512_bf16: the avx512 path whose bf16 GEMM uses AVX512_BF16's dot product (its float32
+// kernels are avx512's), as forced by ABLATE_ISA. Unforced, the avx512 path takes that GEMM
+// where it is the faster one (dot_by_default) and is still named avx512.
+enum class Isa { portable = 0, avx2 = 1, avx512 = 2, avx512_bf16 = 3 };
 const char* isa_name(Isa isa);
 
 // Everything a (batch, head) kernel needs; keys/values are read through strides so
@@ -54,6 +57,16 @@ inline float* probs_at(const Attn& a, int64_t b, int64_t h) {
   return a.probs ? a.probs + (b * a.NH + h) * a.probs_head : nullptr;
 }
 
+// The bf16 kernels of a path: matrix products whose inputs are bfloat16 (the upper 16 bits
+// of a float32, stored as uint16), with float32 sums.
+struct Bf16Kernels {
+  // C (m,n) (+)= alpha op(A) op(B) as gemm below, for any m, n, k > 0; A and B bf16.
+  void (*gemm)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+               int64_t lda, const uint16_t* b, int64_t ldb, float* c, int64_t ldc, bool overwrite, const float* init);
+  // dst[0, n) = src[0, n) rounded to nearest even bf16 (simd.hpp: to_bf16; the same bits on every path).
+  void (*to_bf16)(const float* src, int64_t n, uint16_t* dst);
+};
+
 struct IsaKernels {
   Isa isa;
   // C (m,n) (+)= alpha op(A) op(B), row-major, single-threaded, m > 4, n > 1, k > 0; with
@@ -73,6 +86,7 @@ struct IsaKernels {
   void (*attention_backward_lanes)(const Attn& a, int64_t b, int64_t kh, const float* dout, const float* lse,
                                    float* dq, float* dk, float* dv);
   void (*attention_decode)(const Attn& a, int64_t b, int64_t h, float* out, float* lse);
+  Bf16Kernels bf16;
 };
 
 // The path of this process: the best the CPU has, or ABLATE_ISA's (which must not be
@@ -84,6 +98,13 @@ Isa cpu_isa();
 namespace avx512 {
 extern const IsaKernels kTable;
 }
+namespace avx512_bf16 {
+extern const Bf16Kernels kBf16;
+}
+// Whether the CPU has AVX512_BF16 (and the avx512 path).
+bool cpu_has_avx512_bf16();
+// Whether the CPU's best path takes the dot-product bf16 GEMM when ABLATE_ISA is unset (isa.cpp).
+bool dot_by_default();
 namespace avx2 {
 extern const IsaKernels kTable;
 }

@@ -386,6 +386,74 @@ void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   }
 }
 
+void gemm_bf16_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                        const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float* c, int64_t ldc,
+                        bool overwrite, const float* init) {
+  if (m <= 0 || n <= 0) return;
+  const Bf16Kernels& bf = isa_kernels().bf16;
+  auto gemm_into = [&](int64_t mb, int64_t nb, int64_t kb, const uint16_t* ab, const uint16_t* bb, float* cb,
+                       int64_t ldcb, bool set, const float* initb) {
+    if (kb > 0) return bf.gemm(trans_a, trans_b, mb, nb, kb, alpha, ab, lda, bb, ldb, cb, ldcb, set, initb);
+    if (set)
+      for (int64_t r = 0; r < mb; ++r) {
+        float* cr = cb + r * ldcb;
+        if (initb) std::copy(initb, initb + nb, cr);
+        else std::fill(cr, cr + nb, 0.0f);
+      }
+  };
+  // The blocks of gemm_acc_parallel (see there): about 256 rows or columns, an even number
+  // of them; weight gradients X^T dY over many rows in two halves of the reduction.
+  constexpr int64_t kMinMacs = int64_t{1} << 20;
+  constexpr int64_t kBlock = 256;
+  const bool split_rows = m >= n;
+  const int64_t dim = split_rows ? m : n;
+  int64_t nblocks = std::min<int64_t>(16, dim / kBlock);
+  nblocks = std::max<int64_t>(2, nblocks - nblocks % 2);
+  if (m * n * std::max<int64_t>(k, 1) < kMinMacs || dim < 2 * 16) {
+    gemm_into(m, n, k, a, b, c, ldc, overwrite, init);
+    return;
+  }
+  constexpr int64_t kMaxSplitK = int64_t{1} << 20;  // floats of C
+  if (!trans_b && trans_a && k >= 1024 && m * n <= kMaxSplitK) {
+    const int64_t half = round_up(ceil_div(k, 2), 16);
+    float* upper = thread_scratch(kSlotReduce, static_cast<size_t>(m * n));
+    parallel_chunks(k, half, [&](int64_t k0, int64_t k1) {
+      const uint16_t* a0 = a + k0 * lda;
+      const uint16_t* b0 = b + k0 * ldb;
+      if (k0 == 0) gemm_into(m, n, k1 - k0, a0, b0, c, ldc, overwrite, init);
+      else gemm_into(m, n, k1 - k0, a0, b0, upper, n, true, nullptr);
+    });
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t j = 0; j < n; ++j) c[r * ldc + j] += upper[r * n + j];
+    return;
+  }
+  const int64_t block = round_up(ceil_div(dim, nblocks), 16);
+  if (split_rows) {
+    parallel_chunks(m, block, [&](int64_t r0, int64_t r1) {
+      gemm_into(r1 - r0, n, k, trans_a ? a + r0 : a + r0 * lda, b, c + r0 * ldc, ldc, overwrite, init);
+    });
+  } else {
+    parallel_chunks(n, block, [&](int64_t c0, int64_t c1) {
+      gemm_into(m, c1 - c0, k, a, trans_b ? b + c0 * ldb : b + c0, c + c0, ldc, overwrite, init ? init + c0 : nullptr);
+    });
+  }
+}
+
+void to_bf16_parallel(const float* src, int64_t n, uint16_t* dst) {
+  const Bf16Kernels& bf = isa_kernels().bf16;
+  parallel_chunks(n, int64_t{1} << 16, [&](int64_t i0, int64_t i1) { bf.to_bf16(src + i0, i1 - i0, dst + i0); });
+}
+
+void round_to_bf16(const float* src, int64_t n, float* dst) {
+  const Bf16Kernels& bf = isa_kernels().bf16;
+  uint16_t bits[256];
+  for (int64_t i0 = 0; i0 < n; i0 += 256) {
+    const int64_t w = std::min<int64_t>(256, n - i0);
+    bf.to_bf16(src + i0, w, bits);
+    for (int64_t i = 0; i < w; ++i) dst[i0 + i] = bf16_to_float(bits[i]);
+  }
+}
+
 void gemv_columns(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
                   float* c, int64_t ldc, const float* init, int64_t w) {
   const int64_t split = gemv_split_point(n, k);

@@ -64,6 +64,52 @@ inline void transpose(const float* src, int64_t lds, int64_t rows, int64_t cols,
       dst[c * ldd + r] = src[r * lds + c] * (colmul ? colmul[c] * mul : mul);
 }
 
+// bfloat16: the upper 16 bits of a float. to_bf16 rounds to nearest even (ties to the even
+// bf16), turns a NaN into a quiet NaN of the same sign and a denormal input into a zero of its
+// sign (as VCVTNEPS2BF16 does), so that every kernel path converts to the same bits.
+using vu = uint32_t __attribute__((vector_size(4 * kW)));
+using vh = uint16_t __attribute__((vector_size(2 * kW)));
+inline vh to_bf16(vf x) {
+  vu u;
+  std::memcpy(&u, &x, sizeof u);
+  const vu mag = u & 0x7FFFFFFFu;
+  vu r = (u + (0x7FFFu + ((u >> 16) & 1u))) >> 16;
+  r = mag > 0x7F800000u ? (u >> 16) | 0x40u : r;
+  r = (u & 0x7F800000u) == 0u ? (u >> 16) & 0x8000u : r;
+  return __builtin_convertvector(r, vh);
+}
+inline vf from_bf16(vh h) {
+  const vu u = __builtin_convertvector(h, vu) << 16;
+  vf x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+inline vh load_h(const uint16_t* p) {
+  vh v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store_h(uint16_t* p, vh v) { std::memcpy(p, &v, sizeof v); }
+inline uint16_t to_bf16_scalar(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
+  if ((u & 0x7F800000u) == 0u) return static_cast<uint16_t>((u >> 16) & 0x8000u);
+  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+inline float from_bf16_scalar(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+// dst[0, n) = src[0, n) in bf16.
+inline void to_bf16(const float* src, int64_t n, uint16_t* dst) {
+  int64_t i = 0;
+  for (; i + kW <= n; i += kW) store_h(dst + i, to_bf16(load(src + i)));
+  for (; i < n; ++i) dst[i] = to_bf16_scalar(src[i]);
+}
+
 // e^x (Cephes' expf, as Eigen's: x = n ln 2 + r, a degree-5 polynomial in r, 2^n built in
 // the exponent bits); below -88.38 (and for -inf) exactly 0, above 88 clamped (softmax passes x <= 0).
 inline vf vexp(vf x) {

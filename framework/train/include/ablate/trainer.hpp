@@ -56,7 +56,9 @@ struct MemoryEstimate {
   // train.batch_size (measured: a forward and backward pass at batch 1 and 2, extrapolated
   // linearly), and the rest of the process (data, code, libraries: its resident size).
   double params = 0, grads = 0, optimizer = 0, activations = 0, activations_per_sequence = 0, other = 0;
-  double total() const { return params + grads + optimizer + activations + other; }
+  // train.precision bf16: the bf16 copies of the weights that the matrix products read.
+  double param_copies = 0;
+  double total() const { return params + grads + optimizer + activations + other + param_copies; }
 };
 struct ExperimentInfo {
   std::string name, out_dir;
@@ -81,6 +83,8 @@ struct LoadedRun {
   bool generates = true;  // whether the objective predicts the next token (Objective::generates)
 };
 LoadedRun load_run(const std::string& run_dir);
+// The run's train.precision (float32 when its config does not set it).
+Precision run_precision(const LoadedRun& run);
 // Throws unless the run's model continues text token by token (generation, the task
 // evaluators' decoding): a masked-LM encoder does not. `use` names what was asked.
 void require_generating(const LoadedRun& run, const std::string& use);
