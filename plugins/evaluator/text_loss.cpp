@@ -1,6 +1,8 @@
-// text_loss: the model's loss and perplexity on a fixed text given in the experiment,
+// text_loss: the model's loss, perplexity and bits per byte on a fixed text given in the
+// experiment,
 //   eval: [{type: text_loss, text: "ROMEO: ..."}]  -> table eval/text_loss
-// The smallest evaluator: the skeleton `ablate plugin new evaluator NAME` writes.
+// The smallest evaluator: the skeleton `ablate plugin new evaluator NAME` writes is this one
+// without bits per byte.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -31,14 +33,19 @@ class TextLoss final : public ablate::Evaluator {
     a.ids = ids.data();
     a.batch = 1;
     a.time = T;
-    ablate::Var loss = ablate::cross_entropy(g, ctx.model.forward(g, a), ids.data() + 1, T);  // next-token targets
+    ablate::Var logits = ctx.model.forward(g, a);
+    ablate::Var loss = ablate::cross_entropy(g, logits, ids.data() + 1, T);  // next-token targets
     const double l = g.value(loss).data[0];
-    return {{"loss", l}, {"ppl", std::exp(l)}};
+    if (!ctx.token_bytes && token_bytes_.empty()) token_bytes_ = ablate::token_byte_counts(ctx.tokenizer);
+    const ablate::ByteLoss b =
+        ablate::byte_loss(g.value(logits), ids.data() + 1, T, l, ctx.token_bytes ? *ctx.token_bytes : token_bytes_);
+    return {{"loss", l}, {"ppl", std::exp(l)}, {"bpb", b.bpb()}};
   }
 
  private:
   std::string text_;
+  std::vector<int32_t> token_bytes_;  // when the caller gives none
 };
 
 }  // namespace
-ABLATE_PLUGIN(ablate::Evaluator, text_loss, TextLoss, "the model's loss on a fixed text")
+ABLATE_PLUGIN(ablate::Evaluator, text_loss, TextLoss, "the model's loss, perplexity and bits per byte on a fixed text")

@@ -370,7 +370,7 @@ bool is_proportion_name(const std::string& metric) { return accuracy_like(lowerc
 
 int metric_higher_is_better(const std::string& metric) {
   const std::string m = lowercase(metric);
-  for (const char* low : {"loss", "ppl", "perplexity", "error", "err", "bpc", "bits"})
+  for (const char* low : {"loss", "ppl", "perplexity", "error", "err", "bpc", "bpb", "bits"})
     if (m.find(low) != std::string::npos) return 0;
   if (accuracy_like(m)) return 1;
   for (const char* high : {"bleu", "score", "tokens_per_s"})
@@ -521,7 +521,7 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
   c.higher_is_better = direction > 0;
   if (!c.direction_known && o.at == "best")
     throw Error("--at best needs to know whether '" + o.metric + "' is better higher or lower, and its name does not tell "
-                "(known: loss, ppl, error, bpc, bits are lower; acc, exact, match, em, f1, score are higher). "
+                "(known: loss, ppl, error, bpc, bpb, bits are lower; acc, exact, match, em, f1, score are higher). "
                 "Fix: add --higher-is-better or --lower-is-better");
   c.table = find_table(r, o.metric, o.table);
 

@@ -483,6 +483,7 @@ void curves_html(std::ostringstream& o, const SweepResults& r, const Comparison&
                  const EvaluatorColumns& extra_tables) {
   const CurveGroups cg = curve_groups(r, main, opt.compare);
   std::vector<CurveSpec> specs = {{"eval", "val_loss", "Validation loss", "val_loss", false},
+                                  {"eval", "val_bpb", "Validation bits per byte", "val_bpb", false},
                                   {"train", "loss", "Training loss", "loss (mean since the last row)", true},
                                   {"eval", "train_loss", "Training loss (evaluation batches)", "train_loss", false},
                                   {"train", "lr", "Learning rate", "lr", false},

@@ -160,6 +160,7 @@ struct Setup {
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<Scheduler> scheduler;
   std::vector<std::pair<std::string, std::unique_ptr<Evaluator>>> evaluators;  // (table, evaluator)
+  std::vector<int32_t> token_bytes;  // each id's bytes of raw text, for bits per byte (token_byte_counts)
   TrainConfig train;
   Sampling sampling;
   std::string sample_prompt;
@@ -217,6 +218,8 @@ Setup build(const Experiment& exp, const RunOptions& ro, const std::string* toke
   s.model = std::make_unique<Model>(model_opts, s.tokenizer->vocab_size() + s.objective->extra_tokens(), s.seed,
                                     token_texts(*s.tokenizer));
   check_attention(*s.objective, *s.model, root);
+  s.token_bytes = token_byte_counts(*s.tokenizer);
+  s.token_bytes.resize(static_cast<size_t>(s.model->dims().vocab_size), 0);  // the objective's ids: no text
   s.train = read_train(root.child("train"));
   if (s.train.eval_full && s.data->line_windows)
     root.child("train").fail("eval_full", "scores consecutive windows of the token stream, and data.windows: lines starts "
@@ -298,10 +301,12 @@ int64_t counted_targets(const int32_t* y, int64_t n) {
 // and the same masks, at every evaluation, so that evaluations of one run, and of runs with
 // the same seed, are directly comparable). With several ranks each computes its slice of
 // every batch, weighted as in the whole batch. `full` (train.eval_full): the whole part in
-// consecutive windows instead, each value the mean over every counted target.
+// consecutive windows instead, each value the mean over every counted target. The last
+// entry is "bpb", bits per byte over all the batches' scored targets (ByteLoss, evaluator.hpp).
 std::vector<std::pair<std::string, double>> evaluate(Model& m, const Objective& obj, Graph& g, const TextData& data, bool train,
                                                      const TrainConfig& t, int64_t T, uint64_t seed, std::vector<int32_t>& x,
-                                                     std::vector<int32_t>& y, Communicator& comm, bool full = false) {
+                                                     std::vector<int32_t>& y, Communicator& comm,
+                                                     const std::vector<int32_t>& token_bytes, bool full = false) {
   Rng rng(seed * 0x9E3779B97F4A7C15ull + 0xE7A1), mask_rng(seed * 0x9E3779B97F4A7C15ull + 0x0B1E);
   const int64_t batches = full ? (consecutive_windows(data, train, T) + t.batch - 1) / t.batch : t.eval_batches;
   double counted = 0;  // full: the targets of the whole batches (every rank sees them all)
@@ -312,6 +317,7 @@ std::vector<std::pair<std::string, double>> evaluate(Model& m, const Objective& 
   std::vector<std::string> names{"loss"};
   for (const auto& kv : obj.metrics(Tensor{}, nullptr, 0)) names.push_back(kv.first);
   std::vector<double> parts;  // this rank's share of each batch mean, batch-major, a value per name
+  ByteLoss bytes;             // this rank's slices, every batch
   for (int64_t b = 0; b < batches; ++b) {
     if (full) consecutive_batch(data, train, b * t.batch, t.batch, T, x.data(), y.data());
     else sample_batch(data, train, t.batch, T, rng, x.data(), y.data());
@@ -330,6 +336,9 @@ std::vector<std::pair<std::string, double>> evaluate(Model& m, const Objective& 
       Var logits = m.forward(g, fa);
       row[0].second = g.value(obj.loss(g, logits, targets, (sl.hi - sl.lo) * T)).data[0];
       for (const auto& kv : obj.metrics(g.value(logits), targets, (sl.hi - sl.lo) * T)) row.push_back(kv);
+      const ByteLoss b = byte_loss(g.value(logits), targets, (sl.hi - sl.lo) * T, row[0].second, token_bytes);
+      bytes.nats += b.nats;
+      bytes.bytes += b.bytes;
     }
     for (size_t k = 0; k < names.size(); ++k) {
       const double v = k < row.size() ? row[k].second : 0.0;
@@ -337,6 +346,8 @@ std::vector<std::pair<std::string, double>> evaluate(Model& m, const Objective& 
       else parts.push_back(comm.size() == 1 ? v : v * static_cast<double>(n_mine) / static_cast<double>(n_all));
     }
   }
+  parts.push_back(bytes.nats);
+  parts.push_back(bytes.bytes);
   comm.allreduce_sum(parts.data(), parts.size());
   std::vector<std::pair<std::string, double>> means;
   for (size_t k = 0; k < names.size(); ++k) {
@@ -344,6 +355,7 @@ std::vector<std::pair<std::string, double>> evaluate(Model& m, const Objective& 
     for (int64_t b = 0; b < batches; ++b) total += parts[static_cast<size_t>(b) * names.size() + k];
     means.emplace_back(names[k], total / (full ? std::max(1.0, counted) : static_cast<double>(batches)));
   }
+  means.emplace_back("bpb", ByteLoss{parts[parts.size() - 2], parts.back()}.bpb());
   g.training = was;
   return means;
 }
@@ -1080,20 +1092,26 @@ void Trainer::evaluate_at(int64_t step) {
   Model& model = *s_.model;
   const int64_t T = model.dims().context;
   g_.batch_rows = g_.batch_offset = 0;
-  const auto train_m = evaluate(model, *s_.objective, g_, *s_.data, true, s_.train, T, s_.seed, x_, y_, comm_);
-  const auto val_m =
-      evaluate(model, *s_.objective, g_, *s_.data, false, s_.train, T, s_.seed + 1, x_, y_, comm_, s_.train.eval_full);
-  const double tl = train_m[0].second, vl = val_m[0].second;
+  const auto train_m = evaluate(model, *s_.objective, g_, *s_.data, true, s_.train, T, s_.seed, x_, y_, comm_, s_.token_bytes);
+  const auto val_m = evaluate(model, *s_.objective, g_, *s_.data, false, s_.train, T, s_.seed + 1, x_, y_, comm_,
+                              s_.token_bytes, s_.train.eval_full);
+  const double tl = train_m[0].second, vl = val_m[0].second, vb = val_m.back().second;
   std::vector<std::pair<std::string, double>> eval_row{
       {"step", double(step)}, {"train_loss", tl}, {"val_loss", vl}, {"val_ppl", std::exp(vl)}};
-  for (size_t k = 1; k < val_m.size(); ++k) {
+  // A run file begun without the bits-per-byte columns (an older ablate) continues without
+  // them: every row of a table has the same columns.
+  if (!(previous_ && previous_->tables.count("eval") && !previous_->tables.at("eval").count("val_bpb"))) {
+    eval_row.emplace_back("train_bpb", train_m.back().second);
+    eval_row.emplace_back("val_bpb", vb);
+  }
+  for (size_t k = 1; k + 1 < val_m.size(); ++k) {
     eval_row.emplace_back("train_" + train_m[k].first, train_m[k].second);
     eval_row.emplace_back("val_" + val_m[k].first, val_m[k].second);
   }
   if (rfp_) rfp_->append("eval", eval_row);
   for (auto& [table, ev] : s_.evaluators) {
     if (!rfp_) break;
-    EvalContext ctx{model, *s_.tokenizer, step, step == s_.train.steps, s_.seed, exp_->dir()};
+    EvalContext ctx{model, *s_.tokenizer, step, step == s_.train.steps, s_.seed, exp_->dir(), &s_.token_bytes};
     auto row = ev->evaluate(ctx);
     const std::string shown = ev->summary(row);
     row.insert(row.begin(), {"step", double(step)});
@@ -1108,9 +1126,9 @@ void Trainer::evaluate_at(int64_t step) {
   sum_.val_loss = vl;
   evaluated_ = true;
   eval_cpu_ += cpu_now() - cpu0;
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "eval step %lld: train loss %.4f, val loss %.4f, val ppl %.2f", static_cast<long long>(step),
-                tl, vl, std::exp(vl));
+  char buf[192];
+  std::snprintf(buf, sizeof buf, "eval step %lld: train loss %.4f, val loss %.4f, val ppl %.2f, val bpb %.4f",
+                static_cast<long long>(step), tl, vl, std::exp(vl), vb);
   progress_.line(buf);
 }
 

@@ -93,7 +93,7 @@ std::string format_comparison(const Comparison& c, const std::string& format);
 // with CIs); csv: each metric's rows under one header. One comparison: format_comparison.
 std::string format_comparisons(const std::vector<Comparison>& cs, const std::string& format);
 // From a metric's name: 1 = higher is better (acc, exact, match, em, f1, score, ...), 0 =
-// lower is better (loss, ppl, error, bpc, ...), -1 = the name does not tell.
+// lower is better (loss, ppl, error, bpc, bpb, ...), -1 = the name does not tell.
 int metric_higher_is_better(const std::string& metric);
 // A metric's columns over steps for one run: (steps, values) of `table`; empty if absent.
 std::pair<std::vector<double>, std::vector<double>> metric_series(const RunData& d, const std::string& table,

@@ -3,6 +3,8 @@
 // the experiment's `eval:` list; each result row goes to the run file's table
 // "eval/<variant name>" together with the step.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -21,7 +23,42 @@ struct EvalContext {
   bool final = false;        // the evaluation at the end of training
   uint64_t seed = 0;         // the run's seed
   std::string yaml_dir;      // where relative data paths in the options resolve
+  // Each id's bytes of raw text (token_byte_counts, 0 for ids the objective adds), computed
+  // once per run; null where the caller has none (compute it from the tokenizer then).
+  const std::vector<int32_t>* token_bytes = nullptr;
 };
+
+// The two sums of bits per byte (docs/RESULTS.md "Bits per byte"): bpb = nats / ln 2 / bytes
+// over the scored targets that stand for text. Targets with 0 bytes (end-of-text, padding)
+// are in neither sum: they are no bytes of the raw text, and their loss is no cost of it.
+struct ByteLoss {
+  double nats = 0, bytes = 0;
+  double bpb() const { return bytes > 0 ? nats / std::log(2.0) / bytes : std::nan(""); }
+};
+
+// The ByteLoss of n scored positions: logits (n, V), targets y (-1: not scored), whose mean
+// cross-entropy over the scored targets is `mean_loss`, and each id's bytes (ids past the
+// table count 0). The cross-entropy of the 0-byte targets is computed here from their logits
+// (in double) and taken off mean_loss x scored; the others' is the loss as computed.
+inline ByteLoss byte_loss(const Tensor& logits, const int32_t* y, int64_t n, double mean_loss,
+                          const std::vector<int32_t>& token_bytes) {
+  ByteLoss r;
+  int64_t scored = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (y[i] < 0) continue;
+    ++scored;
+    const int32_t b = static_cast<size_t>(y[i]) < token_bytes.size() ? token_bytes[static_cast<size_t>(y[i])] : 0;
+    r.bytes += b;
+    if (b > 0) continue;
+    const float* row = logits.row(i);
+    const double top = *std::max_element(row, row + logits.cols);
+    double sum = 0;
+    for (int64_t v = 0; v < logits.cols; ++v) sum += std::exp(static_cast<double>(row[v]) - top);
+    r.nats -= top + std::log(sum) - row[y[i]];
+  }
+  r.nats += mean_loss * static_cast<double>(scored);
+  return r;
+}
 
 class Evaluator {
  public:

@@ -31,7 +31,8 @@ namespace ablate {
 //   6: AttentionSpec::projection_out; MultiHeadAttention projects with qkv_projection.
 //   7: BuildContext::vocab (the tokens' texts); PosContext::ids and ::prefix (positions
 //      that depend on the tokens, e.g. place_value).
-//   8: Tokenizer::eot_id() and ::pretrained().
+//   8: Tokenizer::eot_id() and ::pretrained(). EvalContext::token_bytes (each id's bytes of
+//      raw text, for bits per byte; ablate::byte_loss in evaluator.hpp).
 constexpr int kPluginApiVersion = 8;
 
 // Model sizes a plugin may need. `layer` is the block index (-1 outside blocks).

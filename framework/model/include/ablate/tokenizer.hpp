@@ -37,4 +37,20 @@ inline std::vector<std::string> token_texts(const Tokenizer& t) {
   return v;
 }
 
+// Each id's bytes of raw text, for bits per byte (docs/RESULTS.md): what the id adds to a
+// decoded text after an id like itself, |decode(id id)| - |decode(id)|. For tokenizers that
+// decode id by id (byte, char, gpt2) that is the id's own decode, exact; a bpe token that
+// ends a word also counts the space that its word end stands for (one byte too many before a
+// newline). The end-of-text and padding ids count 0: they are no text.
+inline std::vector<int32_t> token_byte_counts(const Tokenizer& t) {
+  std::vector<int32_t> v(static_cast<size_t>(t.vocab_size()));
+  for (size_t i = 0; i < v.size(); ++i) {
+    const auto id = static_cast<int32_t>(i);
+    if (id == t.eot_id() || id == t.pad_id()) continue;
+    const size_t one = t.decode({id}).size(), two = t.decode({id, id}).size();
+    v[i] = static_cast<int32_t>(two > one ? two - one : 0);
+  }
+  return v;
+}
+
 }  // namespace ablate
