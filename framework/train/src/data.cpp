@@ -9,6 +9,7 @@
 #include "ablate/data_source.hpp"
 #include "ablate/error.hpp"
 #include "ablate/ops.hpp"
+#include "dataset_data.hpp"
 #include "shard_data.hpp"
 
 namespace ablate {
@@ -276,6 +277,10 @@ DataMemo::~DataMemo() {
 
 TextData load_text_data(const Options& o, const std::string& yaml_dir, Tokenizer& tok, int64_t context, bool fit) {
   TextData d;
+  if (names_dataset(o)) {
+    load_dataset_data(o, yaml_dir, tok, "", context, fit, d);
+    return d;
+  }
   if (names_shards(o)) {
     load_shard_data(o, read_shard_spec(o, yaml_dir), tok, context, fit, d);
     return d;
@@ -289,6 +294,22 @@ TextData load_text_data(const Options& o, const std::string& yaml_dir, Tokenizer
 std::shared_ptr<const TextData> load_shared_text_data(const Options& o, const std::string& yaml_dir, Tokenizer& tok,
                                                       const std::string& tokenizer_key, int64_t context, bool fit) {
   auto d = std::make_shared<TextData>();
+  if (names_dataset(o)) {
+    std::string key;
+    if (g_memo) {
+      YAML::Emitter section;
+      section << o.node();
+      key = std::string("dataset\n") + section.c_str() + '\n' + tokenizer_key + '\n' + std::to_string(context) +
+            (fit ? "\nfit" : "\nloaded " + tok.save());
+      if (g_memo->data && g_memo->key == key) {
+        if (fit) tok.load(g_memo->tokenizer_state);
+        return g_memo->data;
+      }
+    }
+    load_dataset_data(o, yaml_dir, tok, tokenizer_key, context, fit, *d);
+    if (g_memo) *g_memo = Memo{key, tok.save(), d};
+    return d;
+  }
   if (names_shards(o)) {
     const ShardSpec spec = read_shard_spec(o, yaml_dir);  // checked on every call, memo or not
     std::string key;

@@ -67,17 +67,31 @@ void sha256_block(std::array<uint32_t, 8>& h, const uint8_t* p) {
 struct KnownDataset {
   const char* file_name;
   const char* url;
-  const char* sha256;
+  const char* sha256;  // "" where no published digest is known: the size is checked instead
+  int64_t bytes;       // the published size (0: not known)
 };
 
 constexpr KnownDataset kKnownDatasets[] = {
     {"tinyshakespeare.txt", "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",
-     "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"},
+     "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed", 1115394},
     // GPT-2's tokenizer files (the gpt2 tokenizer; REFERENCE.md "GPT-2's tokenizer").
     {"encoder.json", "https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/encoder.json",
-     "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"},
+     "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783", 1042301},
     {"vocab.bpe", "https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/vocab.bpe",
-     "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"},
+     "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5", 456318},
+    // The named datasets' archives and files (datasets.hpp, docs/DATA.md "Named datasets").
+    // Matt Mahoney's enwik8 and text8 (the Hutter Prize pages); the digests are the ones
+    // published code pins for them.
+    {"enwik8.zip", "http://mattmahoney.net/dc/enwik8.zip", "547994d9980ebed1288380d652999f38a14fe291a6247c157c3d33d4932534bc",
+     36445475},
+    {"text8.zip", "http://mattmahoney.net/dc/text8.zip", "a6640522afe85d1963ad56c05b0ede0a0c000dddc9671758a6cc09b7a38e5232",
+     31344016},
+    // TinyStories (Eldan & Li 2023) as published on Hugging Face: no SHA-256 of these files
+    // is published that we could find, so the download is checked by its size.
+    {"TinyStoriesV2-GPT4-train.txt", "https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main/TinyStoriesV2-GPT4-train.txt",
+     "", 2227753162},
+    {"TinyStoriesV2-GPT4-valid.txt", "https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main/TinyStoriesV2-GPT4-valid.txt",
+     "", 22502601},
 };
 
 const KnownDataset* find_known(const std::string& file_name) {
@@ -188,22 +202,30 @@ std::string download(const KnownDataset& ds, const fs::path& dest, int timeout_s
   fs::create_directories(dest.parent_path(), ec);
   if (ec) return "cannot create " + dest.parent_path().string() + ": " + ec.message();
   const std::string part = dest.string() + "." + std::to_string(::getpid()) + ".part";
-  const std::string t = std::to_string(std::max(1, timeout_s));
+  const std::string t = std::to_string(std::max(1, timeout_s)), connect = std::to_string(std::clamp(timeout_s, 1, 30));
   std::vector<std::string> argv;
   if (std::string curl = find_executable("curl"); !curl.empty())
-    argv = {curl, "-fsSL", "--connect-timeout", t, "--max-time", t, "-o", part, ds.url};
+    argv = {curl, "-fsSL", "--connect-timeout", connect, "--max-time", t, "-o", part, ds.url};
   else if (std::string wget = find_executable("wget"); !wget.empty())
-    argv = {wget, "-q", "--tries=1", "--timeout=" + t, "-O", part, ds.url};
+    argv = {wget, "-q", "--tries=1", "--timeout=" + connect, "-O", part, ds.url};
   else
     return "neither curl nor wget is installed";
   // The downloader enforces the timeout itself; our deadline is the backstop.
   std::string why = run_with_deadline(argv, std::max(1, timeout_s) + 5);
   if (why.empty()) {
     std::ifstream in(part, std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::string got = sha256_hex(bytes);
-    if (got != ds.sha256)
+    Sha256 hash;  // read in pieces: the largest files are gigabytes
+    std::vector<char> buf(size_t{1} << 20);
+    int64_t size = 0;
+    while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount() > 0) {
+      hash.update(buf.data(), static_cast<size_t>(in.gcount()));
+      size += in.gcount();
+    }
+    const std::string got = hash.hex();
+    if (*ds.sha256 && got != ds.sha256)
       why = "the downloaded file has sha256 " + got + ", expected " + ds.sha256;
+    else if (ds.bytes > 0 && size != ds.bytes)
+      why = "the downloaded file has " + std::to_string(size) + " bytes, expected " + std::to_string(ds.bytes);
     else if (::rename(part.c_str(), dest.c_str()) != 0)
       why = "cannot rename " + part + " to " + dest.string() + ": " + std::strerror(errno);
   }
@@ -264,6 +286,10 @@ std::string Sha256::hex() {
   for (uint32_t v : h_)
     for (int s = 28; s >= 0; s -= 4) out += hex[(v >> s) & 0xF];
   return out;
+}
+
+std::string data_cache_dir(const DataSearchOptions& opt) {
+  return opt.cache_dir.empty() ? default_cache_dir() : opt.cache_dir;
 }
 
 std::vector<std::string> data_search_paths(const std::string& name, const std::string& yaml_dir,

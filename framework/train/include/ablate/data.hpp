@@ -14,6 +14,8 @@
 // docs/DATA.md): the files are memory-mapped, nothing is fitted or encoded, and a window
 // lies inside one shard (a shard is drawn in proportion to the windows it holds, then an
 // offset); `align: documents` starts every window at an end-of-text id.
+// A named public dataset (`dataset: enwik8`; datasets.hpp, docs/DATA.md) brings its own files
+// and split: text for a tokenizer fitted on text, token shards for a ready-made one.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -83,6 +85,8 @@ struct TextData {
 // tokenizer must be ready-made (Tokenizer::pretrained) or saved beside the shards by
 // `ablate data prepare` (manifest.json + tokenizer.state, loaded when fit is true), and every
 // id must lie below its vocabulary (checked here, before any training).
+// A section with a named dataset (dataset: NAME, align; datasets.hpp) prepares it on first
+// use and reads its split files as text, or with a ready-made tokenizer its token shards.
 TextData load_text_data(const Options& data_opts, const std::string& yaml_dir, Tokenizer& tok, int64_t context,
                         bool fit = true);
 

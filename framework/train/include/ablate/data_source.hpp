@@ -32,6 +32,9 @@ struct DataSearchOptions {
   int download_timeout_seconds = 300; // whole download, enforced by killing the downloader
 };
 
+// The cache directory: opt.cache_dir, else ~/.cache/ablate/data ("" when there is no home).
+std::string data_cache_dir(const DataSearchOptions& opt = {});
+
 // The places resolve_data_file looks for `name`, in order (absolute names: only themselves):
 // <yaml_dir>/name, <cwd>/name, <each dir of ABLATE_DATA_PATH>/name, <source>/data/name,
 // <source>/../shared/data/name, ~/.cache/ablate/data/name.
@@ -39,9 +42,10 @@ std::vector<std::string> data_search_paths(const std::string& name, const std::s
                                            const DataSearchOptions& opt = {});
 
 // Returns the absolute path of the first regular file among data_search_paths. If there is
-// none and the file name is a known public dataset ("tinyshakespeare.txt"), downloads it
-// into the cache directory and verifies its SHA-256. Otherwise (or if the download fails)
-// throws an Error listing every place searched and how to fix it.
+// none and the file name is a known public dataset ("tinyshakespeare.txt", "enwik8.zip", ...),
+// downloads it into the cache directory and verifies its SHA-256 (or, where none is
+// published, its size). Otherwise (or if the download fails) throws an Error listing every
+// place searched and how to fix it (offline: the curl command that downloads it).
 std::string resolve_data_file(const std::string& name, const std::string& yaml_dir,
                               const DataSearchOptions& opt = {});
 

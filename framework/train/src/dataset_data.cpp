@@ -1,0 +1,132 @@
+// A named dataset as training data (see dataset_data.hpp and docs/DATA.md "Named datasets").
+#include "dataset_data.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "ablate/datasets.hpp"
+#include "ablate/error.hpp"
+#include "shard_data.hpp"
+
+namespace ablate {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The keys of text files and token shards, which a dataset's own files and split replace.
+const char* const kOtherKeys[] = {"path", "train_fraction", "windows", "fill", "score_after", "line_weights",
+                                  "shards", "train", "val", "format"};
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open");
+  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw Error(path + ": read error");
+  return s;
+}
+
+// The tokenizer's type and options as the experiment's section gives them (for the manifest).
+void tokenizer_identity(const std::string& key, std::string& name, std::vector<std::pair<std::string, std::string>>& options) {
+  name = "(the experiment's tokenizer)";
+  if (key.empty()) return;
+  try {
+    const YAML::Node n = YAML::Load(key);
+    if (n.IsScalar()) {
+      name = n.as<std::string>();
+    } else if (n.IsMap()) {
+      for (const auto& kv : n) {
+        const std::string k = kv.first.as<std::string>();
+        if (k == "type") name = kv.second.as<std::string>();
+        else if (kv.second.IsScalar()) options.emplace_back(k, kv.second.as<std::string>());
+      }
+    }
+  } catch (const YAML::Exception&) {
+  }
+}
+
+}  // namespace
+
+bool names_dataset(const Options& o) { return o.has("dataset"); }
+
+void load_dataset_data(const Options& o, const std::string& yaml_dir, Tokenizer& tok, const std::string& tokenizer_key,
+                       int64_t context, bool fit, TextData& d) {
+  for (const char* k : kOtherKeys)
+    if (o.has(k))
+      o.fail(k, std::string(k) + " does not apply to a named dataset (data.dataset), which brings its own files and "
+                                 "split (docs/DATA.md, \"Named datasets\"): remove " + k);
+  std::vector<std::string> names;
+  for (const auto& ds : named_datasets()) names.push_back(ds.name);
+  const std::string name = o.require<std::string>("dataset", "a named public dataset: " + join(names) +
+                                                                 " (downloaded, split and prepared in ~/.cache/ablate/data on first use)");
+  const NamedDataset* ds = find_named_dataset(name);
+  if (!ds) {
+    const std::string dym = did_you_mean(name, names);
+    o.fail("dataset", "unknown dataset '" + name + "'; known: " + join(names) + (dym.empty() ? "" : ". Did you mean '" + dym + "'?") +
+                          " Another text file: data.path; token shards: data.shards");
+  }
+  const bool align = o.get_choice("align", "none", {"none", "documents"},
+                                  "with a ready-made tokenizer (token shards): where windows start, anywhere (none) or at "
+                                  "an end-of-text id (documents)") == "documents";
+  o.check_unused();
+
+  DatasetSplits splits;
+  try {
+    splits = dataset_splits(*ds, yaml_dir);
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const Error& e) {
+    o.fail("dataset", "'" + name + "': " + e.what());
+  }
+
+  if (tok.pretrained()) {
+    std::string tok_name;
+    std::vector<std::pair<std::string, std::string>> tok_options;
+    tokenizer_identity(tokenizer_key, tok_name, tok_options);
+    ShardSpec spec;
+    try {
+      spec.where = dataset_shards(*ds, splits, tok, tok_name, tok_options);
+    } catch (const ConfigError&) {
+      throw;
+    } catch (const Error& e) {
+      o.fail("dataset", "'" + name + "': preparing its token shards: " + e.what());
+    }
+    for (const auto& e : fs::directory_iterator(spec.where)) {
+      const std::string f = e.path().filename().string();
+      if (f.size() > 4 && f.compare(f.size() - 4, 4, ".bin") == 0)
+        (f.find("_train_") != std::string::npos ? spec.train_files : spec.val_files).push_back(e.path().string());
+    }
+    std::sort(spec.train_files.begin(), spec.train_files.end());
+    std::sort(spec.val_files.begin(), spec.val_files.end());
+    spec.layout = ShardLayout::kHeader;
+    spec.align_documents = align;
+    spec.manifest = (fs::path(spec.where) / "manifest.json").string();
+    load_shard_data(o, spec, tok, context, fit, d);
+    return;
+  }
+
+  if (align)
+    o.fail("align", "documents starts windows at end-of-text ids of token shards, which a named dataset has only with a "
+                    "ready-made tokenizer (byte, gpt2); tokenizer '" + (tokenizer_key.empty() ? std::string("?") : tokenizer_key) +
+                    "' is fitted on the text, which is read as text: remove align");
+  d.path = splits.dir;
+  d.sha256 = splits.sha256;
+  // The splits' bytes as they are: enwik8's cuts fall where they fall (a character may be
+  // cut), and the char and bpe tokenizers take bytes that are not UTF-8 as characters.
+  d.train_text = read_bytes(splits.train);
+  d.val_text = read_bytes(splits.val);
+  if (fit) tok.fit(d.train_text);
+  d.train = tok.encode(d.train_text);
+  d.val = tok.encode(d.val_text);
+  for (const auto* part : {&d.train, &d.val})
+    if (static_cast<int64_t>(part->size()) < context + 1)
+      o.fail("dataset", "'" + name + "': the " + (part == &d.train ? "training" : "validation") + " split (" +
+                            (part == &d.train ? splits.train : splits.val) + ") has " + std::to_string(part->size()) +
+                            " tokens, fewer than one window (context + 1 = " + std::to_string(context + 1) +
+                            "); use a smaller model.context");
+}
+
+}  // namespace ablate
