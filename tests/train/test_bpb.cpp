@@ -132,7 +132,7 @@ TEST_CASE("bpb/byte and char tokens of ASCII text: val_bpb, train_bpb and text_l
   }
 }
 
-TEST_CASE("bpb/token_byte_counts: the bytes each id adds to decoded text; end-of-text and padding 0") {
+TEST_CASE("bpb/token_byte_counts: the bytes each id adds to decoded text, end-of-text and padding 0") {
   ablate::test::registry();
   auto& reg = ablate::PluginRegistry::instance();
   ablate::ParamStore none;
@@ -182,7 +182,7 @@ TEST_CASE("bpb/a bpe run's val_bpb is the hand computation from its per-token lo
   CHECK(h.bytes < 1.05 * text_bytes);
 }
 
-TEST_CASE("bpb/a gpt2 run's val_bpb is the hand computation; its targets' bytes are the text's") {
+TEST_CASE("bpb/a gpt2 run's val_bpb is the hand computation, and its targets' bytes are the text's") {
   const ablate::test::Gpt2Reference& ref = ablate::test::gpt2_reference();
   if (!ref.ok()) {
     if (ref.npm_missing) FAIL(ref.problem);
@@ -203,7 +203,7 @@ TEST_CASE("bpb/a gpt2 run's val_bpb is the hand computation; its targets' bytes 
   CHECK(column(d, "eval", "val_bpb").back() != doctest::Approx(column(d, "eval", "val_loss").back() / std::log(2.0)));
 }
 
-TEST_CASE("bpb/shards with end-of-text ids: the separators are in neither sum; the bytes are the manifest's") {
+TEST_CASE("bpb/shards with end-of-text ids: the separators are in neither sum, the bytes are the manifest's") {
   ablate::test::TempDir dir;
   const std::string shards = dir / "shards";
   const auto prep = ablate::test::run_command(ablate::test::ablate_binary() + " data prepare " + ABLATE_TEST_DATA_DIR +

@@ -213,6 +213,15 @@ TEST_CASE("datasets/enwik8 from a stand-in archive: its 90/5/5 byte split as tex
   CHECK(shard_tokens(*e.val_shards).front() == 256);  // the end-of-text id before the split's one document
   CHECK(fs::exists(shards + "/manifest.json"));
 
+  // eval_on: test scores the test split as validation (the number to compare with published ones).
+  auto chr3 = tokenizer("char");
+  CHECK(load("{dataset: enwik8, eval_on: test}", *chr3, "char").val_text == text.substr(19000));
+  auto byte3 = tokenizer("byte");
+  const ablate::TextData bt = load("{dataset: enwik8, eval_on: test}", *byte3, "byte");
+  CHECK(shard_tokens(*bt.val_shards) == bytes_of(text.substr(19000)));
+  CHECK(shard_tokens(*bt.train_shards) == bytes_of(text.substr(0, 18000)));
+  CHECK(bt.path == shards + "-test");
+
   // A changed source is split again, and the old shards go.
   const std::string other = stand_in(30000, 27000);
   fs::remove(box.data_file("enwik8.zip"));
@@ -307,6 +316,8 @@ TEST_CASE("datasets/offline or wrong: the error gives the download command, name
   CHECK(contains(msg, "unknown dataset 'enwik9'; known: tinyshakespeare, enwik8, text8, tinystories. Did you mean 'enwik8'?"));
   msg = error_of([&] { load("{dataset: enwik8, train_fraction: 0.5}", *byte, "byte"); });
   CHECK(contains(msg, "train_fraction does not apply to a named dataset"));
+  msg = error_of([&] { load("{dataset: tinystories, eval_on: test}", *byte, "byte"); });
+  CHECK(contains(msg, "'tinystories' has no test split (only enwik8 and text8 do)"));
 }
 
 TEST_CASE("datasets/ablate run on data: {dataset: enwik8}: prepared on first use, val_bpb recorded, reused by the next run") {

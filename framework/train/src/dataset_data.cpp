@@ -71,6 +71,11 @@ void load_dataset_data(const Options& o, const std::string& yaml_dir, Tokenizer&
   const bool align = o.get_choice("align", "none", {"none", "documents"},
                                   "with a ready-made tokenizer (token shards): where windows start, anywhere (none) or at "
                                   "an end-of-text id (documents)") == "documents";
+  const bool test = o.get_choice("eval_on", "val", {"val", "test"},
+                                 "the split the evaluations score as validation: val, or test (enwik8, text8: the last "
+                                 "5M bytes, for the final number to compare with published ones)") == "test";
+  if (test && ds->test_parts == 0)
+    o.fail("eval_on", "'" + name + "' has no test split (only enwik8 and text8 do); use eval_on: val");
   o.check_unused();
 
   DatasetSplits splits;
@@ -88,7 +93,7 @@ void load_dataset_data(const Options& o, const std::string& yaml_dir, Tokenizer&
     tokenizer_identity(tokenizer_key, tok_name, tok_options);
     ShardSpec spec;
     try {
-      spec.where = dataset_shards(*ds, splits, tok, tok_name, tok_options);
+      spec.where = dataset_shards(*ds, splits, tok, tok_name, tok_options, test);
     } catch (const ConfigError&) {
       throw;
     } catch (const Error& e) {
@@ -117,14 +122,14 @@ void load_dataset_data(const Options& o, const std::string& yaml_dir, Tokenizer&
   // The splits' bytes as they are: enwik8's cuts fall where they fall (a character may be
   // cut), and the char and bpe tokenizers take bytes that are not UTF-8 as characters.
   d.train_text = read_bytes(splits.train);
-  d.val_text = read_bytes(splits.val);
+  d.val_text = read_bytes(test ? splits.test : splits.val);
   if (fit) tok.fit(d.train_text);
   d.train = tok.encode(d.train_text);
   d.val = tok.encode(d.val_text);
   for (const auto* part : {&d.train, &d.val})
     if (static_cast<int64_t>(part->size()) < context + 1)
       o.fail("dataset", "'" + name + "': the " + (part == &d.train ? "training" : "validation") + " split (" +
-                            (part == &d.train ? splits.train : splits.val) + ") has " + std::to_string(part->size()) +
+                            (part == &d.train ? splits.train : test ? splits.test : splits.val) + ") has " + std::to_string(part->size()) +
                             " tokens, fewer than one window (context + 1 = " + std::to_string(context + 1) +
                             "); use a smaller model.context");
 }

@@ -407,9 +407,11 @@ DatasetSplits dataset_splits(const NamedDataset& ds, const std::string& yaml_dir
 }
 
 std::string dataset_shards(const NamedDataset& ds, const DatasetSplits& splits, Tokenizer& tok, const std::string& tokenizer_name,
-                           const std::vector<std::pair<std::string, std::string>>& tokenizer_options) {
+                           const std::vector<std::pair<std::string, std::string>>& tokenizer_options, bool test) {
   const std::string what = std::string("dataset '") + ds.name + "'";
-  const std::string dir = (fs::path(splits.dir) / ("shards-" + sha256_hex(tok.save()).substr(0, 12))).string();
+  if (test && splits.test.empty()) throw Error(what + " has no test split");
+  const std::string dir =
+      (fs::path(splits.dir) / ("shards-" + sha256_hex(tok.save()).substr(0, 12) + (test ? "-test" : ""))).string();
   DirLock lock((fs::path(splits.dir) / ".lock").string(), what);
   std::error_code ec;
   if (fs::is_regular_file(fs::path(dir) / "manifest.json", ec)) return dir;
@@ -418,7 +420,7 @@ std::string dataset_shards(const NamedDataset& ds, const DatasetSplits& splits, 
     if (e.path().filename().string().find(".tmp-") != std::string::npos) fs::remove_all(e.path(), ec);
   PrepareOptions o;
   o.inputs = {splits.train};
-  o.val_file = splits.val;
+  o.val_file = test ? splits.test : splits.val;
   o.separator = ds.separator;
   o.out_dir = dir + ".tmp-" + std::to_string(::getpid());
   o.name = ds.name;

@@ -56,10 +56,11 @@ DatasetSplits dataset_splits(const NamedDataset& ds, const std::string& yaml_dir
 // The directory of token shards of the splits for a ready-made tokenizer, <dir>/shards-<first
 // 12 hex digits of the SHA-256 of tok.save()>, made with prepare_shards on first use (the
 // training split's documents, the validation split's as --val; documents cut at the dataset's
-// separator). `tokenizer_name` and `tokenizer_options` go to its manifest.
+// separator). `test`: the test split in the validation split's place (directory
+// shards-<hex>-test). `tokenizer_name` and `tokenizer_options` go to its manifest.
 std::string dataset_shards(const NamedDataset& ds, const DatasetSplits& splits, Tokenizer& tok,
                            const std::string& tokenizer_name,
-                           const std::vector<std::pair<std::string, std::string>>& tokenizer_options);
+                           const std::vector<std::pair<std::string, std::string>>& tokenizer_options, bool test = false);
 
 // Streams the bytes of `member` of the zip archive `zip_path` to `out` (stored or deflated;
 // not zip64), and checks its CRC-32 and size. Errors name the archive and what is wrong (no
