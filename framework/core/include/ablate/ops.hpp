@@ -19,7 +19,8 @@ namespace ablate {
 // above the CPU's.
 const char* kernel_path();
 // The GEMM of bf16 matrix products (Graph::precision): "avx512_bf16" (AVX512_BF16's dot
-// product), or the kernel path's name where they widen bf16 to float32 and use its FMAs.
+// product), or the kernel path's name where its float32 GEMM multiplies float32 copies of the
+// bf16 values.
 const char* bf16_kernel();
 // A one-line notice for the start of a bf16 run where its products are not the fast
 // dot-product kernel (and why), else empty.

@@ -137,8 +137,8 @@ std::string bf16_notice() {
   if (!kernels::cpu_has_avx512_bf16()) why = "this CPU has no AVX512_BF16";
   else if (std::getenv("ABLATE_ISA") && *std::getenv("ABLATE_ISA")) why = "ABLATE_ISA=" + path;
   else why = "AVX512_BF16's dot product is slower than that on this Intel CPU; ABLATE_ISA=avx512_bf16 forces it";
-  return "bf16: the matrix products widen their bf16 inputs to float32 and multiply with the " + path +
-         " path's FMAs: the same arithmetic as float32 GEMMs, no faster (" + why + ")";
+  return "bf16: the matrix products multiply float32 copies of their bf16-rounded inputs on the " + path +
+         " path's float32 GEMM (exact products, float32 sums): bf16 numerics, no faster than float32 (" + why + ")";
 }
 
 std::string cpu_model() {

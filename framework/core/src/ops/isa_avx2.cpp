@@ -7,9 +7,8 @@
 #include "attention_lanes.inc"
 #include "gemv.inc"
 #include "gemm_vec.inc"
-#include "gemm_bf16.inc"
 
 namespace ablate::kernels::avx2 {
 const IsaKernels kTable = {Isa::avx2, &gemm, &gemv, &transpose, &forward_head_lanes, &backward_group_lanes,
-                           &forward_head_decode, {&gemm_bf16, &convert_to_bf16}};
+                           &forward_head_decode, {nullptr, &to_bf16, &round_bf16}};
 }  // namespace ablate::kernels::avx2

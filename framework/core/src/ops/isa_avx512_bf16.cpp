@@ -209,9 +209,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
   }
 }
 
-void convert_to_bf16(const float* src, int64_t n, uint16_t* dst) { to_bf16(src, n, dst); }
-
 }  // namespace
 
-const Bf16Kernels kBf16 = {&gemm_bf16, &convert_to_bf16};
+const Bf16Kernels kBf16 = {&gemm_bf16, &to_bf16, &round_bf16};
 }  // namespace ablate::kernels::avx512_bf16

@@ -391,6 +391,7 @@ void gemm_bf16_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_
                         bool overwrite, const float* init) {
   if (m <= 0 || n <= 0) return;
   const Bf16Kernels& bf = isa_kernels().bf16;
+  if (!bf.gemm) throw Error(std::string("gemm_bf16_parallel: the ") + kernel_path() + " kernel path has no bf16 GEMM");
   auto gemm_into = [&](int64_t mb, int64_t nb, int64_t kb, const uint16_t* ab, const uint16_t* bb, float* cb,
                        int64_t ldcb, bool set, const float* initb) {
     if (kb > 0) return bf.gemm(trans_a, trans_b, mb, nb, kb, alpha, ab, lda, bb, ldb, cb, ldcb, set, initb);
@@ -444,15 +445,12 @@ void to_bf16_parallel(const float* src, int64_t n, uint16_t* dst) {
   parallel_chunks(n, int64_t{1} << 16, [&](int64_t i0, int64_t i1) { bf.to_bf16(src + i0, i1 - i0, dst + i0); });
 }
 
-void round_to_bf16(const float* src, int64_t n, float* dst) {
+void round_to_bf16_parallel(const float* src, int64_t n, float* dst) {
   const Bf16Kernels& bf = isa_kernels().bf16;
-  uint16_t bits[256];
-  for (int64_t i0 = 0; i0 < n; i0 += 256) {
-    const int64_t w = std::min<int64_t>(256, n - i0);
-    bf.to_bf16(src + i0, w, bits);
-    for (int64_t i = 0; i < w; ++i) dst[i0 + i] = bf16_to_float(bits[i]);
-  }
+  parallel_chunks(n, int64_t{1} << 16, [&](int64_t i0, int64_t i1) { bf.round(src + i0, i1 - i0, dst + i0); });
 }
+
+void round_to_bf16(const float* src, int64_t n, float* dst) { isa_kernels().bf16.round(src, n, dst); }
 
 void gemv_columns(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
                   float* c, int64_t ldc, const float* init, int64_t w) {

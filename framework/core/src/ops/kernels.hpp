@@ -258,13 +258,15 @@ void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
 
 // gemm_acc_parallel's product (without its matrix-vector cases) with A and B in bfloat16
 // (uint16 bits; graph.hpp: Precision) and float32 sums, on the kernel path's bf16 GEMM
-// (dispatch.hpp: Bf16Kernels): the same shape-fixed blocks, so the same bits for any thread
-// count. Any m, n >= 1; k = 0 only sets C (with overwrite).
+// (dispatch.hpp: Bf16Kernels; an Error on a path without one): the same shape-fixed blocks,
+// so the same bits for any thread count. Any m, n >= 1; k = 0 only sets C (with overwrite).
 void gemm_bf16_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                         const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float* c, int64_t ldc,
                         bool overwrite = false, const float* init = nullptr);
-// dst[0, n) = src[0, n) rounded to nearest even bf16, in parallel chunks.
+// dst[0, n) = src[0, n) rounded to nearest even bf16, in parallel chunks: as bits, and as
+// the float32 values of those bits (dst may be src).
 void to_bf16_parallel(const float* src, int64_t n, uint16_t* dst);
+void round_to_bf16_parallel(const float* src, int64_t n, float* dst);
 // The values of w (a node of g) rounded to bf16, as float32: for a parameter, the graph's
 // copy (made once per Graph::param_epoch, as the bf16 copies linear reads; linalg.cpp),
 // else a copy in the arena. For the matrix-vector products of a bf16 graph.

@@ -2,90 +2,114 @@
 // The GEMMs run on the kernel path's GEMM (kernels.hpp), parallel over output rows or
 // columns with shape-fixed blocks (and weight gradients over two fixed halves of the
 // reduction). In a bf16 graph (Graph::precision) the products read bf16 roundings of their
-// inputs: x and the weights forward, the output gradient and the same roundings backward;
-// the bf16 copies of parameters are kept per graph (ParamCopies) and made once per
-// Graph::param_epoch.
+// inputs: x and the weights forward, the output gradient and the same roundings of x and
+// the weights backward. With a bf16 GEMM (AVX512_BF16's dot product: Bf16Kernels::gemm) the
+// roundings are bf16 bits; without one they are float32 copies holding the bf16 values, which
+// the float32 GEMM multiplies exactly (a product of two 8-bit significands fits float32's 24)
+// and reads in place like any float32 operand. The copies of parameters are kept per graph
+// (ParamCopies) and made once per Graph::param_epoch.
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
 #include "ablate/error.hpp"
 #include "ablate/ops.hpp"
+#include "dispatch.hpp"
 #include "kernels.hpp"
 
 namespace ablate {
 namespace {
 using namespace kernels;
 
-// The bf16 copies of a graph's parameters (Graph::op_state), with, for matrix-vector
-// products, the same values as float32. A copy is current when it was made since the
-// graph's last reset(), or under the graph's nonzero param_epoch.
+// The rounded copies of a graph's parameters (Graph::op_state): bf16 bits for a bf16 GEMM,
+// float32 values for the float32 kernels (and for matrix-vector products). A copy is current
+// when it was made since the graph's last reset(), or under the graph's nonzero param_epoch.
 struct ParamCopies {
+  template <class T>
   struct Copy {
     const float* src = nullptr;
     uint64_t epoch = 0, resets = 0;
-    std::vector<uint16_t> bits;
-    uint64_t rounded_epoch = 0, rounded_resets = 0;
-    std::vector<float> rounded;  // bits as float32 (empty until asked for)
+    std::vector<T> data;
   };
-  std::unordered_map<const Parameter*, Copy> copies;
+  struct Both {
+    Copy<uint16_t> bits;
+    Copy<float> rounded;
+  };
+  std::unordered_map<const Parameter*, Both> copies;
 };
 
-bool current(const Graph& g, uint64_t epoch, uint64_t resets, bool made) {
-  return made && ((g.param_epoch != 0 && epoch == g.param_epoch) || resets == g.resets());
+template <class T>
+bool current(const Graph& g, const ParamCopies::Copy<T>& c, const Tensor& w) {
+  return c.src == w.data && c.data.size() == static_cast<size_t>(w.numel()) &&
+         ((g.param_epoch != 0 && c.epoch == g.param_epoch) || c.resets == g.resets());
 }
 
-ParamCopies::Copy* param_copy(Graph& g, Var w) {
-  const Parameter* p = g.node(w).param;
-  if (!p) return nullptr;
-  if (!g.op_state) g.op_state = std::make_shared<ParamCopies>();
-  ParamCopies::Copy& c = static_cast<ParamCopies*>(g.op_state.get())->copies[p];
+void round_into(const Tensor& w, uint16_t* dst) { to_bf16_parallel(w.data, w.numel(), dst); }
+void round_into(const Tensor& w, float* dst) { round_to_bf16_parallel(w.data, w.numel(), dst); }
+
+// w's values rounded to bf16, as T (uint16_t: bits; float: values): the graph's copy of a
+// parameter, else a copy in the arena.
+template <class T>
+const T* rounded_copy(Graph& g, Var w) {
   const Tensor W = g.value(w);
-  if (!current(g, c.epoch, c.resets, c.src == W.data && c.bits.size() == static_cast<size_t>(W.numel()))) {
-    c.bits.resize(static_cast<size_t>(W.numel()));
-    to_bf16_parallel(W.data, W.numel(), c.bits.data());
+  const Parameter* p = g.node(w).param;
+  if (!p) {
+    T* t = g.alloc_as<T>(static_cast<size_t>(W.numel()));
+    round_into(W, t);
+    return t;
+  }
+  if (!g.op_state) g.op_state = std::make_shared<ParamCopies>();
+  ParamCopies::Both& both = static_cast<ParamCopies*>(g.op_state.get())->copies[p];
+  ParamCopies::Copy<T>& c = [&]() -> ParamCopies::Copy<T>& {
+    if constexpr (std::is_same_v<T, uint16_t>) return both.bits;
+    else return both.rounded;
+  }();
+  if (!current(g, c, W)) {
+    c.data.resize(static_cast<size_t>(W.numel()));
+    round_into(W, c.data.data());
     c.src = W.data;
     c.epoch = g.param_epoch;
     c.resets = g.resets();
-    c.rounded_resets = ~uint64_t{0};  // stale
-    c.rounded_epoch = 0;
   }
-  return &c;
+  return c.data.data();
 }
 
-// w's values rounded to bf16: the graph's copy of a parameter, else a copy in the arena.
-const uint16_t* bf16_of(Graph& g, Var w) {
-  if (ParamCopies::Copy* c = param_copy(g, w)) return c->bits.data();
-  const Tensor W = g.value(w);
-  uint16_t* bits = g.alloc_as<uint16_t>(static_cast<size_t>(W.numel()));
-  to_bf16_parallel(W.data, W.numel(), bits);
-  return bits;
-}
-
-// n bf16 values as float32 into dst.
-void widen(const uint16_t* bits, int64_t n, float* dst) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_float(bits[i]);
-}
-
-// node: in = {x, w, bias or -1}; i[0] = transpose_w; i[1] = 1 for a bf16 product, whose
-// rounded x and w are p[0] and p[1].
+// node: in = {x, w, bias or -1}; i[0] = transpose_w; i[1] = 1 for a product of bf16 bits,
+// 2 for one of float32 copies of bf16 values; p[0] and p[1] hold x's and w's roundings.
 void linear_backward_bf16(Graph& g, Node& n, const Tensor& dy, int64_t N, int64_t K, int64_t M, bool tw) {
-  const auto* xb = static_cast<const uint16_t*>(n.p[0]);
-  const auto* wb = static_cast<const uint16_t*>(n.p[1]);
-  uint16_t* dyb = g.alloc_as<uint16_t>(static_cast<size_t>(N * M));
-  to_bf16_parallel(dy.data, N * M, dyb);
-  if (g.requires_grad(n.in[0])) {
-    bool fresh;
-    float* dx = g.grad_unzeroed(n.in[0], fresh).data;  // (N,K) += dy (N,M) . op(w)^T (M,K)
-    gemm_bf16_parallel(false, !tw, N, K, M, 1.0f, dyb, M, wb, tw ? K : M, dx, K, fresh);
+  const bool dx_wanted = g.requires_grad(n.in[0]), dw_wanted = g.requires_grad(n.in[1]);
+  if (n.i[1] == 1) {
+    const auto* xb = static_cast<const uint16_t*>(n.p[0]);
+    const auto* wb = static_cast<const uint16_t*>(n.p[1]);
+    uint16_t* dyb = g.alloc_as<uint16_t>(static_cast<size_t>(N * M));
+    to_bf16_parallel(dy.data, N * M, dyb);
+    if (dx_wanted) {
+      bool fresh;
+      float* dx = g.grad_unzeroed(n.in[0], fresh).data;  // (N,K) += dy (N,M) . op(w)^T (M,K)
+      gemm_bf16_parallel(false, !tw, N, K, M, 1.0f, dyb, M, wb, tw ? K : M, dx, K, fresh);
+    }
+    if (dw_wanted) {
+      float* dw = g.grad(n.in[1]).data;
+      if (!tw) gemm_bf16_parallel(true, false, K, M, N, 1.0f, xb, K, dyb, M, dw, M);
+      else gemm_bf16_parallel(true, false, M, K, N, 1.0f, dyb, M, xb, K, dw, K);
+    }
+    return;
   }
-  if (g.requires_grad(n.in[1])) {
+  const auto* xr = static_cast<const float*>(n.p[0]);
+  const auto* wr = static_cast<const float*>(n.p[1]);
+  float* dyr = g.alloc(static_cast<size_t>(N * M));
+  round_to_bf16_parallel(dy.data, N * M, dyr);
+  if (dx_wanted) {
+    bool fresh;
+    float* dx = g.grad_unzeroed(n.in[0], fresh).data;
+    gemm_acc_parallel(false, !tw, N, K, M, 1.0f, dyr, M, wr, tw ? K : M, dx, K, fresh);
+  }
+  if (dw_wanted) {
     float* dw = g.grad(n.in[1]).data;
-    if (!tw)  // dw (K,M) += x^T (K,N) . dy (N,M)
-      gemm_bf16_parallel(true, false, K, M, N, 1.0f, xb, K, dyb, M, dw, M);
-    else  // dw (M,K) += dy^T (M,N) . x (N,K)
-      gemm_bf16_parallel(true, false, M, K, N, 1.0f, dyb, M, xb, K, dw, K);
+    if (!tw) gemm_acc_parallel(true, false, K, M, N, 1.0f, xr, K, dyr, M, dw, M);
+    else gemm_acc_parallel(true, false, M, K, N, 1.0f, dyr, M, xr, K, dw, K);
   }
 }
 
@@ -140,23 +164,27 @@ Var linear_impl(const char* op, const char* xn, const char* wn, Graph& g, Var x,
   Node& n = g.node(out);
   n.i[0] = tw ? 1 : 0;
   if (g.precision == Precision::bf16) {
-    uint16_t* xb = g.alloc_as<uint16_t>(static_cast<size_t>(N * K));
-    to_bf16_parallel(X.data, N * K, xb);
-    if (N <= 4) {
-      // A few rows (decoding): matrix-vector products on the float32 kernels (and a
-      // decoding team's split), reading the bf16 values as float32.
+    // A few rows (decoding) run the float32 kernels' matrix-vector products (and a decoding
+    // team's split) on float32 copies, whatever the GEMM.
+    const bool bits = isa_kernels().bf16.gemm != nullptr && N > 4;
+    const int64_t ldw = tw ? K : M;
+    if (bits) {
+      uint16_t* xb = g.alloc_as<uint16_t>(static_cast<size_t>(N * K));
+      to_bf16_parallel(X.data, N * K, xb);
+      const uint16_t* wb = rounded_copy<uint16_t>(g, w);
+      gemm_bf16_parallel(false, tw, N, M, K, 1.0f, xb, K, wb, ldw, n.value.data, M, /*overwrite=*/true, b);
+      n.i[1] = 1;
+      n.p[0] = xb;
+      n.p[1] = const_cast<uint16_t*>(wb);
+    } else {
       float* xr = g.alloc(static_cast<size_t>(N * K));
-      widen(xb, N * K, xr);
-      gemm_acc_parallel(false, tw, N, M, K, 1.0f, xr, K, bf16_rounded(g, w), tw ? K : M, n.value.data, M,
-                        /*overwrite=*/true, b);
-      if (!g.requires_grad(out)) return out;
+      round_to_bf16_parallel(X.data, N * K, xr);
+      const float* wr = rounded_copy<float>(g, w);
+      gemm_acc_parallel(false, tw, N, M, K, 1.0f, xr, K, wr, ldw, n.value.data, M, /*overwrite=*/true, b);
+      n.i[1] = 2;
+      n.p[0] = xr;
+      n.p[1] = const_cast<float*>(wr);
     }
-    const uint16_t* wb = bf16_of(g, w);
-    if (N > 4)
-      gemm_bf16_parallel(false, tw, N, M, K, 1.0f, xb, K, wb, tw ? K : M, n.value.data, M, /*overwrite=*/true, b);
-    n.i[1] = 1;
-    n.p[0] = xb;
-    n.p[1] = const_cast<uint16_t*>(wb);
     return out;
   }
   // y (N,M) = b + x (N,K) . op(w) (K,M)
@@ -166,29 +194,13 @@ Var linear_impl(const char* op, const char* xn, const char* wn, Graph& g, Var x,
 }
 }  // namespace
 
-const float* kernels::bf16_rounded(Graph& g, Var w) {
-  ParamCopies::Copy* c = param_copy(g, w);
-  const Tensor W = g.value(w);
-  if (!c) {
-    float* r = g.alloc(static_cast<size_t>(W.numel()));
-    const uint16_t* bits = bf16_of(g, w);
-    widen(bits, W.numel(), r);
-    return r;
-  }
-  if (!current(g, c->rounded_epoch, c->rounded_resets, c->rounded.size() == c->bits.size())) {
-    c->rounded.resize(c->bits.size());
-    widen(c->bits.data(), W.numel(), c->rounded.data());
-    c->rounded_epoch = g.param_epoch;
-    c->rounded_resets = g.resets();
-  }
-  return c->rounded.data();
-}
+const float* kernels::bf16_rounded(Graph& g, Var w) { return rounded_copy<float>(g, w); }
 
 size_t param_copy_bytes(const Graph& g) {
   if (!g.op_state) return 0;
   size_t n = 0;
   for (const auto& [p, c] : static_cast<const ParamCopies*>(g.op_state.get())->copies)
-    n += c.bits.size() * sizeof(uint16_t) + c.rounded.size() * sizeof(float);
+    n += c.bits.data.size() * sizeof(uint16_t) + c.rounded.data.size() * sizeof(float);
   return n;
 }
 

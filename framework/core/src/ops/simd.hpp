@@ -78,6 +78,18 @@ inline vh to_bf16(vf x) {
   r = (u & 0x7F800000u) == 0u ? (u >> 16) & 0x8000u : r;
   return __builtin_convertvector(r, vh);
 }
+// x rounded to bf16 (the bits to_bf16 gives, as float32).
+inline vf round_bf16(vf x) {
+  vu u;
+  std::memcpy(&u, &x, sizeof u);
+  const vu mag = u & 0x7FFFFFFFu;
+  vu r = (u + (0x7FFFu + ((u >> 16) & 1u))) & 0xFFFF0000u;
+  r = mag > 0x7F800000u ? (u & 0xFFFF0000u) | 0x00400000u : r;
+  r = (u & 0x7F800000u) == 0u ? u & 0x80000000u : r;
+  vf y;
+  std::memcpy(&y, &r, sizeof y);
+  return y;
+}
 inline vf from_bf16(vh h) {
   const vu u = __builtin_convertvector(h, vu) << 16;
   vf x;
@@ -102,6 +114,12 @@ inline float from_bf16_scalar(uint16_t h) {
   float x;
   std::memcpy(&x, &u, sizeof x);
   return x;
+}
+// dst[0, n) = src[0, n) rounded to bf16, as float32 (dst may be src).
+inline void round_bf16(const float* src, int64_t n, float* dst) {
+  int64_t i = 0;
+  for (; i + kW <= n; i += kW) store(dst + i, round_bf16(load(src + i)));
+  for (; i < n; ++i) dst[i] = from_bf16_scalar(to_bf16_scalar(src[i]));
 }
 // dst[0, n) = src[0, n) in bf16.
 inline void to_bf16(const float* src, int64_t n, uint16_t* dst) {
