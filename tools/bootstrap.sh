@@ -15,11 +15,11 @@ build=${ABLATE_BUILD_DIR:-$root/build}
 fuzz=0
 
 packages=(g++ cmake make git libboost-program-options-dev libboost-dev libboost-filesystem-dev
-          libeigen3-dev libtbb-dev libyaml-cpp-dev libhdf5-dev doctest-dev nlohmann-json3-dev zlib1g-dev libzstd-dev)
+          libeigen3-dev libtbb-dev libyaml-cpp-dev libhdf5-dev doctest-dev nlohmann-json3-dev zlib1g-dev libzstd-dev libsentencepiece-dev)
 for arg in "$@"; do
   case $arg in
     # npm: the GPT-2 tokenizer's reference check (js-tiktoken), unless Node already brings one.
-    --tests) packages+=(hdf5-tools python3-h5py python3-numpy chromium zstd); command -v npm >/dev/null || packages+=(npm) ;;
+    --tests) packages+=(hdf5-tools python3-h5py python3-numpy python3-sentencepiece chromium zstd); command -v npm >/dev/null || packages+=(npm) ;;
     # libFuzzer's runtime is only a recommendation of clang's: name it.
     --fuzz) packages+=(clang libclang-rt-dev); fuzz=1 ;;
     --qemu) packages+=(qemu-user) ;;

@@ -15,6 +15,8 @@
 int cmd_data_prepare(const std::vector<std::string>& args);
 // ablate data tokenize (cmd_data_tokenize.cpp).
 int cmd_data_tokenize(const std::vector<std::string>& args);
+// ablate data train-tokenizer (cmd_data_train_tokenizer.cpp).
+int cmd_data_train_tokenizer(const std::vector<std::string>& args);
 
 namespace {
 
@@ -39,6 +41,7 @@ int cmd_data(const std::vector<std::string>& args_in) {
   if (!args_in.empty() && args_in[0] == "tokenize") return cmd_data_tokenize({args_in.begin() + 1, args_in.end()});
   const std::vector<std::string> args = take_plugin_dirs(args_in);
   if (!args.empty() && args[0] == "prepare") return cmd_data_prepare({args.begin() + 1, args.end()});
+  if (!args.empty() && args[0] == "train-tokenizer") return cmd_data_train_tokenizer({args.begin() + 1, args.end()});
   auto& reg = ablate::PluginRegistry::instance();
   std::vector<std::string> names;
   std::string listing;
@@ -50,7 +53,9 @@ int cmd_data(const std::vector<std::string>& args_in) {
                             "       ablate data prepare INPUT... --out DIR --tokenizer NAME [options]  (token shards; "
                             "'ablate data prepare --help')\n"
                             "       ablate data tokenize --tokenizer NAME [--option key=value ...] [--count] FILE|-  (a text's token "
-                            "ids; 'ablate data tokenize --help')\ntasks:\n" + listing +
+                            "ids; 'ablate data tokenize --help')\n"
+                            "       ablate data train-tokenizer --vocab-size N --out tokenizer.json INPUT...  (a byte-level BPE as "
+                            "GPT-2's; 'ablate data train-tokenizer --help')\ntasks:\n" + listing +
                             "'ablate data TASK --help' lists a task's flags.\n";
   if (args.empty())
     throw ablate::cli::UsageError("missing the task; available: " + ablate::join(names) + " (or prepare: a corpus into token shards)");
