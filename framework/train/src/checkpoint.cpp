@@ -21,7 +21,8 @@ namespace {
 constexpr char kMagic[8] = {'A', 'B', 'L', 'A', 'T', 'E', 'C', 'K'};
 constexpr size_t kHeaderSize = 8 + 4 + 8 + 4;
 constexpr size_t kTrailerSize = 4;
-enum Kind : uint8_t { kText = 1, kTensor = 2, kInt = 3 };
+enum Kind : uint8_t { kText = 1, kTensor = 2, kInt = 3, kShape = 4 };
+constexpr uint32_t kMaxDims = 8;
 
 std::array<uint32_t, 256> make_crc_table() {
   std::array<uint32_t, 256> t{};
@@ -81,6 +82,7 @@ uint64_t serialized_size(const Checkpoint& ck) {
   for (const auto& [k, v] : ck.texts) n += 1 + 4 + k.size() + 8 + v.size();
   for (const auto& [k, v] : ck.tensors) n += 1 + 4 + k.size() + 8 + 4 * uint64_t(v.size());
   for (const auto& [k, v] : ck.ints) n += 1 + 4 + k.size() + 8;
+  for (const auto& [k, v] : ck.shapes) n += 1 + 4 + k.size() + 4 + 8 * uint64_t(v.size());
   return n;
 }
 
@@ -110,6 +112,11 @@ void serialize_to(const Checkpoint& ck, Sink& sink) {
   for (const auto& [k, v] : ck.ints) {
     name(kInt, k);
     w.u64(v);
+  }
+  for (const auto& [k, v] : ck.shapes) {
+    name(kShape, k);
+    w.u32(static_cast<uint32_t>(v.size()));
+    for (int64_t d : v) w.u64(static_cast<uint64_t>(d));
   }
   w.u32(w.crc());
 }
@@ -167,7 +174,28 @@ uint32_t crc32(const uint8_t* data, size_t size, uint32_t crc) {
   return ~crc;
 }
 
+// Every shape names a tensor of the checkpoint and multiplies out to its length.
+static void check_shapes(const Checkpoint& ck, const std::string& what) {
+  for (const auto& [k, v] : ck.shapes) {
+    auto t = ck.tensors.find(k);
+    if (t == ck.tensors.end()) throw Error(what + ": shape of '" + k + "' without a tensor of that name");
+    if (v.size() > kMaxDims) throw Error(what + ": shape of '" + k + "' has " + std::to_string(v.size()) + " dimensions");
+    uint64_t n = 1;
+    bool ok = true;
+    std::string dims;
+    for (int64_t d : v) {
+      dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+      if (d < 0 || (d > 0 && n > (uint64_t{1} << 62) / static_cast<uint64_t>(d))) ok = false;
+      else n *= static_cast<uint64_t>(d);
+    }
+    if (!ok || n != t->second.size())
+      throw Error(what + ": tensor '" + k + "' has " + std::to_string(t->second.size()) + " values, but its shape (" + dims +
+                  ") has " + (ok ? std::to_string(n) : std::string("an impossible number of")) + " elements");
+  }
+}
+
 std::vector<uint8_t> serialize_checkpoint(const Checkpoint& ck) {
+  check_shapes(ck, "serialize_checkpoint");
   std::vector<uint8_t> out;
   out.reserve(serialized_size(ck));
   auto sink = [&](const uint8_t* p, size_t n) { out.insert(out.end(), p, p + n); };
@@ -186,9 +214,9 @@ Checkpoint parse_checkpoint(const uint8_t* data, size_t size, const std::string&
   const uint32_t version = load_u32(data + 8);
   const uint64_t total = load_u64(data + 12);
   if (crc32(data, 20) != load_u32(data + 20)) throw Error(name + ": corrupt checkpoint (header CRC mismatch)");
-  if (version != kCheckpointVersion)
+  if (version < 1 || version > kCheckpointVersion)
     throw Error(name + ": checkpoint version " + std::to_string(version) + " is not supported (this ablate reads " +
-                "version " + std::to_string(kCheckpointVersion) + "); use the ablate that wrote it");
+                "versions 1 to " + std::to_string(kCheckpointVersion) + "); use the ablate that wrote it");
   if (total < kHeaderSize + kTrailerSize)
     throw Error(name + ": corrupt checkpoint (header gives an impossible size of " + std::to_string(total) + " bytes)");
   if (size < total)
@@ -229,6 +257,18 @@ Checkpoint parse_checkpoint(const uint8_t* data, size_t size, const std::string&
       fresh = ck.tensors.emplace(key, std::move(v)).second;
     } else if (kind == kInt) {
       fresh = ck.ints.emplace(key, r.u64("integer")).second;
+    } else if (kind == kShape && version >= 2) {
+      const uint32_t ndim = r.u32("shape rank");
+      if (ndim > kMaxDims)
+        throw Error(name + ": corrupt checkpoint (shape of '" + key + "' at byte " + std::to_string(at) + " has " +
+                    std::to_string(ndim) + " dimensions, at most " + std::to_string(kMaxDims) + ")");
+      std::vector<int64_t> dims(ndim);
+      for (auto& d : dims) {
+        const uint64_t v = r.u64("shape dimension");
+        if (v > (uint64_t{1} << 62)) throw Error(name + ": corrupt checkpoint (shape of '" + key + "' has a dimension of " + std::to_string(v) + ")");
+        d = static_cast<int64_t>(v);
+      }
+      fresh = ck.shapes.emplace(key, std::move(dims)).second;
     } else {
       throw Error(name + ": corrupt checkpoint (unknown entry kind " + std::to_string(kind) + " at byte " +
                   std::to_string(at) + ")");
@@ -237,6 +277,7 @@ Checkpoint parse_checkpoint(const uint8_t* data, size_t size, const std::string&
       throw Error(name + ": corrupt checkpoint (entry '" + key + "' appears twice, second at byte " +
                   std::to_string(at) + ")");
   }
+  check_shapes(ck, name + ": corrupt checkpoint");
   return ck;
 }
 
@@ -267,6 +308,7 @@ Checkpoint read_checkpoint(const std::string& path) {
 }
 
 void write_checkpoint(const std::string& path, const Checkpoint& ck) {
+  check_shapes(ck, path);
   const std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw Error(sys_error(tmp, "cannot create checkpoint"));

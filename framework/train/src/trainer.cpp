@@ -28,6 +28,7 @@
 #include "ablate/fault.hpp"
 #include "ablate/generate.hpp"
 #include "ablate/grad_sync.hpp"
+#include "ablate/interop.hpp"
 #include "ablate/machine.hpp"
 #include "ablate/objective.hpp"
 #include "ablate/ops.hpp"
@@ -378,8 +379,10 @@ void save_checkpoint(const std::string& dir, const Experiment& exp, const Setup&
   Checkpoint ck;
   ck.texts["config"] = exp.yaml();
   ck.texts["tokenizer"] = s.tokenizer->save();
-  for (Parameter* p : s.model->params().all())
+  for (Parameter* p : s.model->params().all()) {
     ck.tensors["param/" + p->name] = std::vector<float>(p->value.data, p->value.data + p->value.numel());
+    ck.shapes["param/" + p->name] = {p->value.rows, p->value.cols};
+  }
   for (auto& b : s.optimizer->state()) ck.tensors["optimizer/" + b.name] = *b.data;
   ck.ints["step"] = static_cast<uint64_t>(step);
   ck.ints["rng/data"] = data_rng.state();
@@ -396,14 +399,31 @@ void save_checkpoint(const std::string& dir, const Experiment& exp, const Setup&
   }
 }
 
+// Every parameter is checked (name, shape where the checkpoint records it, size) before any is
+// written: a checkpoint that does not fit the model loads nothing.
 void restore_params(Model& m, const Checkpoint& ck, const std::string& path) {
+  auto dims = [](const std::vector<int64_t>& s) {
+    std::string t;
+    for (int64_t d : s) t += (t.empty() ? "" : ", ") + std::to_string(d);
+    return "(" + t + ")";
+  };
   for (Parameter* p : m.params().all()) {
-    auto it = ck.tensors.find("param/" + p->name);
+    const std::string key = "param/" + p->name;
+    auto it = ck.tensors.find(key);
     if (it == ck.tensors.end()) throw Error(path + ": checkpoint has no parameter '" + p->name + "' (model changed?)");
+    const std::vector<int64_t> want{p->value.rows, p->value.cols};
+    if (auto sh = ck.shapes.find(key); sh != ck.shapes.end() && sh->second != want) {
+      const bool transposed = sh->second.size() == 2 && sh->second[0] == want[1] && sh->second[1] == want[0];
+      throw Error(path + ": parameter '" + p->name + "' has shape " + dims(sh->second) + " in the checkpoint, the model needs " +
+                  dims(want) + (transposed ? ": transposed" : ""));
+    }
     if (static_cast<int64_t>(it->second.size()) != p->value.numel())
       throw Error(path + ": parameter '" + p->name + "' has " + std::to_string(it->second.size()) +
                   " values in the checkpoint, the model needs " + std::to_string(p->value.numel()));
-    std::copy(it->second.begin(), it->second.end(), p->value.data);
+  }
+  for (Parameter* p : m.params().all()) {
+    const std::vector<float>& v = ck.tensors.at("param/" + p->name);
+    std::copy(v.begin(), v.end(), p->value.data);
   }
 }
 
@@ -669,6 +689,8 @@ class Trainer {
   const RunOptions& ro_;
   const Experiment* exp_;
   std::optional<Experiment> extended_;  // the config with train.steps = --extend-to
+  std::optional<ModelFile> imported_;   // init_from: a safetensors file or Hugging Face directory
+  std::optional<Experiment> with_import_;  // the config with the imported model's sections filled in
   Communicator& comm_;
   const bool root_;
   StopSignals signals_;
@@ -788,6 +810,18 @@ void Trainer::prepare_extension() {
 }
 
 void Trainer::build_and_configure() {
+  // init_from naming a safetensors file or a Hugging Face directory (interop.hpp): its model and
+  // tokenizer sections fill in what the experiment does not give, also when resuming (so that
+  // the config compares equal to the checkpoint's).
+  if (const std::string ref = scalar_at(exp_->node(), "init_from"); !ref.empty()) {
+    fs::path p(ref);
+    if (p.is_relative() && !fs::exists(p) && fs::exists(fs::path(exp_->dir()) / p)) p = fs::path(exp_->dir()) / p;
+    if (is_model_file(p.string())) {
+      imported_.emplace(read_model_file(p.string()));
+      with_import_.emplace(merge_model_file(*exp_, *imported_));
+      exp_ = &*with_import_;
+    }
+  }
   const std::string dir = out_dir_of(*exp_);
   if (root_) {
     if (fs::is_directory(dir)) lock_.emplace(dir);
@@ -802,6 +836,8 @@ void Trainer::build_and_configure() {
     ck_ = read_run_checkpoint(checkpoint_path(dir));
     if (ro_.extend_to > 0) prepare_extension();
     tokenizer_state = &ck_->texts.at("tokenizer");
+  } else if (imported_) {
+    if (!imported_->tokenizer_state.empty()) tokenizer_state = &imported_->tokenizer_state;
   } else if (!scalar_at(exp_->node(), "init_from").empty()) {
     const std::string path = init_checkpoint(scalar_at(exp_->node(), "init_from"), exp_->dir());
     init = read_run_checkpoint(path);
@@ -833,6 +869,9 @@ void Trainer::build_and_configure() {
   data_rng_ = Rng(s_.seed ^ 0xDA7Aull);
   if (ck_) {
     restore(*ck_);
+  } else if (imported_) {
+    load_model_file_weights(*s_.model, *imported_, YAML::Load(exp_->resolved_yaml()));
+    s_.init_from = imported_->path;
   } else if (!init.texts.empty()) {
     restore_init_params(init);
     s_.init_from = init.texts["path"];
@@ -1346,6 +1385,8 @@ RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
 }
 
 LoadedRun load_run(const std::string& dir) {
+  // A safetensors file or a Hugging Face directory (interop.hpp) is a run at step 0.
+  if (is_model_file(dir)) return load_model_file(dir);
   LoadedRun r;
   r.dir = dir;
   std::string path = fs::is_regular_file(dir) ? dir : checkpoint_path(dir);

@@ -2,14 +2,16 @@
 // integers, written atomically and checked by CRC32. The reader validates every length
 // against the bytes that remain, so arbitrary input yields an Error, never a crash.
 //
-// Layout (version 1):
+// Layout (version 2):
 //   "ABLATECK"  u32 version  u64 total_size  u32 header_crc      (24 bytes; crc of the 20 before)
 //   entries, each: u8 kind  u32 name_len  name
 //                  kind 1 text:   u64 len    bytes
 //                  kind 2 tensor: u64 count  count x f32
 //                  kind 3 int:    u64 value
+//                  kind 4 shape:  u32 ndim   ndim x u64     (of the tensor of the same name)
 //   u32 crc32 of every byte before it (IEEE polynomial, as zlib)
 // total_size lets a short file be told apart from a corrupt one ("truncated at byte N").
+// Version 1 is version 2 without shapes (kind 4); both are read, version 2 is written.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -23,9 +25,12 @@ struct Checkpoint {
   std::map<std::string, std::string> texts;           // config, tokenizer state, ...
   std::map<std::string, std::vector<float>> tensors;  // parameters, optimizer state
   std::map<std::string, uint64_t> ints;               // step, rng states, data position
+  // Shapes of tensors (rows, cols of a parameter), by tensor name; a tensor may have none
+  // (optimizer state, version-1 files). The product of a shape is its tensor's length.
+  std::map<std::string, std::vector<int64_t>> shapes;
 };
 
-constexpr uint32_t kCheckpointVersion = 1;
+constexpr uint32_t kCheckpointVersion = 2;
 
 // Writes path.tmp, fsyncs it, renames it over path and fsyncs the directory.
 void write_checkpoint(const std::string& path, const Checkpoint& ck);
