@@ -2,7 +2,7 @@
 # Sets up ablate on Debian 12: installs the Debian packages that are missing (and only
 # those), then configures and builds an optimised Release in ./build.
 #   tools/bootstrap.sh            # packages + build
-#   tools/bootstrap.sh --tests    # also what the test suite uses (h5py, h5dump, chromium)
+#   tools/bootstrap.sh --tests    # also what the test suite uses (h5py, h5dump, chromium, PyTorch)
 #   tools/bootstrap.sh --fuzz     # clang + libFuzzer; builds only the fuzz targets, in ./build-fuzz
 #   tools/bootstrap.sh --qemu     # QEMU's user-mode emulator, for the `qemu` test (the portable
 #                                 # build runs no AVX-512 instruction: docs/BENCHMARKS.md)
@@ -19,7 +19,7 @@ packages=(g++ cmake make git libboost-program-options-dev libboost-dev libboost-
 for arg in "$@"; do
   case $arg in
     # npm: the GPT-2 tokenizer's reference check (js-tiktoken), unless Node already brings one.
-    --tests) packages+=(hdf5-tools python3-h5py python3-numpy python3-sentencepiece chromium zstd); command -v npm >/dev/null || packages+=(npm) ;;
+    --tests) packages+=(hdf5-tools python3-h5py python3-numpy python3-sentencepiece python3-torch chromium zstd); command -v npm >/dev/null || packages+=(npm) ;;
     # libFuzzer's runtime is only a recommendation of clang's: name it.
     --fuzz) packages+=(clang libclang-rt-dev); fuzz=1 ;;
     --qemu) packages+=(qemu-user) ;;
