@@ -20,7 +20,6 @@
 //
 // Text that is not UTF-8: SentencePiece's normalizer replaces each invalid byte with U+FFFD,
 // so such bytes decode as U+FFFD (three bytes EF BF BD), not as themselves.
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -29,8 +28,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
-#include <sstream>
 #include <string>
 #include <unordered_map>
 #include <vector>
