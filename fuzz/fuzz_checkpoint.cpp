@@ -31,7 +31,7 @@ std::vector<uint8_t> wrap(const uint8_t* body, size_t n) {
 }
 
 bool same(const ablate::Checkpoint& a, const ablate::Checkpoint& b) {
-  if (a.texts != b.texts || a.ints != b.ints || a.tensors.size() != b.tensors.size()) return false;
+  if (a.texts != b.texts || a.ints != b.ints || a.shapes != b.shapes || a.tensors.size() != b.tensors.size()) return false;
   for (const auto& [k, v] : a.tensors) {
     auto it = b.tensors.find(k);
     if (it == b.tensors.end() || it->second.size() != v.size()) return false;

@@ -518,7 +518,8 @@ TEST_CASE("interop/config.json of another architecture, one ablate cannot follow
   CHECK(contains(load_error(d / "v300"), "vocab_size is 300 but the tokenizer (" + (d / "v300/tokenizer.json") +
                                               ") has 256 tokens: the tokenizer files do not belong to these weights"));
   std::filesystem::remove(d / "v300/tokenizer.json");
-  CHECK(contains(load_error(d / "v300"), "no tokenizer: ablate reads vocab.json with merges.txt, or a tokenizer.json"));
+  CHECK(contains(load_error(d / "v300"), "no tokenizer: ablate reads vocab.json with merges.txt, SentencePiece's tokenizer.model, or a "
+                                         "tokenizer.json"));
   std::filesystem::rename(d / "v300/model.safetensors", d / "v300/pytorch_model.bin");
   CHECK(contains(load_error(d / "v300"), "has pytorch_model.bin but no model.safetensors"));
   // A bare safetensors file with Hugging Face names: its configuration must come from an experiment.
@@ -612,4 +613,22 @@ TEST_CASE("interop/the gpt2 tokenizer exports as GPT-2's vocab.json and merges.t
        ref.files());
   auto run = ablate::load_run(d / "pt");
   CHECK(run.tokenizer->encode("Hello my name is") == std::vector<int32_t>{15496, 616, 1438, 318});
+}
+
+TEST_CASE("interop/a Llama directory with SentencePiece's tokenizer.model imports with SentencePiece's ids") {
+  require_torch();
+  if (run_command(kPython + " -c 'import sentencepiece'").status != 0) FAIL("python3-sentencepiece is not installed (tools/bootstrap.sh --tests)");
+  ablate::test::registry();
+  TempDir d;
+  peer("make " + (d / "llama") + " --arch llama --seed 27 --d 32 --heads 4 --kv-heads 1 --layers 1 --context 32 --vocab 300");
+  const std::string text = "ROMEO: But soft, what light";
+  const auto r = run_command(kPython + " -c \"import sentencepiece as spm; spm.SentencePieceTrainer.train(input='" +
+                             std::string(ABLATE_TEST_DATA_DIR) + "/shakespeare_16k.txt', model_prefix='" + (d / "llama/tokenizer") +
+                             "', vocab_size=300, model_type='bpe', minloglevel=2); p = spm.SentencePieceProcessor(model_file='" +
+                             (d / "llama/tokenizer.model") + "'); print(','.join(map(str, p.encode('" + text + "'))))\"");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  auto run = ablate::load_run(d / "llama");
+  CHECK(joined(run.tokenizer->encode(text)) == r.output.substr(0, r.output.find('\n')));
+  CHECK(run.tokenizer->vocab_size() == 300);
 }

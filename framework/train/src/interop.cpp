@@ -380,12 +380,15 @@ ModelFile read_model_file(const std::string& path) {
       tokenizer = "tokenizer: {type: gpt2, encoder: " + yaml_quoted((dir / "vocab.json").string()) +
                   ", merges: " + yaml_quoted((dir / "merges.txt").string()) + "}\n";
       mf.tokenizer_from = (dir / "vocab.json").string() + " and merges.txt";
+    } else if (fs::is_regular_file(dir / "tokenizer.model", ec)) {  // SentencePiece's (Llama 1 and 2, Mistral)
+      tokenizer = "tokenizer: {type: sentencepiece, model: " + yaml_quoted((dir / "tokenizer.model").string()) + "}\n";
+      mf.tokenizer_from = (dir / "tokenizer.model").string();
     } else if (fs::is_regular_file(dir / "tokenizer.json", ec)) {
       tokenizer = "tokenizer: {type: gpt2, tokenizer_json: " + yaml_quoted((dir / "tokenizer.json").string()) + "}\n";
       mf.tokenizer_from = (dir / "tokenizer.json").string();
     } else {
-      throw Error(mf.path + ": no tokenizer: ablate reads vocab.json with merges.txt, or a tokenizer.json of a byte-level BPE" +
-                  std::string(fs::exists(dir / "tokenizer.model", ec) ? " (tokenizer.model, SentencePiece's, is not read)" : ""));
+      throw Error(mf.path + ": no tokenizer: ablate reads vocab.json with merges.txt, SentencePiece's tokenizer.model, or a "
+                            "tokenizer.json of a byte-level BPE");
     }
   }
   mf.config_yaml = "seed: 1\nobjective: next_token\n" + tokenizer + model;
