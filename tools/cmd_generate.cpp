@@ -1,5 +1,7 @@
 // ablate generate RUN --prompt TEXT: samples text from a trained run.
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <iostream>
 
 #include "ablate/error.hpp"
@@ -24,6 +26,7 @@ static int cmd_generate(const std::vector<std::string>& args) {
     ("seed", po::value<int64_t>()->default_value(1), "random seed (>= 0)")
     ("precision", po::value<std::string>(), "inputs of the matrix products: float32 or bf16 (default: the run's train.precision)")
     ("allow-unknown", po::bool_switch(), "encode prompt characters the tokenizer does not know as its unknown symbol (with a warning)")
+    ("stats", po::bool_switch(), "print the prompt's and the generated tokens and the generation's tokens/s to stderr at the end")
     ("plugin-dir", po::value<std::vector<std::string>>()->composing(), "extra plugin directory (repeatable)");
   po::positional_options_description pos;
   pos.add("run", 1);
@@ -71,6 +74,7 @@ static int cmd_generate(const std::vector<std::string>& args) {
   std::vector<int32_t> seq = ids;
   std::string shown = run.tokenizer->decode(seq);
   std::cout << shown << std::flush;
+  const auto t0 = std::chrono::steady_clock::now();
   ablate::generate(*run.model, ids, n, s, rng, [&](int32_t t) {
     seq.push_back(t);
     std::string text = run.tokenizer->decode(seq);
@@ -80,6 +84,13 @@ static int cmd_generate(const std::vector<std::string>& args) {
     shown = std::move(text);
   });
   std::cout << "\n";
+  if (vm["stats"].as<bool>()) {
+    // The prompt's prefill and every decoding step, with the KV cache; not the loading.
+    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const int64_t made = static_cast<int64_t>(seq.size() - ids.size());
+    std::fprintf(stderr, "generate: %zu prompt tokens, %lld generated in %.3f s: %.2f tokens/s\n", ids.size(),
+                 static_cast<long long>(made), sec, sec > 0 ? static_cast<double>(made) / sec : 0.0);
+  }
   return 0;
 }
 

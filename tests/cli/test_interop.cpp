@@ -170,6 +170,10 @@ TEST_CASE("interop/an ablate GPT-2 run exported as a Hugging Face directory give
   CHECK(contains(cfg, "\"n_embd\": 32"));
   CHECK(contains(cfg, "\"activation_function\": \"gelu_new\""));
   same_as_pytorch(d / "run", d / "hf", d);
+  // The byte tokenizer's tokenizer.json, read by the gpt2 tokenizer: the byte tokenizer's ids.
+  const std::string ids = ablate_cmd("data tokenize --tokenizer gpt2 --option tokenizer_json=" + (d / "hf/tokenizer.json") + " " +
+                                     d.write("text.txt", "ROMEO: \xc3\xa9"));
+  CHECK(ids.rfind("82 79 77 69 79 58 32 195 169", 0) == 0);
 }
 
 TEST_CASE("interop/an ablate Llama run (RoPE, RMSNorm, SwiGLU, grouped-query, untied) gives PyTorch the same logits") {
@@ -203,13 +207,15 @@ TEST_CASE("interop/a PyTorch Llama (rotate_half RoPE, grouped-query, untied head
   require_torch();
   ablate::test::registry();
   TempDir d;
-  peer("make " + (d / "llama") + " --arch llama --seed 12 --d 48 --heads 6 --kv-heads 2 --layers 2 --context 40 --hidden 80 --untied");
+  peer("make " + (d / "llama") + " --arch llama --seed 12 --d 48 --heads 6 --kv-heads 2 --layers 2 --context 64 --hidden 80 --untied");
   same_as_pytorch(d / "llama", d / "llama", d);
   // generate, inspect and eval take the directory as they take a run.
   const std::string text = ablate_cmd("generate " + (d / "llama") + " --greedy -n 8 --prompt 'ROMEO:'");
   CHECK(text.rfind("ROMEO:", 0) == 0);
   ablate_cmd("inspect " + (d / "llama") + " --text 'ROMEO: But' -o " + (d / "i.html") + " --tsne-iterations 50 --map-tokens 40");
   CHECK(std::filesystem::exists(d / "i.h5"));
+  ablate_cmd("data arithmetic --test " + (d / "test.txt") + " --test-count 4 --train-count 0 --examples 0");
+  CHECK(contains(ablate_cmd("eval " + (d / "llama") + " --task arithmetic --data " + (d / "test.txt")), "exact match"));
 }
 
 TEST_CASE("interop/a Hugging Face directory imports, generates, scores a text, fine-tunes and exports with the same layout") {
@@ -608,6 +614,11 @@ TEST_CASE("interop/the gpt2 tokenizer exports as GPT-2's vocab.json and merges.t
   const auto ours = lines(ablate::test::read_file(d / "hf/merges.txt")), theirs = lines(ablate::test::read_file(ref.files() + "/vocab.bpe"));
   CHECK(ours.size() == 50000);
   CHECK(ours == theirs);
+  // Read back (from the metadata), as a directory and as ablate's own safetensors file.
+  const std::vector<int32_t> hello{15496, 616, 1438, 318};
+  CHECK(ablate::load_run(d / "hf").tokenizer->encode("Hello my name is") == hello);
+  ablate_cmd("export " + (d / "run") + " --format safetensors -o " + (d / "w.safetensors"));
+  CHECK(ablate::load_run(d / "w.safetensors").tokenizer->encode("Hello my name is") == hello);
   // A PyTorch GPT-2 with GPT-2's files (vocab.json, merges.txt): tiktoken's ids.
   peer("make " + (d / "pt") + " --arch gpt2 --seed 26 --d 16 --heads 2 --layers 1 --context 16 --vocab 50257 --tokenizer-files " +
        ref.files());
@@ -615,7 +626,7 @@ TEST_CASE("interop/the gpt2 tokenizer exports as GPT-2's vocab.json and merges.t
   CHECK(run.tokenizer->encode("Hello my name is") == std::vector<int32_t>{15496, 616, 1438, 318});
 }
 
-TEST_CASE("interop/a Llama directory with SentencePiece's tokenizer.model imports with SentencePiece's ids") {
+TEST_CASE("interop/SentencePiece's tokenizer.model imports with SentencePiece's ids, and exports") {
   require_torch();
   if (run_command(kPython + " -c 'import sentencepiece'").status != 0) FAIL("python3-sentencepiece is not installed (tools/bootstrap.sh --tests)");
   ablate::test::registry();
@@ -631,4 +642,21 @@ TEST_CASE("interop/a Llama directory with SentencePiece's tokenizer.model import
   auto run = ablate::load_run(d / "llama");
   CHECK(joined(run.tokenizer->encode(text)) == r.output.substr(0, r.output.find('\n')));
   CHECK(run.tokenizer->vocab_size() == 300);
+  // The other way: a run whose sentencepiece tokenizer was trained by ablate exports its
+  // tokenizer.model (read by SentencePiece itself), and its state (binary) in base64.
+  const std::string exp = experiment(d, kLlamaModel, 1);
+  std::string yaml = ablate::test::read_file(exp);
+  yaml.replace(yaml.find("tokenizer: byte\n"), 16, "tokenizer: {type: sentencepiece, train: {vocab_size: 400}}\n");
+  d.write("exp.yaml", yaml);
+  ablate_cmd("run " + exp + " -o " + (d / "run") + " -q");
+  const std::string out = ablate_cmd("export " + (d / "run") + " --format hf -o " + (d / "hf"));
+  CHECK(contains(out, "tokenizer 'sentencepiece': tokenizer.model, tokenizer_config.json"));
+  const auto theirs = run_command(kPython + " -c \"import sentencepiece as spm; p = spm.SentencePieceProcessor(model_file='" +
+                                  (d / "hf/tokenizer.model") + "'); print(','.join(map(str, p.encode('" + text + "'))))\"");
+  REQUIRE(theirs.status == 0);
+  auto trained = ablate::load_run(d / "run");
+  auto back = ablate::load_run(d / "hf");
+  CHECK(joined(trained.tokenizer->encode(text)) == theirs.output.substr(0, theirs.output.find('\n')));
+  CHECK(joined(back.tokenizer->encode(text)) == joined(trained.tokenizer->encode(text)));
+  CHECK(ablate::SafetensorsFile::open(d / "hf/model.safetensors").metadata().count("ablate_tokenizer_base64") == 1);
 }

@@ -402,6 +402,23 @@ std::map<std::string, std::string> char_files(const Tokenizer& t, const Flat& f,
   return {{"tokenizer.json", j.dump(2) + "\n"}, {"tokenizer_config.json", fast_tokenizer_config(context, "")}};
 }
 
+// SentencePiece's own model file, tokenizer.model, from the sentencepiece tokenizer's state
+// ("ablate-sentencepiece-tokenizer 1", "model N", then the N bytes of the model proto): the file
+// Llama's tokenizers read. Ids are SentencePiece's encode() without BOS or EOS, as ablate's.
+std::map<std::string, std::string> sentencepiece_files(const Tokenizer& t, int64_t context, std::string& why) {
+  const std::string state = t.save();
+  const std::string head = "ablate-sentencepiece-tokenizer 1\nmodel ";
+  const size_t nl = state.find('\n', head.size());
+  if (state.compare(0, head.size(), head) != 0 || nl == std::string::npos) {
+    why = "its state is not the sentencepiece tokenizer's version 1, which the export reads";
+    return {};
+  }
+  const std::string proto = state.substr(nl + 1);
+  Json cfg{{"tokenizer_class", "LlamaTokenizer"}, {"model_max_length", context}, {"add_bos_token", false},
+           {"add_eos_token", false}, {"legacy", true}};
+  return {{"tokenizer.model", proto}, {"tokenizer_config.json", cfg.dump(2) + "\n"}};
+}
+
 }  // namespace
 
 const std::vector<Architecture>& architectures() {
@@ -522,8 +539,8 @@ std::map<std::string, std::string> tokenizer_files(const std::string& type, cons
   if (type == "gpt2") return gpt2_files(t, context, why);
   if (type == "byte") return byte_files(t, context, why);
   if (type == "char") return char_files(t, resolved, context, why);
-  why = "ablate has no Hugging Face form for tokenizer '" + type +
-        "' (gpt2, byte and char have one)";
+  if (type == "sentencepiece") return sentencepiece_files(t, context, why);
+  why = "ablate has no Hugging Face form for tokenizer '" + type + "' (gpt2, byte, char and sentencepiece have one)";
   return {};
 }
 

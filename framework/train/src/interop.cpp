@@ -277,6 +277,87 @@ YAML::Node merged(const YAML::Node& base, const YAML::Node& over) {
   return out;
 }
 
+// Metadata are JSON texts: a tokenizer state that is not UTF-8 (sentencepiece's model proto)
+// goes in base64, under its own key.
+bool utf8(const std::string& s) {
+  try {
+    (void)nlohmann::json(s).dump();
+    return true;
+  } catch (const nlohmann::json::exception&) {
+    return false;
+  }
+}
+
+const char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+std::string base64(const std::string& in) {
+  std::string out;
+  size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    const uint32_t v = uint32_t(uint8_t(in[i])) << 16 | uint32_t(uint8_t(in[i + 1])) << 8 | uint8_t(in[i + 2]);
+    for (int k = 18; k >= 0; k -= 6) out += kB64[(v >> k) & 63];
+  }
+  if (i < in.size()) {
+    uint32_t v = uint32_t(uint8_t(in[i])) << 16;
+    if (i + 1 < in.size()) v |= uint32_t(uint8_t(in[i + 1])) << 8;
+    out += kB64[(v >> 18) & 63];
+    out += kB64[(v >> 12) & 63];
+    out += i + 1 < in.size() ? kB64[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+std::string unbase64(const std::string& in, const std::string& what) {
+  std::string out;
+  uint32_t v = 0;
+  int bits = 0;
+  for (char c : in) {
+    if (c == '=') break;
+    const char* p = std::strchr(kB64, c);
+    if (!p || c == '\0') throw Error(what + ": ablate_tokenizer_base64 is not base64");
+    v = (v << 6) | static_cast<uint32_t>(p - kB64);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>((v >> bits) & 0xFF);
+    }
+  }
+  return out;
+}
+
+std::map<std::string, std::string> ablate_metadata(LoadedRun& run, const std::string& resolved) {
+  const std::string state = run.tokenizer->save();
+  std::map<std::string, std::string> md{{"format", "pt"},
+                                        {"ablate_config", resolved},
+                                        {"ablate_experiment", run.experiment->yaml()},
+                                        {"ablate_step", std::to_string(run.step)}};
+  if (utf8(state)) md["ablate_tokenizer"] = state;
+  else md["ablate_tokenizer_base64"] = base64(state);
+  return md;
+}
+
+// What ablate builds the model from: the seed, tokenizer, objective and model sections of the
+// configuration as given (a resolved configuration states every default, which a plugin may
+// refuse to be given, as an empty file name); files without ablate_experiment: ablate_config.
+std::string build_yaml(const std::map<std::string, std::string>& md) {
+  const std::string& cfg = md.count("ablate_experiment") ? md.at("ablate_experiment") : md.at("ablate_config");
+  const YAML::Node n = YAML::Load(cfg);
+  YAML::Node out;
+  for (const char* key : {"seed", "tokenizer", "objective", "model"})
+    if (n.IsMap() && n[key]) out[key] = n[key];
+  YAML::Emitter e;
+  e << out;
+  return std::string(e.c_str()) + "\n";
+}
+
+// The tokenizer state in ablate's metadata, or "" when there is none.
+std::string tokenizer_state_of(const std::map<std::string, std::string>& md, const std::string& file) {
+  if (md.count("ablate_tokenizer")) return md.at("ablate_tokenizer");
+  if (md.count("ablate_tokenizer_base64")) return unbase64(md.at("ablate_tokenizer_base64"), file);
+  return "";
+}
+
 }  // namespace
 
 std::vector<std::string> hf_architectures() {
@@ -307,8 +388,9 @@ ModelFile read_model_file(const std::string& path) {
     const SafetensorsFile f = SafetensorsFile::open(mf.weights);
     const auto& md = f.metadata();
     if (md.count("ablate_config")) {
-      mf.config_yaml = md.at("ablate_config");
-      if (md.count("ablate_tokenizer")) mf.tokenizer_state = md.at("ablate_tokenizer");
+      mf.config_yaml = build_yaml(md);
+      mf.resolved_yaml = md.at("ablate_config");
+      mf.tokenizer_state = tokenizer_state_of(md, mf.weights);
       mf.tokenizer_from = mf.path + " (ablate's tokenizer state in its metadata)";
       return mf;
     }
@@ -369,9 +451,9 @@ ModelFile read_model_file(const std::string& path) {
   const SafetensorsFile f = SafetensorsFile::open(mf.weights);
   std::string tokenizer;
   const auto& md = f.metadata();
-  if (md.count("ablate_config") && md.count("ablate_tokenizer")) {
-    tokenizer = section(md.at("ablate_config"), "tokenizer");
-    mf.tokenizer_state = md.at("ablate_tokenizer");
+  if (md.count("ablate_config") && (md.count("ablate_tokenizer") || md.count("ablate_tokenizer_base64"))) {
+    tokenizer = section(build_yaml(md), "tokenizer");
+    mf.tokenizer_state = tokenizer_state_of(md, mf.weights);
     mf.tokenizer_from = mf.weights + " (ablate's tokenizer state in its metadata)";
   }
   if (tokenizer.empty()) {
@@ -392,6 +474,7 @@ ModelFile read_model_file(const std::string& path) {
     }
   }
   mf.config_yaml = "seed: 1\nobjective: next_token\n" + tokenizer + model;
+  mf.resolved_yaml = model;  // every model option ablate derives from config.json, as a map
   return mf;
 }
 
@@ -422,8 +505,8 @@ void load_model_file_weights(Model& model, const ModelFile& mf, const YAML::Node
                 mf.tokenizer_from + ") has " + std::to_string(V) +
                 " tokens: the tokenizer files do not belong to these weights (give the model's own tokenizer)");
   // An experiment that starts from the file may change how it trains, not what it computes.
-  if (!mf.config_yaml.empty()) {
-    const Flat file = flat_of(YAML::Load(mf.config_yaml)), now = flat_of(resolved);
+  if (!mf.resolved_yaml.empty()) {
+    const Flat file = flat_of(YAML::Load(mf.resolved_yaml)), now = flat_of(resolved);
     std::vector<std::string> changed;
     for (const auto& [k, v] : file) {
       if (!starts_with(k, "model.") || k == "model.dropout" || k == "model.context" || starts_with(k, "model.init.")) continue;
@@ -578,11 +661,7 @@ LoadedRun load_model_file(const std::string& path) {
 void export_safetensors(LoadedRun& run, const std::string& path) {
   std::vector<SafetensorsTensor> tensors;
   for (Parameter* p : run.model->params().all()) tensors.push_back({p->name, {p->value.rows, p->value.cols}, p->value.data});
-  write_safetensors(path, tensors,
-                    {{"format", "pt"},
-                     {"ablate_config", run.experiment->resolved_yaml()},
-                     {"ablate_tokenizer", run.tokenizer->save()},
-                     {"ablate_step", std::to_string(run.step)}});
+  write_safetensors(path, tensors, ablate_metadata(run, run.experiment->resolved_yaml()));
 }
 
 std::vector<std::string> export_hf(LoadedRun& run, const std::string& dir) {
@@ -631,11 +710,7 @@ std::vector<std::string> export_hf(LoadedRun& run, const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (!fs::is_directory(dir)) throw Error(dir + ": cannot create the directory" + (ec ? ": " + ec.message() : std::string()));
-  write_safetensors((fs::path(dir) / "model.safetensors").string(), tensors,
-                    {{"format", "pt"},
-                     {"ablate_config", resolved_text},
-                     {"ablate_tokenizer", run.tokenizer->save()},
-                     {"ablate_step", std::to_string(run.step)}});
+  write_safetensors((fs::path(dir) / "model.safetensors").string(), tensors, ablate_metadata(run, resolved_text));
   auto write = [&](const std::string& name, const std::string& text) {
     const std::string path = (fs::path(dir) / name).string();
     std::ofstream out(path, std::ios::binary | std::ios::trunc);

@@ -205,7 +205,8 @@ Setup build(const Experiment& exp, const RunOptions& ro, const std::string* toke
   auto& reg = PluginRegistry::instance();
   s.name = root.get<std::string>("name", ro.name.empty() ? fs::path(exp.file()).stem().string() : ro.name, "run name");
   s.seed = static_cast<uint64_t>(root.get_in<int64_t>("seed", 1, 0, int64_t{1} << 62, "seed of every random stream"));
-  s.init_from = root.get<std::string>("init_from", "", "run directory (or checkpoint file) whose weights start this run");
+  s.init_from = root.get<std::string>(
+      "init_from", "", "run directory, checkpoint, safetensors file or Hugging Face directory whose weights start this run");
   Options model_opts = root.child("model");
   int64_t context = model_opts.get_in<int64_t>("context", 64, 1, 1 << 20, "context length T (tokens)");
   BuildContext none{ModelDims{}, ParamScope(*s.no_params, ""), s.seed};

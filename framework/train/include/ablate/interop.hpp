@@ -25,6 +25,7 @@ struct ModelFile {
   std::string weights;          // its .safetensors file
   std::string architecture;     // "GPT2LMHeadModel", "LlamaForCausalLM"; "" for ablate's own names
   std::string config_yaml;      // its seed, tokenizer, objective and model sections (no data): an experiment; "" when unknown
+  std::string resolved_yaml;    // the same with every option's value (what an experiment that starts from it is checked against)
   std::string tokenizer_state;  // the tokenizer's state written by ablate's export, else "" (the tokenizer reads its files)
   std::string tokenizer_from;   // where the tokenizer comes from, for messages
   int64_t vocab_size = -1;      // as config.json gives it (-1: not given)
@@ -58,7 +59,9 @@ std::vector<std::string> hf_mismatches(const std::string& architecture, const YA
 std::vector<std::string> hf_architectures();
 
 // Every parameter of the run with its ablate name and shape, as F32, and the metadata
-// ablate_config (the resolved configuration), ablate_tokenizer (the tokenizer's state),
+// ablate_config (the resolved configuration: every option with its value), ablate_experiment
+// (the configuration as the run was given it, which ablate builds the model from again),
+// ablate_tokenizer (the tokenizer's state; ablate_tokenizer_base64 when it is not UTF-8 text),
 // ablate_step and format "pt".
 void export_safetensors(LoadedRun& run, const std::string& path);
 
