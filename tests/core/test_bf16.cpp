@@ -50,8 +50,6 @@ uint16_t reference_bf16(float x) {
   return static_cast<uint16_t>(((lo >> 16) & 1) ? hi >> 16 : lo >> 16);
 }
 
-float round_bf16(float x) { return kernels::bf16_to_float(reference_bf16(x)); }
-
 std::vector<float> random_values(size_t n, Rng& rng, float scale = 1.0f) {
   std::vector<float> v(n);
   for (float& x : v) x = scale * rng.normal();

@@ -143,7 +143,7 @@ TEST_CASE("datasets/the table: tinyshakespeare, enwik8, text8, tinystories with 
 TEST_CASE("datasets/unzip_member reads Python's stored and deflated members and refuses damaged archives") {
   ablate::test::TempDir dir;
   std::string big;  // 3 MB, more than one inflate buffer, compressible but not trivially
-  for (int i = 0; big.size() < 3000000; ++i) big += std::to_string(i * 7919 % 100003) + (i % 13 ? " " : "\n");
+  for (int64_t i = 0; big.size() < 3000000; ++i) big += std::to_string(i * 7919 % 100003) + (i % 13 ? " " : "\n");
   const std::string zip = dir / "a.zip";
   python_zip(zip, "big", big);
   python_zip(zip, "small", "stored bytes \xff\n", true);

@@ -95,8 +95,8 @@ print('ok', count)
 
 std::string bytes_of(const std::vector<int32_t>& header, const std::vector<uint16_t>& tokens) {
   std::string s(header.size() * 4 + tokens.size() * 2, '\0');
-  std::memcpy(s.data(), header.data(), header.size() * 4);
-  std::memcpy(s.data() + header.size() * 4, tokens.data(), tokens.size() * 2);
+  if (!header.empty()) std::memcpy(s.data(), header.data(), header.size() * 4);
+  if (!tokens.empty()) std::memcpy(s.data() + header.size() * 4, tokens.data(), tokens.size() * 2);
   return s;
 }
 

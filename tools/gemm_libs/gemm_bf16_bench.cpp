@@ -1,8 +1,9 @@
-// gemm_bf16_bench: the bf16 GEMMs (dispatch.hpp: Bf16Kernels) against the float32 GEMM of the
-// kernel path in use (ABLATE_ISA), on one core, at the products of the bench models and two
-// larger ones: the path's bf16 GEMM (bf16 widened to float32 in packing, float32 FMAs) and,
-// where the CPU has AVX512_BF16, the VDPBF16PS kernel. First it measures the instruction rates
-// that decide between them: 12 independent chains of 512-bit FMAs against 12 of VDPBF16PS.
+// gemm_bf16_bench: the AVX512_BF16 GEMM (VDPBF16PS; isa_avx512_bf16.cpp) against the float32
+// GEMM of the kernel path in use (ABLATE_ISA), which is what bf16 products run on CPUs where
+// the dot product is not the faster one (float32 copies of the bf16 values: linalg.cpp), on
+// one core, at the products of the bench models and two larger ones. First it measures the
+// instruction rates that decide between them: 12 independent chains of 512-bit FMAs against
+// 12 of VDPBF16PS.
 // A benchmark program, not a test (docs/BENCHMARKS.md has its table):
 //   cmake --build build --target gemm_bf16_bench && taskset -c 1 build/tools/gemm_bf16_bench
 // Not part of the default build.
@@ -69,19 +70,6 @@ double gflops(double flop, const std::function<void()>& f) {
   return best;
 }
 
-// The path's own bf16 GEMM (widening), also where ABLATE_ISA or the CPU picks the dot product.
-const Bf16Kernels& widened() {
-#if defined(__x86_64__)
-  switch (isa_kernels().isa) {
-    case Isa::avx512:
-    case Isa::avx512_bf16: return avx512::kTable.bf16;
-    case Isa::avx2: return avx2::kTable.bf16;
-    default: break;
-  }
-#endif
-  return portable::kTable.bf16;
-}
-
 #if defined(__x86_64__)
 // Instructions per ns of 12 independent chains: 512-bit FMA, and VDPBF16PS.
 __attribute__((target("avx512f"))) float fma_chains(int64_t iters) {
@@ -140,7 +128,7 @@ int main() {
   }
 #endif
   std::printf("\nGFLOP/s on one core (2 m n k per product):\n\n");
-  std::printf("| model | product | m x n x k | float32 | bf16 widened (%s) | bf16 VDPBF16PS |\n|---|---|---|---:|---:|---:|\n",
+  std::printf("| model | product | m x n x k | float32 (%s) | bf16 VDPBF16PS |\n|---|---|---|---:|---:|\n",
               ablate::kernel_path());
   std::mt19937 rng(1);
   std::normal_distribution<float> u(0, 1);
@@ -156,10 +144,6 @@ int main() {
     const double f32 = gflops(flop, [&] {
       isa.gemm(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, c.data(), s.n, true, nullptr);
     });
-    const Bf16Kernels& widen = widened();
-    const double wide = gflops(flop, [&] {
-      widen.gemm(s.ta, s.tb, s.m, s.n, s.k, 1.0f, ab.data(), lda, bb.data(), ldb, c.data(), s.n, true, nullptr);
-    });
     double dp = 0;
 #if defined(__x86_64__)
     if (dot)
@@ -167,8 +151,8 @@ int main() {
         avx512_bf16::kBf16.gemm(s.ta, s.tb, s.m, s.n, s.k, 1.0f, ab.data(), lda, bb.data(), ldb, c.data(), s.n, true, nullptr);
       });
 #endif
-    std::printf("| %s | %s | %lld x %lld x %lld | %.0f | %.0f | %s |\n", s.model, s.what, static_cast<long long>(s.m),
-                static_cast<long long>(s.n), static_cast<long long>(s.k), f32, wide,
+    std::printf("| %s | %s | %lld x %lld x %lld | %.0f | %s |\n", s.model, s.what, static_cast<long long>(s.m),
+                static_cast<long long>(s.n), static_cast<long long>(s.k), f32,
                 dot ? std::to_string(static_cast<int>(std::lround(dp))).c_str() : "-");
   }
   return 0;

@@ -543,7 +543,7 @@ MemoryEstimate estimate_memory(Setup& s, int64_t rows) {
     s.objective->prepare(x.data(), y.data(), b, T, s.tokenizer->vocab_size(), rng);
     std::vector<int32_t> prefix;
     g.backward(batch_loss(g, model, *s.objective, ForwardArgs{x.data(), b, T}, y.data(), prefix));
-    bytes[b - 1] = static_cast<double>(g.step_bytes());
+    bytes[b - 1] = static_cast<double>(g.step_bytes() + product_buffer_bytes(g));  // bf16: x and dy rounded
     m.param_copies = static_cast<double>(param_copy_bytes(g));
   }
   model.params().zero_grad();

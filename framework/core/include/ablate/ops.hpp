@@ -72,8 +72,11 @@ Var linear(Graph& g, Var x, Var w, Var bias = {}, bool transpose_w = false);
 void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, const Tensor& c,
           float alpha = 1.0f, bool accumulate = false);
 
-// Bytes of the bf16 copies of parameters that g's products keep (Graph::precision bf16).
+// Bytes of the bf16 copies of parameters that g's products keep (Graph::precision bf16),
+// and of the buffers its products round x and dy into (the largest product's: they grow
+// with the batch).
 size_t param_copy_bytes(const Graph& g);
+size_t product_buffer_bytes(const Graph& g);
 
 // ---- elementwise ----------------------------------------------------------------
 // Same shapes, or b of shape (1, cols) broadcast over the rows of a, or b of shape (1, 1)

@@ -7,7 +7,9 @@
 // roundings are bf16 bits; without one they are float32 copies holding the bf16 values, which
 // the float32 GEMM multiplies exactly (a product of two 8-bit significands fits float32's 24)
 // and reads in place like any float32 operand. The copies of parameters are kept per graph
-// (ParamCopies) and made once per Graph::param_epoch.
+// (Bf16State) and made once per Graph::param_epoch; x and dy are rounded into two buffers of
+// the graph that every product reuses (x again for the backward pass, from the x the graph
+// keeps anyway), so that a bf16 step holds no more activations than a float32 one.
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -23,10 +25,12 @@ namespace ablate {
 namespace {
 using namespace kernels;
 
-// The rounded copies of a graph's parameters (Graph::op_state): bf16 bits for a bf16 GEMM,
-// float32 values for the float32 kernels (and for matrix-vector products). A copy is current
-// when it was made since the graph's last reset(), or under the graph's nonzero param_epoch.
-struct ParamCopies {
+// A graph's bf16 state (Graph::op_state): the rounded copies of its parameters, bf16 bits for
+// a bf16 GEMM, float32 values for the float32 kernels (and for matrix-vector products), each
+// current when it was made since the graph's last reset() or under the graph's nonzero
+// param_epoch; and the buffers of the product being computed (grown to the largest product,
+// then reused: a steady state allocates nothing).
+struct Bf16State {
   template <class T>
   struct Copy {
     const float* src = nullptr;
@@ -38,16 +42,38 @@ struct ParamCopies {
     Copy<float> rounded;
   };
   std::unordered_map<const Parameter*, Both> copies;
+  std::vector<float> x, dy;  // rounded x and dy, as T (bits or float32)
 };
 
+Bf16State& bf16_state(Graph& g) {
+  if (!g.op_state) g.op_state = std::make_shared<Bf16State>();
+  return *static_cast<Bf16State*>(g.op_state.get());
+}
+
+// buf as n values of T, grown if need be.
 template <class T>
-bool current(const Graph& g, const ParamCopies::Copy<T>& c, const Tensor& w) {
+T* buffer(std::vector<float>& buf, int64_t n) {
+  const size_t floats = (static_cast<size_t>(n) * sizeof(T) + sizeof(float) - 1) / sizeof(float);
+  if (buf.size() < floats) buf.resize(floats);
+  return reinterpret_cast<T*>(buf.data());
+}
+
+template <class T>
+bool current(const Graph& g, const Bf16State::Copy<T>& c, const Tensor& w) {
   return c.src == w.data && c.data.size() == static_cast<size_t>(w.numel()) &&
          ((g.param_epoch != 0 && c.epoch == g.param_epoch) || c.resets == g.resets());
 }
 
 void round_into(const Tensor& w, uint16_t* dst) { to_bf16_parallel(w.data, w.numel(), dst); }
 void round_into(const Tensor& w, float* dst) { round_to_bf16_parallel(w.data, w.numel(), dst); }
+
+// x rounded into the graph's buffer `buf`, as T.
+template <class T>
+const T* rounded_into(Graph& g, std::vector<float> Bf16State::*buf, const Tensor& x) {
+  T* t = buffer<T>(bf16_state(g).*buf, x.numel());
+  round_into(x, t);
+  return t;
+}
 
 // w's values rounded to bf16, as T (uint16_t: bits; float: values): the graph's copy of a
 // parameter, else a copy in the arena.
@@ -60,9 +86,8 @@ const T* rounded_copy(Graph& g, Var w) {
     round_into(W, t);
     return t;
   }
-  if (!g.op_state) g.op_state = std::make_shared<ParamCopies>();
-  ParamCopies::Both& both = static_cast<ParamCopies*>(g.op_state.get())->copies[p];
-  ParamCopies::Copy<T>& c = [&]() -> ParamCopies::Copy<T>& {
+  Bf16State::Both& both = bf16_state(g).copies[p];
+  Bf16State::Copy<T>& c = [&]() -> Bf16State::Copy<T>& {
     if constexpr (std::is_same_v<T, uint16_t>) return both.bits;
     else return both.rounded;
   }();
@@ -77,39 +102,28 @@ const T* rounded_copy(Graph& g, Var w) {
 }
 
 // node: in = {x, w, bias or -1}; i[0] = transpose_w; i[1] = 1 for a product of bf16 bits,
-// 2 for one of float32 copies of bf16 values; p[0] and p[1] hold x's and w's roundings.
-void linear_backward_bf16(Graph& g, Node& n, const Tensor& dy, int64_t N, int64_t K, int64_t M, bool tw) {
+// 2 for one of float32 copies of bf16 values; p[1] holds w's rounding.
+template <class T>
+void linear_backward_bf16(Graph& g, Node& n, const Tensor& x, const Tensor& dy, int64_t N, int64_t K, int64_t M,
+                          bool tw) {
   const bool dx_wanted = g.requires_grad(n.in[0]), dw_wanted = g.requires_grad(n.in[1]);
-  if (n.i[1] == 1) {
-    const auto* xb = static_cast<const uint16_t*>(n.p[0]);
-    const auto* wb = static_cast<const uint16_t*>(n.p[1]);
-    uint16_t* dyb = g.alloc_as<uint16_t>(static_cast<size_t>(N * M));
-    to_bf16_parallel(dy.data, N * M, dyb);
-    if (dx_wanted) {
-      bool fresh;
-      float* dx = g.grad_unzeroed(n.in[0], fresh).data;  // (N,K) += dy (N,M) . op(w)^T (M,K)
-      gemm_bf16_parallel(false, !tw, N, K, M, 1.0f, dyb, M, wb, tw ? K : M, dx, K, fresh);
-    }
-    if (dw_wanted) {
-      float* dw = g.grad(n.in[1]).data;
-      if (!tw) gemm_bf16_parallel(true, false, K, M, N, 1.0f, xb, K, dyb, M, dw, M);
-      else gemm_bf16_parallel(true, false, M, K, N, 1.0f, dyb, M, xb, K, dw, K);
-    }
-    return;
-  }
-  const auto* xr = static_cast<const float*>(n.p[0]);
-  const auto* wr = static_cast<const float*>(n.p[1]);
-  float* dyr = g.alloc(static_cast<size_t>(N * M));
-  round_to_bf16_parallel(dy.data, N * M, dyr);
+  const T* w = static_cast<const T*>(n.p[1]);
+  const T* dyr = rounded_into<T>(g, &Bf16State::dy, dy);
+  auto gemm = [](bool ta, bool tb, int64_t m, int64_t nn, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
+                 float* c, int64_t ldc, bool overwrite) {
+    if constexpr (std::is_same_v<T, uint16_t>) gemm_bf16_parallel(ta, tb, m, nn, k, 1.0f, a, lda, b, ldb, c, ldc, overwrite);
+    else gemm_acc_parallel(ta, tb, m, nn, k, 1.0f, a, lda, b, ldb, c, ldc, overwrite);
+  };
   if (dx_wanted) {
     bool fresh;
-    float* dx = g.grad_unzeroed(n.in[0], fresh).data;
-    gemm_acc_parallel(false, !tw, N, K, M, 1.0f, dyr, M, wr, tw ? K : M, dx, K, fresh);
+    float* dx = g.grad_unzeroed(n.in[0], fresh).data;  // (N,K) += dy (N,M) . op(w)^T (M,K)
+    gemm(false, !tw, N, K, M, dyr, M, w, tw ? K : M, dx, K, fresh);
   }
   if (dw_wanted) {
+    const T* xr = rounded_into<T>(g, &Bf16State::x, x);  // again: the forward's went with its buffer
     float* dw = g.grad(n.in[1]).data;
-    if (!tw) gemm_acc_parallel(true, false, K, M, N, 1.0f, xr, K, dyr, M, dw, M);
-    else gemm_acc_parallel(true, false, M, K, N, 1.0f, dyr, M, xr, K, dw, K);
+    if (!tw) gemm(true, false, K, M, N, xr, K, dyr, M, dw, M, false);  // dw (K,M) += x^T (K,N) . dy (N,M)
+    else gemm(true, false, M, K, N, dyr, M, xr, K, dw, K, false);       // dw (M,K) += dy^T (M,N) . x (N,K)
   }
 }
 
@@ -121,7 +135,8 @@ void linear_backward(Graph& g, int id) {
   const bool tw = n.i[0] != 0;
   const int64_t N = x.rows, K = x.cols, M = dy.cols;
   if (n.i[1] != 0) {
-    linear_backward_bf16(g, n, dy, N, K, M, tw);
+    if (n.i[1] == 1) linear_backward_bf16<uint16_t>(g, n, x, dy, N, K, M, tw);
+    else linear_backward_bf16<float>(g, n, x, dy, N, K, M, tw);
     if (g.requires_grad(n.in[2])) add_column_sums(dy.data, N, M, M, g.grad(n.in[2]).data);  // (1,M)
     return;
   }
@@ -169,20 +184,16 @@ Var linear_impl(const char* op, const char* xn, const char* wn, Graph& g, Var x,
     const bool bits = isa_kernels().bf16.gemm != nullptr && N > 4;
     const int64_t ldw = tw ? K : M;
     if (bits) {
-      uint16_t* xb = g.alloc_as<uint16_t>(static_cast<size_t>(N * K));
-      to_bf16_parallel(X.data, N * K, xb);
+      const uint16_t* xb = rounded_into<uint16_t>(g, &Bf16State::x, X);
       const uint16_t* wb = rounded_copy<uint16_t>(g, w);
       gemm_bf16_parallel(false, tw, N, M, K, 1.0f, xb, K, wb, ldw, n.value.data, M, /*overwrite=*/true, b);
       n.i[1] = 1;
-      n.p[0] = xb;
       n.p[1] = const_cast<uint16_t*>(wb);
     } else {
-      float* xr = g.alloc(static_cast<size_t>(N * K));
-      round_to_bf16_parallel(X.data, N * K, xr);
+      const float* xr = rounded_into<float>(g, &Bf16State::x, X);
       const float* wr = rounded_copy<float>(g, w);
       gemm_acc_parallel(false, tw, N, M, K, 1.0f, xr, K, wr, ldw, n.value.data, M, /*overwrite=*/true, b);
       n.i[1] = 2;
-      n.p[0] = xr;
       n.p[1] = const_cast<float*>(wr);
     }
     return out;
@@ -199,9 +210,15 @@ const float* kernels::bf16_rounded(Graph& g, Var w) { return rounded_copy<float>
 size_t param_copy_bytes(const Graph& g) {
   if (!g.op_state) return 0;
   size_t n = 0;
-  for (const auto& [p, c] : static_cast<const ParamCopies*>(g.op_state.get())->copies)
+  for (const auto& [p, c] : static_cast<const Bf16State*>(g.op_state.get())->copies)
     n += c.bits.data.size() * sizeof(uint16_t) + c.rounded.data.size() * sizeof(float);
   return n;
+}
+
+size_t product_buffer_bytes(const Graph& g) {
+  if (!g.op_state) return 0;
+  const auto* s = static_cast<const Bf16State*>(g.op_state.get());
+  return (s->x.size() + s->dy.size()) * sizeof(float);
 }
 
 Var matmul(Graph& g, Var a, Var b, bool transpose_b) {
