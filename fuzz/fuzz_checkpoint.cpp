@@ -31,11 +31,14 @@ std::vector<uint8_t> wrap(const uint8_t* body, size_t n) {
 }
 
 bool same(const ablate::Checkpoint& a, const ablate::Checkpoint& b) {
-  if (a.texts != b.texts || a.ints != b.ints || a.shapes != b.shapes || a.tensors.size() != b.tensors.size()) return false;
+  if (a.texts != b.texts || a.ints != b.ints || a.shapes != b.shapes ||
+      a.tensors.size() != b.tensors.size())
+    return false;
   for (const auto& [k, v] : a.tensors) {
     auto it = b.tensors.find(k);
     if (it == b.tensors.end() || it->second.size() != v.size()) return false;
-    if (!v.empty() && std::memcmp(v.data(), it->second.data(), v.size() * sizeof(float)) != 0) return false;
+    if (!v.empty() && std::memcmp(v.data(), it->second.data(), v.size() * sizeof(float)) != 0)
+      return false;
   }
   return true;
 }
@@ -44,7 +47,8 @@ bool same(const ablate::Checkpoint& a, const ablate::Checkpoint& b) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  std::vector<uint8_t> file = (data[0] & 1) ? wrap(data + 1, size - 1) : std::vector<uint8_t>(data + 1, data + size);
+  std::vector<uint8_t> file =
+      (data[0] & 1) ? wrap(data + 1, size - 1) : std::vector<uint8_t>(data + 1, data + size);
   ablate::Checkpoint ck;
   try {
     ck = ablate::parse_checkpoint(file.data(), file.size(), "fuzz.ckpt");

@@ -42,14 +42,17 @@ double largest_number(const YAML::Node& n, int depth = 0) {
     } catch (const YAML::Exception&) {
     }
   } else if (n.IsMap() || n.IsSequence()) {
-    for (auto it = n.begin(); it != n.end(); ++it) m = std::max(m, largest_number(n.IsMap() ? it->second : *it, depth + 1));
+    for (auto it = n.begin(); it != n.end(); ++it)
+      m = std::max(m, largest_number(n.IsMap() ? it->second : *it, depth + 1));
   }
   return m;
 }
 
 bool too_big(const YAML::Node root) {
-  const double d = number_at(root, "model", "d_model", 64), layers = number_at(root, "model", "n_layers", 4),
-               ctx = number_at(root, "model", "context", 64), mult = number_at(root, "model", "ffn_multiplier", 4);
+  const double d = number_at(root, "model", "d_model", 64),
+               layers = number_at(root, "model", "n_layers", 4),
+               ctx = number_at(root, "model", "context", 64),
+               mult = number_at(root, "model", "ffn_multiplier", 4);
   const double floats = d * d * layers * (4 + 3 * mult) + d * (ctx + 512);
   return !(floats < 16e6) || largest_number(root["model"]) > 1e5;
 }

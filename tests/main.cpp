@@ -14,7 +14,9 @@ struct CountSelected : doctest::IReporter {
   explicit CountSelected(const doctest::ContextOptions&) {}
   void report_query(const doctest::QueryData&) override {}
   void test_run_start() override {}
-  void test_run_end(const doctest::TestRunStats& s) override { g_selected = static_cast<int>(s.numTestCasesPassingFilters); }
+  void test_run_end(const doctest::TestRunStats& s) override {
+    g_selected = static_cast<int>(s.numTestCasesPassingFilters);
+  }
   void test_case_start(const doctest::TestCaseData&) override {}
   void test_case_reenter(const doctest::TestCaseData&) override {}
   void test_case_end(const doctest::CurrentTestCaseStats&) override {}
@@ -34,9 +36,11 @@ int main(int argc, char** argv) {
   const int result = context.run();
   if (context.shouldExit() || result != 0) return result;
   if (g_selected == 0) {
-    std::cerr << "[ablate] no test case matches the filters given (--test-case, --test-suite, ...): nothing was "
-                 "tested. A test case's name must not contain ';' (CMake splits it); list the names with "
-                 "--list-test-cases\n";
+    std::cerr
+        << "[ablate] no test case matches the filters given (--test-case, --test-suite, ...): "
+           "nothing was "
+           "tested. A test case's name must not contain ';' (CMake splits it); list the names with "
+           "--list-test-cases\n";
     return 1;
   }
   return 0;

@@ -49,11 +49,13 @@ inline std::vector<std::string> variants(const std::string& family) {
 #endif
   for (const ablate::PluginEntry* e : registry().variants(family))
     if (e->file.find(fixtures) == std::string::npos) names.push_back(e->info->name);
-  REQUIRE_MESSAGE(!names.empty(), "no variants of family '" << family << "' found in " << ABLATE_PLUGIN_DIR);
+  REQUIRE_MESSAGE(!names.empty(),
+                  "no variants of family '" << family << "' found in " << ABLATE_PLUGIN_DIR);
   return names;
 }
 
-inline ablate::ModelDims dims(int64_t C = 16, int64_t NH = 2, int64_t context = 16, bool bias = true) {
+inline ablate::ModelDims dims(int64_t C = 16, int64_t NH = 2, int64_t context = 16,
+                              bool bias = true) {
   return ablate::conformance::small_dims(C, NH, context, bias);
 }
 
@@ -71,14 +73,18 @@ Built<Base> build(const std::string& yaml, const ablate::ModelDims& d = dims(), 
   Built<Base> b;
   b.store = std::make_unique<ablate::ParamStore>(seed);
   const std::vector<std::string> vocab = ablate::conformance::small_vocab(d.vocab_size);
-  b.obj = registry().create<Base>(opts(yaml, path), ablate::BuildContext{d, ablate::ParamScope(*b.store, "p."), seed, nullptr, &vocab});
+  b.obj = registry().create<Base>(
+      opts(yaml, path),
+      ablate::BuildContext{d, ablate::ParamScope(*b.store, "p."), seed, nullptr, &vocab});
   ablate::initialise_default(*b.store, d);  // the values a model's default init gives
   return b;
 }
 
 inline std::string type_yaml(const std::string& name) { return "{type: " + name + "}"; }
 
-inline std::vector<float> randn(size_t n, uint64_t seed, float std = 1.0f) { return ablate::conformance::randn(n, seed, std); }
+inline std::vector<float> randn(size_t n, uint64_t seed, float std = 1.0f) {
+  return ablate::conformance::randn(n, seed, std);
+}
 
 inline std::vector<float> values(ablate::Graph& g, ablate::Var v) {
   const ablate::Tensor& t = g.value(v);
@@ -86,24 +92,30 @@ inline std::vector<float> values(ablate::Graph& g, ablate::Var v) {
 }
 
 // Replaces every parameter by N(0, std) (see conformance::randomize).
-inline void randomize(ablate::ParamStore& s, uint64_t seed, float std = 0.5f) { ablate::conformance::randomize(s, seed, std); }
+inline void randomize(ablate::ParamStore& s, uint64_t seed, float std = 0.5f) {
+  ablate::conformance::randomize(s, seed, std);
+}
 
 using Outputs = ablate::conformance::Outputs;
 
 // A finite-difference gradient check (conformance::check_gradients) as doctest checks.
-inline void require_gradients(const ablate::conformance::ForwardFn& forward, const std::vector<ablate::Parameter*>& wrt) {
+inline void require_gradients(const ablate::conformance::ForwardFn& forward,
+                              const std::vector<ablate::Parameter*>& wrt) {
   const ablate::conformance::GradCheckResult r = ablate::conformance::check_gradients(forward, wrt);
   INFO("gradient mismatches:\n" << r.report);
   CHECK(r.failed == 0);
   CHECK(r.checked > 0);
-  CHECK_MESSAGE(r.skipped <= r.checked, "too many elements on kinks: " << r.skipped << " skipped, " << r.checked << " checked");
+  CHECK_MESSAGE(r.skipped <= r.checked, "too many elements on kinks: " << r.skipped << " skipped, "
+                                                                       << r.checked << " checked");
 }
 
 // The family's conformance checks (framework/model/src/conformance.cpp, the same that `ablate
 // plugin check` runs) on every variant of the family, one doctest check per check.
-inline void check_conformance(const std::string& family, const ablate::conformance::Settings& settings = {}) {
+inline void check_conformance(const std::string& family,
+                              const ablate::conformance::Settings& settings = {}) {
   for (const std::string& name : variants(family)) {
-    const ablate::conformance::Report r = ablate::conformance::check_variant(family, name, settings);
+    const ablate::conformance::Report r =
+        ablate::conformance::check_variant(family, name, settings);
     CHECK_MESSAGE(!r.checks.empty(), family << " '" << name << "': no checks ran");
     for (const ablate::conformance::CheckResult& c : r.checks) {
       INFO(family << " '" << name << "': " << c.name);

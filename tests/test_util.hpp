@@ -23,7 +23,8 @@ struct TempDir {
   std::filesystem::path path;
   TempDir() {
     std::random_device rd;
-    path = std::filesystem::temp_directory_path() / ("ablate_test_" + std::to_string(rd()) + std::to_string(rd()));
+    path = std::filesystem::temp_directory_path() /
+           ("ablate_test_" + std::to_string(rd()) + std::to_string(rd()));
     std::filesystem::create_directories(path);
   }
   ~TempDir() {
@@ -38,7 +39,9 @@ struct TempDir {
 };
 
 // Whether `part` occurs in `s`.
-inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+inline bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 // The message of the ablate::Error f throws; "" (and a failed check) if it throws none.
 inline std::string error_of(const std::function<void()>& f) {
@@ -118,8 +121,9 @@ inline std::string read_file(const std::string& path) {
 inline bool have_chromium() { return run_command("command -v chromium").status == 0; }
 
 // Chromium screenshot statistics: width height non_white blue orange yellow (Tableau blue
-// #4e79a7 and orange #f28e2b are the first two series' colours; yellow is the top of viridis). A PNG decoder in
-// Python's standard library (zlib + the five PNG row filters), so nothing is installed.
+// #4e79a7 and orange #f28e2b are the first two series' colours; yellow is the top of viridis). A
+// PNG decoder in Python's standard library (zlib + the five PNG row filters), so nothing is
+// installed.
 inline constexpr const char* kPngStats = R"(import sys, zlib, struct
 data = open(sys.argv[1], 'rb').read()
 assert data[:8] == b'\x89PNG\r\n\x1a\n', 'not a PNG'
@@ -164,8 +168,10 @@ print(w, h, nonwhite, blue, orange, yellow)
 )";
 
 inline std::string chromium_flags(const TempDir& d) {
-  return "chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking "
-         "--disable-component-update --disable-sync --user-data-dir=" + (d / "chromium-profile") + " ";
+  return "chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run "
+         "--disable-background-networking "
+         "--disable-component-update --disable-sync --user-data-dir=" +
+         (d / "chromium-profile") + " ";
 }
 
 }  // namespace ablate::test

@@ -56,8 +56,8 @@ double median(std::vector<double> v) {
   return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-BenchResult bench_one(const std::string& file, int64_t steps, int64_t warmup, int64_t gen_tokens, bool profile,
-                      ablate::Precision precision) {
+BenchResult bench_one(const std::string& file, int64_t steps, int64_t warmup, int64_t gen_tokens,
+                      bool profile, ablate::Precision precision) {
   ablate::set_default_precision(precision);  // generation's graphs too
   auto exp = ablate::Experiment::load(file);
   ablate::Options root = exp.root();
@@ -92,8 +92,10 @@ BenchResult bench_one(const std::string& file, int64_t steps, int64_t warmup, in
   const int64_t profiled = profile ? steps : 0;
   for (int64_t it = 0; it < warmup + steps + profiled; ++it) {
     const bool prof = it >= warmup + steps;
-    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<int32_t>(rng.below(static_cast<uint64_t>(V)));
-    for (size_t i = 0; i < y.size(); ++i) y[i] = static_cast<int32_t>(rng.below(static_cast<uint64_t>(V)));
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = static_cast<int32_t>(rng.below(static_cast<uint64_t>(V)));
+    for (size_t i = 0; i < y.size(); ++i)
+      y[i] = static_cast<int32_t>(rng.below(static_cast<uint64_t>(V)));
     uint64_t a0 = ablate::cli::allocation_count();
     auto t0 = clock_type::now();
     g.reset();
@@ -223,7 +225,8 @@ double measure_fma_peak(int64_t threads, double seconds) {
   const double wall = std::chrono::duration<double>(clock_type::now() - t0).count();
   double flops = 0;
   for (size_t t = 0; t < iters.size(); ++t)
-    flops += 2.0 * kLanes * kChains * static_cast<double>(iters[t]) + (sink[t] == 12345.0f ? 1.0 : 0.0);
+    flops +=
+        2.0 * kLanes * kChains * static_cast<double>(iters[t]) + (sink[t] == 12345.0f ? 1.0 : 0.0);
   return flops / wall / 1e9;
 }
 
@@ -234,12 +237,16 @@ double measure_fma_peak(int64_t threads, double seconds) {
 // PyTorch generates as many tokens as ablate (--gen_tokens; the script's own default for
 // nanogpt-baby is 64, a quarter of the work at its context lengths), or none.
 void run_torch(BenchResult& r, const std::string& script, int64_t gen_tokens, bool autocast) {
-  const std::string args = " " + r.torch_name + " best" + (autocast ? " --autocast bf16" : "") +
-                           (gen_tokens > 0 ? " --gen_tokens " + std::to_string(gen_tokens) : " --no_gen") + " 2>/dev/null";
+  const std::string args =
+      " " + r.torch_name + " best" + (autocast ? " --autocast bf16" : "") +
+      (gen_tokens > 0 ? " --gen_tokens " + std::to_string(gen_tokens) : " --no_gen") +
+      " 2>/dev/null";
   std::string cmd = script + args;
   if (std::string(ablate::kernel_path()) == "avx2")
-    cmd = "ATEN_CPU_CAPABILITY=avx2 bash -c \"$(sed 's/OPENBLAS_CORETYPE=SkylakeX/OPENBLAS_CORETYPE=Haswell/' '" +
-          script + "')\" '" + script + "'" + args;
+    cmd =
+        "ATEN_CPU_CAPABILITY=avx2 bash -c \"$(sed "
+        "'s/OPENBLAS_CORETYPE=SkylakeX/OPENBLAS_CORETYPE=Haswell/' '" +
+        script + "')\" '" + script + "'" + args;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return;
   std::string out;
@@ -267,26 +274,32 @@ void run_torch(BenchResult& r, const std::string& script, int64_t gen_tokens, bo
 
 static int cmd_bench(const std::vector<std::string>& args) {
   po::options_description opts("options");
-  opts.add_options()
-    ("config", po::value<std::vector<std::string>>()->composing(), "bench YAML files (default: experiments/bench/*.yaml)")
-    ("threads,j", po::value<int64_t>()->default_value(2), "ablate worker threads")
-    ("steps", po::value<int64_t>()->default_value(10), "timed training steps")
-    ("warmup", po::value<int64_t>()->default_value(3), "untimed warm-up steps")
-    ("gen-tokens", po::value<int64_t>()->default_value(256), "tokens generated (batch 1) for the generation rate, by PyTorch too; 0: skip")
-    ("torch", po::value<std::string>(), "path of torch_ref.sh to run side by side (default: ../shared/bench/torch_ref.sh if present)")
-    ("no-torch", po::bool_switch(), "do not run PyTorch")
-    ("markdown", po::bool_switch(), "print the table as Markdown")
-    ("profile", po::bool_switch(), "also time each op family, forward and backward, over as many extra steps")
-    ("precision", po::value<std::string>()->default_value("float32"),
-     "float32, or bf16: ablate trains with bf16 matrix products (and in float32 too, for the 'vs f32' column), PyTorch "
-     "under autocast bf16")
-    ("repeat", po::value<int64_t>()->default_value(1),
-     "rounds of every config, ablate and PyTorch alternating; the table shows medians and the ratios' ranges")
-    ("plugin-dir", po::value<std::vector<std::string>>()->composing(), "extra plugin directory (repeatable)");
+  opts.add_options()("config", po::value<std::vector<std::string>>()->composing(),
+                     "bench YAML files (default: experiments/bench/*.yaml)")(
+      "threads,j", po::value<int64_t>()->default_value(2), "ablate worker threads")(
+      "steps", po::value<int64_t>()->default_value(10), "timed training steps")(
+      "warmup", po::value<int64_t>()->default_value(3), "untimed warm-up steps")(
+      "gen-tokens", po::value<int64_t>()->default_value(256),
+      "tokens generated (batch 1) for the generation rate, by PyTorch too; 0: skip")(
+      "torch", po::value<std::string>(),
+      "path of torch_ref.sh to run side by side (default: ../shared/bench/torch_ref.sh if "
+      "present)")("no-torch", po::bool_switch(), "do not run PyTorch")(
+      "markdown", po::bool_switch(), "print the table as Markdown")(
+      "profile", po::bool_switch(),
+      "also time each op family, forward and backward, over as many extra steps")(
+      "precision", po::value<std::string>()->default_value("float32"),
+      "float32, or bf16: ablate trains with bf16 matrix products (and in float32 too, for the 'vs "
+      "f32' column), PyTorch "
+      "under autocast bf16")("repeat", po::value<int64_t>()->default_value(1),
+                             "rounds of every config, ablate and PyTorch alternating; the table "
+                             "shows medians and the ratios' ranges")(
+      "plugin-dir", po::value<std::vector<std::string>>()->composing(),
+      "extra plugin directory (repeatable)");
   po::positional_options_description pos;
   pos.add("config", -1);
   po::variables_map vm;
-  if (!ablate::cli::parse(args, "ablate bench [CONFIG.yaml ...] [options]", opts, pos, vm)) return 0;
+  if (!ablate::cli::parse(args, "ablate bench [CONFIG.yaml ...] [options]", opts, pos, vm))
+    return 0;
   ablate::cli::add_plugin_dirs(vm);
   std::vector<std::string> files;
   if (vm.count("config")) {
@@ -299,8 +312,10 @@ static int cmd_bench(const std::vector<std::string>& args) {
   }
   std::string torch;
   if (!vm["no-torch"].as<bool>()) {
-    torch = vm.count("torch") ? vm["torch"].as<std::string>()
-                              : (fs::path(ABLATE_SOURCE_DIR) / ".." / "shared" / "bench" / "torch_ref.sh").string();
+    torch =
+        vm.count("torch")
+            ? vm["torch"].as<std::string>()
+            : (fs::path(ABLATE_SOURCE_DIR) / ".." / "shared" / "bench" / "torch_ref.sh").string();
     if (!fs::exists(torch)) {
       if (vm.count("torch")) throw ablate::cli::UsageError("--torch: no such file '" + torch + "'");
       std::cerr << "bench: " << torch << " not found; PyTorch is not run (give --torch PATH)\n";
@@ -309,14 +324,17 @@ static int cmd_bench(const std::vector<std::string>& args) {
   }
   int64_t threads = vm["threads"].as<int64_t>();
   if (threads < 1) throw ablate::cli::UsageError("--threads must be >= 1");
-  tbb::global_control gc(tbb::global_control::max_allowed_parallelism, static_cast<size_t>(threads));
-  const ablate::Precision precision = ablate::parse_precision(vm["precision"].as<std::string>(), "--precision");
+  tbb::global_control gc(tbb::global_control::max_allowed_parallelism,
+                         static_cast<size_t>(threads));
+  const ablate::Precision precision =
+      ablate::parse_precision(vm["precision"].as<std::string>(), "--precision");
   const bool bf16 = precision == ablate::Precision::bf16;
   const int64_t rounds = vm["repeat"].as<int64_t>();
   if (rounds < 1) throw ablate::cli::UsageError("--repeat must be >= 1");
   // Rounds of all configs rather than repeats of one: this VM's speed drifts by 10-20%
   // over minutes, and each round measures ablate and PyTorch a minute apart at most.
-  std::cerr << "bench: " << ablate::cpu_model() << ", kernel path " << ablate::kernel_path() << "\n";
+  std::cerr << "bench: " << ablate::cpu_model() << ", kernel path " << ablate::kernel_path()
+            << "\n";
   if (bf16) std::cerr << "bench: bf16 products on the " << ablate::bf16_kernel() << " kernel\n";
   if (bf16 && !ablate::bf16_notice().empty()) std::cerr << ablate::bf16_notice() << "\n";
   std::vector<std::vector<BenchResult>> runs(files.size());
@@ -332,15 +350,17 @@ static int cmd_bench(const std::vector<std::string>& args) {
       double f32_tok_s = 0;
       if (bf16) {
         f32_tok_s = bench_one(f, vm["steps"].as<int64_t>(), vm["warmup"].as<int64_t>(), 0, false,
-                              ablate::Precision::float32).train_tok_s;
+                              ablate::Precision::float32)
+                        .train_tok_s;
         std::cerr << " float32 " << static_cast<int64_t>(f32_tok_s) << " tok/s,";
       }
       BenchResult r = bench_one(f, vm["steps"].as<int64_t>(), vm["warmup"].as<int64_t>(),
-                                vm["gen-tokens"].as<int64_t>(), vm["profile"].as<bool>() && round == 0, precision);
+                                vm["gen-tokens"].as<int64_t>(),
+                                vm["profile"].as<bool>() && round == 0, precision);
       r.f32_train_tok_s = f32_tok_s;
       r.peak_gflops = std::max(peak_before, measure_fma_peak(threads, 0.5));
-      std::cerr << " ablate " << (bf16 ? "bf16 " : "") << static_cast<int64_t>(r.train_tok_s) << " tok/s (FMA peak "
-                << std::lround(r.peak_gflops) << " GFLOP/s)";
+      std::cerr << " ablate " << (bf16 ? "bf16 " : "") << static_cast<int64_t>(r.train_tok_s)
+                << " tok/s (FMA peak " << std::lround(r.peak_gflops) << " GFLOP/s)";
       if (!torch.empty() && !r.torch_name.empty()) {
         run_torch(r, torch, vm["gen-tokens"].as<int64_t>(), bf16);
         std::cerr << ", PyTorch " << static_cast<int64_t>(r.torch_train_tok_s) << " tok/s";
@@ -366,8 +386,9 @@ static int cmd_bench(const std::vector<std::string>& args) {
     std::snprintf(b, sizeof b, "%.*f", prec, v);
     return std::string(b);
   };
-  std::vector<std::string> head = {"config", "params", "tok/s", "GFLOP/s", "FMA peak", "% peak", "torch tok/s", "ratio",
-                                   "gen tok/s", "torch gen", "gen ratio", "allocs/step", "arena MiB"};
+  std::vector<std::string> head = {"config",    "params",      "tok/s",    "GFLOP/s",   "FMA peak",
+                                   "% peak",    "torch tok/s", "ratio",    "gen tok/s", "torch gen",
+                                   "gen ratio", "allocs/step", "arena MiB"};
   if (bf16) head.insert(head.begin() + 3, {"f32 tok/s", "vs f32"});
   row(head);
   if (md) {
@@ -389,36 +410,48 @@ static int cmd_bench(const std::vector<std::string>& args) {
       const std::vector<double> v = values(f);
       std::string c = num(median(v), prec) + unit;
       if (v.size() > 1)
-        c += " [" + num(*std::min_element(v.begin(), v.end()), prec) + "-" + num(*std::max_element(v.begin(), v.end()), prec) + "]";
+        c += " [" + num(*std::min_element(v.begin(), v.end()), prec) + "-" +
+             num(*std::max_element(v.begin(), v.end()), prec) + "]";
       return c;
     };
     // (No generation ratio when either side skipped generation: --gen-tokens 0.)
     const bool t = r.torch_train_tok_s > 0, tg = r.torch_gen_tok_s > 0 && r.gen_tok_s > 0;
     uint64_t allocs = 0;
     for (const auto& x : rs) allocs = std::max(allocs, x.allocs_per_step);
-    std::vector<std::string> cells = {r.name, std::to_string(r.params), num(med([](const BenchResult& x) { return x.train_tok_s; }), 0),
-         num(med([](const BenchResult& x) { return x.gflops; }), 1), num(med([](const BenchResult& x) { return x.peak_gflops; }), 0),
-         cell([](const BenchResult& x) { return 100 * x.gflops / x.peak_gflops; }, 0, "%"),
-         t ? num(med([](const BenchResult& x) { return x.torch_train_tok_s; }), 0) : "-",
-         t ? cell([](const BenchResult& x) { return x.train_tok_s / x.torch_train_tok_s; }, 2, "x") : "-",
-         r.gen_tok_s > 0 ? num(med([](const BenchResult& x) { return x.gen_tok_s; }), 0) : "-",
-         tg ? num(med([](const BenchResult& x) { return x.torch_gen_tok_s; }), 0) : "-",
-         tg ? cell([](const BenchResult& x) { return x.gen_tok_s / x.torch_gen_tok_s; }, 1, "x") : "-", std::to_string(allocs),
-         num(r.arena_mib, 0)};
+    std::vector<std::string> cells = {
+        r.name,
+        std::to_string(r.params),
+        num(med([](const BenchResult& x) { return x.train_tok_s; }), 0),
+        num(med([](const BenchResult& x) { return x.gflops; }), 1),
+        num(med([](const BenchResult& x) { return x.peak_gflops; }), 0),
+        cell([](const BenchResult& x) { return 100 * x.gflops / x.peak_gflops; }, 0, "%"),
+        t ? num(med([](const BenchResult& x) { return x.torch_train_tok_s; }), 0) : "-",
+        t ? cell([](const BenchResult& x) { return x.train_tok_s / x.torch_train_tok_s; }, 2, "x")
+          : "-",
+        r.gen_tok_s > 0 ? num(med([](const BenchResult& x) { return x.gen_tok_s; }), 0) : "-",
+        tg ? num(med([](const BenchResult& x) { return x.torch_gen_tok_s; }), 0) : "-",
+        tg ? cell([](const BenchResult& x) { return x.gen_tok_s / x.torch_gen_tok_s; }, 1, "x")
+           : "-",
+        std::to_string(allocs),
+        num(r.arena_mib, 0)};
     if (bf16)
-      cells.insert(cells.begin() + 3, {num(med([](const BenchResult& x) { return x.f32_train_tok_s; }), 0),
-                                       cell([](const BenchResult& x) { return x.train_tok_s / x.f32_train_tok_s; }, 2, "x")});
+      cells.insert(
+          cells.begin() + 3,
+          {num(med([](const BenchResult& x) { return x.f32_train_tok_s; }), 0),
+           cell([](const BenchResult& x) { return x.train_tok_s / x.f32_train_tok_s; }, 2, "x")});
     row(cells);
   }
   for (const auto& rs : runs) {
     const BenchResult& r = rs.front();
     if (r.profile_steps == 0) continue;
     const double n = static_cast<double>(r.profile_steps), step_ms = r.profile_step_s / n * 1e3;
-    std::cout << "\n" << (md ? "#### " : "") << r.name << ": where a training step's " << num(step_ms, 2) << " ms go ("
-              << r.profile_steps << " profiled steps, " << threads << " threads)\n\n";
+    std::cout << "\n"
+              << (md ? "#### " : "") << r.name << ": where a training step's " << num(step_ms, 2)
+              << " ms go (" << r.profile_steps << " profiled steps, " << threads << " threads)\n\n";
     row({"op family", "forward ms", "backward ms", "total ms", "% of step", "calls/step"});
     if (md) row({"---", "---:", "---:", "---:", "---:", "---:"});
-    std::vector<std::pair<std::string, ablate::OpProfile::Entry>> ops(r.profile.ops.begin(), r.profile.ops.end());
+    std::vector<std::pair<std::string, ablate::OpProfile::Entry>> ops(r.profile.ops.begin(),
+                                                                      r.profile.ops.end());
     std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) {
       return a.second.forward_s + a.second.backward_s > b.second.forward_s + b.second.backward_s;
     });
@@ -426,27 +459,35 @@ static int cmd_bench(const std::vector<std::string>& args) {
     for (const auto& [op, e] : ops) {
       fwd += e.forward_s, bwd += e.backward_s;
       const double tot = (e.forward_s + e.backward_s) / n * 1e3;
-      row({op, num(e.forward_s / n * 1e3, 3), num(e.backward_s / n * 1e3, 3), num(tot, 3), num(100 * tot / step_ms, 1),
-           num(static_cast<double>(e.calls) / n, 0)});
+      row({op, num(e.forward_s / n * 1e3, 3), num(e.backward_s / n * 1e3, 3), num(tot, 3),
+           num(100 * tot / step_ms, 1), num(static_cast<double>(e.calls) / n, 0)});
     }
-    const double opt_ms = r.profile_optimizer_s / n * 1e3, other = step_ms - (fwd + bwd) / n * 1e3 - opt_ms;
+    const double opt_ms = r.profile_optimizer_s / n * 1e3,
+                 other = step_ms - (fwd + bwd) / n * 1e3 - opt_ms;
     row({"optimizer step", "-", "-", num(opt_ms, 3), num(100 * opt_ms / step_ms, 1), "1"});
     row({"other (zero_grad, reset)", "-", "-", num(other, 3), num(100 * other / step_ms, 1), "-"});
     row({"all ops", num(fwd / n * 1e3, 3), num(bwd / n * 1e3, 3), num((fwd + bwd) / n * 1e3, 3),
          num(100 * (fwd + bwd) / n * 1e3 / step_ms, 1), "-"});
   }
   std::cout << "\nCPU: " << ablate::cpu_model() << "; kernel path: " << ablate::kernel_path()
-            << (std::getenv("ABLATE_ISA") && *std::getenv("ABLATE_ISA") ? " (forced by ABLATE_ISA)" : " (the CPU's best)")
-            << (std::string(ablate::kernel_path()) == "avx2" && std::getenv("ABLATE_ISA") ? "; PyTorch capped to AVX2" : "")
+            << (std::getenv("ABLATE_ISA") && *std::getenv("ABLATE_ISA") ? " (forced by ABLATE_ISA)"
+                                                                        : " (the CPU's best)")
+            << (std::string(ablate::kernel_path()) == "avx2" && std::getenv("ABLATE_ISA")
+                    ? "; PyTorch capped to AVX2"
+                    : "")
             << "\nablate: " << threads << " threads, "
-            << (bf16 ? std::string("bf16 products (") + ablate::bf16_kernel() + " kernel; 'vs f32': against float32 in the same round)"
+            << (bf16 ? std::string("bf16 products (") + ablate::bf16_kernel() +
+                           " kernel; 'vs f32': against float32 in the same round)"
                      : std::string("float32"))
             << "; FP32 FMA peak measured before and after each config (GFLOP/s,"
-            << " the higher of the two); PyTorch" << (bf16 ? " (autocast bf16)" : "") << ": best of 1, 2 and 2 threads with 1 BLAS thread"
+            << " the higher of the two); PyTorch" << (bf16 ? " (autocast bf16)" : "")
+            << ": best of 1, 2 and 2 threads with 1 BLAS thread"
             << " (torch_ref.sh); peak RSS " << ru.ru_maxrss / 1024 << " MiB";
-  if (rounds > 1) std::cout << "; medians of " << rounds << " rounds, [min-max] of the per-round values";
+  if (rounds > 1)
+    std::cout << "; medians of " << rounds << " rounds, [min-max] of the per-round values";
   std::cout << "\n";
   return 0;
 }
 
-ABLATE_COMMAND("bench", "training/generation throughput vs the PyTorch reference (torch_ref.sh)", cmd_bench);
+ABLATE_COMMAND("bench", "training/generation throughput vs the PyTorch reference (torch_ref.sh)",
+               cmd_bench);

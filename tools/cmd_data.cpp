@@ -24,8 +24,10 @@ namespace {
 std::vector<std::string> take_plugin_dirs(const std::vector<std::string>& args) {
   std::vector<std::string> rest;
   for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--plugin-dir" && i + 1 < args.size()) ablate::PluginRegistry::instance().add_directory(args[++i]);
-    else if (args[i].rfind("--plugin-dir=", 0) == 0) ablate::PluginRegistry::instance().add_directory(args[i].substr(13));
+    if (args[i] == "--plugin-dir" && i + 1 < args.size())
+      ablate::PluginRegistry::instance().add_directory(args[++i]);
+    else if (args[i].rfind("--plugin-dir=", 0) == 0)
+      ablate::PluginRegistry::instance().add_directory(args[i].substr(13));
     else rest.push_back(args[i]);
   }
   return rest;
@@ -38,10 +40,13 @@ std::string flag(const std::string& key) {
 }
 
 int cmd_data(const std::vector<std::string>& args_in) {
-  if (!args_in.empty() && args_in[0] == "tokenize") return cmd_data_tokenize({args_in.begin() + 1, args_in.end()});
+  if (!args_in.empty() && args_in[0] == "tokenize")
+    return cmd_data_tokenize({args_in.begin() + 1, args_in.end()});
   const std::vector<std::string> args = take_plugin_dirs(args_in);
-  if (!args.empty() && args[0] == "prepare") return cmd_data_prepare({args.begin() + 1, args.end()});
-  if (!args.empty() && args[0] == "train-tokenizer") return cmd_data_train_tokenizer({args.begin() + 1, args.end()});
+  if (!args.empty() && args[0] == "prepare")
+    return cmd_data_prepare({args.begin() + 1, args.end()});
+  if (!args.empty() && args[0] == "train-tokenizer")
+    return cmd_data_train_tokenizer({args.begin() + 1, args.end()});
   auto& reg = ablate::PluginRegistry::instance();
   std::vector<std::string> names;
   std::string listing;
@@ -49,16 +54,20 @@ int cmd_data(const std::vector<std::string>& args_in) {
     names.push_back(e->info->name);
     listing += std::string("  ") + e->info->name + " — " + e->info->summary + "\n";
   }
-  const std::string usage = "usage: ablate data TASK --train train.txt --test test.txt [--flag value ...]\n"
-                            "       ablate data prepare INPUT... --out DIR --tokenizer NAME [options]  (token shards; "
-                            "'ablate data prepare --help')\n"
-                            "       ablate data tokenize --tokenizer NAME [--option key=value ...] [--count] FILE|-  (a text's token "
-                            "ids; 'ablate data tokenize --help')\n"
-                            "       ablate data train-tokenizer --vocab-size N --out tokenizer.json INPUT...  (a byte-level BPE as "
-                            "GPT-2's; 'ablate data train-tokenizer --help')\ntasks:\n" + listing +
-                            "'ablate data TASK --help' lists a task's flags.\n";
+  const std::string usage =
+      "usage: ablate data TASK --train train.txt --test test.txt [--flag value ...]\n"
+      "       ablate data prepare INPUT... --out DIR --tokenizer NAME [options]  (token shards; "
+      "'ablate data prepare --help')\n"
+      "       ablate data tokenize --tokenizer NAME [--option key=value ...] [--count] FILE|-  (a "
+      "text's token "
+      "ids; 'ablate data tokenize --help')\n"
+      "       ablate data train-tokenizer --vocab-size N --out tokenizer.json INPUT...  (a "
+      "byte-level BPE as "
+      "GPT-2's; 'ablate data train-tokenizer --help')\ntasks:\n" +
+      listing + "'ablate data TASK --help' lists a task's flags.\n";
   if (args.empty())
-    throw ablate::cli::UsageError("missing the task; available: " + ablate::join(names) + " (or prepare: a corpus into token shards)");
+    throw ablate::cli::UsageError("missing the task; available: " + ablate::join(names) +
+                                  " (or prepare: a corpus into token shards)");
   if (args[0] == "--help" || args[0] == "-h") {
     std::cout << usage;
     return 0;
@@ -72,8 +81,9 @@ int cmd_data(const std::vector<std::string>& args_in) {
   ablate::ParamStore none;
   YAML::Node tn;
   tn["type"] = name;
-  auto task = reg.create<ablate::Task>(ablate::Options(tn, std::make_shared<ablate::ConfigSource>(), "task"),
-                                       ablate::BuildContext{ablate::ModelDims{}, ablate::ParamScope(none, ""), 0});
+  auto task = reg.create<ablate::Task>(
+      ablate::Options(tn, std::make_shared<ablate::ConfigSource>(), "task"),
+      ablate::BuildContext{ablate::ModelDims{}, ablate::ParamScope(none, ""), 0});
   // The task's flags, from what write_data reads in describe mode.
   ablate::Options doc = ablate::Options::describe("");
   std::ostringstream ignored;
@@ -98,7 +108,8 @@ int cmd_data(const std::vector<std::string>& args_in) {
     for (const auto& k : known) flags.push_back(flag(k));
     const std::string dym = ablate::did_you_mean(flag(key), flags);
     throw ablate::cli::UsageError("unknown flag " + flag(key) + " for task '" + name + "'" +
-                                  (dym.empty() ? "" : ". Did you mean " + dym + "?") + " Flags: " + ablate::join(flags));
+                                  (dym.empty() ? "" : ". Did you mean " + dym + "?") +
+                                  " Flags: " + ablate::join(flags));
   }
   task->write_data(o, std::cout);
   return 0;
@@ -106,6 +117,9 @@ int cmd_data(const std::vector<std::string>& args_in) {
 
 }  // namespace
 
-ABLATE_COMMAND("data", "write a task's data sets: 'ablate data TASK --train train.txt --test test.txt ...' (tasks: 'ablate data --help'); "
-               "tokenize a corpus into token shards: 'ablate data prepare INPUT... --out DIR --tokenizer NAME'",
+ABLATE_COMMAND("data",
+               "write a task's data sets: 'ablate data TASK --train train.txt --test test.txt ...' "
+               "(tasks: 'ablate data --help'); "
+               "tokenize a corpus into token shards: 'ablate data prepare INPUT... --out DIR "
+               "--tokenizer NAME'",
                cmd_data);

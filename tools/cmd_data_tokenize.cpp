@@ -22,25 +22,34 @@ namespace po = boost::program_options;
 // itself unless it comes ready-made), or the saved one of a run (--from), on a file or stdin.
 int cmd_data_tokenize(const std::vector<std::string>& args) {
   po::options_description opts("options");
-  opts.add_options()
-    ("file", po::value<std::string>(), "the text file, or - for standard input")
-    ("tokenizer", po::value<std::string>(), "tokenizer variant (char, byte, bpe, gpt2, ...: 'ablate plugins')")
-    ("option", po::value<std::vector<std::string>>()->composing(), "a tokenizer option key=value (repeatable), as in YAML")
-    ("from", po::value<std::string>(), "use the saved tokenizer of this run (directory or checkpoint file)")
-    ("count", po::bool_switch(), "print only the number of tokens")
-    ("plugin-dir", po::value<std::vector<std::string>>()->composing(), "extra plugin directory (repeatable)");
+  opts.add_options()("file", po::value<std::string>(), "the text file, or - for standard input")(
+      "tokenizer", po::value<std::string>(),
+      "tokenizer variant (char, byte, bpe, gpt2, ...: 'ablate plugins')")(
+      "option", po::value<std::vector<std::string>>()->composing(),
+      "a tokenizer option key=value (repeatable), as in YAML")(
+      "from", po::value<std::string>(),
+      "use the saved tokenizer of this run (directory or checkpoint file)")(
+      "count", po::bool_switch(), "print only the number of tokens")(
+      "plugin-dir", po::value<std::vector<std::string>>()->composing(),
+      "extra plugin directory (repeatable)");
   po::positional_options_description pos;
   pos.add("file", 1);
   po::variables_map vm;
-  if (!ablate::cli::parse(args, "ablate data tokenize (--tokenizer NAME [--option key=value ...] | --from RUN) [--count] FILE|-",
+  if (!ablate::cli::parse(args,
+                          "ablate data tokenize (--tokenizer NAME [--option key=value ...] | "
+                          "--from RUN) [--count] FILE|-",
                           opts, pos, vm))
     return 0;
-  if (!vm.count("file")) throw ablate::cli::UsageError("missing the text file (or - for standard input)");
+  if (!vm.count("file"))
+    throw ablate::cli::UsageError("missing the text file (or - for standard input)");
   const bool from_run = vm.count("from") > 0;
   if (from_run == (vm.count("tokenizer") > 0))
-    throw ablate::cli::UsageError(from_run ? "give --tokenizer or --from, not both (a run's tokenizer has its own options)"
-                                           : "missing --tokenizer NAME (e.g. gpt2, char, bpe) or --from RUN");
-  if (from_run && vm.count("option")) throw ablate::cli::UsageError("--option sets a --tokenizer's options; a run's (--from) are saved with it");
+    throw ablate::cli::UsageError(
+        from_run ? "give --tokenizer or --from, not both (a run's tokenizer has its own options)"
+                 : "missing --tokenizer NAME (e.g. gpt2, char, bpe) or --from RUN");
+  if (from_run && vm.count("option"))
+    throw ablate::cli::UsageError(
+        "--option sets a --tokenizer's options; a run's (--from) are saved with it");
   ablate::cli::add_plugin_dirs(vm);
 
   const std::string file = vm["file"].as<std::string>();
@@ -49,7 +58,8 @@ int cmd_data_tokenize(const std::vector<std::string>& args) {
     text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   } else {
     std::error_code ec;
-    if (std::filesystem::is_directory(file, ec)) throw ablate::Error(file + ": is a directory; give a text file (or - for standard input)");
+    if (std::filesystem::is_directory(file, ec))
+      throw ablate::Error(file + ": is a directory; give a text file (or - for standard input)");
     std::ifstream in(file, std::ios::binary);
     if (!in) throw ablate::Error(file + ": cannot open the text file: " + std::strerror(errno));
     if (std::filesystem::is_regular_file(file, ec)) {  // read at once; a pipe or device is streamed
@@ -72,9 +82,11 @@ int cmd_data_tokenize(const std::vector<std::string>& args) {
     const std::string name = vm["tokenizer"].as<std::string>();
     if (!reg.find(ablate::Tokenizer::kFamily, name)) {
       std::vector<std::string> names;
-      for (const ablate::PluginEntry* e : reg.variants(ablate::Tokenizer::kFamily)) names.push_back(e->info->name);
+      for (const ablate::PluginEntry* e : reg.variants(ablate::Tokenizer::kFamily))
+        names.push_back(e->info->name);
       const std::string dym = ablate::did_you_mean(name, names);
-      throw ablate::cli::UsageError("unknown tokenizer '" + name + "'. Available: " + ablate::join(names) +
+      throw ablate::cli::UsageError("unknown tokenizer '" + name +
+                                    "'. Available: " + ablate::join(names) +
                                     (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
     }
     YAML::Node node;
@@ -85,15 +97,18 @@ int cmd_data_tokenize(const std::vector<std::string>& args) {
       for (const std::string& kv : vm["option"].as<std::vector<std::string>>()) {
         const size_t eq = kv.find('=');
         if (eq == std::string::npos || eq == 0)
-          throw ablate::cli::UsageError("--option " + kv + ": expected key=value (e.g. --option merges=1000)");
+          throw ablate::cli::UsageError("--option " + kv +
+                                        ": expected key=value (e.g. --option merges=1000)");
         const std::string key = kv.substr(0, eq);
-        if (key == "type") throw ablate::cli::UsageError("--option type=...: the variant is --tokenizer");
+        if (key == "type")
+          throw ablate::cli::UsageError("--option type=...: the variant is --tokenizer");
         node[key] = YAML::Node(kv.substr(eq + 1));
         source->overrides["tokenizer." + key] = "--option " + kv;
       }
     ablate::ParamStore none;
-    tok = reg.create<ablate::Tokenizer>(ablate::Options(node, source, "tokenizer"),
-                                        ablate::BuildContext{ablate::ModelDims{}, ablate::ParamScope(none, ""), 0});
+    tok = reg.create<ablate::Tokenizer>(
+        ablate::Options(node, source, "tokenizer"),
+        ablate::BuildContext{ablate::ModelDims{}, ablate::ParamScope(none, ""), 0});
     if (!tok->pretrained()) tok->fit(text);
   }
   const std::vector<int32_t> ids = tok->encode(text);

@@ -21,36 +21,52 @@ namespace po = boost::program_options;
 
 int cmd_data_train_tokenizer(const std::vector<std::string>& args) {
   po::options_description opts("options");
-  opts.add_options()
-    ("input", po::value<std::vector<std::string>>()->composing(), "text or JSONL files, directories or globs (.gz and .zst read as they are)")
-    ("vocab-size", po::value<int64_t>(), "tokens in the vocabulary: the 256 bytes, the merges and <|endoftext|> (GPT-2: 50257)")
-    ("out,o", po::value<std::string>(), "the tokenizer.json to write")
-    ("min-frequency", po::value<int64_t>()->default_value(2), "stop early when the most frequent pair occurs fewer times than this")
-    ("field", po::value<std::string>()->default_value("text"), "JSONL (.jsonl, .ndjson): the field holding a document's text")
-    ("threads", po::value<int64_t>()->default_value(0), "counting threads (0: every core)")
-    ("overwrite", po::bool_switch(), "replace --out if it exists")
-    ("quiet,q", po::bool_switch(), "no progress");
+  opts.add_options()("input", po::value<std::vector<std::string>>()->composing(),
+                     "text or JSONL files, directories or globs (.gz and .zst read as they are)")(
+      "vocab-size", po::value<int64_t>(),
+      "tokens in the vocabulary: the 256 bytes, the merges and <|endoftext|> (GPT-2: 50257)")(
+      "out,o", po::value<std::string>(), "the tokenizer.json to write")(
+      "min-frequency", po::value<int64_t>()->default_value(2),
+      "stop early when the most frequent pair occurs fewer times than this")(
+      "field", po::value<std::string>()->default_value("text"),
+      "JSONL (.jsonl, .ndjson): the field holding a document's text")(
+      "threads", po::value<int64_t>()->default_value(0), "counting threads (0: every core)")(
+      "overwrite", po::bool_switch(), "replace --out if it exists")("quiet,q", po::bool_switch(),
+                                                                    "no progress");
   po::positional_options_description pos;
   pos.add("input", -1);
   po::variables_map vm;
-  if (!ablate::cli::parse(args, "ablate data train-tokenizer --vocab-size N --out tokenizer.json [options] INPUT...", opts, pos, vm))
+  if (!ablate::cli::parse(
+          args,
+          "ablate data train-tokenizer --vocab-size N --out tokenizer.json [options] INPUT...",
+          opts, pos, vm))
     return 0;
-  if (!vm.count("input")) throw ablate::cli::UsageError("missing the input: text or JSONL files, a directory or a glob");
-  if (!vm.count("vocab-size")) throw ablate::cli::UsageError("missing --vocab-size N (the 256 bytes + merges + <|endoftext|>; GPT-2: 50257)");
+  if (!vm.count("input"))
+    throw ablate::cli::UsageError("missing the input: text or JSONL files, a directory or a glob");
+  if (!vm.count("vocab-size"))
+    throw ablate::cli::UsageError(
+        "missing --vocab-size N (the 256 bytes + merges + <|endoftext|>; GPT-2: 50257)");
   if (!vm.count("out")) throw ablate::cli::UsageError("missing --out tokenizer.json");
   const int64_t vocab = vm["vocab-size"].as<int64_t>();
   if (vocab < 257 || vocab > (int64_t{1} << 24))
-    throw ablate::cli::UsageError("--vocab-size " + std::to_string(vocab) + ": allowed 257 (the 256 bytes and <|endoftext|>) to 16777216");
+    throw ablate::cli::UsageError("--vocab-size " + std::to_string(vocab) +
+                                  ": allowed 257 (the 256 bytes and <|endoftext|>) to 16777216");
   const int64_t min_frequency = vm["min-frequency"].as<int64_t>();
-  if (min_frequency < 1) throw ablate::cli::UsageError("--min-frequency must be >= 1, got " + std::to_string(min_frequency));
+  if (min_frequency < 1)
+    throw ablate::cli::UsageError("--min-frequency must be >= 1, got " +
+                                  std::to_string(min_frequency));
   const int64_t threads = vm["threads"].as<int64_t>();
-  if (threads < 0) throw ablate::cli::UsageError("--threads must be >= 0, got " + std::to_string(threads));
+  if (threads < 0)
+    throw ablate::cli::UsageError("--threads must be >= 0, got " + std::to_string(threads));
   std::unique_ptr<tbb::global_control> parallelism;
-  if (threads > 0) parallelism = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, threads);
+  if (threads > 0)
+    parallelism = std::make_unique<tbb::global_control>(
+        tbb::global_control::max_allowed_parallelism, threads);
 
   const std::string out = vm["out"].as<std::string>();
   std::error_code ec;
-  if (std::filesystem::is_directory(out, ec)) throw ablate::Error(out + ": is a directory; --out names the tokenizer.json to write");
+  if (std::filesystem::is_directory(out, ec))
+    throw ablate::Error(out + ": is a directory; --out names the tokenizer.json to write");
   if (std::filesystem::exists(out, ec) && !vm["overwrite"].as<bool>())
     throw ablate::Error(out + ": exists; give --overwrite to replace it, or another --out");
   const bool quiet = vm["quiet"].as<bool>();
@@ -60,16 +76,18 @@ int cmd_data_train_tokenizer(const std::vector<std::string>& args) {
   o.field = vm["field"].as<std::string>();
   o.quiet = quiet;
   const ablate::CorpusCount counted = ablate::count_corpus_words(o);
-  if (counted.words.empty()) throw ablate::Error("train-tokenizer: the input holds no text to learn from");
+  if (counted.words.empty())
+    throw ablate::Error("train-tokenizer: the input holds no text to learn from");
 
   const auto t0 = std::chrono::steady_clock::now();
-  const ablate::ByteBpe bpe = ablate::learn_byte_bpe(counted.words, vocab, o.specials, static_cast<uint64_t>(min_frequency),
-                                                     [&](size_t merges) {
-                                                       if (quiet) return;
-                                                       std::fprintf(stderr, "\rtrain-tokenizer: %zu merges", merges);
-                                                       std::fflush(stderr);
-                                                     });
-  const double merge_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const ablate::ByteBpe bpe = ablate::learn_byte_bpe(
+      counted.words, vocab, o.specials, static_cast<uint64_t>(min_frequency), [&](size_t merges) {
+        if (quiet) return;
+        std::fprintf(stderr, "\rtrain-tokenizer: %zu merges", merges);
+        std::fflush(stderr);
+      });
+  const double merge_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   const std::string json = ablate::hf_tokenizer_json(bpe);
   const std::string tmp = out + ".tmp";
@@ -83,13 +101,23 @@ int cmd_data_train_tokenizer(const std::vector<std::string>& args) {
   if (ec) throw ablate::Error(out + ": cannot rename " + tmp + " into place: " + ec.message());
 
   const double mb = static_cast<double>(counted.bytes) / 1e6;
-  std::fprintf(stderr, "%strain-tokenizer: %.2f MB of text (%lld file%s) counted in %.1f s (%.1f MB/s): %zu distinct words, %llu in all\n",
-               quiet ? "" : "\r", mb, static_cast<long long>(counted.files), counted.files == 1 ? "" : "s", counted.seconds,
-               counted.seconds > 0 ? mb / counted.seconds : 0.0, counted.words.size(), static_cast<unsigned long long>(counted.pieces));
-  std::fprintf(stderr, "train-tokenizer: %zu merges in %.1f s; vocabulary %zu (256 bytes, %zu merges, <|endoftext|> = %d) -> %s\n",
-               bpe.merges.size(), merge_s, bpe.tokens.size(), bpe.merges.size(), bpe.first_special(), out.c_str());
+  std::fprintf(stderr,
+               "%strain-tokenizer: %.2f MB of text (%lld file%s) counted in %.1f s (%.1f MB/s): "
+               "%zu distinct words, %llu in all\n",
+               quiet ? "" : "\r", mb, static_cast<long long>(counted.files),
+               counted.files == 1 ? "" : "s", counted.seconds,
+               counted.seconds > 0 ? mb / counted.seconds : 0.0, counted.words.size(),
+               static_cast<unsigned long long>(counted.pieces));
+  std::fprintf(stderr,
+               "train-tokenizer: %zu merges in %.1f s; vocabulary %zu (256 bytes, %zu merges, "
+               "<|endoftext|> = %d) -> %s\n",
+               bpe.merges.size(), merge_s, bpe.tokens.size(), bpe.merges.size(),
+               bpe.first_special(), out.c_str());
   if (static_cast<int64_t>(bpe.tokens.size()) < vocab)
-    std::fprintf(stderr, "train-tokenizer: no pair occurs --min-frequency %lld times any more: the vocabulary is %zu, not %lld\n",
-                 static_cast<long long>(min_frequency), bpe.tokens.size(), static_cast<long long>(vocab));
+    std::fprintf(stderr,
+                 "train-tokenizer: no pair occurs --min-frequency %lld times any more: the "
+                 "vocabulary is %zu, not %lld\n",
+                 static_cast<long long>(min_frequency), bpe.tokens.size(),
+                 static_cast<long long>(vocab));
   return 0;
 }

@@ -25,7 +25,7 @@ struct EvalFlags {
   bool write = false;
   int64_t threads = 0;
   uint64_t seed = 1;
-  std::string precision;  // empty: the run's train.precision
+  std::string precision;          // empty: the run's train.precision
   std::vector<std::string> rest;  // the evaluator's
 };
 
@@ -62,13 +62,18 @@ EvalFlags parse_flags(const std::vector<std::string>& args) {
 }
 
 const char* kUsage =
-    "usage: ablate eval RUN --task TASK --data FILE [--flag value ...] [--write [--table NAME]] [-j N] [--seed S]\n"
+    "usage: ablate eval RUN --task TASK --data FILE [--flag value ...] [--write [--table NAME]] "
+    "[-j N] [--seed S]\n"
     "  RUN          run directory (or its checkpoint file)\n"
     "  --task       the task (ablate data --help lists them)\n"
-    "  --write      append the scores to the run's run.h5, at the checkpoint's step (table eval/TASK, or --table)\n"
-    "  -j N         worker threads (0: all cores)     --seed S  sampling seed     --plugin-dir DIR\n"
-    "  --precision  float32 or bf16: inputs of the matrix products (default: the run's train.precision)\n"
-    "  other flags are the task evaluator's options (e.g. --data FILE --problems N --batch 256); 'ablate plugins task'\n"
+    "  --write      append the scores to the run's run.h5, at the checkpoint's step (table "
+    "eval/TASK, or --table)\n"
+    "  -j N         worker threads (0: all cores)     --seed S  sampling seed     --plugin-dir "
+    "DIR\n"
+    "  --precision  float32 or bf16: inputs of the matrix products (default: the run's "
+    "train.precision)\n"
+    "  other flags are the task evaluator's options (e.g. --data FILE --problems N --batch 256); "
+    "'ablate plugins task'\n"
     "  lists them. --problems defaults to 0 (the whole file).\n";
 
 int cmd_eval(const std::vector<std::string>& args) {
@@ -78,19 +83,24 @@ int cmd_eval(const std::vector<std::string>& args) {
       return 0;
     }
   EvalFlags f = parse_flags(args);
-  if (f.run.empty()) throw ablate::cli::UsageError("missing the run directory (e.g. runs/addition)");
+  if (f.run.empty())
+    throw ablate::cli::UsageError("missing the run directory (e.g. runs/addition)");
   auto& reg = ablate::PluginRegistry::instance();
   std::vector<std::string> names;
-  for (const ablate::PluginEntry* e : reg.variants(ablate::Task::kFamily)) names.push_back(e->info->name);
-  if (f.task.empty()) throw ablate::cli::UsageError("missing --task; available: " + ablate::join(names));
+  for (const ablate::PluginEntry* e : reg.variants(ablate::Task::kFamily))
+    names.push_back(e->info->name);
+  if (f.task.empty())
+    throw ablate::cli::UsageError("missing --task; available: " + ablate::join(names));
   if (!reg.find(ablate::Task::kFamily, f.task)) {
     const std::string dym = ablate::did_you_mean(f.task, names);
-    throw ablate::cli::UsageError("unknown task '" + f.task + "'. Available: " + ablate::join(names) +
+    throw ablate::cli::UsageError("unknown task '" + f.task +
+                                  "'. Available: " + ablate::join(names) +
                                   (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
   }
   if (f.table.empty()) f.table = "eval/" + f.task;
   if (f.threads == 0) f.threads = static_cast<int64_t>(std::thread::hardware_concurrency());
-  tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism, static_cast<size_t>(f.threads));
+  tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism,
+                                  static_cast<size_t>(f.threads));
 
   ablate::Options o = ablate::cli::flag_options(f.rest, "ablate eval");
   YAML::Node node = o.node();
@@ -98,21 +108,24 @@ int cmd_eval(const std::vector<std::string>& args) {
   node["type"] = f.task;
   auto run = ablate::load_run(f.run);
   ablate::require_generating(run, "decoding " + f.task + " answers");
-  ablate::set_default_precision(f.precision.empty() ? ablate::run_precision(run)
-                                                    : ablate::parse_precision(f.precision, "--precision"));
+  ablate::set_default_precision(f.precision.empty()
+                                    ? ablate::run_precision(run)
+                                    : ablate::parse_precision(f.precision, "--precision"));
   if (ablate::default_precision() == ablate::Precision::bf16 && !ablate::bf16_notice().empty())
     std::cerr << ablate::bf16_notice() << "\n";
   ablate::ParamStore none;
-  std::unique_ptr<ablate::Evaluator> ev =
-      ablate::make_evaluator(o, ablate::BuildContext{ablate::ModelDims{}, ablate::ParamScope(none, ""), f.seed});
-  std::cout << "run " << f.run << " (step " << run.step << "), task " << f.task << ", " << f.threads << " threads" << std::endl;
+  std::unique_ptr<ablate::Evaluator> ev = ablate::make_evaluator(
+      o, ablate::BuildContext{ablate::ModelDims{}, ablate::ParamScope(none, ""), f.seed});
+  std::cout << "run " << f.run << " (step " << run.step << "), task " << f.task << ", " << f.threads
+            << " threads" << std::endl;
   ablate::EvalContext ctx{*run.model, *run.tokenizer, run.step, true, f.seed, ""};
   auto row = ev->evaluate(ctx);
   const std::string report = ev->report();
   std::cout << (report.empty() ? ev->summary(row) + "\n" : report);
   if (f.write) {
     namespace fs = std::filesystem;
-    const std::string dir = fs::is_regular_file(f.run) ? fs::path(f.run).parent_path().string() : f.run;
+    const std::string dir =
+        fs::is_regular_file(f.run) ? fs::path(f.run).parent_path().string() : f.run;
     row.insert(row.begin(), {"step", static_cast<double>(run.step)});
     // The row looks like the trainer's: the root attribute eval_writes says where it came
     // from (one line per write: table, row, step, the command's flags, when).
@@ -132,20 +145,26 @@ int cmd_eval(const std::vector<std::string>& args) {
       std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
       std::string cmd = "ablate eval --task " + f.task;
       for (const auto& a : f.rest) cmd += " " + a;
-      rf.set_attr("eval_writes", previous + f.table + " row " + std::to_string(row_index) + " (step " + std::to_string(run.step) +
-                                     "): " + cmd + " (seed " + std::to_string(f.seed) + "), " + when + ", ablate " +
-                                     ablate::cli::version() + "\n");
+      rf.set_attr("eval_writes", previous + f.table + " row " + std::to_string(row_index) +
+                                     " (step " + std::to_string(run.step) + "): " + cmd +
+                                     " (seed " + std::to_string(f.seed) + "), " + when +
+                                     ", ablate " + ablate::cli::version() + "\n");
       rf.flush();
       rf.close();
     } catch (const ablate::Error& e) {
-      throw ablate::Error(std::string(e.what()) + ". To keep these scores apart, write them to another table: --table " + f.table + "_2");
+      throw ablate::Error(std::string(e.what()) +
+                          ". To keep these scores apart, write them to another table: --table " +
+                          f.table + "_2");
     }
-    std::cout << "\nappended to " << ablate::run_file_path(dir) << ", table " << f.table << ", row " << row_index << " (step "
-              << run.step << "); recorded in its attribute eval_writes\n";
+    std::cout << "\nappended to " << ablate::run_file_path(dir) << ", table " << f.table << ", row "
+              << row_index << " (step " << run.step << "); recorded in its attribute eval_writes\n";
   }
   return 0;
 }
 
 }  // namespace
 
-ABLATE_COMMAND("eval", "score a trained run on a task: 'ablate eval RUN --task TASK --data test.txt [--write]'", cmd_eval);
+ABLATE_COMMAND(
+    "eval",
+    "score a trained run on a task: 'ablate eval RUN --task TASK --data test.txt [--write]'",
+    cmd_eval);

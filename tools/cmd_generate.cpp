@@ -15,24 +15,32 @@ namespace po = boost::program_options;
 
 static int cmd_generate(const std::vector<std::string>& args) {
   po::options_description opts("options");
-  opts.add_options()
-    ("run", po::value<std::string>(), "run directory (or its checkpoint file)")
-    ("prompt,p", po::value<std::string>()->default_value("\n"), "text to continue")
-    ("tokens,n", po::value<int64_t>()->default_value(200), "tokens to generate")
-    ("temperature,t", po::value<float>()->default_value(1.0f), "softmax temperature (0: greedy)")
-    ("top-k", po::value<int64_t>()->default_value(0), "sample among the k most likely tokens (0: all)")
-    ("top-p", po::value<float>()->default_value(1.0f), "nucleus sampling threshold (1: off)")
-    ("greedy", po::bool_switch(), "always take the most likely token")
-    ("seed", po::value<int64_t>()->default_value(1), "random seed (>= 0)")
-    ("precision", po::value<std::string>(), "inputs of the matrix products: float32 or bf16 (default: the run's train.precision)")
-    ("allow-unknown", po::bool_switch(), "encode prompt characters the tokenizer does not know as its unknown symbol (with a warning)")
-    ("stats", po::bool_switch(), "print the prompt's and the generated tokens and the generation's tokens/s to stderr at the end")
-    ("plugin-dir", po::value<std::vector<std::string>>()->composing(), "extra plugin directory (repeatable)");
+  opts.add_options()("run", po::value<std::string>(), "run directory (or its checkpoint file)")(
+      "prompt,p", po::value<std::string>()->default_value("\n"), "text to continue")(
+      "tokens,n", po::value<int64_t>()->default_value(200), "tokens to generate")(
+      "temperature,t", po::value<float>()->default_value(1.0f), "softmax temperature (0: greedy)")(
+      "top-k", po::value<int64_t>()->default_value(0),
+      "sample among the k most likely tokens (0: all)")(
+      "top-p", po::value<float>()->default_value(1.0f), "nucleus sampling threshold (1: off)")(
+      "greedy", po::bool_switch(), "always take the most likely token")(
+      "seed", po::value<int64_t>()->default_value(1), "random seed (>= 0)")(
+      "precision", po::value<std::string>(),
+      "inputs of the matrix products: float32 or bf16 (default: the run's train.precision)")(
+      "allow-unknown", po::bool_switch(),
+      "encode prompt characters the tokenizer does not know as its unknown symbol (with a "
+      "warning)")("stats", po::bool_switch(),
+                  "print the prompt's and the generated tokens and the generation's tokens/s to "
+                  "stderr at the end")("plugin-dir",
+                                       po::value<std::vector<std::string>>()->composing(),
+                                       "extra plugin directory (repeatable)");
   po::positional_options_description pos;
   pos.add("run", 1);
   po::variables_map vm;
-  if (!ablate::cli::parse(args, "ablate generate RUN [--prompt TEXT] [--tokens N] [options]", opts, pos, vm)) return 0;
-  if (!vm.count("run")) throw ablate::cli::UsageError("missing the run directory (e.g. runs/quickstart)");
+  if (!ablate::cli::parse(args, "ablate generate RUN [--prompt TEXT] [--tokens N] [options]", opts,
+                          pos, vm))
+    return 0;
+  if (!vm.count("run"))
+    throw ablate::cli::UsageError("missing the run directory (e.g. runs/quickstart)");
   ablate::cli::add_plugin_dirs(vm);
   ablate::Sampling s;
   s.temperature = vm["temperature"].as<float>();
@@ -42,9 +50,12 @@ static int cmd_generate(const std::vector<std::string>& args) {
   int64_t n = vm["tokens"].as<int64_t>();
   // Negated comparisons, so that NaN is refused too.
   if (!(s.temperature >= 0 && std::isfinite(s.temperature)))
-    throw ablate::cli::UsageError("--temperature must be a finite number >= 0, got " + std::to_string(s.temperature));
-  if (s.top_k < 0) throw ablate::cli::UsageError("--top-k must be >= 0, got " + std::to_string(s.top_k));
-  if (!(s.top_p > 0 && s.top_p <= 1)) throw ablate::cli::UsageError("--top-p must be in (0, 1], got " + std::to_string(s.top_p));
+    throw ablate::cli::UsageError("--temperature must be a finite number >= 0, got " +
+                                  std::to_string(s.temperature));
+  if (s.top_k < 0)
+    throw ablate::cli::UsageError("--top-k must be >= 0, got " + std::to_string(s.top_k));
+  if (!(s.top_p > 0 && s.top_p <= 1))
+    throw ablate::cli::UsageError("--top-p must be in (0, 1], got " + std::to_string(s.top_p));
   if (n < 0) throw ablate::cli::UsageError("--tokens must be >= 0, got " + std::to_string(n));
   const int64_t seed = vm["seed"].as<int64_t>();
   if (seed < 0) throw ablate::cli::UsageError("--seed must be >= 0, got " + std::to_string(seed));
@@ -56,15 +67,21 @@ static int cmd_generate(const std::vector<std::string>& args) {
   const auto unknown = ablate::unknown_characters(*run.tokenizer, prompt);
   if (!unknown.empty()) {
     std::string list;
-    for (const auto& c : unknown) list += (list.empty() ? "'" : ", '") + ablate::visible_token(c) + "'";
-    const std::string what = "the prompt has " + std::to_string(unknown.size()) + " character" + (unknown.size() == 1 ? "" : "s") +
+    for (const auto& c : unknown)
+      list += (list.empty() ? "'" : ", '") + ablate::visible_token(c) + "'";
+    const std::string what = "the prompt has " + std::to_string(unknown.size()) + " character" +
+                             (unknown.size() == 1 ? "" : "s") +
                              " the run's tokenizer does not know: " + list;
     if (!vm["allow-unknown"].as<bool>())
-      throw ablate::Error(what + "; use only characters of the training data, or --allow-unknown to encode them as the unknown symbol");
+      throw ablate::Error(what +
+                          "; use only characters of the training data, or --allow-unknown to "
+                          "encode them as the unknown symbol");
     std::cerr << "warning: " << what << "; encoded as the unknown symbol (shown as it decodes)\n";
   }
-  ablate::set_default_precision(vm.count("precision") ? ablate::parse_precision(vm["precision"].as<std::string>(), "--precision")
-                                                     : ablate::run_precision(run));
+  ablate::set_default_precision(
+      vm.count("precision")
+          ? ablate::parse_precision(vm["precision"].as<std::string>(), "--precision")
+          : ablate::run_precision(run));
   if (ablate::default_precision() == ablate::Precision::bf16 && !ablate::bf16_notice().empty())
     std::cerr << ablate::bf16_notice() << "\n";
   auto ids = run.tokenizer->encode(prompt);
@@ -78,7 +95,8 @@ static int cmd_generate(const std::vector<std::string>& args) {
   ablate::generate(*run.model, ids, n, s, rng, [&](int32_t t) {
     seq.push_back(t);
     std::string text = run.tokenizer->decode(seq);
-    if (text.size() >= shown.size() && text.compare(0, shown.size(), shown) == 0) std::cout << text.substr(shown.size());
+    if (text.size() >= shown.size() && text.compare(0, shown.size(), shown) == 0)
+      std::cout << text.substr(shown.size());
     else std::cout << text;  // a tokenizer that rewrote earlier text: show it whole
     std::cout << std::flush;
     shown = std::move(text);
@@ -88,10 +106,13 @@ static int cmd_generate(const std::vector<std::string>& args) {
     // The prompt's prefill and every decoding step, with the KV cache; not the loading.
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const int64_t made = static_cast<int64_t>(seq.size() - ids.size());
-    std::fprintf(stderr, "generate: %zu prompt tokens, %lld generated in %.3f s: %.2f tokens/s\n", ids.size(),
-                 static_cast<long long>(made), sec, sec > 0 ? static_cast<double>(made) / sec : 0.0);
+    std::fprintf(stderr, "generate: %zu prompt tokens, %lld generated in %.3f s: %.2f tokens/s\n",
+                 ids.size(), static_cast<long long>(made), sec,
+                 sec > 0 ? static_cast<double>(made) / sec : 0.0);
   }
   return 0;
 }
 
-ABLATE_COMMAND("generate", "sample text from a trained run (KV cache; greedy, temperature, top-k, top-p)", cmd_generate);
+ABLATE_COMMAND("generate",
+               "sample text from a trained run (KV cache; greedy, temperature, top-k, top-p)",
+               cmd_generate);

@@ -17,27 +17,35 @@ namespace {
 
 int cmd_inspect(const std::vector<std::string>& args) {
   po::options_description opts("options");
-  opts.add_options()
-    ("run", po::value<std::string>(), "run directory (or its checkpoint file)")
-    ("text", po::value<std::string>(), "input text: at most model.context tokens, characters the tokenizer knows")
-    ("output,o", po::value<std::string>()->default_value("inspect.html"), "HTML page to write")
-    ("h5", po::value<std::string>(), "HDF5 file for the numbers (default: the page's name with .h5)")
-    ("top", po::value<int64_t>()->default_value(20), "bars in the next-token chart")
-    ("perplexity", po::value<double>()->default_value(0.0),
-     "t-SNE perplexity, in [1, (N - 1) / 3] for N mapped tokens (0: min(30, (N - 1) / 3))")
-    ("seed", po::value<int64_t>()->default_value(1), "t-SNE seed (>= 0)")
-    ("tsne-iterations", po::value<int>()->default_value(1000), "t-SNE gradient steps")
-    ("map-tokens", po::value<int64_t>()->default_value(500),
-     "tokens drawn in the maps and given to t-SNE; larger vocabularies are subsampled (the text's tokens, then evenly spaced ids)")
-    ("positions", po::value<int64_t>()->default_value(0), "positions in the positional maps (0: min(context, 64))")
-    ("plugin-dir", po::value<std::vector<std::string>>()->composing(), "extra plugin directory (repeatable)");
+  opts.add_options()("run", po::value<std::string>(), "run directory (or its checkpoint file)")(
+      "text", po::value<std::string>(),
+      "input text: at most model.context tokens, characters the tokenizer knows")(
+      "output,o", po::value<std::string>()->default_value("inspect.html"), "HTML page to write")(
+      "h5", po::value<std::string>(),
+      "HDF5 file for the numbers (default: the page's name with .h5)")(
+      "top", po::value<int64_t>()->default_value(20), "bars in the next-token chart")(
+      "perplexity", po::value<double>()->default_value(0.0),
+      "t-SNE perplexity, in [1, (N - 1) / 3] for N mapped tokens (0: min(30, (N - 1) / 3))")(
+      "seed", po::value<int64_t>()->default_value(1), "t-SNE seed (>= 0)")(
+      "tsne-iterations", po::value<int>()->default_value(1000), "t-SNE gradient steps")(
+      "map-tokens", po::value<int64_t>()->default_value(500),
+      "tokens drawn in the maps and given to t-SNE; larger vocabularies are subsampled (the text's "
+      "tokens, then evenly spaced ids)")("positions", po::value<int64_t>()->default_value(0),
+                                         "positions in the positional maps (0: min(context, 64))")(
+      "plugin-dir", po::value<std::vector<std::string>>()->composing(),
+      "extra plugin directory (repeatable)");
   po::positional_options_description pos;
   pos.add("run", 1);
   po::variables_map vm;
-  if (!ablate::cli::parse(args, "ablate inspect RUN --text TEXT [-o inspect.html] [--h5 FILE] [options]", opts, pos, vm)) return 0;
+  if (!ablate::cli::parse(args,
+                          "ablate inspect RUN --text TEXT [-o inspect.html] [--h5 FILE] [options]",
+                          opts, pos, vm))
+    return 0;
   using ablate::cli::UsageError;
   if (!vm.count("run")) throw UsageError("missing the run directory (e.g. runs/quickstart)");
-  if (!vm.count("text")) throw UsageError("missing --text TEXT: the input whose attention to show (e.g. --text \"ROMEO: But soft\")");
+  if (!vm.count("text"))
+    throw UsageError(
+        "missing --text TEXT: the input whose attention to show (e.g. --text \"ROMEO: But soft\")");
   ablate::cli::add_plugin_dirs(vm);
 
   ablate::InspectOptions o;
@@ -48,21 +56,30 @@ int cmd_inspect(const std::vector<std::string>& args) {
   o.map_tokens = vm["map-tokens"].as<int64_t>();
   o.positions = vm["positions"].as<int64_t>();
   const int64_t seed = vm["seed"].as<int64_t>();
-  if (o.text.empty()) throw UsageError("--text is empty; give at least one character, e.g. --text \"ROMEO:\"");
+  if (o.text.empty())
+    throw UsageError("--text is empty; give at least one character, e.g. --text \"ROMEO:\"");
   if (o.top < 1) throw UsageError("--top must be >= 1, got " + std::to_string(o.top));
   if (seed < 0) throw UsageError("--seed must be >= 0, got " + std::to_string(seed));
   o.seed = static_cast<uint64_t>(seed);
-  if (o.tsne_iterations < 1) throw UsageError("--tsne-iterations must be >= 1, got " + std::to_string(o.tsne_iterations));
-  if (o.map_tokens < 4) throw UsageError("--map-tokens must be >= 4, got " + std::to_string(o.map_tokens));
-  if (o.positions < 0) throw UsageError("--positions must be >= 0 (0: min(context, 64)), got " + std::to_string(o.positions));
+  if (o.tsne_iterations < 1)
+    throw UsageError("--tsne-iterations must be >= 1, got " + std::to_string(o.tsne_iterations));
+  if (o.map_tokens < 4)
+    throw UsageError("--map-tokens must be >= 4, got " + std::to_string(o.map_tokens));
+  if (o.positions < 0)
+    throw UsageError("--positions must be >= 0 (0: min(context, 64)), got " +
+                     std::to_string(o.positions));
   // Negated, so that NaN is refused too; the upper bound needs the vocabulary (below).
   if (!(o.perplexity == 0 || o.perplexity >= 1))
-    throw UsageError("--perplexity must be >= 1 (or 0: automatic), got " + std::to_string(o.perplexity));
+    throw UsageError("--perplexity must be >= 1 (or 0: automatic), got " +
+                     std::to_string(o.perplexity));
 
   const std::string html_path = vm["output"].as<std::string>();
-  const std::string h5_path = vm.count("h5") ? vm["h5"].as<std::string>() : fs::path(html_path).replace_extension(".h5").string();
+  const std::string h5_path = vm.count("h5")
+                                  ? vm["h5"].as<std::string>()
+                                  : fs::path(html_path).replace_extension(".h5").string();
   if (fs::absolute(h5_path) == fs::absolute(html_path))
-    throw UsageError("--h5 " + h5_path + " is the HTML page itself; give another file name, e.g. --h5 inspect.h5");
+    throw UsageError("--h5 " + h5_path +
+                     " is the HTML page itself; give another file name, e.g. --h5 inspect.h5");
   // Both files or neither: check their directories before any work.
   ablate::cli::require_output_dir("-o", html_path);
   ablate::cli::require_output_dir("--h5", h5_path);
@@ -72,12 +89,15 @@ int cmd_inspect(const std::vector<std::string>& args) {
   const double max_perp = ablate::tsne_max_perplexity(mapped);
   if (o.perplexity == 0) o.perplexity = std::max(1.0, std::min(30.0, max_perp));
   if (o.perplexity > max_perp)
-    throw UsageError("--perplexity " + ablate::svg::format_number(o.perplexity) + " is too large for the " + std::to_string(mapped) +
-                     " mapped tokens: t-SNE allows at most (N - 1) / 3 = " + ablate::svg::format_number(max_perp) +
-                     "; choose e.g. --perplexity " + ablate::svg::format_number(std::max(1.0, std::floor(max_perp / 2))));
+    throw UsageError("--perplexity " + ablate::svg::format_number(o.perplexity) +
+                     " is too large for the " + std::to_string(mapped) +
+                     " mapped tokens: t-SNE allows at most (N - 1) / 3 = " +
+                     ablate::svg::format_number(max_perp) + "; choose e.g. --perplexity " +
+                     ablate::svg::format_number(std::max(1.0, std::floor(max_perp / 2))));
   const int64_t context = run.model->dims().context;
   if (o.positions > context)
-    throw UsageError("--positions " + std::to_string(o.positions) + " exceeds the model's context of " + std::to_string(context) +
+    throw UsageError("--positions " + std::to_string(o.positions) +
+                     " exceeds the model's context of " + std::to_string(context) +
                      "; choose at most " + std::to_string(context));
   ablate::Inspection in;
   try {
@@ -90,15 +110,19 @@ int cmd_inspect(const std::vector<std::string>& args) {
     if (what.rfind("the text", 0) == 0) throw UsageError("--text: " + what);
     throw;
   }
-  ablate::cli::write_output(html_path, ablate::render_inspection(in, fs::path(h5_path).filename().string()));
+  ablate::cli::write_output(html_path,
+                            ablate::render_inspection(in, fs::path(h5_path).filename().string()));
   ablate::write_inspection_h5(in, h5_path);
-  std::cout << "run " << in.run_dir << " (step " << in.step << "), " << in.time << " tokens, " << in.n_layers << " layers x " << in.n_heads
-            << " heads\nwrote " << html_path << " and " << h5_path << "\n";
+  std::cout << "run " << in.run_dir << " (step " << in.step << "), " << in.time << " tokens, "
+            << in.n_layers << " layers x " << in.n_heads << " heads\nwrote " << html_path << " and "
+            << h5_path << "\n";
   for (const auto& n : in.notes) std::cout << "note: " << n << "\n";
   return 0;
 }
 
 }  // namespace
 
-ABLATE_COMMAND("inspect", "attention maps, next-token probabilities, embedding and positional maps of a run: 'ablate inspect RUN --text TEXT -o inspect.html'",
+ABLATE_COMMAND("inspect",
+               "attention maps, next-token probabilities, embedding and positional maps of a run: "
+               "'ablate inspect RUN --text TEXT -o inspect.html'",
                cmd_inspect);

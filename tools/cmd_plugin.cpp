@@ -25,7 +25,8 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
+  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size()))
+    s.replace(p, from.size(), to);
   return s;
 }
 
@@ -52,21 +53,24 @@ std::string install_prefix() {
   if (ec) return "";
   const fs::path prefix = exe.parent_path().parent_path();
   for (const char* lib : {"lib", "lib64"})
-    if (fs::exists(prefix / lib / "cmake" / "ablate" / "ablateConfig.cmake", ec)) return prefix.string();
+    if (fs::exists(prefix / lib / "cmake" / "ablate" / "ablateConfig.cmake", ec))
+      return prefix.string();
   return "";
 }
 
 int plugin_new(const std::vector<std::string>& args) {
   po::options_description opts("options");
-  opts.add_options()
-    ("family", po::value<std::string>(), ("plugin family (" + ablate::join(ablate::family_names()) + ")").c_str())
-    ("name", po::value<std::string>(), "variant name: lower case, digits, underscores; also the YAML value and the library name")
-    ("dir,d", po::value<std::string>(), "project directory to write (default: ./NAME)")
-    ("force", po::bool_switch(), "overwrite existing files");
+  opts.add_options()("family", po::value<std::string>(),
+                     ("plugin family (" + ablate::join(ablate::family_names()) + ")").c_str())(
+      "name", po::value<std::string>(),
+      "variant name: lower case, digits, underscores; also the YAML value and the library name")(
+      "dir,d", po::value<std::string>(), "project directory to write (default: ./NAME)")(
+      "force", po::bool_switch(), "overwrite existing files");
   po::positional_options_description pos;
   pos.add("family", 1).add("name", 1);
   po::variables_map vm;
-  if (!ablate::cli::parse(args, "ablate plugin new FAMILY NAME [--dir DIR]", opts, pos, vm)) return 0;
+  if (!ablate::cli::parse(args, "ablate plugin new FAMILY NAME [--dir DIR]", opts, pos, vm))
+    return 0;
   if (!vm.count("family") || !vm.count("name"))
     throw ablate::cli::UsageError("give a family and a name, e.g. 'ablate plugin new ffn my_ffn'");
   const std::string family = vm["family"].as<std::string>(), name = vm["name"].as<std::string>();
@@ -76,21 +80,27 @@ int plugin_new(const std::vector<std::string>& args) {
     for (const ablate::FamilyDescriptor* d : ablate::families())
       if (!d->template_source.empty()) families.push_back(d->name);
     const std::string dym = ablate::did_you_mean(family, families);
-    throw ablate::cli::UsageError("unknown family '" + family + "'. Available: " + ablate::join(families) +
+    throw ablate::cli::UsageError("unknown family '" + family +
+                                  "'. Available: " + ablate::join(families) +
                                   (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
   }
   if (name.empty() || !std::islower(static_cast<unsigned char>(name[0])) ||
       name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
-    throw ablate::cli::UsageError("name '" + name + "' must start with a lower-case letter and contain only lower-case letters, "
-                                  "digits and underscores (it is a YAML value, a C++ identifier and a file name)");
+    throw ablate::cli::UsageError(
+        "name '" + name +
+        "' must start with a lower-case letter and contain only lower-case letters, "
+        "digits and underscores (it is a YAML value, a C++ identifier and a file name)");
   const fs::path dir = vm.count("dir") ? fs::path(vm["dir"].as<std::string>()) : fs::path(name);
   const fs::path src = dir / (name + ".cpp"), cmake = dir / "CMakeLists.txt";
   if (!vm["force"].as<bool>())
     for (const fs::path& p : {src, cmake})
-      if (fs::exists(p)) throw ablate::Error(p.string() + " already exists; choose another --dir or pass --force to overwrite");
+      if (fs::exists(p))
+        throw ablate::Error(p.string() +
+                            " already exists; choose another --dir or pass --force to overwrite");
   fs::create_directories(dir);
   auto fill = [&](const std::string& text) {
-    return replace_all(replace_all(replace_all(text, "@NAME@", name), "@CLASS@", camel(name)), "@FAMILY@", family);
+    return replace_all(replace_all(replace_all(text, "@NAME@", name), "@CLASS@", camel(name)),
+                       "@FAMILY@", family);
   };
   auto write = [](const fs::path& p, const std::string& text) {
     std::ofstream f(p, std::ios::binary);
@@ -103,9 +113,11 @@ int plugin_new(const std::vector<std::string>& args) {
   const std::string prefix = install_prefix();
   const std::string use = ablate::selection_override(*tpl, name);  // as a command-line override
   const std::string d = dir.string();
-  std::cout << "wrote " << src.string() << " (" << family << " '" << name << "': " << tpl->template_summary << ")\n"
+  std::cout << "wrote " << src.string() << " (" << family << " '" << name
+            << "': " << tpl->template_summary << ")\n"
             << "  and " << cmake.string() << "\n\nnext:\n"
-            << "  cmake -S " << d << " -B " << d << "/build -DCMAKE_PREFIX_PATH=" << (prefix.empty() ? "<ablate install prefix>" : prefix) << "\n"
+            << "  cmake -S " << d << " -B " << d << "/build -DCMAKE_PREFIX_PATH="
+            << (prefix.empty() ? "<ablate install prefix>" : prefix) << "\n"
             << "  cmake --build " << d << "/build\n"
             << "  ablate plugin check " << d << "/build/" << name << ".so\n"
             << "  ablate run EXPERIMENT.yaml " << use << " --plugin-dir " << d << "/build\n";
@@ -114,16 +126,22 @@ int plugin_new(const std::vector<std::string>& args) {
 
 int plugin_check(const std::vector<std::string>& args) {
   po::options_description opts("options");
-  opts.add_options()
-    ("library", po::value<std::string>(), "the plugin's shared library (.so)")
-    ("options", po::value<std::string>(), "options for the variant as a YAML map, e.g. '{hidden: 32}'")
-    ("text", po::value<std::string>(), "text file for tokenizers and evaluators to fit on (default: a built-in excerpt)")
-    ("plugin-dir", po::value<std::vector<std::string>>()->composing(), "extra plugin directory (repeatable)");
+  opts.add_options()("library", po::value<std::string>(), "the plugin's shared library (.so)")(
+      "options", po::value<std::string>(),
+      "options for the variant as a YAML map, e.g. '{hidden: 32}'")(
+      "text", po::value<std::string>(),
+      "text file for tokenizers and evaluators to fit on (default: a built-in excerpt)")(
+      "plugin-dir", po::value<std::vector<std::string>>()->composing(),
+      "extra plugin directory (repeatable)");
   po::positional_options_description pos;
   pos.add("library", 1);
   po::variables_map vm;
-  if (!ablate::cli::parse(args, "ablate plugin check LIBRARY.so [--options YAML] [--text FILE]", opts, pos, vm)) return 0;
-  if (!vm.count("library")) throw ablate::cli::UsageError("give the plugin library, e.g. 'ablate plugin check build/my_ffn.so'");
+  if (!ablate::cli::parse(args, "ablate plugin check LIBRARY.so [--options YAML] [--text FILE]",
+                          opts, pos, vm))
+    return 0;
+  if (!vm.count("library"))
+    throw ablate::cli::UsageError(
+        "give the plugin library, e.g. 'ablate plugin check build/my_ffn.so'");
   ablate::cli::add_plugin_dirs(vm);
   auto& reg = ablate::PluginRegistry::instance();
   // The installed variants first: attention is checked with every positional encoding, and
@@ -131,10 +149,11 @@ int plugin_check(const std::vector<std::string>& args) {
   reg.load_all();
   const ablate::PluginEntry& e = reg.load_file(vm["library"].as<std::string>());
   const std::string family = e.info->family, name = e.info->name;
-  std::cout << "checking " << family << " '" << name << "' from " << e.file << "\n  \"" << (e.info->summary ? e.info->summary : "")
-            << "\"\n";
+  std::cout << "checking " << family << " '" << name << "' from " << e.file << "\n  \""
+            << (e.info->summary ? e.info->summary : "") << "\"\n";
   if (!ablate::conformance::has_checks(family)) {
-    std::cout << "FAIL: ablate has no family '" << family << "' (families: " << ablate::join(ablate::conformance::checked_families())
+    std::cout << "FAIL: ablate has no family '" << family
+              << "' (families: " << ablate::join(ablate::conformance::checked_families())
               << "); no experiment could use this plugin\n";
     return 1;
   }
@@ -150,27 +169,35 @@ int plugin_check(const std::vector<std::string>& args) {
   // The checks run in a child process, so that a plugin that crashes (a segfault in its
   // constructor, say) is reported as a failed check instead of taking the checker down.
   int fds[2];
-  if (pipe(fds) != 0) throw ablate::Error(std::string("plugin check: pipe() failed: ") + std::strerror(errno));
+  if (pipe(fds) != 0)
+    throw ablate::Error(std::string("plugin check: pipe() failed: ") + std::strerror(errno));
   std::cout.flush();
   const pid_t pid = fork();
-  if (pid < 0) throw ablate::Error(std::string("plugin check: fork() failed: ") + std::strerror(errno));
+  if (pid < 0)
+    throw ablate::Error(std::string("plugin check: fork() failed: ") + std::strerror(errno));
   if (pid == 0) {
     close(fds[0]);
     settings.on_start = [&](const std::string& check) {
       const std::string line = check + "\n";
       if (write(fds[1], line.data(), line.size()) < 0) std::perror("plugin check");
     };
-    settings.on_result = [](const ablate::conformance::CheckResult& c) { std::cout << ablate::conformance::format_check(c) << std::flush; };
+    settings.on_result = [](const ablate::conformance::CheckResult& c) {
+      std::cout << ablate::conformance::format_check(c) << std::flush;
+    };
     int rc = 1;
     try {
-      const ablate::conformance::Report r = ablate::conformance::check_variant(family, name, settings);
-      std::cout << r.checks.size() << " checks: " << r.checks.size() - static_cast<size_t>(r.failed()) << " passed, " << r.failed()
-                << " failed\n";
+      const ablate::conformance::Report r =
+          ablate::conformance::check_variant(family, name, settings);
+      std::cout << r.checks.size()
+                << " checks: " << r.checks.size() - static_cast<size_t>(r.failed()) << " passed, "
+                << r.failed() << " failed\n";
       if (r.passed())
-        std::cout << "OK: " << family << " '" << name << "' passes its conformance checks; use it with --plugin-dir "
+        std::cout << "OK: " << family << " '" << name
+                  << "' passes its conformance checks; use it with --plugin-dir "
                   << fs::path(e.file).parent_path().string() << " or ABLATE_PLUGIN_PATH\n";
       else
-        std::cout << "FAILED: " << family << " '" << name << "' fails " << r.failed() << " of its conformance checks\n";
+        std::cout << "FAILED: " << family << " '" << name << "' fails " << r.failed()
+                  << " of its conformance checks\n";
       rc = r.passed() ? 0 : 1;
     } catch (const std::exception& ex) {
       std::cout << "error: " << ex.what() << "\n";
@@ -196,9 +223,10 @@ int plugin_check(const std::vector<std::string>& args) {
     if (!last.empty() && last.back() == '\n') last.pop_back();
     last = last.substr(last.rfind('\n') == std::string::npos ? 0 : last.rfind('\n') + 1);
     const int sig = WTERMSIG(status);
-    std::cout << ablate::conformance::format_check({last.empty() ? "loading" : last, false,
-                                                    "the plugin crashed (signal " + std::to_string(sig) + ", " + strsignal(sig) +
-                                                        "); run it under gdb to see where"})
+    std::cout << ablate::conformance::format_check(
+                     {last.empty() ? "loading" : last, false,
+                      "the plugin crashed (signal " + std::to_string(sig) + ", " + strsignal(sig) +
+                          "); run it under gdb to see where"})
               << "FAILED: " << family << " '" << name << "' crashed\n";
     return 1;
   }
@@ -207,10 +235,13 @@ int plugin_check(const std::vector<std::string>& args) {
 
 int cmd_plugin(const std::vector<std::string>& args) {
   const std::string usage =
-      "usage: ablate plugin new FAMILY NAME [--dir DIR]   write a plugin project that builds against this ablate\n"
+      "usage: ablate plugin new FAMILY NAME [--dir DIR]   write a plugin project that builds "
+      "against this ablate\n"
       "       ablate plugin check LIBRARY.so [--options YAML] [--text FILE]\n"
-      "                                                   run the family's conformance checks on a plugin\n"
-      "'ablate plugin new --help' and 'ablate plugin check --help' describe the options; docs/PLUGINS.md is a tutorial.\n";
+      "                                                   run the family's conformance checks on a "
+      "plugin\n"
+      "'ablate plugin new --help' and 'ablate plugin check --help' describe the options; "
+      "docs/PLUGINS.md is a tutorial.\n";
   if (args.empty()) throw ablate::cli::UsageError("missing a subcommand: new or check\n" + usage);
   const std::string sub = args[0];
   const std::vector<std::string> rest(args.begin() + 1, args.end());
@@ -221,9 +252,11 @@ int cmd_plugin(const std::vector<std::string>& args) {
   if (sub == "new") return plugin_new(rest);
   if (sub == "check") return plugin_check(rest);
   const std::string dym = ablate::did_you_mean(sub, {"new", "check"});
-  throw ablate::cli::UsageError("unknown subcommand '" + sub + "'; use new or check" + (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
+  throw ablate::cli::UsageError("unknown subcommand '" + sub + "'; use new or check" +
+                                (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
 }
 
 }  // namespace
 
-ABLATE_COMMAND("plugin", "write a new plugin project (new) or check a plugin library (check)", cmd_plugin);
+ABLATE_COMMAND("plugin", "write a new plugin project (new) or check a plugin library (check)",
+               cmd_plugin);

@@ -11,9 +11,9 @@ namespace po = boost::program_options;
 
 static int cmd_plugins(const std::vector<std::string>& args) {
   po::options_description opts("options");
-  opts.add_options()
-    ("family", po::value<std::string>(), "show only this family")
-    ("plugin-dir", po::value<std::vector<std::string>>()->composing(), "extra plugin directory (repeatable)");
+  opts.add_options()("family", po::value<std::string>(), "show only this family")(
+      "plugin-dir", po::value<std::vector<std::string>>()->composing(),
+      "extra plugin directory (repeatable)");
   po::positional_options_description pos;
   pos.add("family", 1);
   po::variables_map vm;
@@ -30,7 +30,8 @@ static int cmd_plugins(const std::vector<std::string>& args) {
     std::string f = vm["family"].as<std::string>();
     if (std::find(families.begin(), families.end(), f) == families.end()) {
       std::string dym = ablate::did_you_mean(f, families);
-      throw ablate::cli::UsageError("unknown family '" + f + "'. Available: " + ablate::join(families) +
+      throw ablate::cli::UsageError("unknown family '" + f +
+                                    "'. Available: " + ablate::join(families) +
                                     (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
     }
     families = {f};
@@ -38,16 +39,21 @@ static int cmd_plugins(const std::vector<std::string>& args) {
   // Options are discovered by constructing each variant from an empty map in describe
   // mode: the documentation is the code that reads them.
   ablate::ModelDims dims;
-  dims.vocab_size = 65; dims.d_model = 48; dims.n_heads = 4; dims.n_layers = 2; dims.context = 32;
-  const std::vector<std::string> vocab = ablate::conformance::small_vocab(dims.vocab_size);  // for variants that read tokens
+  dims.vocab_size = 65;
+  dims.d_model = 48;
+  dims.n_heads = 4;
+  dims.n_layers = 2;
+  dims.context = 32;
+  const std::vector<std::string> vocab =
+      ablate::conformance::small_vocab(dims.vocab_size);  // for variants that read tokens
   for (const auto& f : families) {
     const ablate::FamilyDescriptor* fd = ablate::find_family(f);
     std::cout << f;
     if (fd)
       std::cout << " (" << fd->key << (fd->list ? ": a list" : "")
-                << (fd->default_variant.empty() ? "" : ", default " + fd->default_variant) << ") — " << fd->summary;
-    else
-      std::cout << " — not a family of this ablate: no experiment can use these";
+                << (fd->default_variant.empty() ? "" : ", default " + fd->default_variant) << ") — "
+                << fd->summary;
+    else std::cout << " — not a family of this ablate: no experiment can use these";
     std::cout << "\n";
     for (const auto* e : reg.variants(f)) {
       std::cout << "  " << e->info->name << " — " << e->info->summary << "\n";
@@ -55,7 +61,8 @@ static int cmd_plugins(const std::vector<std::string>& args) {
       ablate::Options o = ablate::Options::describe(f);
       std::vector<std::pair<std::string, std::vector<ablate::OptionDoc>>> more;
       try {
-        void* obj = e->info->create(o, ablate::BuildContext{dims, ablate::ParamScope(store, ""), 0, nullptr, &vocab});
+        void* obj = e->info->create(
+            o, ablate::BuildContext{dims, ablate::ParamScope(store, ""), 0, nullptr, &vocab});
         try {
           if (fd && fd->more_options) more = fd->more_options(obj);
         } catch (const std::exception&) {

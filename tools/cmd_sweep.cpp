@@ -35,18 +35,24 @@ std::string pad(const std::string& s, size_t w, bool right = false) {
 }
 
 void print_dry_run(const ablate::Sweep& s, const std::vector<ablate::PointCheck>& checks) {
-  std::vector<std::vector<std::string>> rows = {{"#", "id", "params", "FLOPs/token", "tokens/step", "steps", "train FLOPs", "run", "overrides"}};
+  std::vector<std::vector<std::string>> rows = {{"#", "id", "params", "FLOPs/token", "tokens/step",
+                                                 "steps", "train FLOPs", "run", "overrides"}};
   double total = 0;
   for (const auto& p : s.points) {
     const auto& c = checks[static_cast<size_t>(p.index)];
-    const double flops = c.info.flops_per_token * static_cast<double>(c.info.tokens_per_step) * static_cast<double>(c.info.steps);
+    const double flops = c.info.flops_per_token * static_cast<double>(c.info.tokens_per_step) *
+                         static_cast<double>(c.info.steps);
     total += flops;
     std::string state = c.state.status == "missing" ? "-" : c.state.status;
     if (!c.changes.empty() && c.state.status != "done") state += " (other config: starts afresh)";
-    else if (c.state.status != "done" && c.state.status != "unreadable" && ablate::point_resumes(p.run_dir, c.changes)) state += " (resumes)";
-    else if (!ablate::kept_aside_suffix(p.run_dir, c.state).empty()) state += " (no checkpoint: starts afresh, keeps its files aside)";
-    rows.push_back({std::to_string(p.index), p.id, std::to_string(c.info.n_params), si(c.info.flops_per_token),
-                    std::to_string(c.info.tokens_per_step), std::to_string(c.info.steps), si(flops), state,
+    else if (c.state.status != "done" && c.state.status != "unreadable" &&
+             ablate::point_resumes(p.run_dir, c.changes))
+      state += " (resumes)";
+    else if (!ablate::kept_aside_suffix(p.run_dir, c.state).empty())
+      state += " (no checkpoint: starts afresh, keeps its files aside)";
+    rows.push_back({std::to_string(p.index), p.id, std::to_string(c.info.n_params),
+                    si(c.info.flops_per_token), std::to_string(c.info.tokens_per_step),
+                    std::to_string(c.info.steps), si(flops), state,
                     ablate::join(p.override_texts(), " ")});
   }
   std::vector<size_t> w(rows[0].size(), 0);
@@ -65,10 +71,13 @@ void print_dry_run(const ablate::Sweep& s, const std::vector<ablate::PointCheck>
   const size_t nv = s.variants.empty() ? 1 : s.variants.size();
   const size_t combos = s.points.size() / std::max<size_t>(1, nv * s.seeds.size());
   std::vector<std::string> dims;
-  if (!s.variants.empty()) dims.push_back(std::to_string(nv) + (nv == 1 ? " variant" : " variants"));
+  if (!s.variants.empty())
+    dims.push_back(std::to_string(nv) + (nv == 1 ? " variant" : " variants"));
   if (combos > 1) dims.push_back(std::to_string(combos) + " grid/zip combinations");
   dims.push_back(std::to_string(s.seeds.size()) + (s.seeds.size() == 1 ? " seed" : " seeds"));
-  std::cout << "\n" << s.points.size() << " points (" << ablate::join(dims, " x ") << "), " << done << " already done; " << si(total)
+  std::cout << "\n"
+            << s.points.size() << " points (" << ablate::join(dims, " x ") << "), " << done
+            << " already done; " << si(total)
             << "FLOPs of training in all (6N + attention per token, evaluation not counted).\n"
             << "results: " << s.dir << "  (nothing was run: --dry-run)\n";
 }
@@ -90,25 +99,29 @@ int print_status(const ablate::Sweep& s) {
   for (const auto& p : s.points) {
     const auto& x = st[static_cast<size_t>(p.index)];
     ++counts[x.state];
-    rows.push_back({std::to_string(p.index), p.id, x.state, x.slurm.empty() ? "-" : x.slurm, x.detail});
+    rows.push_back(
+        {std::to_string(p.index), p.id, x.state, x.slurm.empty() ? "-" : x.slurm, x.detail});
   }
   std::vector<size_t> w(rows[0].size(), 0);
   for (const auto& r : rows)
     for (size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], r[i].size());
   for (const auto& r : rows) {
     std::string line;
-    for (size_t i = 0; i < r.size(); ++i) line += (i ? "  " : "") + (i + 1 == r.size() ? r[i] : pad(r[i], w[i], i == 0));
+    for (size_t i = 0; i < r.size(); ++i)
+      line += (i ? "  " : "") + (i + 1 == r.size() ? r[i] : pad(r[i], w[i], i == 0));
     std::cout << line << "\n";
   }
   std::vector<std::string> summary;
-  for (const char* k : {"done", "running", "pending", "failed", "interrupted", "stopped", "not started"})
+  for (const char* k :
+       {"done", "running", "pending", "failed", "interrupted", "stopped", "not started"})
     if (counts[k]) summary.push_back(std::to_string(counts[k]) + " " + k);
-  std::cout << "\n" << s.points.size() << " points: " << ablate::join(summary) << " -> " << s.dir << "\n";
+  std::cout << "\n"
+            << s.points.size() << " points: " << ablate::join(summary) << " -> " << s.dir << "\n";
   return 0;
 }
 
-int submit(const ablate::Sweep& s, const std::vector<ablate::PointCheck>& checks, const po::variables_map& vm,
-           const std::vector<int64_t>& only) {
+int submit(const ablate::Sweep& s, const std::vector<ablate::PointCheck>& checks,
+           const po::variables_map& vm, const std::vector<int64_t>& only) {
   ablate::SlurmOptions o;
   o.only = only;
   if (vm.count("partition")) o.partition = vm["partition"].as<std::string>();
@@ -116,24 +129,31 @@ int submit(const ablate::Sweep& s, const std::vector<ablate::PointCheck>& checks
   if (vm.count("mem")) o.mem = vm["mem"].as<std::string>();
   if (vm.count("cpus-per-task")) {
     o.cpus_per_task = vm["cpus-per-task"].as<int64_t>();
-    if (o.cpus_per_task < 1) throw ablate::cli::UsageError("--cpus-per-task must be at least 1, got " + std::to_string(o.cpus_per_task));
+    if (o.cpus_per_task < 1)
+      throw ablate::cli::UsageError("--cpus-per-task must be at least 1, got " +
+                                    std::to_string(o.cpus_per_task));
   }
   if (!vm["jobs"].defaulted()) o.max_running = vm["jobs"].as<int64_t>();
   if (vm.count("threads"))
-    throw ablate::cli::UsageError("with --launcher slurm each point's threads are its --cpus-per-task; drop --threads");
+    throw ablate::cli::UsageError(
+        "with --launcher slurm each point's threads are its --cpus-per-task; drop --threads");
   if (vm.count("sbatch-arg")) o.sbatch_args = vm["sbatch-arg"].as<std::vector<std::string>>();
   o.binary = fs::read_symlink("/proc/self/exe").string();
   o.extra_args = plugin_dir_args(vm);
   ablate::SlurmSubmission sub = ablate::submit_slurm(s, checks, o);
   std::cout << "sweep " << s.name << ": " << s.points.size() << " points"
-            << (only.empty() ? "" : " (" + std::to_string(only.size()) + " chosen with --points)") << ", " << sub.done.size() << " already done";
-  if (!sub.queued.empty()) std::cout << ", " << sub.queued.size() << " still queued or running in Slurm (" << ablate::array_spec(sub.queued) << ")";
+            << (only.empty() ? "" : " (" + std::to_string(only.size()) + " chosen with --points)")
+            << ", " << sub.done.size() << " already done";
+  if (!sub.queued.empty())
+    std::cout << ", " << sub.queued.size() << " still queued or running in Slurm ("
+              << ablate::array_spec(sub.queued) << ")";
   if (sub.job_id.empty()) {
     std::cout << "; nothing to submit -> " << s.dir << "\n";
   } else {
-    std::cout << "; submitted " << sub.submitted.size() << " as Slurm array job " << sub.job_id << " (--array="
-              << ablate::array_spec(sub.submitted) << ")\n"
-              << "  script: " << sub.script << "\n  logs:   " << (fs::path(s.dir) / "logs").string() << "/slurm-" << sub.job_id << "_<point>.log\n";
+    std::cout << "; submitted " << sub.submitted.size() << " as Slurm array job " << sub.job_id
+              << " (--array=" << ablate::array_spec(sub.submitted) << ")\n"
+              << "  script: " << sub.script << "\n  logs:   " << (fs::path(s.dir) / "logs").string()
+              << "/slurm-" << sub.job_id << "_<point>.log\n";
   }
   std::cout << "status:  ablate sweep " << s.file << " --dir " << s.dir << " --status\n"
             << "compare: ablate compare " << s.dir << " --metric val_loss\n";
@@ -142,53 +162,77 @@ int submit(const ablate::Sweep& s, const std::vector<ablate::PointCheck>& checks
 
 int cmd_sweep(const std::vector<std::string>& args) {
   po::options_description opts("options");
-  opts.add_options()
-    ("sweep", po::value<std::string>(), "sweep YAML file")
-    ("dry-run,n", po::bool_switch(), "validate and list the points with parameter counts and FLOPs; run nothing")
-    ("jobs", po::value<int64_t>()->default_value(1), "points run at once (child processes; with --launcher slurm: --array=...%N)")
-    ("threads,j", po::value<int64_t>(), "threads per point (default: max(1, cores / jobs))")
-    ("point,p", po::value<int64_t>(), "run only point I in this process (what each job, e.g. a Slurm array task, runs)")
-    ("points", po::value<std::string>(), "run (or submit) only these points: indices, ranges and id globs, e.g. 0-2,21 or 'recipe-*,*-seed0'")
-    ("dir,d", po::value<std::string>(), "result directory (default: the sweep's dir:, else sweeps/<name>)")
-    ("quiet,q", po::bool_switch(), "no progress display")
-    ("progress-every", po::value<double>(), "seconds between progress updates (default 2 on a terminal, 15 otherwise)")
-    ("plugin-dir", po::value<std::vector<std::string>>()->composing(), "extra plugin directory (repeatable)")
-    ("launcher", po::value<std::string>()->default_value("local"), "local (child processes here) or slurm (one sbatch array job, a task per point not done)")
-    ("status", po::bool_switch(), "show each point as pending / running / done / failed (run files and Slurm's view); run nothing")
-    ("partition", po::value<std::string>(), "slurm: sbatch --partition")
-    ("time", po::value<std::string>(), "slurm: sbatch --time per point (e.g. 2:00:00)")
-    ("cpus-per-task", po::value<int64_t>(), "slurm: sbatch --cpus-per-task, also each point's --threads (default 1)")
-    ("mem", po::value<std::string>(), "slurm: sbatch --mem per point (e.g. 4G)")
-    ("sbatch-arg", po::value<std::vector<std::string>>()->composing(), "slurm: another sbatch option, verbatim (repeatable), e.g. --sbatch-arg=--account=abc");
+  opts.add_options()("sweep", po::value<std::string>(), "sweep YAML file")(
+      "dry-run,n", po::bool_switch(),
+      "validate and list the points with parameter counts and FLOPs; run nothing")(
+      "jobs", po::value<int64_t>()->default_value(1),
+      "points run at once (child processes; with --launcher slurm: --array=...%N)")(
+      "threads,j", po::value<int64_t>(), "threads per point (default: max(1, cores / jobs))")(
+      "point,p", po::value<int64_t>(),
+      "run only point I in this process (what each job, e.g. a Slurm array task, runs)")(
+      "points", po::value<std::string>(),
+      "run (or submit) only these points: indices, ranges and id globs, e.g. 0-2,21 or "
+      "'recipe-*,*-seed0'")("dir,d", po::value<std::string>(),
+                            "result directory (default: the sweep's dir:, else sweeps/<name>)")(
+      "quiet,q", po::bool_switch(), "no progress display")(
+      "progress-every", po::value<double>(),
+      "seconds between progress updates (default 2 on a terminal, 15 otherwise)")(
+      "plugin-dir", po::value<std::vector<std::string>>()->composing(),
+      "extra plugin directory (repeatable)")(
+      "launcher", po::value<std::string>()->default_value("local"),
+      "local (child processes here) or slurm (one sbatch array job, a task per point not done)")(
+      "status", po::bool_switch(),
+      "show each point as pending / running / done / failed (run files and Slurm's view); run "
+      "nothing")("partition", po::value<std::string>(), "slurm: sbatch --partition")(
+      "time", po::value<std::string>(), "slurm: sbatch --time per point (e.g. 2:00:00)")(
+      "cpus-per-task", po::value<int64_t>(),
+      "slurm: sbatch --cpus-per-task, also each point's --threads (default 1)")(
+      "mem", po::value<std::string>(), "slurm: sbatch --mem per point (e.g. 4G)")(
+      "sbatch-arg", po::value<std::vector<std::string>>()->composing(),
+      "slurm: another sbatch option, verbatim (repeatable), e.g. --sbatch-arg=--account=abc");
   po::positional_options_description pos;
   pos.add("sweep", 1);
   po::variables_map vm;
-  if (!ablate::cli::parse(args, "ablate sweep FILE [--dry-run | --status | --jobs N [--points LIST] | --launcher slurm | --point I] [options]", opts, pos, vm)) return 0;
-  if (!vm.count("sweep")) throw ablate::cli::UsageError("missing the sweep file (e.g. experiments/ablations/swiglu_vs_relu.yaml)");
+  if (!ablate::cli::parse(args,
+                          "ablate sweep FILE [--dry-run | --status | --jobs N [--points LIST] | "
+                          "--launcher slurm | --point I] [options]",
+                          opts, pos, vm))
+    return 0;
+  if (!vm.count("sweep"))
+    throw ablate::cli::UsageError(
+        "missing the sweep file (e.g. experiments/ablations/swiglu_vs_relu.yaml)");
   ablate::cli::add_plugin_dirs(vm);
   const int64_t jobs = vm["jobs"].as<int64_t>();
-  if (jobs < 1) throw ablate::cli::UsageError("--jobs must be at least 1, got " + std::to_string(jobs));
+  if (jobs < 1)
+    throw ablate::cli::UsageError("--jobs must be at least 1, got " + std::to_string(jobs));
   int64_t threads = 0;
   if (vm.count("threads")) {
     threads = vm["threads"].as<int64_t>();
-    if (threads < 1) throw ablate::cli::UsageError("--threads must be at least 1, got " + std::to_string(threads));
+    if (threads < 1)
+      throw ablate::cli::UsageError("--threads must be at least 1, got " + std::to_string(threads));
   }
   const bool quiet = vm["quiet"].as<bool>();
-  ablate::Sweep s = ablate::load_sweep(vm["sweep"].as<std::string>(), vm.count("dir") ? vm["dir"].as<std::string>() : "");
+  ablate::Sweep s = ablate::load_sweep(vm["sweep"].as<std::string>(),
+                                       vm.count("dir") ? vm["dir"].as<std::string>() : "");
 
   if (vm.count("point") && vm.count("points"))
-    throw ablate::cli::UsageError("--points and --point: give one (--point runs one point in this process, --points several as a sweep)");
+    throw ablate::cli::UsageError(
+        "--points and --point: give one (--point runs one point in this process, --points several "
+        "as a sweep)");
   if (vm.count("point")) {
     const int64_t i = vm["point"].as<int64_t>();
     if (i < 0 || i >= static_cast<int64_t>(s.points.size()))
-      throw ablate::cli::UsageError("--point " + std::to_string(i) + " is out of range: the sweep has " +
-                                    std::to_string(s.points.size()) + " points (0 to " + std::to_string(s.points.size() - 1) + ")");
+      throw ablate::cli::UsageError("--point " + std::to_string(i) +
+                                    " is out of range: the sweep has " +
+                                    std::to_string(s.points.size()) + " points (0 to " +
+                                    std::to_string(s.points.size() - 1) + ")");
     const ablate::SweepPoint& p = s.points[static_cast<size_t>(i)];
     ablate::RunOptions ro;
     ro.threads = threads;
     ro.quiet = quiet;
     ro.handle_signals = true;  // the sweep stops its points with SIGTERM: they checkpoint
-    if (!ablate::run_point(s, p, ro)) std::cout << "point " << i << " (" << p.id << "): already done in " << p.run_dir << "\n";
+    if (!ablate::run_point(s, p, ro))
+      std::cout << "point " << i << " (" << p.id << "): already done in " << p.run_dir << "\n";
     else std::cout << "point " << i << " (" << p.id << "): done -> " << p.run_dir << "\n";
     return 0;
   }
@@ -198,12 +242,15 @@ int cmd_sweep(const std::vector<std::string>& args) {
     throw ablate::cli::UsageError("--launcher must be local or slurm, got '" + launcher + "'");
   if (launcher != "slurm")
     for (const char* k : {"partition", "time", "cpus-per-task", "mem", "sbatch-arg"})
-      if (vm.count(k)) throw ablate::cli::UsageError(std::string("--") + k + " is an sbatch option: it needs --launcher slurm");
+      if (vm.count(k))
+        throw ablate::cli::UsageError(std::string("--") + k +
+                                      " is an sbatch option: it needs --launcher slurm");
 
   std::vector<int64_t> only;
   if (vm.count("points")) {
     if (vm["status"].as<bool>() || vm["dry-run"].as<bool>())
-      throw ablate::cli::UsageError("--points chooses what runs; --status and --dry-run show every point: drop --points");
+      throw ablate::cli::UsageError(
+          "--points chooses what runs; --status and --dry-run show every point: drop --points");
     try {
       only = ablate::select_points(s, vm["points"].as<std::string>());
     } catch (const ablate::Error& e) {
@@ -214,7 +261,8 @@ int cmd_sweep(const std::vector<std::string>& args) {
   if (vm["status"].as<bool>()) return print_status(s);
 
   // On a terminal the line counts the points checked, with an ETA, in place.
-  const std::string what = "validating " + std::to_string(s.points.size()) + " point" + (s.points.size() == 1 ? "" : "s") + " of " + s.file;
+  const std::string what = "validating " + std::to_string(s.points.size()) + " point" +
+                           (s.points.size() == 1 ? "" : "s") + " of " + s.file;
   const bool tty = !quiet && isatty(STDERR_FILENO);
   if (!quiet) std::cerr << what << (tty ? "" : "\n") << std::flush;
   const auto began = std::chrono::steady_clock::now();
@@ -222,9 +270,12 @@ int cmd_sweep(const std::vector<std::string>& args) {
   try {
     checks = ablate::validate_sweep(s, [&](size_t k, size_t n) {
       if (!tty) return;
-      const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+      const double t =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
       std::cerr << "\r\033[K" << what << ": " << k << "/" << n
-                << (k < n ? ", ETA " + ablate::hms(t / static_cast<double>(k) * static_cast<double>(n - k)) : ", " + ablate::hms(t))
+                << (k < n ? ", ETA " +
+                                ablate::hms(t / static_cast<double>(k) * static_cast<double>(n - k))
+                          : ", " + ablate::hms(t))
                 << std::flush;
     });
   } catch (...) {
@@ -249,17 +300,22 @@ int cmd_sweep(const std::vector<std::string>& args) {
   ro.only = only;
   ablate::SweepRunResult r = ablate::run_sweep(s, checks, ro);
 
-  std::cout << "sweep " << s.name << ": " << r.done.size() << " done, " << r.skipped.size() << " already done, " << r.failed.size()
-            << " failed" << (r.interrupted ? ", " + std::to_string(r.stopped.size()) + " stopped (interrupted)" : "") << " -> "
-            << s.dir << "\n";
+  std::cout << "sweep " << s.name << ": " << r.done.size() << " done, " << r.skipped.size()
+            << " already done, " << r.failed.size() << " failed"
+            << (r.interrupted ? ", " + std::to_string(r.stopped.size()) + " stopped (interrupted)"
+                              : "")
+            << " -> " << s.dir << "\n";
   for (int64_t i : r.failed) {
     const std::string& e = r.errors[i];
-    std::cout << "  failed: point " << i << " (" << s.points[static_cast<size_t>(i)].id << "): " << e.substr(0, e.find('\n')) << "\n";
+    std::cout << "  failed: point " << i << " (" << s.points[static_cast<size_t>(i)].id
+              << "): " << e.substr(0, e.find('\n')) << "\n";
   }
   for (int64_t i : r.stopped)
-    std::cout << "  stopped: point " << i << " (" << s.points[static_cast<size_t>(i)].id << "): checkpointed, resumes when the sweep runs again\n";
+    std::cout << "  stopped: point " << i << " (" << s.points[static_cast<size_t>(i)].id
+              << "): checkpointed, resumes when the sweep runs again\n";
   if (!r.failed.empty())
-    std::cout << "  (logs in " << (fs::path(s.dir) / "logs").string() << "; running the sweep again retries the failed points)\n";
+    std::cout << "  (logs in " << (fs::path(s.dir) / "logs").string()
+              << "; running the sweep again retries the failed points)\n";
   std::cout << "compare: ablate compare " << s.dir << " --metric val_loss\n";
   if (r.interrupted) return 130;
   return r.failed.empty() ? 0 : 1;
@@ -267,4 +323,6 @@ int cmd_sweep(const std::vector<std::string>& args) {
 
 }  // namespace
 
-ABLATE_COMMAND("sweep", "run a sweep (grid, zip, variants, seeds) in parallel; --dry-run lists its points", cmd_sweep);
+ABLATE_COMMAND("sweep",
+               "run a sweep (grid, zip, variants, seeds) in parallel; --dry-run lists its points",
+               cmd_sweep);

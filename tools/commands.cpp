@@ -22,13 +22,15 @@ std::map<std::string, Command>& commands() {
 
 const char* version() { return "0.1.0"; }
 
-bool parse(const std::vector<std::string>& args, const std::string& usage_line, po::options_description& opts,
-           const po::positional_options_description& pos, po::variables_map& vm) {
+bool parse(const std::vector<std::string>& args, const std::string& usage_line,
+           po::options_description& opts, const po::positional_options_description& pos,
+           po::variables_map& vm) {
   opts.add_options()("help,h", "show this help");
   try {
     // Exact option names only: Boost would otherwise take a prefix (--step for --steps, or
     // --gen for --gen-tokens), so that a typo could silently set another option.
-    const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+    const int style =
+        po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
     po::store(po::command_line_parser(args).options(opts).positional(pos).style(style).run(), vm);
     if (vm.count("help")) {
       std::cout << "usage: " << usage_line << "\n\n" << opts << "\n";
@@ -52,7 +54,8 @@ std::vector<std::string> comma_list(const std::string& option, const std::string
   while (true) {
     const size_t end = value.find(',', start);
     out.push_back(value.substr(start, end == std::string::npos ? std::string::npos : end - start));
-    if (out.back().empty()) throw UsageError(option + " '" + value + "': an empty name between commas");
+    if (out.back().empty())
+      throw UsageError(option + " '" + value + "': an empty name between commas");
     if (end == std::string::npos) return out;
     start = end + 1;
   }
@@ -60,7 +63,8 @@ std::vector<std::string> comma_list(const std::string& option, const std::string
 
 void add_plugin_dirs(const po::variables_map& vm) {
   if (!vm.count("plugin-dir")) return;
-  for (const auto& d : vm["plugin-dir"].as<std::vector<std::string>>()) PluginRegistry::instance().add_directory(d);
+  for (const auto& d : vm["plugin-dir"].as<std::vector<std::string>>())
+    PluginRegistry::instance().add_directory(d);
 }
 
 Options flag_options(const std::vector<std::string>& args, const std::string& command) {
@@ -70,7 +74,8 @@ Options flag_options(const std::vector<std::string>& args, const std::string& co
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a.size() < 3 || a.compare(0, 2, "--") != 0)
-      throw UsageError("unexpected argument '" + a + "'; flags are written --name value (see " + command + " --help)");
+      throw UsageError("unexpected argument '" + a + "'; flags are written --name value (see " +
+                       command + " --help)");
     std::string key = a.substr(2), value = "true", shown = a;
     if (const size_t eq = key.find('='); eq != std::string::npos) {
       value = key.substr(eq + 1);
@@ -99,8 +104,8 @@ void require_output_dir(const std::string& flag, const std::string& file) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::absolute(file).parent_path();
   if (!fs::is_directory(dir))
-    throw UsageError(flag + " " + file + ": the directory " + dir.string() + " does not exist; create it first (mkdir -p " +
-                     dir.string() + ")");
+    throw UsageError(flag + " " + file + ": the directory " + dir.string() +
+                     " does not exist; create it first (mkdir -p " + dir.string() + ")");
 }
 
 void write_output(const std::string& file, const std::string& text) {

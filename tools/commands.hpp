@@ -28,7 +28,8 @@ std::map<std::string, Command>& commands();
 const char* version();
 
 struct Registrar {
-  Registrar(const std::string& name, const std::string& summary, std::function<int(const std::vector<std::string>&)> fn) {
+  Registrar(const std::string& name, const std::string& summary,
+            std::function<int(const std::vector<std::string>&)> fn) {
     commands()[name] = Command{summary, std::move(fn)};
   }
 };

@@ -13,7 +13,9 @@ int main(int argc, char** argv) {
   const auto& cmds = ablate::cli::commands();
   auto usage = [&](std::ostream& os) {
     os << "usage: ablate <command> [options]\n\ncommands:\n";
-    for (const auto& [name, c] : cmds) os << "  " << name << std::string(name.size() < 12 ? 12 - name.size() : 1, ' ') << c.summary << "\n";
+    for (const auto& [name, c] : cmds)
+      os << "  " << name << std::string(name.size() < 12 ? 12 - name.size() : 1, ' ') << c.summary
+         << "\n";
     os << "\n'ablate <command> --help' describes a command.\n";
   };
   if (argc < 2) {
@@ -53,7 +55,8 @@ int main(int argc, char** argv) {
   try {
     return it->second.run(args);
   } catch (const ablate::cli::UsageError& e) {
-    std::cerr << "ablate " << name << ": " << e.what() << "\n(see 'ablate " << name << " --help')\n";
+    std::cerr << "ablate " << name << ": " << e.what() << "\n(see 'ablate " << name
+              << " --help')\n";
     return fail(2);
   } catch (const ablate::Error& e) {
     std::cerr << "error: " << e.what() << "\n";

@@ -9,8 +9,10 @@ namespace {
 
 class Bidirectional final : public ablate::MultiHeadAttention {
  public:
-  Bidirectional(const ablate::Options& o, const ablate::BuildContext& c) : MultiHeadAttention(o, c, /*causal=*/false) {}
+  Bidirectional(const ablate::Options& o, const ablate::BuildContext& c)
+      : MultiHeadAttention(o, c, /*causal=*/false) {}
 };
 
 }  // namespace
-ABLATE_PLUGIN(ablate::Attention, bidirectional, Bidirectional, "bidirectional (encoder) multi-head self-attention, grouped-query option")
+ABLATE_PLUGIN(ablate::Attention, bidirectional, Bidirectional,
+              "bidirectional (encoder) multi-head self-attention, grouped-query option")

@@ -7,8 +7,11 @@ namespace {
 
 class Causal final : public ablate::MultiHeadAttention {
  public:
-  Causal(const ablate::Options& o, const ablate::BuildContext& c) : MultiHeadAttention(o, c, /*causal=*/true) {}
+  Causal(const ablate::Options& o, const ablate::BuildContext& c)
+      : MultiHeadAttention(o, c, /*causal=*/true) {}
 };
 
 }  // namespace
-ABLATE_PLUGIN(ablate::Attention, causal, Causal, "causal multi-head self-attention, fused qkv projection, grouped-query option (GPT-2)")
+ABLATE_PLUGIN(
+    ablate::Attention, causal, Causal,
+    "causal multi-head self-attention, fused qkv projection, grouped-query option (GPT-2)")

@@ -17,4 +17,5 @@ class PrefixLm final : public ablate::MultiHeadAttention {
 
 }  // namespace
 ABLATE_PLUGIN(ablate::Attention, prefix_lm, PrefixLm,
-              "prefix-LM multi-head self-attention: the unscored prompt sees itself whole, the rest is causal (T5, UniLM)")
+              "prefix-LM multi-head self-attention: the unscored prompt sees itself whole, the "
+              "rest is causal (T5, UniLM)")

@@ -10,7 +10,8 @@ namespace {
 class Parallel final : public ablate::Block {
  public:
   Parallel(const ablate::Options& o, const ablate::BuildContext& c) : p_(c.dims.dropout) {
-    const bool shared = o.get<bool>("shared_norm", true, "one norm feeds both sublayers (GPT-J, PaLM); false: one each");
+    const bool shared = o.get<bool>("shared_norm", true,
+                                    "one norm feeds both sublayers (GPT-J, PaLM); false: one each");
     const ablate::BlockParts& parts = ablate::block_parts(c);
     norm1_ = parts.norm(c, "norm1.");
     attn_ = parts.attention(c, "attn.");
@@ -36,4 +37,5 @@ class Parallel final : public ablate::Block {
 };
 
 }  // namespace
-ABLATE_PLUGIN(ablate::Block, parallel, Parallel, "parallel block (GPT-J, PaLM): x + attn(norm(x)) + ffn(norm(x)), shared norm or two")
+ABLATE_PLUGIN(ablate::Block, parallel, Parallel,
+              "parallel block (GPT-J, PaLM): x + attn(norm(x)) + ffn(norm(x)), shared norm or two")

@@ -30,4 +30,5 @@ class PostNorm final : public ablate::Block {
 };
 
 }  // namespace
-ABLATE_PLUGIN(ablate::Block, postnorm, PostNorm, "post-norm block (GPT-1): norm(x + attn(x)), norm(x + ffn(x))")
+ABLATE_PLUGIN(ablate::Block, postnorm, PostNorm,
+              "post-norm block (GPT-1): norm(x + attn(x)), norm(x + ffn(x))")

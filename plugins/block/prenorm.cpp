@@ -30,4 +30,5 @@ class PreNorm final : public ablate::Block {
 };
 
 }  // namespace
-ABLATE_PLUGIN(ablate::Block, prenorm, PreNorm, "pre-norm block (GPT-2): x + attn(norm(x)), x + ffn(norm(x))")
+ABLATE_PLUGIN(ablate::Block, prenorm, PreNorm,
+              "pre-norm block (GPT-2): x + attn(norm(x)), x + ffn(norm(x))")

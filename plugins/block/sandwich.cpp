@@ -36,4 +36,5 @@ class Sandwich final : public ablate::Block {
 };
 
 }  // namespace
-ABLATE_PLUGIN(ablate::Block, sandwich, Sandwich, "sandwich block: a norm before and after each sublayer, x + norm(attn(norm(x)))")
+ABLATE_PLUGIN(ablate::Block, sandwich, Sandwich,
+              "sandwich block: a norm before and after each sublayer, x + norm(attn(norm(x)))")

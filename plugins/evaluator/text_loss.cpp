@@ -19,14 +19,20 @@ namespace {
 class TextLoss final : public ablate::Evaluator {
  public:
   TextLoss(const ablate::Options& o, const ablate::BuildContext&)
-      : text_(o.get<std::string>("text", "ROMEO:\nBut, soft! what light through yonder window breaks?\n", "the text scored")) {
-    if (!o.describing() && text_.size() < 2) o.fail("text", "needs at least two characters to predict one from the other");
+      : text_(o.get<std::string>("text",
+                                 "ROMEO:\nBut, soft! what light through yonder window breaks?\n",
+                                 "the text scored")) {
+    if (!o.describing() && text_.size() < 2)
+      o.fail("text", "needs at least two characters to predict one from the other");
   }
 
   std::vector<std::pair<std::string, double>> evaluate(ablate::EvalContext& ctx) override {
     const std::vector<int32_t> ids = ctx.tokenizer.encode(text_);
-    const int64_t T = std::min<int64_t>(static_cast<int64_t>(ids.size()) - 1, ctx.model.dims().context);
-    if (T < 1) throw ablate::Error("text_loss: the text encodes to fewer than two tokens; give a longer eval text");
+    const int64_t T =
+        std::min<int64_t>(static_cast<int64_t>(ids.size()) - 1, ctx.model.dims().context);
+    if (T < 1)
+      throw ablate::Error(
+          "text_loss: the text encodes to fewer than two tokens; give a longer eval text");
     ablate::Graph g;
     ablate::NoGrad no_grad(g);
     ablate::ForwardArgs a;
@@ -36,9 +42,10 @@ class TextLoss final : public ablate::Evaluator {
     ablate::Var logits = ctx.model.forward(g, a);
     ablate::Var loss = ablate::cross_entropy(g, logits, ids.data() + 1, T);  // next-token targets
     const double l = g.value(loss).data[0];
-    if (!ctx.token_bytes && token_bytes_.empty()) token_bytes_ = ablate::token_byte_counts(ctx.tokenizer);
-    const ablate::ByteLoss b =
-        ablate::byte_loss(g.value(logits), ids.data() + 1, T, l, ctx.token_bytes ? *ctx.token_bytes : token_bytes_);
+    if (!ctx.token_bytes && token_bytes_.empty())
+      token_bytes_ = ablate::token_byte_counts(ctx.tokenizer);
+    const ablate::ByteLoss b = ablate::byte_loss(g.value(logits), ids.data() + 1, T, l,
+                                                 ctx.token_bytes ? *ctx.token_bytes : token_bytes_);
     return {{"loss", l}, {"ppl", std::exp(l)}, {"bpb", b.bpb()}};
   }
 
@@ -48,4 +55,5 @@ class TextLoss final : public ablate::Evaluator {
 };
 
 }  // namespace
-ABLATE_PLUGIN(ablate::Evaluator, text_loss, TextLoss, "the model's loss, perplexity and bits per byte on a fixed text")
+ABLATE_PLUGIN(ablate::Evaluator, text_loss, TextLoss,
+              "the model's loss, perplexity and bits per byte on a fixed text")

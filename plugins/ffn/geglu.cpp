@@ -9,7 +9,8 @@ class Geglu final : public ablate::GatedFfn {
   Geglu(const ablate::Options& o, const ablate::BuildContext& c)
       : GatedFfn(o, c),
         exact_(o.get_choice("approximate", "tanh", {"tanh", "none"},
-                            "tanh: GPT-2's tanh approximation; none: exact x*Phi(x) with erf") == "none") {}
+                            "tanh: GPT-2's tanh approximation; none: exact x*Phi(x) with erf") ==
+               "none") {}
 
  protected:
   ablate::Var activation(ablate::Graph& g, ablate::Var x) const override {

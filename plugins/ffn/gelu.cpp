@@ -9,7 +9,8 @@ class Gelu final : public ablate::UngatedFfn {
   Gelu(const ablate::Options& o, const ablate::BuildContext& c)
       : UngatedFfn(o, c),
         exact_(o.get_choice("approximate", "tanh", {"tanh", "none"},
-                            "tanh: GPT-2's tanh approximation; none: exact x*Phi(x) with erf") == "none") {}
+                            "tanh: GPT-2's tanh approximation; none: exact x*Phi(x) with erf") ==
+               "none") {}
 
  protected:
   ablate::Var activation(ablate::Graph& g, ablate::Var x) const override {

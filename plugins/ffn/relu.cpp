@@ -9,7 +9,9 @@ class Relu final : public ablate::UngatedFfn {
   Relu(const ablate::Options& o, const ablate::BuildContext& c) : UngatedFfn(o, c) {}
 
  protected:
-  ablate::Var activation(ablate::Graph& g, ablate::Var x) const override { return ablate::relu(g, x); }
+  ablate::Var activation(ablate::Graph& g, ablate::Var x) const override {
+    return ablate::relu(g, x);
+  }
 };
 
 }  // namespace

@@ -9,7 +9,9 @@ class Silu final : public ablate::UngatedFfn {
   Silu(const ablate::Options& o, const ablate::BuildContext& c) : UngatedFfn(o, c) {}
 
  protected:
-  ablate::Var activation(ablate::Graph& g, ablate::Var x) const override { return ablate::silu(g, x); }
+  ablate::Var activation(ablate::Graph& g, ablate::Var x) const override {
+    return ablate::silu(g, x);
+  }
 };
 
 }  // namespace

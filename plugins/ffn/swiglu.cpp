@@ -9,7 +9,9 @@ class Swiglu final : public ablate::GatedFfn {
   Swiglu(const ablate::Options& o, const ablate::BuildContext& c) : GatedFfn(o, c) {}
 
  protected:
-  ablate::Var activation(ablate::Graph& g, ablate::Var x) const override { return ablate::silu(g, x); }
+  ablate::Var activation(ablate::Graph& g, ablate::Var x) const override {
+    return ablate::silu(g, x);
+  }
 };
 
 }  // namespace

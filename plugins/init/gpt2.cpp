@@ -12,10 +12,13 @@ namespace {
 class Gpt2 final : public ablate::Initializer {
  public:
   Gpt2(const ablate::Options& o, const ablate::BuildContext& c)
-      : std_(o.get_in<float>("std", 0.02f, 0.0f, 10.0f, "std of every matrix (embeddings, positions, hidden, head)")),
-        residual_std_(o.get<bool>("scale_residual", true, "divide the std of residual-output matrices by sqrt(2 * n_layers)")
-                          ? std_ / std::sqrt(2.0f * static_cast<float>(std::max<int64_t>(1, c.dims.n_layers)))
-                          : std_) {}
+      : std_(o.get_in<float>("std", 0.02f, 0.0f, 10.0f,
+                             "std of every matrix (embeddings, positions, hidden, head)")),
+        residual_std_(
+            o.get<bool>("scale_residual", true,
+                        "divide the std of residual-output matrices by sqrt(2 * n_layers)")
+                ? std_ / std::sqrt(2.0f * static_cast<float>(std::max<int64_t>(1, c.dims.n_layers)))
+                : std_) {}
 
   void initialise(ablate::Parameter& p, ablate::Rng& rng) const override {
     using ablate::Role;
@@ -32,4 +35,5 @@ class Gpt2 final : public ablate::Initializer {
 };
 
 }  // namespace
-ABLATE_PLUGIN(ablate::Initializer, gpt2, Gpt2, "GPT-2: N(0, 0.02), residual outputs 0.02/sqrt(2 n_layers), gains 1, biases 0")
+ABLATE_PLUGIN(ablate::Initializer, gpt2, Gpt2,
+              "GPT-2: N(0, 0.02), residual outputs 0.02/sqrt(2 n_layers), gains 1, biases 0")

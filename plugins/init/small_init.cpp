@@ -13,10 +13,12 @@ namespace {
 class SmallInit final : public ablate::Initializer {
  public:
   SmallInit(const ablate::Options& o, const ablate::BuildContext& c) {
-    const float d = static_cast<float>(c.dims.d_model), L = static_cast<float>(std::max<int64_t>(1, c.dims.n_layers));
+    const float d = static_cast<float>(c.dims.d_model),
+                L = static_cast<float>(std::max<int64_t>(1, c.dims.n_layers));
     std_ = std::sqrt(2.0f / (5.0f * d));
-    const std::string r = o.get_choice("residual", "wang", {"wang", "small"},
-                                       "residual-output matrices: wang = 2 / (n_layers sqrt(d)), small = sqrt(2 / (5 d))");
+    const std::string r = o.get_choice(
+        "residual", "wang", {"wang", "small"},
+        "residual-output matrices: wang = 2 / (n_layers sqrt(d)), small = sqrt(2 / (5 d))");
     residual_std_ = r == "wang" ? 2.0f / (L * std::sqrt(d)) : std_;
   }
 
@@ -35,4 +37,6 @@ class SmallInit final : public ablate::Initializer {
 };
 
 }  // namespace
-ABLATE_PLUGIN(ablate::Initializer, small_init, SmallInit, "small init (Nguyen & Salazar 2019): N(0, sqrt(2/(5d))), residual outputs 2/(n_layers sqrt(d))")
+ABLATE_PLUGIN(
+    ablate::Initializer, small_init, SmallInit,
+    "small init (Nguyen & Salazar 2019): N(0, sqrt(2/(5d))), residual outputs 2/(n_layers sqrt(d))")

@@ -41,7 +41,8 @@ struct DytOp {
     const float* t = op.saved(0);
     const float* dy = op.grad_out().data;
     // dx and per-row partial sums of dalpha = sum(dy * gamma * (1 - t^2) * x).
-    double* row_alpha = op.graph().alloc_as<double>(static_cast<size_t>(N));  // arena: no allocation
+    double* row_alpha =
+        op.graph().alloc_as<double>(static_cast<size_t>(N));  // arena: no allocation
     float* dx = op.needs_grad(0) ? op.grad_in(0).data : nullptr;
     ablate::parallel_for(N, kRowsPerTask, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
@@ -80,9 +81,12 @@ struct DytOp {
 class Dyt final : public ablate::Norm {
  public:
   Dyt(const ablate::Options& o, const ablate::BuildContext& c)
-      : fused_(o.get<bool>("fused", true, "one custom op with a hand-written backward; false: built-in ops")) {
-    const float alpha0 = o.get_in<float>("alpha", 0.5f, 1e-3f, 100.0f, "initial value of the learned scalar alpha");
-    if (c.dims.d_model <= 0) o.fail("", "d_model must be positive, got " + std::to_string(c.dims.d_model));
+      : fused_(o.get<bool>("fused", true,
+                           "one custom op with a hand-written backward; false: built-in ops")) {
+    const float alpha0 =
+        o.get_in<float>("alpha", 0.5f, 1e-3f, 100.0f, "initial value of the learned scalar alpha");
+    if (c.dims.d_model <= 0)
+      o.fail("", "d_model must be positive, got " + std::to_string(c.dims.d_model));
     ablate::ParamScope ps = c.params;
     // alpha's value is the plugin's own (role custom: no init variant touches it).
     alpha_ = &ps.add("alpha", 1, 1, ablate::Role::kCustom);
@@ -107,4 +111,5 @@ class Dyt final : public ablate::Norm {
 };
 
 }  // namespace
-ABLATE_PLUGIN(ablate::Norm, dyt, Dyt, "Dynamic Tanh, gamma * tanh(alpha x) + beta, no statistics (Zhu et al. 2025)")
+ABLATE_PLUGIN(ablate::Norm, dyt, Dyt,
+              "Dynamic Tanh, gamma * tanh(alpha x) + beta, no statistics (Zhu et al. 2025)")

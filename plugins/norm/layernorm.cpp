@@ -12,15 +12,18 @@ class LayerNorm final : public ablate::Norm {
   LayerNorm(const ablate::Options& o, const ablate::BuildContext& c)
       : eps_(o.get_in<float>("eps", 1e-5f, 1e-12f, 1.0f, "added to the variance")) {
     bool scale = o.get<bool>("scale", true, "learned gain (1, C), initialised to 1");
-    bool shift = o.get<bool>("shift", scale, "learned shift (1, C), initialised to 0 (default: as scale)");
-    if (c.dims.d_model <= 0) o.fail("", "d_model must be positive, got " + std::to_string(c.dims.d_model));
+    bool shift =
+        o.get<bool>("shift", scale, "learned shift (1, C), initialised to 0 (default: as scale)");
+    if (c.dims.d_model <= 0)
+      o.fail("", "d_model must be positive, got " + std::to_string(c.dims.d_model));
     ablate::ParamScope ps = c.params;
     if (scale) gain_ = &ps.add("weight", 1, c.dims.d_model, ablate::Role::kGain);
     if (shift) bias_ = &ps.add("bias", 1, c.dims.d_model, ablate::Role::kBias);
   }
 
   ablate::Var forward(ablate::Graph& g, ablate::Var x) override {
-    return ablate::layernorm(g, x, gain_ ? g.param(*gain_) : ablate::Var{}, bias_ ? g.param(*bias_) : ablate::Var{}, eps_);
+    return ablate::layernorm(g, x, gain_ ? g.param(*gain_) : ablate::Var{},
+                             bias_ ? g.param(*bias_) : ablate::Var{}, eps_);
   }
 
  private:
@@ -30,4 +33,5 @@ class LayerNorm final : public ablate::Norm {
 };
 
 }  // namespace
-ABLATE_PLUGIN(ablate::Norm, layernorm, LayerNorm, "layer normalisation with optional learned scale and shift")
+ABLATE_PLUGIN(ablate::Norm, layernorm, LayerNorm,
+              "layer normalisation with optional learned scale and shift")

@@ -11,7 +11,8 @@ class RmsNorm final : public ablate::Norm {
   RmsNorm(const ablate::Options& o, const ablate::BuildContext& c)
       : eps_(o.get_in<float>("eps", 1e-5f, 1e-12f, 1.0f, "added to the mean square")) {
     bool scale = o.get<bool>("scale", true, "learned gain (1, C), initialised to 1");
-    if (c.dims.d_model <= 0) o.fail("", "d_model must be positive, got " + std::to_string(c.dims.d_model));
+    if (c.dims.d_model <= 0)
+      o.fail("", "d_model must be positive, got " + std::to_string(c.dims.d_model));
     ablate::ParamScope ps = c.params;
     if (scale) gain_ = &ps.add("weight", 1, c.dims.d_model, ablate::Role::kGain);
   }
@@ -26,4 +27,5 @@ class RmsNorm final : public ablate::Norm {
 };
 
 }  // namespace
-ABLATE_PLUGIN(ablate::Norm, rmsnorm, RmsNorm, "RMS normalisation with optional learned gain (LLaMA)")
+ABLATE_PLUGIN(ablate::Norm, rmsnorm, RmsNorm,
+              "RMS normalisation with optional learned gain (LLaMA)")

@@ -16,4 +16,5 @@ class NextToken final : public ablate::Objective {
 };
 
 }  // namespace
-ABLATE_PLUGIN(ablate::Objective, next_token, NextToken, "next-token cross-entropy on every position (decoder, causal attention)")
+ABLATE_PLUGIN(ablate::Objective, next_token, NextToken,
+              "next-token cross-entropy on every position (decoder, causal attention)")

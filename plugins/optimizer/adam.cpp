@@ -17,8 +17,10 @@ class Adam final : public ablate::Optimizer {
   Adam(const ablate::Options& o, const ablate::BuildContext&)
       : lr_(o.get_in<float>("lr", 1e-3f, 1e-12f, 10.0f, "base learning rate")),
         eps_(o.get_in<float>("eps", 1e-8f, 1e-30f, 1.0f, "added to sqrt(v)")),
-        wd_(o.get_in<float>("weight_decay", 0.0f, 0.0f, 10.0f, "L2 penalty added to the gradient")) {
-    std::tie(b1_, b2_) = ablate::read_betas(o, "betas", {0.9f, 0.999f}, "[beta1, beta2], each in [0, 1)");
+        wd_(o.get_in<float>("weight_decay", 0.0f, 0.0f, 10.0f,
+                            "L2 penalty added to the gradient")) {
+    std::tie(b1_, b2_) =
+        ablate::read_betas(o, "betas", {0.9f, 0.999f}, "[beta1, beta2], each in [0, 1)");
   }
 
   void init(const std::vector<ablate::Parameter*>& params) override { state_.init(params); }
@@ -26,8 +28,10 @@ class Adam final : public ablate::Optimizer {
   void step(const std::vector<ablate::Parameter*>& params, float lr, int64_t step) override {
     state_.check(params, step);
     // torch's form: p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps).
-    const float step_size = static_cast<float>(lr / (1.0 - std::pow(static_cast<double>(b1_), static_cast<double>(step))));
-    const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(static_cast<double>(b2_), static_cast<double>(step))));
+    const float step_size = static_cast<float>(
+        lr / (1.0 - std::pow(static_cast<double>(b1_), static_cast<double>(step))));
+    const float inv_sqrt_bc2 = static_cast<float>(
+        1.0 / std::sqrt(1.0 - std::pow(static_cast<double>(b2_), static_cast<double>(step))));
     // Elementwise: spans of 16K of all parameters on ablate's threads (no effect on the result).
     ablate::parallel_for_params(params, int64_t{1} << 14, [&](size_t i, int64_t j0, int64_t j1) {
       ablate::Parameter& p = *params[i];
@@ -55,4 +59,5 @@ class Adam final : public ablate::Optimizer {
 };
 
 }  // namespace
-ABLATE_PLUGIN(ablate::Optimizer, adam, Adam, "Adam with optional L2 weight decay (torch.optim.Adam)")
+ABLATE_PLUGIN(ablate::Optimizer, adam, Adam,
+              "Adam with optional L2 weight decay (torch.optim.Adam)")

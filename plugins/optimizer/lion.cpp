@@ -14,9 +14,12 @@ namespace {
 class Lion final : public ablate::Optimizer {
  public:
   Lion(const ablate::Options& o, const ablate::BuildContext&)
-      : lr_(o.get_in<float>("lr", 1e-4f, 1e-12f, 10.0f, "base learning rate (3-10x below AdamW's)")),
-        wd_(o.get_in<float>("weight_decay", 0.0f, 0.0f, 100.0f, "decoupled weight decay (3-10x above AdamW's)")) {
-    std::tie(b1_, b2_) = ablate::read_betas(o, "betas", {0.9f, 0.99f}, "[beta1, beta2], each in [0, 1)");
+      : lr_(o.get_in<float>("lr", 1e-4f, 1e-12f, 10.0f,
+                            "base learning rate (3-10x below AdamW's)")),
+        wd_(o.get_in<float>("weight_decay", 0.0f, 0.0f, 100.0f,
+                            "decoupled weight decay (3-10x above AdamW's)")) {
+    std::tie(b1_, b2_) =
+        ablate::read_betas(o, "betas", {0.9f, 0.99f}, "[beta1, beta2], each in [0, 1)");
   }
 
   void init(const std::vector<ablate::Parameter*>& params) override { state_.init(params); }
@@ -49,4 +52,5 @@ class Lion final : public ablate::Optimizer {
 };
 
 }  // namespace
-ABLATE_PLUGIN(ablate::Optimizer, lion, Lion, "Lion: sign of interpolated momentum (Chen et al. 2023)")
+ABLATE_PLUGIN(ablate::Optimizer, lion, Lion,
+              "Lion: sign of interpolated momentum (Chen et al. 2023)")

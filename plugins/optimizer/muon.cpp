@@ -24,20 +24,26 @@
 namespace {
 
 bool orthogonalised(const ablate::Parameter& p) {
-  return (p.role == ablate::Role::kHidden || p.role == ablate::Role::kResidualOut) && p.value.rows > 1 && p.value.cols > 1;
+  return (p.role == ablate::Role::kHidden || p.role == ablate::Role::kResidualOut) &&
+         p.value.rows > 1 && p.value.cols > 1;
 }
 
 class Muon final : public ablate::Optimizer {
  public:
   Muon(const ablate::Options& o, const ablate::BuildContext&)
-      : lr_(o.get_in<float>("lr", 0.02f, 1e-12f, 10.0f, "learning rate of the orthogonalised (hidden) matrices")),
-        momentum_(o.get_in<float>("momentum", 0.95f, 0.0f, 0.9999f, "momentum of the hidden matrices' updates")),
+      : lr_(o.get_in<float>("lr", 0.02f, 1e-12f, 10.0f,
+                            "learning rate of the orthogonalised (hidden) matrices")),
+        momentum_(o.get_in<float>("momentum", 0.95f, 0.0f, 0.9999f,
+                                  "momentum of the hidden matrices' updates")),
         nesterov_(o.get<bool>("nesterov", true, "Nesterov momentum (the reference's default)")),
         ns_steps_(o.get_in<int64_t>("ns_steps", 5, 1, 100, "Newton-Schulz iterations")),
-        wd_(o.get_in<float>("weight_decay", 0.0f, 0.0f, 10.0f, "decoupled weight decay, on roles that decay (tensor.hpp)")),
-        adam_lr_(o.get_in<float>("adam_lr", 3e-4f, 1e-12f, 10.0f, "AdamW's learning rate for every other parameter")),
+        wd_(o.get_in<float>("weight_decay", 0.0f, 0.0f, 10.0f,
+                            "decoupled weight decay, on roles that decay (tensor.hpp)")),
+        adam_lr_(o.get_in<float>("adam_lr", 3e-4f, 1e-12f, 10.0f,
+                                 "AdamW's learning rate for every other parameter")),
         adam_eps_(o.get_in<float>("adam_eps", 1e-10f, 1e-30f, 1.0f, "AdamW's eps")) {
-    std::tie(b1_, b2_) = ablate::read_betas(o, "adam_betas", {0.9f, 0.95f}, "AdamW's [beta1, beta2], each in [0, 1)");
+    std::tie(b1_, b2_) = ablate::read_betas(o, "adam_betas", {0.9f, 0.95f},
+                                            "AdamW's [beta1, beta2], each in [0, 1)");
   }
 
   void init(const std::vector<ablate::Parameter*>& params) override {
@@ -89,7 +95,8 @@ class Muon final : public ablate::Optimizer {
       }
     });
     const ablate::Tensor x = newton_schulz(ablate::Tensor{u, p.value.rows, p.value.cols});
-    const float scale = lr * std::sqrt(std::max(1.0f, static_cast<float>(p.value.cols) / static_cast<float>(p.value.rows)));
+    const float scale = lr * std::sqrt(std::max(1.0f, static_cast<float>(p.value.cols) /
+                                                          static_cast<float>(p.value.rows)));
     const float decay = p.weight_decay() ? 1.0f - lr * wd_ : 1.0f;
     float* w = p.value.data;
     ablate::parallel_for(n, int64_t{1} << 14, [&](int64_t j0, int64_t j1) {
@@ -114,19 +121,21 @@ class Muon final : public ablate::Optimizer {
     ablate::Tensor X{x_.data(), r, k}, Y{y_.data(), r, k}, A{a_.data(), s, s}, B{b_.data(), s, s};
     for (int64_t j = 0; j < g.numel(); ++j) X.data[j] = g.data[j] * inv;
     for (int64_t it = 0; it < ns_steps_; ++it) {
-      ablate::gemm(X, !wide, X, wide, A);                   // A = X X^T (wide) or X^T X (tall)
-      ablate::gemm(A, false, A, false, B, c);               // B = c A A
+      ablate::gemm(X, !wide, X, wide, A);      // A = X X^T (wide) or X^T X (tall)
+      ablate::gemm(A, false, A, false, B, c);  // B = c A A
       for (int64_t j = 0; j < A.numel(); ++j) B.data[j] += b * A.data[j];
-      if (wide) ablate::gemm(B, false, X, false, Y);        // Y = B X
-      else ablate::gemm(X, false, B, false, Y);             // Y = X B
+      if (wide) ablate::gemm(B, false, X, false, Y);  // Y = B X
+      else ablate::gemm(X, false, B, false, Y);       // Y = X B
       for (int64_t j = 0; j < X.numel(); ++j) X.data[j] = a * X.data[j] + Y.data[j];
     }
     return X;
   }
 
   void adamw_step(ablate::Parameter& p, float* m, float* v, float lr, int64_t step) const {
-    const float step_size = static_cast<float>(lr / (1.0 - std::pow(static_cast<double>(b1_), static_cast<double>(step))));
-    const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(static_cast<double>(b2_), static_cast<double>(step))));
+    const float step_size = static_cast<float>(
+        lr / (1.0 - std::pow(static_cast<double>(b1_), static_cast<double>(step))));
+    const float inv_sqrt_bc2 = static_cast<float>(
+        1.0 / std::sqrt(1.0 - std::pow(static_cast<double>(b2_), static_cast<double>(step))));
     const float decay = p.weight_decay() ? 1.0f - lr * wd_ : 1.0f;
     float* w = p.value.data;
     const float* g = p.grad.data;
@@ -144,11 +153,13 @@ class Muon final : public ablate::Optimizer {
   void check(const std::vector<ablate::Parameter*>& params, int64_t step) const {
     if (step < 1) throw ablate::Error("muon: step counts from 1, got " + std::to_string(step));
     if (params.size() != names_.size())
-      throw ablate::Error("muon: step() got " + std::to_string(params.size()) + " parameters but init() got " +
-                          std::to_string(names_.size()) + "; call init() with the same parameters");
+      throw ablate::Error("muon: step() got " + std::to_string(params.size()) +
+                          " parameters but init() got " + std::to_string(names_.size()) +
+                          "; call init() with the same parameters");
     for (size_t i = 0; i < params.size(); ++i)
       if (params[i]->name != names_[i] || orthogonalised(*params[i]) != muon_[i] ||
-          static_cast<size_t>(params[i]->value.numel()) != (muon_[i] ? buf_[i].size() : m_[i].size()))
+          static_cast<size_t>(params[i]->value.numel()) !=
+              (muon_[i] ? buf_[i].size() : m_[i].size()))
         throw ablate::Error("muon: parameter '" + params[i]->name + "' changed since init()");
   }
 
@@ -163,4 +174,5 @@ class Muon final : public ablate::Optimizer {
 };
 
 }  // namespace
-ABLATE_PLUGIN(ablate::Optimizer, muon, Muon, "Muon: Newton-Schulz orthogonalised momentum for hidden matrices, AdamW for the rest")
+ABLATE_PLUGIN(ablate::Optimizer, muon, Muon,
+              "Muon: Newton-Schulz orthogonalised momentum for hidden matrices, AdamW for the rest")

@@ -25,10 +25,13 @@ namespace {
 class ScheduleFree final : public ablate::Optimizer {
  public:
   ScheduleFree(const ablate::Options& o, const ablate::BuildContext&)
-      : lr_(o.get_in<float>("lr", 2.5e-3f, 1e-12f, 10.0f, "base learning rate (the reference's default 0.0025)")),
+      : lr_(o.get_in<float>("lr", 2.5e-3f, 1e-12f, 10.0f,
+                            "base learning rate (the reference's default 0.0025)")),
         eps_(o.get_in<float>("eps", 1e-8f, 1e-30f, 1.0f, "added to sqrt(v)")),
-        wd_(o.get_in<float>("weight_decay", 0.0f, 0.0f, 10.0f, "weight decay at y, on roles that decay (tensor.hpp)")) {
-    std::tie(b1_, b2_) = ablate::read_betas(o, "betas", {0.9f, 0.999f}, "[beta1 (interpolation), beta2], each in [0, 1)");
+        wd_(o.get_in<float>("weight_decay", 0.0f, 0.0f, 10.0f,
+                            "weight decay at y, on roles that decay (tensor.hpp)")) {
+    std::tie(b1_, b2_) = ablate::read_betas(o, "betas", {0.9f, 0.999f},
+                                            "[beta1 (interpolation), beta2], each in [0, 1)");
   }
 
   void init(const std::vector<ablate::Parameter*>& params) override {
@@ -44,7 +47,9 @@ class ScheduleFree final : public ablate::Optimizer {
   void step(const std::vector<ablate::Parameter*>& params, float lr, int64_t step) override {
     state_.check(params, step);
     double lr_max = sum(0), weight_sum = sum(1);
-    const double gamma = static_cast<double>(lr) * std::sqrt(1.0 - std::pow(static_cast<double>(b2_), static_cast<double>(step)));
+    const double gamma =
+        static_cast<double>(lr) *
+        std::sqrt(1.0 - std::pow(static_cast<double>(b2_), static_cast<double>(step)));
     lr_max = std::max(lr_max, gamma);
     const double weight = lr_max * lr_max;
     weight_sum += weight;
@@ -78,7 +83,8 @@ class ScheduleFree final : public ablate::Optimizer {
   void eval_point(const std::vector<ablate::Parameter*>& params) override {
     state_.check(params, 1);
     for (size_t i = 0; i < params.size(); ++i)
-      std::copy(state_.at(kX, i), state_.at(kX, i) + params[i]->value.numel(), params[i]->value.data);
+      std::copy(state_.at(kX, i), state_.at(kX, i) + params[i]->value.numel(),
+                params[i]->value.data);
   }
 
   void train_point(const std::vector<ablate::Parameter*>& params) override {
@@ -94,7 +100,9 @@ class ScheduleFree final : public ablate::Optimizer {
  private:
   // The two running scalars, each kept as a float pair hi + lo (about 48 bits), so that
   // they are float state buffers that checkpoints save exactly.
-  double sum(size_t i) const { return static_cast<double>(sums_[2 * i]) + static_cast<double>(sums_[2 * i + 1]); }
+  double sum(size_t i) const {
+    return static_cast<double>(sums_[2 * i]) + static_cast<double>(sums_[2 * i + 1]);
+  }
   void set_sum(size_t i, double d) {
     sums_[2 * i] = static_cast<float>(d);
     sums_[2 * i + 1] = static_cast<float>(d - static_cast<double>(sums_[2 * i]));
@@ -107,4 +115,5 @@ class ScheduleFree final : public ablate::Optimizer {
 };
 
 }  // namespace
-ABLATE_PLUGIN(ablate::Optimizer, schedule_free, ScheduleFree, "schedule-free AdamW (Defazio et al. 2024): evaluates the average x")
+ABLATE_PLUGIN(ablate::Optimizer, schedule_free, ScheduleFree,
+              "schedule-free AdamW (Defazio et al. 2024): evaluates the average x")

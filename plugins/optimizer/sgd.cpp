@@ -1,6 +1,6 @@
 // Stochastic gradient descent with optional (Nesterov) momentum, as torch.optim.SGD:
-// g += wd*p (L2, parameters marked for decay); buf = mu*buf + g; p -= lr*(nesterov ? g + mu*buf : buf).
-// State per parameter (only with momentum): the velocity buffer.
+// g += wd*p (L2, parameters marked for decay); buf = mu*buf + g; p -= lr*(nesterov ? g + mu*buf :
+// buf). State per parameter (only with momentum): the velocity buffer.
 #include <string>
 #include <vector>
 
@@ -16,8 +16,10 @@ class Sgd final : public ablate::Optimizer {
       : lr_(o.get_in<float>("lr", 1e-2f, 1e-12f, 100.0f, "base learning rate")),
         momentum_(o.get_in<float>("momentum", 0.0f, 0.0f, 0.9999f, "momentum factor mu")),
         nesterov_(o.get<bool>("nesterov", false, "Nesterov momentum (needs momentum > 0)")),
-        wd_(o.get_in<float>("weight_decay", 0.0f, 0.0f, 10.0f, "L2 penalty added to the gradient")) {
-    if (nesterov_ && momentum_ <= 0.0f) o.fail("nesterov", "Nesterov momentum needs momentum > 0; set momentum (e.g. 0.9)");
+        wd_(o.get_in<float>("weight_decay", 0.0f, 0.0f, 10.0f,
+                            "L2 penalty added to the gradient")) {
+    if (nesterov_ && momentum_ <= 0.0f)
+      o.fail("nesterov", "Nesterov momentum needs momentum > 0; set momentum (e.g. 0.9)");
   }
 
   void init(const std::vector<ablate::Parameter*>& params) override { state_.init(params); }
@@ -53,8 +55,10 @@ class Sgd final : public ablate::Optimizer {
   bool nesterov_;
   float wd_;
   // The velocity buffer, only with momentum.
-  ablate::SlotState state_{"sgd", momentum_ > 0.0f ? std::vector<std::string>{"momentum"} : std::vector<std::string>{}};
+  ablate::SlotState state_{
+      "sgd", momentum_ > 0.0f ? std::vector<std::string>{"momentum"} : std::vector<std::string>{}};
 };
 
 }  // namespace
-ABLATE_PLUGIN(ablate::Optimizer, sgd, Sgd, "SGD with optional (Nesterov) momentum (torch.optim.SGD)")
+ABLATE_PLUGIN(ablate::Optimizer, sgd, Sgd,
+              "SGD with optional (Nesterov) momentum (torch.optim.SGD)")

@@ -18,7 +18,8 @@ class Alibi final : public ablate::PositionalEncoding {
     if (H <= 0) o.fail("", "needs n_heads > 0 for its per-head slopes, got " + std::to_string(H));
     slopes_.resize(static_cast<size_t>(H));
     for (int64_t h = 1; h <= H; ++h)
-      slopes_[static_cast<size_t>(h - 1)] = static_cast<float>(std::exp2(-8.0 * static_cast<double>(h) / static_cast<double>(H)));
+      slopes_[static_cast<size_t>(h - 1)] =
+          static_cast<float>(std::exp2(-8.0 * static_cast<double>(h) / static_cast<double>(H)));
   }
 
   const float* attention_slopes() const override { return slopes_.data(); }
@@ -28,4 +29,5 @@ class Alibi final : public ablate::PositionalEncoding {
 };
 
 }  // namespace
-ABLATE_PLUGIN(ablate::PositionalEncoding, alibi, Alibi, "linear attention biases by distance (ALiBi)")
+ABLATE_PLUGIN(ablate::PositionalEncoding, alibi, Alibi,
+              "linear attention biases by distance (ALiBi)")

@@ -14,8 +14,9 @@ class Learned final : public ablate::PositionalEncoding {
   bool rotates() const override { return false; }
   Learned(const ablate::Options& o, const ablate::BuildContext& c) : context_(c.dims.context) {
     if (c.dims.context <= 0 || c.dims.d_model <= 0)
-      o.fail("", "needs positive context and d_model, got context = " + std::to_string(c.dims.context) +
-                     ", d_model = " + std::to_string(c.dims.d_model));
+      o.fail("",
+             "needs positive context and d_model, got context = " + std::to_string(c.dims.context) +
+                 ", d_model = " + std::to_string(c.dims.d_model));
     // Not decayed, as the token embedding (minGPT's choice).
     ablate::ParamScope ps = c.params;
     table_ = &ps.add("weight", c.dims.context, c.dims.d_model, ablate::Role::kPosition);
@@ -24,14 +25,17 @@ class Learned final : public ablate::PositionalEncoding {
   ablate::Var embed(ablate::Graph& g, ablate::Var x, const ablate::PosContext& pc) override {
     const int64_t B = pc.batch, T = pc.time;
     if (pc.pos0 < 0 || pc.pos0 + T > context_)
-      throw ablate::Error("learned positions: positions " + std::to_string(pc.pos0) + ".." + std::to_string(pc.pos0 + T - 1) +
-                          " exceed the table of " + std::to_string(context_) +
-                          " (model.context); shorten the input or use a positional encoding without a limit (e.g. rope)");
+      throw ablate::Error("learned positions: positions " + std::to_string(pc.pos0) + ".." +
+                          std::to_string(pc.pos0 + T - 1) + " exceed the table of " +
+                          std::to_string(context_) +
+                          " (model.context); shorten the input or use a positional encoding "
+                          "without a limit (e.g. rope)");
     // Per thread: decoding embeds on several threads at once (embedding() copies the rows).
     thread_local std::vector<int32_t> rows;
     rows.resize(static_cast<size_t>(B * T));
     for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < T; ++t) rows[static_cast<size_t>(b * T + t)] = static_cast<int32_t>(pc.pos0 + t);
+      for (int64_t t = 0; t < T; ++t)
+        rows[static_cast<size_t>(b * T + t)] = static_cast<int32_t>(pc.pos0 + t);
     ablate::Var pe = ablate::embedding(g, g.param(*table_), rows.data(), B * T);  // (B*T, C)
     return ablate::add(g, x, pe);
   }
@@ -44,4 +48,5 @@ class Learned final : public ablate::PositionalEncoding {
 };
 
 }  // namespace
-ABLATE_PLUGIN(ablate::PositionalEncoding, learned, Learned, "learned absolute position embeddings (GPT-2)")
+ABLATE_PLUGIN(ablate::PositionalEncoding, learned, Learned,
+              "learned absolute position embeddings (GPT-2)")

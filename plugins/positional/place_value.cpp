@@ -34,37 +34,52 @@ class PlaceValue final : public ablate::PositionalEncoding {
 
   PlaceValue(const ablate::Options& o, const ablate::BuildContext& c)
       : context_(c.dims.context),
-        integers_(o.get_in<int64_t>("integers", 10, 1, 4096, "places before the point with rows of their own (units, tens, ...)")),
-        decimals_(o.get_in<int64_t>("decimals", 4, 0, 4096, "places after the point with rows of their own (tenths, ...)")),
-        absolute_(o.get<bool>("absolute", true, "also learned absolute positions (a table of model.context rows)")) {
-    const std::string digits = o.get<std::string>("digits", "0123456789", "the characters that are digits");
-    const std::string point = o.get<std::string>("point", ".", "the decimal point's token text (\"\" for none)");
-    if (digits.empty()) o.fail("digits", "is empty; give the digit characters, e.g. \"0123456789\"");
+        integers_(
+            o.get_in<int64_t>("integers", 10, 1, 4096,
+                              "places before the point with rows of their own (units, tens, ...)")),
+        decimals_(o.get_in<int64_t>("decimals", 4, 0, 4096,
+                                    "places after the point with rows of their own (tenths, ...)")),
+        absolute_(o.get<bool>("absolute", true,
+                              "also learned absolute positions (a table of model.context rows)")) {
+    const std::string digits =
+        o.get<std::string>("digits", "0123456789", "the characters that are digits");
+    const std::string point =
+        o.get<std::string>("point", ".", "the decimal point's token text (\"\" for none)");
+    if (digits.empty())
+      o.fail("digits", "is empty; give the digit characters, e.g. \"0123456789\"");
     if (point.size() == 1 && digits.find(point[0]) != std::string::npos)
-      o.fail("point", "'" + point + "' is also one of digits \"" + digits + "\"; a token is a digit or the point, not both");
+      o.fail("point", "'" + point + "' is also one of digits \"" + digits +
+                          "\"; a token is a digit or the point, not both");
     if (c.dims.context <= 0 || c.dims.d_model <= 0)
-      o.fail("", "needs positive context and d_model, got context = " + std::to_string(c.dims.context) +
-                     ", d_model = " + std::to_string(c.dims.d_model));
+      o.fail("",
+             "needs positive context and d_model, got context = " + std::to_string(c.dims.context) +
+                 ", d_model = " + std::to_string(c.dims.d_model));
     if (!c.vocab)
-      o.fail("", "needs the tokenizer's vocabulary to know which tokens are digits (BuildContext::vocab); 'ablate run' and "
-                 "'ablate eval' give it, a program that builds a Model itself passes the token texts to Model's constructor");
+      o.fail("",
+             "needs the tokenizer's vocabulary to know which tokens are digits "
+             "(BuildContext::vocab); 'ablate run' and "
+             "'ablate eval' give it, a program that builds a Model itself passes the token texts "
+             "to Model's constructor");
     if (static_cast<int64_t>(c.vocab->size()) != c.dims.vocab_size)
       o.fail("", "the vocabulary has " + std::to_string(c.vocab->size()) + " token texts for " +
-                     std::to_string(c.dims.vocab_size) + " ids (BuildContext::vocab and ModelDims::vocab_size must agree)");
+                     std::to_string(c.dims.vocab_size) +
+                     " ids (BuildContext::vocab and ModelDims::vocab_size must agree)");
     kind_.assign(c.vocab->size(), kNone);
     int64_t n_digits = 0;
     for (size_t id = 0; id < c.vocab->size(); ++id) {
       const std::string& s = (*c.vocab)[id];
-      if (!point.empty() && s == point)
-        kind_[id] = kPoint;
+      if (!point.empty() && s == point) kind_[id] = kPoint;
       else if (s.size() == 1 && digits.find(s[0]) != std::string::npos)
         kind_[id] = kDigit, ++n_digits;
     }
     if (n_digits == 0)
-      o.fail("digits", "no token of the vocabulary (" + std::to_string(c.vocab->size()) + " tokens) is one of \"" + digits +
-                           "\"; place values need a tokenizer with one token per digit (tokenizer: char or byte)");
+      o.fail("digits", "no token of the vocabulary (" + std::to_string(c.vocab->size()) +
+                           " tokens) is one of \"" + digits +
+                           "\"; place values need a tokenizer with one token per digit (tokenizer: "
+                           "char or byte)");
     ablate::ParamScope ps = c.params;
-    if (absolute_) table_ = &ps.add("weight", c.dims.context, c.dims.d_model, ablate::Role::kPosition);
+    if (absolute_)
+      table_ = &ps.add("weight", c.dims.context, c.dims.d_model, ablate::Role::kPosition);
     // Rows: other, point, then places -decimals .. integers-1.
     places_ = &ps.add("places", 2 + decimals_ + integers_, c.dims.d_model, ablate::Role::kPosition);
   }
@@ -72,15 +87,17 @@ class PlaceValue final : public ablate::PositionalEncoding {
   ablate::Var embed(ablate::Graph& g, ablate::Var x, const ablate::PosContext& pc) override {
     const int64_t B = pc.batch, T = pc.time;
     if (pc.pos0 < 0 || (absolute_ && pc.pos0 + T > context_))
-      throw ablate::Error("place_value positions: positions " + std::to_string(pc.pos0) + ".." + std::to_string(pc.pos0 + T - 1) +
-                          " exceed the table of " + std::to_string(context_) +
+      throw ablate::Error("place_value positions: positions " + std::to_string(pc.pos0) + ".." +
+                          std::to_string(pc.pos0 + T - 1) + " exceed the table of " +
+                          std::to_string(context_) +
                           " (model.context); shorten the input or set absolute: false");
     // Decoding calls embed on two threads at once (docs/PLUGINS.md): scratch per thread.
     thread_local std::vector<int32_t> rows;
     rows.resize(static_cast<size_t>(B * T));
     if (absolute_) {
       for (int64_t b = 0; b < B; ++b)
-        for (int64_t t = 0; t < T; ++t) rows[static_cast<size_t>(b * T + t)] = static_cast<int32_t>(pc.pos0 + t);
+        for (int64_t t = 0; t < T; ++t)
+          rows[static_cast<size_t>(b * T + t)] = static_cast<int32_t>(pc.pos0 + t);
       x = ablate::add(g, x, ablate::embedding(g, g.param(*table_), rows.data(), B * T));
     }
     std::fill(rows.begin(), rows.end(), kOtherRow);
@@ -99,10 +116,13 @@ class PlaceValue final : public ablate::PositionalEncoding {
   static constexpr int32_t kOtherRow = 0, kPointRow = 1;
 
   Kind kind_of(int32_t id) const {
-    return id >= 0 && static_cast<size_t>(id) < kind_.size() ? static_cast<Kind>(kind_[static_cast<size_t>(id)]) : kNone;
+    return id >= 0 && static_cast<size_t>(id) < kind_.size()
+               ? static_cast<Kind>(kind_[static_cast<size_t>(id)])
+               : kNone;
   }
   int32_t place_row_of(int64_t place) const {
-    return static_cast<int32_t>(2 + decimals_ + std::clamp<int64_t>(place, -decimals_, integers_ - 1));
+    return static_cast<int32_t>(2 + decimals_ +
+                                std::clamp<int64_t>(place, -decimals_, integers_ - 1));
   }
 
   // Rows for ids[0, n), each run of digits and points by its first point: a digit before
@@ -120,10 +140,8 @@ class PlaceValue final : public ablate::PositionalEncoding {
       const int64_t units = point >= 0 ? point - 1 : j - 1;
       int64_t after = 0;
       for (int64_t k = i; k < j; ++k) {
-        if (kind_of(ids[k]) == kPoint)
-          out[k] = k == point ? kPointRow : kOtherRow;
-        else
-          out[k] = place_row_of(point >= 0 && k > point ? -(++after) : units - k);
+        if (kind_of(ids[k]) == kPoint) out[k] = k == point ? kPointRow : kOtherRow;
+        else out[k] = place_row_of(point >= 0 && k > point ? -(++after) : units - k);
       }
       i = j;
     }
@@ -138,4 +156,5 @@ class PlaceValue final : public ablate::PositionalEncoding {
 
 }  // namespace
 ABLATE_PLUGIN(ablate::PositionalEncoding, place_value, PlaceValue,
-              "learned positions plus each prompt digit's place relative to the decimal point (Abacus-like, McLeish et al. 2024)")
+              "learned positions plus each prompt digit's place relative to the decimal point "
+              "(Abacus-like, McLeish et al. 2024)")

@@ -13,15 +13,18 @@ class Rope final : public ablate::PositionalEncoding {
  public:
   Rope(const ablate::Options& o, const ablate::BuildContext& c)
       : base_(o.get_in<float>("base", 10000.0f, 2.0f, 1e9f, "frequency base (LLaMA: 10000)")) {
-    if (c.dims.n_heads > 0 && c.dims.d_model % c.dims.n_heads == 0 && (c.dims.d_model / c.dims.n_heads) % 2 != 0)
+    if (c.dims.n_heads > 0 && c.dims.d_model % c.dims.n_heads == 0 &&
+        (c.dims.d_model / c.dims.n_heads) % 2 != 0)
       o.fail("", "RoPE rotates pairs of channels, but the head size d_model / n_heads = " +
-                     std::to_string(c.dims.d_model / c.dims.n_heads) + " is odd; choose an even head size");
+                     std::to_string(c.dims.d_model / c.dims.n_heads) +
+                     " is odd; choose an even head size");
   }
 
-  void rotate(ablate::Graph& g, ablate::Var& q, ablate::Var& k, const ablate::PosContext& pc, int64_t n_heads,
-              int64_t n_kv_heads, int64_t head_size) override {
+  void rotate(ablate::Graph& g, ablate::Var& q, ablate::Var& k, const ablate::PosContext& pc,
+              int64_t n_heads, int64_t n_kv_heads, int64_t head_size) override {
     if (head_size % 2 != 0)
-      throw ablate::Error("rope: head size " + std::to_string(head_size) + " is odd; RoPE needs an even head size");
+      throw ablate::Error("rope: head size " + std::to_string(head_size) +
+                          " is odd; RoPE needs an even head size");
     q = ablate::rope(g, q, pc.batch, pc.time, n_heads, head_size, pc.pos0, base_);
     k = ablate::rope(g, k, pc.batch, pc.time, n_kv_heads, head_size, pc.pos0, base_);
   }
@@ -31,4 +34,5 @@ class Rope final : public ablate::PositionalEncoding {
 };
 
 }  // namespace
-ABLATE_PLUGIN(ablate::PositionalEncoding, rope, Rope, "rotary position embedding on queries and keys (RoFormer, LLaMA)")
+ABLATE_PLUGIN(ablate::PositionalEncoding, rope, Rope,
+              "rotary position embedding on queries and keys (RoFormer, LLaMA)")

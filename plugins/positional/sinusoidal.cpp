@@ -20,7 +20,9 @@ class Sinusoidal final : public ablate::PositionalEncoding {
 
   ablate::Var embed(ablate::Graph& g, ablate::Var x, const ablate::PosContext& pc) override {
     const int64_t B = pc.batch, T = pc.time, C = g.value(x).cols;
-    if (pc.pos0 < 0) throw ablate::Error("sinusoidal positions: negative start position " + std::to_string(pc.pos0));
+    if (pc.pos0 < 0)
+      throw ablate::Error("sinusoidal positions: negative start position " +
+                          std::to_string(pc.pos0));
     ablate::Var pe = g.input(B * T, C);  // (B*T, C)
     float* out = g.value(pe).data;
     // Decoding runs forward on two threads at once (model.hpp): the table grows under a lock.
@@ -42,8 +44,11 @@ class Sinusoidal final : public ablate::PositionalEncoding {
     table_.resize(static_cast<size_t>(n * C));
     for (int64_t pos = rows_; pos < n; ++pos)
       for (int64_t j = 0; j < C; ++j) {
-        const double angle = static_cast<double>(pos) / std::pow(base_, static_cast<double>(j - j % 2) / static_cast<double>(C));
-        table_[static_cast<size_t>(pos * C + j)] = static_cast<float>(j % 2 == 0 ? std::sin(angle) : std::cos(angle));
+        const double angle =
+            static_cast<double>(pos) /
+            std::pow(base_, static_cast<double>(j - j % 2) / static_cast<double>(C));
+        table_[static_cast<size_t>(pos * C + j)] =
+            static_cast<float>(j % 2 == 0 ? std::sin(angle) : std::cos(angle));
       }
     rows_ = n;
   }
@@ -55,4 +60,5 @@ class Sinusoidal final : public ablate::PositionalEncoding {
 };
 
 }  // namespace
-ABLATE_PLUGIN(ablate::PositionalEncoding, sinusoidal, Sinusoidal, "fixed sinusoidal position encoding (Vaswani et al. 2017)")
+ABLATE_PLUGIN(ablate::PositionalEncoding, sinusoidal, Sinusoidal,
+              "fixed sinusoidal position encoding (Vaswani et al. 2017)")

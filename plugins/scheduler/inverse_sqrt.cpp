@@ -11,10 +11,12 @@ namespace {
 class InverseSqrt final : public ablate::Scheduler {
  public:
   InverseSqrt(const ablate::Options& o, const ablate::BuildContext&)
-      : warmup_(o.get_in<int64_t>("warmup", 100, 1, int64_t{1000000000}, "warmup steps; the factor is 1 at the end of warmup")) {}
+      : warmup_(o.get_in<int64_t>("warmup", 100, 1, int64_t{1000000000},
+                                  "warmup steps; the factor is 1 at the end of warmup")) {}
 
   float factor(int64_t step, int64_t) const override {
-    const double t = static_cast<double>(std::max<int64_t>(step, 0) + 1), w = static_cast<double>(warmup_);
+    const double t = static_cast<double>(std::max<int64_t>(step, 0) + 1),
+                 w = static_cast<double>(warmup_);
     return static_cast<float>(t < w ? t / w : std::sqrt(w / t));
   }
 

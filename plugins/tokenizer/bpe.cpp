@@ -29,7 +29,11 @@ bool is_space(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 size_t char_len(const std::string& s, size_t i) {
   const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
   const unsigned char b0 = b(i);
-  size_t len = b0 < 0x80 ? 1 : (b0 & 0xE0) == 0xC0 ? 2 : (b0 & 0xF0) == 0xE0 ? 3 : (b0 & 0xF8) == 0xF0 ? 4 : 0;
+  size_t len = b0 < 0x80             ? 1
+               : (b0 & 0xE0) == 0xC0 ? 2
+               : (b0 & 0xF0) == 0xE0 ? 3
+               : (b0 & 0xF8) == 0xF0 ? 4
+                                     : 0;
   if (len <= 1 || i + len > s.size()) return 1;
   uint32_t cp = b0 & (0x7F >> len);
   for (size_t k = 1; k < len; ++k) {
@@ -52,7 +56,9 @@ bool from_hex(const std::string& h, std::string& out) {
   out.clear();
   if (h == "-") return true;
   if (h.size() % 2) return false;
-  auto nib = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
+  auto nib = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+  };
   for (size_t i = 0; i < h.size(); i += 2) {
     const int hi = nib(h[i]), lo = nib(h[i + 1]);
     if (hi < 0 || lo < 0) return false;
@@ -70,15 +76,21 @@ struct Symbol {
   std::string shown() const { return text + (end ? "</w>" : ""); }
 };
 
-uint64_t pair_key(int32_t a, int32_t b) { return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b); }
+uint64_t pair_key(int32_t a, int32_t b) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+}
 
 class Bpe final : public ablate::Tokenizer {
  public:
   Bpe(const ablate::Options& o, const ablate::BuildContext&)
-      : n_merges_(o.get_in<int64_t>("merges", 4000, 0, int64_t{1} << 22, "merges learned by fit (REFERENCE: 4000 on tiny Shakespeare)")),
-        min_frequency_(o.get_in<int64_t>("min_frequency", 2, 1, int64_t{1} << 40,
-                                         "stop early when the most frequent pair occurs fewer times than this")),
-        unknown_(o.get<std::string>("unknown", "\xEF\xBF\xBD", "text that </u> and out-of-range ids decode to (default U+FFFD)")) {}
+      : n_merges_(o.get_in<int64_t>("merges", 4000, 0, int64_t{1} << 22,
+                                    "merges learned by fit (REFERENCE: 4000 on tiny Shakespeare)")),
+        min_frequency_(o.get_in<int64_t>(
+            "min_frequency", 2, 1, int64_t{1} << 40,
+            "stop early when the most frequent pair occurs fewer times than this")),
+        unknown_(
+            o.get<std::string>("unknown", "\xEF\xBF\xBD",
+                               "text that </u> and out-of-range ids decode to (default U+FFFD)")) {}
 
   // Learns the merges from the unique words of `text` weighted by their frequency. Pair
   // counts are updated incrementally: a merge only revisits the words that contain its pair.
@@ -97,10 +109,13 @@ class Bpe final : public ablate::Tokenizer {
         syms.push_back({w.substr(i, len), false, is_space(static_cast<unsigned char>(w[i]))});
         i += len;
       }
-    std::sort(syms.begin(), syms.end(), [](const Symbol& a, const Symbol& b) { return a.shown() < b.shown(); });
-    syms.erase(std::unique(syms.begin(), syms.end(), [](const Symbol& a, const Symbol& b) { return a.shown() == b.shown(); }),
+    std::sort(syms.begin(), syms.end(),
+              [](const Symbol& a, const Symbol& b) { return a.shown() < b.shown(); });
+    syms.erase(std::unique(syms.begin(), syms.end(),
+                           [](const Symbol& a, const Symbol& b) { return a.shown() == b.shown(); }),
                syms.end());
-    set_vocab(std::move(syms), {}, [](const std::string& what) { return ablate::Error("bpe tokenizer: " + what); });
+    set_vocab(std::move(syms), {},
+              [](const std::string& what) { return ablate::Error("bpe tokenizer: " + what); });
 
     std::vector<std::vector<int32_t>> words(uniq.size());
     std::vector<int64_t> counts(uniq.size());
@@ -159,7 +174,8 @@ class Bpe final : public ablate::Tokenizer {
     s << "ablate-bpe-tokenizer 1\n"
       << "unknown_hex " << to_hex(unknown_) << "\n"
       << "base " << n_base_ << "\n";
-    for (size_t i = 0; i < n_base_; ++i) s << to_hex(syms_[i].text) << " " << (syms_[i].end ? 1 : 0) << "\n";
+    for (size_t i = 0; i < n_base_; ++i)
+      s << to_hex(syms_[i].text) << " " << (syms_[i].end ? 1 : 0) << "\n";
     s << "merges " << merges_.size() << "\n";
     for (const auto& [a, b] : merges_) s << a << " " << b << "\n";
     return s.str();
@@ -167,26 +183,34 @@ class Bpe final : public ablate::Tokenizer {
 
   void load(const std::string& state) override {
     std::istringstream s(state);
-    auto bad = [](const std::string& what) { return ablate::Error("bpe tokenizer state: " + what); };
+    auto bad = [](const std::string& what) {
+      return ablate::Error("bpe tokenizer state: " + what);
+    };
     std::string magic, key, hex;
     int version = 0;
     size_t n = 0;
-    if (!(s >> magic >> version) || magic != "ablate-bpe-tokenizer") throw bad("not a bpe tokenizer state");
+    if (!(s >> magic >> version) || magic != "ablate-bpe-tokenizer")
+      throw bad("not a bpe tokenizer state");
     if (version != 1) throw bad("version " + std::to_string(version) + ", expected 1");
     std::string unknown;
-    if (!(s >> key >> hex) || key != "unknown_hex" || !from_hex(hex, unknown)) throw bad("missing or malformed unknown_hex");
-    if (!(s >> key >> n) || key != "base" || n > (size_t{1} << 24)) throw bad("missing base symbols");
+    if (!(s >> key >> hex) || key != "unknown_hex" || !from_hex(hex, unknown))
+      throw bad("missing or malformed unknown_hex");
+    if (!(s >> key >> n) || key != "base" || n > (size_t{1} << 24))
+      throw bad("missing base symbols");
     std::vector<Symbol> base(n);
     for (size_t i = 0; i < n; ++i) {
       int end = 0;
-      if (!(s >> hex >> end) || !from_hex(hex, base[i].text)) throw bad("base symbol " + std::to_string(i) + " is malformed");
+      if (!(s >> hex >> end) || !from_hex(hex, base[i].text))
+        throw bad("base symbol " + std::to_string(i) + " is malformed");
       base[i].end = end != 0;
-      base[i].space = !base[i].text.empty() && is_space(static_cast<unsigned char>(base[i].text[0]));
+      base[i].space =
+          !base[i].text.empty() && is_space(static_cast<unsigned char>(base[i].text[0]));
     }
     if (!(s >> key >> n) || key != "merges" || n > (size_t{1} << 24)) throw bad("missing merges");
     std::vector<std::pair<int32_t, int32_t>> merges(n);
     for (size_t i = 0; i < n; ++i)
-      if (!(s >> merges[i].first >> merges[i].second)) throw bad("merge " + std::to_string(i) + " is malformed");
+      if (!(s >> merges[i].first >> merges[i].second))
+        throw bad("merge " + std::to_string(i) + " is malformed");
     Bpe next(*this);  // all or nothing: a bad state leaves this tokenizer as it was
     next.unknown_ = unknown;
     next.set_vocab(std::move(base), merges, bad);
@@ -237,12 +261,14 @@ class Bpe final : public ablate::Tokenizer {
     const size_t n = w.size();
     if (n < 2 || rank_.empty()) return w;
     std::vector<int64_t> prev(n), next(n);
-    for (size_t i = 0; i < n; ++i) prev[i] = static_cast<int64_t>(i) - 1, next[i] = static_cast<int64_t>(i) + 1;
+    for (size_t i = 0; i < n; ++i)
+      prev[i] = static_cast<int64_t>(i) - 1, next[i] = static_cast<int64_t>(i) + 1;
     using Entry = std::pair<int32_t, int64_t>;  // (rank, left position)
     std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
     auto push = [&](int64_t i) {
       if (i < 0 || next[static_cast<size_t>(i)] >= static_cast<int64_t>(n)) return;
-      auto it = rank_.find(pair_key(w[static_cast<size_t>(i)], w[static_cast<size_t>(next[static_cast<size_t>(i)])]));
+      auto it = rank_.find(pair_key(w[static_cast<size_t>(i)],
+                                    w[static_cast<size_t>(next[static_cast<size_t>(i)])]));
       if (it != rank_.end()) heap.push({it->second, i});
     };
     for (size_t i = 0; i + 1 < n; ++i) push(static_cast<int64_t>(i));
@@ -263,7 +289,8 @@ class Bpe final : public ablate::Tokenizer {
       push(i);
     }
     std::vector<int32_t> out;
-    for (int64_t i = 0; i < static_cast<int64_t>(n); i = next[static_cast<size_t>(i)]) out.push_back(w[static_cast<size_t>(i)]);
+    for (int64_t i = 0; i < static_cast<int64_t>(n); i = next[static_cast<size_t>(i)])
+      out.push_back(w[static_cast<size_t>(i)]);
     return out;
   }
 
@@ -286,8 +313,10 @@ class Bpe final : public ablate::Tokenizer {
     };
     auto worse = [&](const Entry& a, const Entry& b) {  // heap order: true if a ranks below b
       if (a.count != b.count) return a.count < b.count;
-      const auto la = static_cast<int32_t>(a.pair >> 32), ra = static_cast<int32_t>(a.pair & 0xFFFFFFFFu);
-      const auto lb = static_cast<int32_t>(b.pair >> 32), rb = static_cast<int32_t>(b.pair & 0xFFFFFFFFu);
+      const auto la = static_cast<int32_t>(a.pair >> 32),
+                 ra = static_cast<int32_t>(a.pair & 0xFFFFFFFFu);
+      const auto lb = static_cast<int32_t>(b.pair >> 32),
+                 rb = static_cast<int32_t>(b.pair & 0xFFFFFFFFu);
       if (la != lb) return shown_[static_cast<size_t>(la)] > shown_[static_cast<size_t>(lb)];
       return shown_[static_cast<size_t>(ra)] > shown_[static_cast<size_t>(rb)];
     };
@@ -302,7 +331,8 @@ class Bpe final : public ablate::Tokenizer {
       auto pc = pair_count.find(top.pair);
       if (pc == pair_count.end() || pc->second != top.count) continue;  // stale
       if (top.count < min_frequency_) break;
-      const int32_t a = static_cast<int32_t>(top.pair >> 32), b = static_cast<int32_t>(top.pair & 0xFFFFFFFFu);
+      const int32_t a = static_cast<int32_t>(top.pair >> 32),
+                    b = static_cast<int32_t>(top.pair & 0xFFFFFFFFu);
       const int32_t ab = add_merge(a, b);
       const int64_t m = static_cast<int64_t>(merges_.size());
       delta.clear();
@@ -348,8 +378,8 @@ class Bpe final : public ablate::Tokenizer {
   // Registers merge (a, b); its result is an existing symbol when another merge already
   // produced the same text (e.g. (ab, c) after (a, bc)).
   int32_t add_merge(int32_t a, int32_t b) {
-    Symbol s{syms_[static_cast<size_t>(a)].text + syms_[static_cast<size_t>(b)].text, syms_[static_cast<size_t>(b)].end,
-             syms_[static_cast<size_t>(a)].space};
+    Symbol s{syms_[static_cast<size_t>(a)].text + syms_[static_cast<size_t>(b)].text,
+             syms_[static_cast<size_t>(b)].end, syms_[static_cast<size_t>(a)].space};
     const std::string key = key_of(s.text, s.end);
     auto it = index_.find(key);
     int32_t id;
@@ -388,7 +418,8 @@ class Bpe final : public ablate::Tokenizer {
       const auto [a, b] = merges[m];
       const auto n = static_cast<int32_t>(syms_.size());
       if (a < 0 || b < 0 || a >= n || b >= n || syms_[static_cast<size_t>(a)].end)
-        throw bad("merge " + std::to_string(m) + " refers to an unknown symbol or merges past a word end");
+        throw bad("merge " + std::to_string(m) +
+                  " refers to an unknown symbol or merges past a word end");
       add_merge(a, b);
     }
     rebuild_rank();
@@ -397,21 +428,23 @@ class Bpe final : public ablate::Tokenizer {
 
   void rebuild_rank() {
     rank_.clear();
-    for (size_t m = 0; m < merges_.size(); ++m) rank_.emplace(pair_key(merges_[m].first, merges_[m].second), static_cast<int32_t>(m));
+    for (size_t m = 0; m < merges_.size(); ++m)
+      rank_.emplace(pair_key(merges_[m].first, merges_[m].second), static_cast<int32_t>(m));
   }
 
   int64_t n_merges_, min_frequency_;
   std::string unknown_;
   bool ready_ = false;
-  std::vector<Symbol> syms_;      // id -> symbol: base symbols (sorted), then merged ones
+  std::vector<Symbol> syms_;        // id -> symbol: base symbols (sorted), then merged ones
   std::vector<std::string> shown_;  // id -> text with </w>, for the tie-break
   size_t n_base_ = 0;
-  int32_t end_id_ = -1;           // the bare </w>
-  std::unordered_map<std::string, int32_t> index_;  // key_of(text, end) -> id
+  int32_t end_id_ = -1;                              // the bare </w>
+  std::unordered_map<std::string, int32_t> index_;   // key_of(text, end) -> id
   std::vector<std::pair<int32_t, int32_t>> merges_;  // in learning order
   std::vector<int32_t> merges_result_;
-  std::unordered_map<uint64_t, int32_t> rank_;      // pair -> merge index
+  std::unordered_map<uint64_t, int32_t> rank_;  // pair -> merge index
 };
 
 }  // namespace
-ABLATE_PLUGIN(ablate::Tokenizer, bpe, Bpe, "byte-pair encoding learned from the training text (</w>, </u>, </p>)")
+ABLATE_PLUGIN(ablate::Tokenizer, bpe, Bpe,
+              "byte-pair encoding learned from the training text (</w>, </u>, </p>)")

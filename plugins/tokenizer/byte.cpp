@@ -15,9 +15,13 @@ class Byte final : public ablate::Tokenizer {
  public:
   Byte(const ablate::Options& o, const ablate::BuildContext&)
       : pad_(o.get<bool>("pad", false, "add a padding id 256 (decodes to nothing)")),
-        unknown_(o.get<std::string>("unknown", "\xEF\xBF\xBD", "text that ids outside the vocabulary decode to (default U+FFFD)")),
-        eot_(o.get<bool>("eot", false, "add an end-of-text id after the bytes and the padding id (decodes to <|endoftext|>); "
-                                       "it separates documents in token shards")) {}
+        unknown_(
+            o.get<std::string>("unknown", "\xEF\xBF\xBD",
+                               "text that ids outside the vocabulary decode to (default U+FFFD)")),
+        eot_(o.get<bool>(
+            "eot", false,
+            "add an end-of-text id after the bytes and the padding id (decodes to <|endoftext|>); "
+            "it separates documents in token shards")) {}
 
   void fit(const std::string&) override {}
 
@@ -64,7 +68,8 @@ class Byte final : public ablate::Tokenizer {
     std::getline(s, hex);
     hex.erase(0, hex.find_first_not_of(' '));
     int eot = 0;
-    if (s >> key && (key != "eot" || !(s >> eot))) throw ablate::Error("byte tokenizer state: malformed");
+    if (s >> key && (key != "eot" || !(s >> eot)))
+      throw ablate::Error("byte tokenizer state: malformed");
     std::string unknown;
     for (size_t i = 0; i < hex.size(); i += 2) {
       const std::string h = hex.substr(i, 2);
@@ -84,4 +89,5 @@ class Byte final : public ablate::Tokenizer {
 };
 
 }  // namespace
-ABLATE_PLUGIN(ablate::Tokenizer, byte, Byte, "the 256 byte values (plus optional padding and end-of-text ids)")
+ABLATE_PLUGIN(ablate::Tokenizer, byte, Byte,
+              "the 256 byte values (plus optional padding and end-of-text ids)")

@@ -23,7 +23,10 @@ uint32_t next_char(const std::string& s, size_t& i) {
   const uint8_t b0 = byte(i);
   int len = 0;
   uint32_t cp = 0, min = 0;
-  if (b0 < 0x80) { ++i; return b0; }
+  if (b0 < 0x80) {
+    ++i;
+    return b0;
+  }
   if ((b0 & 0xE0) == 0xC0) len = 2, cp = b0 & 0x1F, min = 0x80;
   else if ((b0 & 0xF0) == 0xE0) len = 3, cp = b0 & 0x0F, min = 0x800;
   else if ((b0 & 0xF8) == 0xF0) len = 4, cp = b0 & 0x07, min = 0x10000;
@@ -36,7 +39,10 @@ uint32_t next_char(const std::string& s, size_t& i) {
   // Overlong forms and surrogates are not valid UTF-8: keep them as raw bytes so that
   // re-encoding reproduces the input exactly.
   ok = ok && cp >= min && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
-  if (!ok) { ++i; return kRawByte + b0; }
+  if (!ok) {
+    ++i;
+    return kRawByte + b0;
+  }
   i += static_cast<size_t>(len);
   return cp;
 }
@@ -44,13 +50,15 @@ uint32_t next_char(const std::string& s, size_t& i) {
 void append_char(std::string& out, uint32_t c) {
   if (c >= kRawByte) out += static_cast<char>(c - kRawByte);
   else if (c < 0x80) out += static_cast<char>(c);
-  else if (c < 0x800) out += static_cast<char>(0xC0 | (c >> 6)), out += static_cast<char>(0x80 | (c & 0x3F));
+  else if (c < 0x800)
+    out += static_cast<char>(0xC0 | (c >> 6)), out += static_cast<char>(0x80 | (c & 0x3F));
   else if (c < 0x10000)
     out += static_cast<char>(0xE0 | (c >> 12)), out += static_cast<char>(0x80 | ((c >> 6) & 0x3F)),
         out += static_cast<char>(0x80 | (c & 0x3F));
   else
     out += static_cast<char>(0xF0 | (c >> 18)), out += static_cast<char>(0x80 | ((c >> 12) & 0x3F)),
-        out += static_cast<char>(0x80 | ((c >> 6) & 0x3F)), out += static_cast<char>(0x80 | (c & 0x3F));
+        out += static_cast<char>(0x80 | ((c >> 6) & 0x3F)),
+        out += static_cast<char>(0x80 | (c & 0x3F));
 }
 
 std::string to_hex(const std::string& s) {
@@ -75,18 +83,21 @@ std::string from_hex(const std::string& h) {
 class Char final : public ablate::Tokenizer {
  public:
   Char(const ablate::Options& o, const ablate::BuildContext&)
-      : unknown_(o.get<std::string>("unknown", "\xEF\xBF\xBD",
-                                    "text that the unknown id decodes to (default U+FFFD, the replacement character)")),
+      : unknown_(o.get<std::string>(
+            "unknown", "\xEF\xBF\xBD",
+            "text that the unknown id decodes to (default U+FFFD, the replacement character)")),
         add_unknown_(o.get<bool>("add_unknown", true,
-                                 "reserve the last id for characters not seen by fit; false: such characters are an error")) {}
+                                 "reserve the last id for characters not seen by fit; false: such "
+                                 "characters are an error")) {}
 
   void fit(const std::string& text) override {
     std::vector<uint32_t> seen;
     std::array<bool, 128> ascii{};
     for (size_t i = 0; i < text.size();) {
       uint32_t c = next_char(text, i);
-      if (c < 128) { if (!ascii[c]) ascii[c] = true, seen.push_back(c); }
-      else seen.push_back(c);
+      if (c < 128) {
+        if (!ascii[c]) ascii[c] = true, seen.push_back(c);
+      } else seen.push_back(c);
     }
     std::sort(seen.begin(), seen.end());
     seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
@@ -105,7 +116,8 @@ class Char final : public ablate::Tokenizer {
       else if (auto it = index_.find(c); it != index_.end()) id = it->second;
       if (id < 0) {
         if (!add_unknown_)
-          throw ablate::Error("char tokenizer: character '" + text.substr(at, i - at) + "' at byte " + std::to_string(at) +
+          throw ablate::Error("char tokenizer: character '" + text.substr(at, i - at) +
+                              "' at byte " + std::to_string(at) +
                               " was not in the fitted text, and add_unknown is false");
         id = static_cast<int32_t>(chars_.size());
       }
@@ -118,13 +130,16 @@ class Char final : public ablate::Tokenizer {
     std::string out;
     out.reserve(ids.size());
     for (int32_t id : ids) {
-      if (id >= 0 && static_cast<size_t>(id) < chars_.size()) append_char(out, chars_[static_cast<size_t>(id)]);
+      if (id >= 0 && static_cast<size_t>(id) < chars_.size())
+        append_char(out, chars_[static_cast<size_t>(id)]);
       else out += unknown_;
     }
     return out;
   }
 
-  int64_t vocab_size() const override { return static_cast<int64_t>(chars_.size()) + (add_unknown_ ? 1 : 0); }
+  int64_t vocab_size() const override {
+    return static_cast<int64_t>(chars_.size()) + (add_unknown_ ? 1 : 0);
+  }
 
   // Text form, exact for any characters: the code points in decimal, the unknown text in hex.
   std::string save() const override {
@@ -143,8 +158,11 @@ class Char final : public ablate::Tokenizer {
     std::string magic, key, hex;
     int version = 0, add = 0;
     size_t n = 0;
-    auto bad = [](const std::string& what) { return ablate::Error("char tokenizer state: " + what); };
-    if (!(s >> magic >> version) || magic != "ablate-char-tokenizer") throw bad("not a char tokenizer state");
+    auto bad = [](const std::string& what) {
+      return ablate::Error("char tokenizer state: " + what);
+    };
+    if (!(s >> magic >> version) || magic != "ablate-char-tokenizer")
+      throw bad("not a char tokenizer state");
     if (version != 1) throw bad("version " + std::to_string(version) + ", expected 1");
     if (!(s >> key >> add) || key != "add_unknown") throw bad("missing add_unknown");
     if (!(s >> key) || key != "unknown_hex") throw bad("missing unknown_hex");
@@ -178,10 +196,11 @@ class Char final : public ablate::Tokenizer {
   std::string unknown_;
   bool add_unknown_;
   bool ready_ = false;
-  std::vector<uint32_t> chars_;  // id -> character key, sorted
+  std::vector<uint32_t> chars_;                  // id -> character key, sorted
   std::unordered_map<uint32_t, int32_t> index_;  // non-ASCII character key -> id
   std::array<int32_t, 128> ascii_{};
 };
 
 }  // namespace
-ABLATE_PLUGIN(ablate::Tokenizer, char, Char, "characters (UTF-8 code points) of the training text plus an unknown symbol")
+ABLATE_PLUGIN(ablate::Tokenizer, char, Char,
+              "characters (UTF-8 code points) of the training text plus an unknown symbol")

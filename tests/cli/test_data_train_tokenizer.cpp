@@ -17,16 +17,21 @@ ablate::test::CommandResult train(const std::string& args) {
   return ablate::test::run_command(ablate::test::ablate_binary() + " data train-tokenizer " + args);
 }
 
-std::string shakespeare() { return ablate::test::read_file(std::string(ABLATE_TEST_DATA_DIR) + "/shakespeare_16k.txt"); }
+std::string shakespeare() {
+  return ablate::test::read_file(std::string(ABLATE_TEST_DATA_DIR) + "/shakespeare_16k.txt");
+}
 
 }  // namespace
 
-TEST_CASE("data train-tokenizer: a tokenizer.json that gpt2 loads, the same for any threads and for compressed input") {
+TEST_CASE(
+    "data train-tokenizer: a tokenizer.json that gpt2 loads, the same for any threads and for "
+    "compressed input") {
   ablate::test::TempDir dir;
   const std::string text = shakespeare();
   fs::create_directories(dir / "corpus");
   const std::string half = text.substr(0, text.size() / 2);
-  const std::string a = dir.write("corpus/a.txt", half), b = dir.write("corpus/b.txt", text.substr(half.size()));
+  const std::string a = dir.write("corpus/a.txt", half),
+                    b = dir.write("corpus/b.txt", text.substr(half.size()));
   auto r = train("--vocab-size 600 --out " + dir / "one.json" + " --threads 1 " + a + " " + b);
   REQUIRE_MESSAGE(r.status == 0, r.output);
   CHECK(contains(r.output, "2 files"));
@@ -37,15 +42,18 @@ TEST_CASE("data train-tokenizer: a tokenizer.json that gpt2 loads, the same for 
   REQUIRE_MESSAGE(r.status == 0, r.output);
   CHECK(ablate::test::read_file(dir / "one.json") == ablate::test::read_file(dir / "two.json"));
   // gzip input (when gzip is there): the same again.
-  if (ablate::test::run_command("cd " + dir / "corpus" + " && gzip -k a.txt b.txt && mkdir ../gz && mv *.gz ../gz/").status == 0) {
+  if (ablate::test::run_command("cd " + dir / "corpus" +
+                                " && gzip -k a.txt b.txt && mkdir ../gz && mv *.gz ../gz/")
+          .status == 0) {
     r = train("-q --vocab-size 600 --out " + dir / "gz.json" + " " + dir / "gz");
     REQUIRE_MESSAGE(r.status == 0, r.output);
     CHECK(ablate::test::read_file(dir / "one.json") == ablate::test::read_file(dir / "gz.json"));
   }
   // ablate data tokenize with gpt2 and the trained file: the ids decode to the text.
   const std::string hello = dir.write("hello.txt", "First Citizen:\nSpeak, speak.");
-  r = ablate::test::run_command(ablate::test::ablate_binary() + " data tokenize --tokenizer gpt2 --option tokenizer_json=" +
-                                dir / "one.json" + " " + hello);
+  r = ablate::test::run_command(
+      ablate::test::ablate_binary() +
+      " data tokenize --tokenizer gpt2 --option tokenizer_json=" + dir / "one.json" + " " + hello);
   REQUIRE_MESSAGE(r.status == 0, r.output);
   std::istringstream ids(r.output);
   int64_t n = 0;

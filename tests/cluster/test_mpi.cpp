@@ -1,7 +1,8 @@
 // Data-parallel training under mpirun: N ranks with global batch B reproduce 1 rank with
 // batch B (dropout, gradient accumulation, padded line windows split unevenly), rank 0
-// alone writes, overlapping the allreduce with backward changes nothing, a killed run resumes, and a bad setup fails on every rank without hanging.
-// Needs an MPI build (libopenmpi-dev) and mpirun (openmpi-bin): tools/bootstrap.sh --cluster.
+// alone writes, overlapping the allreduce with backward changes nothing, a killed run resumes, and
+// a bad setup fails on every rank without hanging. Needs an MPI build (libopenmpi-dev) and mpirun
+// (openmpi-bin): tools/bootstrap.sh --cluster.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -30,10 +31,16 @@ sample: {tokens: 10, prompt: "ROMEO:"}
 // about 1e-7 at first, to several 1e-3 over 40 steps for some seeds and graphs; at 3e-3 the
 // curves stay within 2e-7 of each other.)
 
-std::string run_cmd(const TempDir& d, int ranks, const std::string& args, const std::string& env = "") {
-  const std::string ablate = ablate::test::ablate_binary() + " run " + args + " --threads 1 --quiet";
-  const std::string launch = ranks == 0 ? ablate : "timeout 300 mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(ranks) + " " + ablate;
-  return "cd " + d.path.string() + " && " + env + " ABLATE_DATA_PATH=" + ABLATE_TEST_DATA_DIR + " " + launch;
+std::string run_cmd(const TempDir& d, int ranks, const std::string& args,
+                    const std::string& env = "") {
+  const std::string ablate =
+      ablate::test::ablate_binary() + " run " + args + " --threads 1 --quiet";
+  const std::string launch = ranks == 0
+                                 ? ablate
+                                 : "timeout 300 mpirun --allow-run-as-root --oversubscribe -np " +
+                                       std::to_string(ranks) + " " + ablate;
+  return "cd " + d.path.string() + " && " + env + " ABLATE_DATA_PATH=" + ABLATE_TEST_DATA_DIR +
+         " " + launch;
 }
 
 ablate::RunData run_data(const std::string& dir) { return ablate::read_run_file(dir + "/run.h5"); }
@@ -58,7 +65,9 @@ void check_same_curves(const ablate::RunData& a, const ablate::RunData& b, doubl
 }  // namespace
 
 TEST_CASE("cluster/mpi: 2 ranks x B/2 give the loss curve of 1 rank x B, rank 0 writes, resume") {
-  REQUIRE_MESSAGE(ABLATE_HAVE_MPI, "this build has no MPI: install libopenmpi-dev openmpi-bin (tools/bootstrap.sh --cluster) and reconfigure");
+  REQUIRE_MESSAGE(ABLATE_HAVE_MPI,
+                  "this build has no MPI: install libopenmpi-dev openmpi-bin (tools/bootstrap.sh "
+                  "--cluster) and reconfigure");
   TempDir d;
   d.write("dp.yaml", kBase);
   auto one = run_command(run_cmd(d, 0, "dp.yaml -o one"));
@@ -66,8 +75,10 @@ TEST_CASE("cluster/mpi: 2 ranks x B/2 give the loss curve of 1 rank x B, rank 0 
   auto two = run_command(run_cmd(d, 2, "dp.yaml -o two"));
   REQUIRE_MESSAGE(two.status == 0, two.output);
   // One summary: only rank 0 prints, and its file says how many ranks trained.
-  CHECK_MESSAGE(std::regex_search(two.output, std::regex("^run two: .*\\n--- sample ---\\n")), two.output);
-  CHECK(std::count(two.output.begin(), two.output.end(), '\n') == std::count(one.output.begin(), one.output.end(), '\n'));
+  CHECK_MESSAGE(std::regex_search(two.output, std::regex("^run two: .*\\n--- sample ---\\n")),
+                two.output);
+  CHECK(std::count(two.output.begin(), two.output.end(), '\n') ==
+        std::count(one.output.begin(), one.output.end(), '\n'));
   ablate::RunData a = run_data(d / "one"), b = run_data(d / "two");
   CHECK(b.str_attrs["status"] == "done");
   CHECK(b.num_attrs["ranks"] == 2);
@@ -82,7 +93,8 @@ TEST_CASE("cluster/mpi: 2 ranks x B/2 give the loss curve of 1 rank x B, rank 0 
   // and 2 ranks from 1e-8 at step 1 to 3e-4-1e-3 of the grad norm at step 10, with either
   // GEMM kernel; at 1e-3 they stay below 4e-6.)
   const std::string wide =
-      "dp.yaml model.d_model=128 optimizer.lr=1e-3 train.steps=10 train.eval_every=10 train.checkpoint_every=10 -o ";
+      "dp.yaml model.d_model=128 optimizer.lr=1e-3 train.steps=10 train.eval_every=10 "
+      "train.checkpoint_every=10 -o ";
   auto w1 = run_command(run_cmd(d, 0, wide + "w1"));
   REQUIRE_MESSAGE(w1.status == 0, w1.output);
   auto w2 = run_command(run_cmd(d, 2, wide + "w2"));
@@ -110,7 +122,8 @@ TEST_CASE("cluster/mpi: 3 ranks split a batch of 5 padded line windows like one 
   REQUIRE(ABLATE_HAVE_MPI);
   TempDir d;
   std::string text;
-  for (int i = 0; i < 200; ++i) text += "$" + std::string(1 + i % 7, static_cast<char>('a' + i % 5)) + "$\n";
+  for (int i = 0; i < 200; ++i)
+    text += "$" + std::string(1 + i % 7, static_cast<char>('a' + i % 5)) + "$\n";
   d.write("lines.txt", text);
   d.write("lines.yaml", R"(name: lines
 seed: 3
@@ -133,5 +146,7 @@ TEST_CASE("cluster/mpi: a batch smaller than the ranks fails on every rank, with
   auto r = run_command(run_cmd(d, 2, "dp.yaml -o small train.batch_size=1"));
   CHECK(r.status != 0);
   CHECK(r.status != 124);  // not timeout's
-  CHECK_MESSAGE(r.output.find("train.batch_size 1 is smaller than the 2 ranks") != std::string::npos, r.output);
+  CHECK_MESSAGE(
+      r.output.find("train.batch_size 1 is smaller than the 2 ranks") != std::string::npos,
+      r.output);
 }

@@ -47,18 +47,20 @@ struct LocalSlurm {
 using ablate::test::kTinyBase;
 
 std::string ablate_cmd(const TempDir& d, const std::string& args, const std::string& env = "") {
-  return "cd " + d.path.string() + " && " + env + " ABLATE_DATA_PATH=" + ABLATE_TEST_DATA_DIR + " " + ablate::test::ablate_binary() +
-         " " + args;
+  return "cd " + d.path.string() + " && " + env + " ABLATE_DATA_PATH=" + ABLATE_TEST_DATA_DIR +
+         " " + ablate::test::ablate_binary() + " " + args;
 }
 
 // A shell command in d with the test data on the data path (Slurm passes the environment on).
 std::string in_dir(const TempDir& d, const std::string& cmd) {
-  return "cd " + d.path.string() + " && export ABLATE_DATA_PATH=" + ABLATE_TEST_DATA_DIR + " && " + cmd;
+  return "cd " + d.path.string() + " && export ABLATE_DATA_PATH=" + ABLATE_TEST_DATA_DIR + " && " +
+         cmd;
 }
 
 // Polls `--status` until no point is pending or running; returns the last output and every
 // state seen on the way.
-std::string wait_for(const TempDir& d, const std::string& sweep_args, std::set<std::string>& seen, double timeout_s = 240) {
+std::string wait_for(const TempDir& d, const std::string& sweep_args, std::set<std::string>& seen,
+                     double timeout_s = 240) {
   auto t0 = std::chrono::steady_clock::now();
   std::string out;
   while (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < timeout_s) {
@@ -67,7 +69,8 @@ std::string wait_for(const TempDir& d, const std::string& sweep_args, std::set<s
     out = st.output;
     for (const char* s : {" pending ", " running ", " done ", " failed ", " not started "})
       if (out.find(s) != std::string::npos) seen.insert(s);
-    if (out.find(" pending ") == std::string::npos && out.find(" running ") == std::string::npos) return out;
+    if (out.find(" pending ") == std::string::npos && out.find(" running ") == std::string::npos)
+      return out;
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   FAIL("the sweep did not finish within " << timeout_s << " s; last status:\n" << out);
@@ -77,10 +80,13 @@ std::string wait_for(const TempDir& d, const std::string& sweep_args, std::set<s
 }  // namespace
 
 TEST_CASE("cluster/slurm: a 4-point sweep as an array job, status, resubmission, a failed task") {
-  REQUIRE_MESSAGE(getuid() == 0, "the Slurm test starts slurmctld/slurmd as SlurmUser=root: run it as root");
+  REQUIRE_MESSAGE(getuid() == 0,
+                  "the Slurm test starts slurmctld/slurmd as SlurmUser=root: run it as root");
   LocalSlurm slurm;
-  REQUIRE_MESSAGE(slurm.up, "could not start a local Slurm (install slurmctld slurmd slurm-client munge: "
-                            "tools/bootstrap.sh --cluster):\n" << slurm.error);
+  REQUIRE_MESSAGE(slurm.up,
+                  "could not start a local Slurm (install slurmctld slurmd slurm-client munge: "
+                  "tools/bootstrap.sh --cluster):\n"
+                      << slurm.error);
   TempDir d;
   d.write("base.yaml", kTinyBase);
   d.write("sweep.yaml", R"(name: onslurm
@@ -93,14 +99,19 @@ sweep:
   seeds: 2
 )");
 
-  auto sub = run_command(ablate_cmd(d, "sweep sweep.yaml --launcher slurm --dir out --cpus-per-task 1 --time 10:00 --jobs 2"));
+  auto sub = run_command(ablate_cmd(
+      d, "sweep sweep.yaml --launcher slurm --dir out --cpus-per-task 1 --time 10:00 --jobs 2"));
   REQUIRE_MESSAGE(sub.status == 0, sub.output);
   std::smatch m;
-  REQUIRE_MESSAGE(std::regex_search(sub.output, m, std::regex(R"(submitted 4 as Slurm array job (\d+) \(--array=0-3\))")), sub.output);
+  REQUIRE_MESSAGE(
+      std::regex_search(sub.output, m,
+                        std::regex(R"(submitted 4 as Slurm array job (\d+) \(--array=0-3\))")),
+      sub.output);
   const std::string job = m[1];
   // The script stays readable in the sweep directory, and the job is recorded.
   const std::string script = ablate::test::read_file(d / "out/slurm/submit-1.sbatch");
-  CHECK(script.find("#SBATCH --array=0-3%2\n") != std::string::npos);  // --jobs 2: at most 2 at once
+  CHECK(script.find("#SBATCH --array=0-3%2\n") !=
+        std::string::npos);  // --jobs 2: at most 2 at once
   CHECK(script.find("#SBATCH --time=10:00") != std::string::npos);
   CHECK(script.find("#SBATCH --cpus-per-task=1") != std::string::npos);
   CHECK(script.find("--point \"$SLURM_ARRAY_TASK_ID\"") != std::string::npos);
@@ -127,13 +138,18 @@ sweep:
   // Submitting again: nothing is left; after losing one point, only that one goes.
   auto again = run_command(ablate_cmd(d, "sweep sweep.yaml --launcher slurm --dir out"));
   REQUIRE_MESSAGE(again.status == 0, again.output);
-  CHECK_MESSAGE(again.output.find("4 already done; nothing to submit") != std::string::npos, again.output);
+  CHECK_MESSAGE(again.output.find("4 already done; nothing to submit") != std::string::npos,
+                again.output);
   fs::remove_all(s.points[2].run_dir);
   // --points 1-2: of the two chosen, 1 is done and 2 goes.
-  auto redo = run_command(ablate_cmd(d, "sweep sweep.yaml --launcher slurm --dir out --points 1-2"));
+  auto redo =
+      run_command(ablate_cmd(d, "sweep sweep.yaml --launcher slurm --dir out --points 1-2"));
   REQUIRE_MESSAGE(redo.status == 0, redo.output);
-  CHECK_MESSAGE(redo.output.find("4 points (2 chosen with --points), 1 already done; submitted 1 as Slurm array job") != std::string::npos,
-                redo.output);
+  CHECK_MESSAGE(
+      redo.output.find(
+          "4 points (2 chosen with --points), 1 already done; submitted 1 as Slurm array job") !=
+          std::string::npos,
+      redo.output);
   CHECK(redo.output.find("(--array=2)") != std::string::npos);
   CHECK(fs::exists(d / "out/slurm/submit-2.sbatch"));
   st = wait_for(d, "sweep.yaml --dir out", seen);
@@ -142,15 +158,19 @@ sweep:
   // A task killed mid-run (SIGKILL at step 5, as an out-of-memory kill would): Slurm
   // reports it FAILED, and the point shows failed although its run file says running.
   d.write("one.yaml", "name: killed\nbase: base.yaml\nsweep: {seeds: 1}\n");
-  auto k = run_command(ablate_cmd(d, "sweep one.yaml --launcher slurm --dir killed", "ABLATE_FAULT=step:5"));
+  auto k = run_command(
+      ablate_cmd(d, "sweep one.yaml --launcher slurm --dir killed", "ABLATE_FAULT=step:5"));
   REQUIRE_MESSAGE(k.status == 0, k.output);
   std::string ks = wait_for(d, "one.yaml --dir killed", seen);
   CHECK_MESSAGE(ks.find("1 points: 1 failed") != std::string::npos, ks);
   CHECK_MESSAGE(ks.find("Slurm: FAILED") != std::string::npos, ks);
 }
 
-TEST_CASE("cluster/slurm: a data-parallel run under Slurm (srun --mpi=pmix, mpirun inside sbatch)") {
-  REQUIRE_MESSAGE(ABLATE_HAVE_MPI, "this build has no MPI: install libopenmpi-dev openmpi-bin (tools/bootstrap.sh --cluster) and reconfigure");
+TEST_CASE(
+    "cluster/slurm: a data-parallel run under Slurm (srun --mpi=pmix, mpirun inside sbatch)") {
+  REQUIRE_MESSAGE(ABLATE_HAVE_MPI,
+                  "this build has no MPI: install libopenmpi-dev openmpi-bin (tools/bootstrap.sh "
+                  "--cluster) and reconfigure");
   REQUIRE(getuid() == 0);
   LocalSlurm slurm;
   REQUIRE_MESSAGE(slurm.up, slurm.error);
@@ -162,7 +182,8 @@ model: {d_model: 32, n_heads: 4, n_layers: 2, context: 32, dropout: 0.1}
 train: {steps: 30, batch_size: 16, eval_every: 15, eval_batches: 3, checkpoint_every: 15, log_every: 5}
 sample: {tokens: 0}
 )");
-  const std::string bin = ablate::test::ablate_binary() + " run " + (d / "dp.yaml") + " --threads 1 --quiet -o ";
+  const std::string bin =
+      ablate::test::ablate_binary() + " run " + (d / "dp.yaml") + " --threads 1 --quiet -o ";
   auto one = run_command(ablate_cmd(d, "run dp.yaml --threads 1 --quiet -o one"));
   REQUIRE_MESSAGE(one.status == 0, one.output);
   auto srun = run_command(in_dir(d, "timeout 300 srun --mpi=pmix -n 2 " + bin + (d / "srun")));
@@ -178,6 +199,7 @@ sample: {tokens: 0}
     const auto& la = a.tables.at("train").at("loss");
     const auto& lb = b.tables.at("train").at("loss");
     REQUIRE(la.size() == lb.size());
-    for (size_t i = 0; i < la.size(); ++i) CHECK_MESSAGE(std::fabs(la[i] - lb[i]) < 1e-4 * la[i], dir << " step row " << i);
+    for (size_t i = 0; i < la.size(); ++i)
+      CHECK_MESSAGE(std::fabs(la[i] - lb[i]) < 1e-4 * la[i], dir << " step row " << i);
   }
 }

@@ -42,7 +42,8 @@ uint16_t reference_bf16(float x) {
   const uint32_t lo = u & 0xFFFF0000u, hi = lo + 0x10000u;
   const double dl = std::fabs(static_cast<double>(x) - float_of(lo));
   const double dh = std::isinf(float_of(hi)) && !std::isinf(x)
-                        ? std::ldexp(1.0, 128) - std::fabs(static_cast<double>(x))  // rounding up overflows to inf
+                        ? std::ldexp(1.0, 128) -
+                              std::fabs(static_cast<double>(x))  // rounding up overflows to inf
                         : std::fabs(static_cast<double>(float_of(hi)) - x);
   if (std::isinf(x)) return static_cast<uint16_t>(u >> 16);
   if (dl < dh) return static_cast<uint16_t>(lo >> 16);
@@ -61,20 +62,26 @@ std::vector<float> random_values(size_t n, Rng& rng, float scale = 1.0f) {
 struct Reference {
   std::vector<double> c, abs;
 };
-Reference reference_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const std::vector<uint16_t>& a,
-                         int64_t lda, const std::vector<uint16_t>& b, int64_t ldb, const std::vector<float>& c0) {
-  Reference r{std::vector<double>(static_cast<size_t>(m * n)), std::vector<double>(static_cast<size_t>(m * n))};
+Reference reference_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+                         const std::vector<uint16_t>& a, int64_t lda,
+                         const std::vector<uint16_t>& b, int64_t ldb,
+                         const std::vector<float>& c0) {
+  Reference r{std::vector<double>(static_cast<size_t>(m * n)),
+              std::vector<double>(static_cast<size_t>(m * n))};
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       double s = 0, sa = 0;
       for (int64_t p = 0; p < k; ++p) {
-        const double x = kernels::bf16_to_float(a[static_cast<size_t>(ta ? p * lda + i : i * lda + p)]);
-        const double y = kernels::bf16_to_float(b[static_cast<size_t>(tb ? j * ldb + p : p * ldb + j)]);
+        const double x =
+            kernels::bf16_to_float(a[static_cast<size_t>(ta ? p * lda + i : i * lda + p)]);
+        const double y =
+            kernels::bf16_to_float(b[static_cast<size_t>(tb ? j * ldb + p : p * ldb + j)]);
         s += x * y;
         sa += std::fabs(x * y);
       }
       r.c[static_cast<size_t>(i * n + j)] = c0[static_cast<size_t>(i * n + j)] + alpha * s;
-      r.abs[static_cast<size_t>(i * n + j)] = std::fabs(c0[static_cast<size_t>(i * n + j)]) + std::fabs(alpha) * sa;
+      r.abs[static_cast<size_t>(i * n + j)] =
+          std::fabs(c0[static_cast<size_t>(i * n + j)]) + std::fabs(alpha) * sa;
     }
   return r;
 }
@@ -96,36 +103,45 @@ void check_close(const float* got, const Reference& ref, int64_t k, const std::s
 
 struct GemmCase {
   bool ta, tb;
-  int64_t m, n, k, pad;  // pad: extra columns of every stored row (a leading dimension above the width)
+  int64_t m, n, k,
+      pad;  // pad: extra columns of every stored row (a leading dimension above the width)
 };
 const GemmCase kGemmCases[] = {
-    {false, false, 1, 1, 1, 0},    {false, false, 13, 33, 7, 0},   {false, true, 12, 32, 384, 0},
-    {true, false, 25, 47, 9, 3},   {true, true, 31, 17, 801, 1},   {false, false, 130, 520, 385, 2},
-    {false, true, 121, 65, 96, 5}, {true, false, 129, 70, 1030, 0}, {false, false, 5, 2, 33, 1},
+    {false, false, 1, 1, 1, 0},    {false, false, 13, 33, 7, 0},
+    {false, true, 12, 32, 384, 0}, {true, false, 25, 47, 9, 3},
+    {true, true, 31, 17, 801, 1},  {false, false, 130, 520, 385, 2},
+    {false, true, 121, 65, 96, 5}, {true, false, 129, 70, 1030, 0},
+    {false, false, 5, 2, 33, 1},
 };
 
 void check_kernel(const kernels::Bf16Kernels& kern, const char* name) {
   Rng rng(5);
   for (const GemmCase& t : kGemmCases) {
-    const int64_t ar = t.ta ? t.k : t.m, ac = t.ta ? t.m : t.k, br = t.tb ? t.n : t.k, bc = t.tb ? t.k : t.n;
+    const int64_t ar = t.ta ? t.k : t.m, ac = t.ta ? t.m : t.k, br = t.tb ? t.n : t.k,
+                  bc = t.tb ? t.k : t.n;
     const int64_t lda = ac + t.pad, ldb = bc + t.pad;
     std::vector<uint16_t> a(static_cast<size_t>(ar * lda)), b(static_cast<size_t>(br * ldb));
     for (auto& x : a) x = reference_bf16(rng.normal());
     for (auto& x : b) x = reference_bf16(rng.normal());
-    std::vector<float> init = random_values(static_cast<size_t>(t.n), rng), c0 = random_values(static_cast<size_t>(t.m * t.n), rng);
+    std::vector<float> init = random_values(static_cast<size_t>(t.n), rng),
+                       c0 = random_values(static_cast<size_t>(t.m * t.n), rng);
     for (int mode = 0; mode < 2; ++mode) {
       // mode 0: C += 0.5 op(A) op(B); mode 1: C = init + op(A) op(B), C not read (NaN before).
-      std::vector<float> c = mode == 0 ? c0 : std::vector<float>(c0.size(), std::numeric_limits<float>::quiet_NaN());
+      std::vector<float> c =
+          mode == 0 ? c0 : std::vector<float>(c0.size(), std::numeric_limits<float>::quiet_NaN());
       std::vector<float> start = c0;
       if (mode == 1)
         for (int64_t i = 0; i < t.m; ++i)
-          for (int64_t j = 0; j < t.n; ++j) start[static_cast<size_t>(i * t.n + j)] = init[static_cast<size_t>(j)];
+          for (int64_t j = 0; j < t.n; ++j)
+            start[static_cast<size_t>(i * t.n + j)] = init[static_cast<size_t>(j)];
       const float alpha = mode == 0 ? 0.5f : 1.0f;
-      kern.gemm(t.ta, t.tb, t.m, t.n, t.k, alpha, a.data(), lda, b.data(), ldb, c.data(), t.n, mode == 1,
-                mode == 1 ? init.data() : nullptr);
-      check_close(c.data(), reference_gemm(t.ta, t.tb, t.m, t.n, t.k, alpha, a, lda, b, ldb, start), t.k,
-                  std::string(name) + (t.ta ? " A^T" : " A") + (t.tb ? " B^T " : " B ") + std::to_string(t.m) + "x" +
-                      std::to_string(t.n) + "x" + std::to_string(t.k) + (mode ? " set" : " accumulate"));
+      kern.gemm(t.ta, t.tb, t.m, t.n, t.k, alpha, a.data(), lda, b.data(), ldb, c.data(), t.n,
+                mode == 1, mode == 1 ? init.data() : nullptr);
+      check_close(c.data(), reference_gemm(t.ta, t.tb, t.m, t.n, t.k, alpha, a, lda, b, ldb, start),
+                  t.k,
+                  std::string(name) + (t.ta ? " A^T" : " A") + (t.tb ? " B^T " : " B ") +
+                      std::to_string(t.m) + "x" + std::to_string(t.n) + "x" + std::to_string(t.k) +
+                      (mode ? " set" : " accumulate"));
     }
   }
 }
@@ -135,7 +151,8 @@ struct LinearRun {
   std::vector<float> y, dx, dw, db;
 };
 LinearRun run_linear(Precision prec, const std::vector<float>& xv, const std::vector<float>& wv,
-                     const std::vector<float>& bv, const std::vector<float>& rv, int64_t N, int64_t K, int64_t M, bool tw) {
+                     const std::vector<float>& bv, const std::vector<float>& rv, int64_t N,
+                     int64_t K, int64_t M, bool tw) {
   ParamStore store;
   Parameter& x = store.add("x", N, K, Role::kCustom);
   Parameter& w = store.add("w", tw ? M : K, tw ? K : M, Role::kHidden);
@@ -149,7 +166,8 @@ LinearRun run_linear(Precision prec, const std::vector<float>& xv, const std::ve
   Var loss = sum(g, mul(g, y, g.constant(rv.data(), N, M)));
   g.backward(loss);
   const Tensor yt = g.value(y);
-  return {std::vector<float>(yt.data, yt.data + yt.numel()), std::vector<float>(x.grad.data, x.grad.data + x.grad.numel()),
+  return {std::vector<float>(yt.data, yt.data + yt.numel()),
+          std::vector<float>(x.grad.data, x.grad.data + x.grad.numel()),
           std::vector<float>(w.grad.data, w.grad.data + w.grad.numel()),
           std::vector<float>(b.grad.data, b.grad.data + b.grad.numel())};
 }
@@ -171,20 +189,37 @@ double rel_norm_diff(const std::vector<float>& a, const std::vector<float>& b) {
 
 // (N, K, M): a few rows (decoding's matrix-vector products), an odd reduction, blocks of
 // rows, blocks of columns, and weight gradients over two halves of a long reduction.
-const int64_t kLinearShapes[][3] = {{3, 17, 9}, {37, 33, 29}, {300, 96, 384}, {1100, 40, 24}, {2048, 64, 32}};
+const int64_t kLinearShapes[][3] = {
+    {3, 17, 9}, {37, 33, 29}, {300, 96, 384}, {1100, 40, 24}, {2048, 64, 32}};
 
 }  // namespace
 
-TEST_CASE("ops/bf16: rounding to bf16 is to nearest even, keeps NaN and infinities, flushes denormals, on every path") {
+TEST_CASE(
+    "ops/bf16: rounding to bf16 is to nearest even, keeps NaN and infinities, flushes denormals, "
+    "on every path") {
   const kernels::Bf16Kernels& k = kernels::isa_kernels().bf16;
-  std::vector<float> v = {0.0f, -0.0f, 1.0f, -1.0f, 1.00390625f /* tie, even below */, 1.01171875f /* tie, even above */,
-                          3.4028235e38f, -3.4028235e38f, std::numeric_limits<float>::infinity(),
-                          -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
-                          float_of(0x7F800001u) /* signalling NaN */, float_of(0x00400000u) /* denormal */,
-                          -float_of(0x00000001u), std::numeric_limits<float>::min(), 65504.0f, 1e-30f, 3.14159265f};
+  std::vector<float> v = {0.0f,
+                          -0.0f,
+                          1.0f,
+                          -1.0f,
+                          1.00390625f /* tie, even below */,
+                          1.01171875f /* tie, even above */,
+                          3.4028235e38f,
+                          -3.4028235e38f,
+                          std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::quiet_NaN(),
+                          float_of(0x7F800001u) /* signalling NaN */,
+                          float_of(0x00400000u) /* denormal */,
+                          -float_of(0x00000001u),
+                          std::numeric_limits<float>::min(),
+                          65504.0f,
+                          1e-30f,
+                          3.14159265f};
   Rng rng(3);
   for (int i = 0; i < 4000; ++i) v.push_back(float_of(static_cast<uint32_t>(rng.next_u64())));
-  for (int i = 0; i < 4000; ++i) v.push_back(rng.normal() * std::ldexp(1.0f, static_cast<int>(rng.below(60)) - 30));
+  for (int i = 0; i < 4000; ++i)
+    v.push_back(rng.normal() * std::ldexp(1.0f, static_cast<int>(rng.below(60)) - 30));
   std::vector<uint16_t> got(v.size()), par(v.size());
   k.to_bf16(v.data(), static_cast<int64_t>(v.size()), got.data());
   kernels::to_bf16_parallel(v.data(), static_cast<int64_t>(v.size()), par.data());
@@ -193,15 +228,19 @@ TEST_CASE("ops/bf16: rounding to bf16 is to nearest even, keeps NaN and infiniti
   kernels::round_to_bf16_parallel(v.data(), static_cast<int64_t>(v.size()), rounded.data());
   for (size_t i = 0; i < v.size(); ++i)
     if (bits_of(rounded[i]) != static_cast<uint32_t>(got[i]) << 16) {
-      FAIL_CHECK("x = " << v[i] << ": rounded to float32 bits " << bits_of(rounded[i]) << ", as bf16 " << got[i]);
+      FAIL_CHECK("x = " << v[i] << ": rounded to float32 bits " << bits_of(rounded[i])
+                        << ", as bf16 " << got[i]);
       break;
     }
   size_t bad = 0;
   for (size_t i = 0; i < v.size(); ++i) {
     const uint16_t want = reference_bf16(v[i]);
-    const bool same = std::isnan(v[i]) ? (got[i] & 0x7FC0) == 0x7FC0 && (got[i] >> 15) == (bits_of(v[i]) >> 31)
-                                       : got[i] == want;
-    if (!same && bad++ < 5) MESSAGE("x = " << v[i] << " (bits " << bits_of(v[i]) << "): got " << got[i] << ", want " << want);
+    const bool same = std::isnan(v[i])
+                          ? (got[i] & 0x7FC0) == 0x7FC0 && (got[i] >> 15) == (bits_of(v[i]) >> 31)
+                          : got[i] == want;
+    if (!same && bad++ < 5)
+      MESSAGE("x = " << v[i] << " (bits " << bits_of(v[i]) << "): got " << got[i] << ", want "
+                     << want);
     CHECK(got[i] == par[i]);
   }
   CHECK(bad == 0);
@@ -212,17 +251,23 @@ TEST_CASE("ops/bf16: rounding to bf16 is to nearest even, keeps NaN and infiniti
   CHECK(got[13] == 0x8000);
 }
 
-TEST_CASE("ops/bf16: the process's bf16 GEMM, where it has one, equals the exact product of its bf16 inputs") {
+TEST_CASE(
+    "ops/bf16: the process's bf16 GEMM, where it has one, equals the exact product of its bf16 "
+    "inputs") {
   const kernels::Bf16Kernels& k = kernels::isa_kernels().bf16;
   if (!k.gemm) {
-    MESSAGE("the " << kernel_path() << " path has no bf16 GEMM: its bf16 products run the float32 GEMM on float32 copies "
-                                       "of bf16 values (the linear tests below)");
+    MESSAGE("the "
+            << kernel_path()
+            << " path has no bf16 GEMM: its bf16 products run the float32 GEMM on float32 copies "
+               "of bf16 values (the linear tests below)");
     return;
   }
   check_kernel(k, bf16_kernel());
 }
 
-TEST_CASE("ops/bf16: the AVX512_BF16 dot-product GEMM equals the exact product of its bf16 inputs, every layout") {
+TEST_CASE(
+    "ops/bf16: the AVX512_BF16 dot-product GEMM equals the exact product of its bf16 inputs, every "
+    "layout") {
   if (!kernels::cpu_has_avx512_bf16()) {
     MESSAGE("skipped: this CPU has no AVX512_BF16");
     return;
@@ -237,29 +282,39 @@ TEST_CASE("ops/bf16: the AVX512_BF16 dot-product GEMM equals the exact product o
 #endif
 }
 
-TEST_CASE("ops/bf16: linear forward and backward equal float64 products of the bf16-rounded operands") {
+TEST_CASE(
+    "ops/bf16: linear forward and backward equal float64 products of the bf16-rounded operands") {
   Rng rng(11);
   for (const auto& s : kLinearShapes)
     for (bool tw : {false, true}) {
       const int64_t N = s[0], K = s[1], M = s[2];
-      auto xv = random_values(static_cast<size_t>(N * K), rng), wv = random_values(static_cast<size_t>(K * M), rng, 0.2f);
-      auto bv = random_values(static_cast<size_t>(M), rng), rv = random_values(static_cast<size_t>(N * M), rng);
+      auto xv = random_values(static_cast<size_t>(N * K), rng),
+           wv = random_values(static_cast<size_t>(K * M), rng, 0.2f);
+      auto bv = random_values(static_cast<size_t>(M), rng),
+           rv = random_values(static_cast<size_t>(N * M), rng);
       INFO("N " << N << " K " << K << " M " << M << (tw ? " w transposed" : ""));
       const LinearRun r = run_linear(Precision::bf16, xv, wv, bv, rv, N, K, M, tw);
       const auto xb = to_bits(xv), wb = to_bits(wv), rb = to_bits(rv);
       // y = b + x op(W).
       std::vector<float> bias_rows(static_cast<size_t>(N * M));
       for (int64_t i = 0; i < N; ++i) std::copy(bv.begin(), bv.end(), bias_rows.begin() + i * M);
-      check_close(r.y.data(), reference_gemm(false, tw, N, M, K, 1.0, xb, K, wb, tw ? K : M, bias_rows), K, "forward");
+      check_close(r.y.data(),
+                  reference_gemm(false, tw, N, M, K, 1.0, xb, K, wb, tw ? K : M, bias_rows), K,
+                  "forward");
       // dx = R op(W)^T, dW = x^T R (or R^T x), all of bf16 values; db = the column sums of R.
-      check_close(r.dx.data(), reference_gemm(false, !tw, N, K, M, 1.0, rb, M, wb, tw ? K : M,
-                                              std::vector<float>(static_cast<size_t>(N * K))),
+      check_close(r.dx.data(),
+                  reference_gemm(false, !tw, N, K, M, 1.0, rb, M, wb, tw ? K : M,
+                                 std::vector<float>(static_cast<size_t>(N * K))),
                   M, "dx");
       if (!tw)
-        check_close(r.dw.data(), reference_gemm(true, false, K, M, N, 1.0, xb, K, rb, M, std::vector<float>(static_cast<size_t>(K * M))),
+        check_close(r.dw.data(),
+                    reference_gemm(true, false, K, M, N, 1.0, xb, K, rb, M,
+                                   std::vector<float>(static_cast<size_t>(K * M))),
                     N, "dW");
       else
-        check_close(r.dw.data(), reference_gemm(true, false, M, K, N, 1.0, rb, M, xb, K, std::vector<float>(static_cast<size_t>(K * M))),
+        check_close(r.dw.data(),
+                    reference_gemm(true, false, M, K, N, 1.0, rb, M, xb, K,
+                                   std::vector<float>(static_cast<size_t>(K * M))),
                     N, "dW (transposed)");
       for (int64_t j = 0; j < M; ++j) {
         double s2 = 0;
@@ -278,13 +333,16 @@ TEST_CASE("ops/bf16: linear in bf16 is within bf16's tolerance of float32, and n
   Rng rng(12);
   for (const auto& s : kLinearShapes) {
     const int64_t N = s[0], K = s[1], M = s[2];
-    auto xv = random_values(static_cast<size_t>(N * K), rng), wv = random_values(static_cast<size_t>(K * M), rng, 0.2f);
-    auto bv = random_values(static_cast<size_t>(M), rng), rv = random_values(static_cast<size_t>(N * M), rng);
+    auto xv = random_values(static_cast<size_t>(N * K), rng),
+         wv = random_values(static_cast<size_t>(K * M), rng, 0.2f);
+    auto bv = random_values(static_cast<size_t>(M), rng),
+         rv = random_values(static_cast<size_t>(N * M), rng);
     const LinearRun lo = run_linear(Precision::bf16, xv, wv, bv, rv, N, K, M, false);
     const LinearRun hi = run_linear(Precision::float32, xv, wv, bv, rv, N, K, M, false);
     INFO("N " << N << " K " << K << " M " << M);
-    for (const auto& [name, a, b] : {std::tuple{"y", &lo.y, &hi.y}, std::tuple{"dx", &lo.dx, &hi.dx},
-                                     std::tuple{"dW", &lo.dw, &hi.dw}}) {
+    for (const auto& [name, a, b] :
+         {std::tuple{"y", &lo.y, &hi.y}, std::tuple{"dx", &lo.dx, &hi.dx},
+          std::tuple{"dW", &lo.dw, &hi.dw}}) {
       const double d = rel_norm_diff(*a, *b);
       INFO(name << ": relative difference " << d);
       CHECK(d < 1e-2);
@@ -308,7 +366,8 @@ TEST_CASE("ops/bf16: finite differences of a bf16 linear on inputs that bf16 rep
     return v;
   };
   for (bool tw : {false, true}) {
-    auto xv = grid(static_cast<size_t>(N * K)), wv = grid(static_cast<size_t>(K * M)), bv = grid(static_cast<size_t>(M));
+    auto xv = grid(static_cast<size_t>(N * K)), wv = grid(static_cast<size_t>(K * M)),
+         bv = grid(static_cast<size_t>(M));
     auto rv = random_values(static_cast<size_t>(N * M), rng);
     const LinearRun r = run_linear(Precision::bf16, xv, wv, bv, rv, N, K, M, tw);
     auto loss = [&](const std::vector<float>& x, const std::vector<float>& w) {
@@ -334,13 +393,15 @@ TEST_CASE("ops/bf16: finite differences of a bf16 linear on inputs that bf16 rep
     std::vector<float> gx, gw;
     for (size_t i = 0; i < xv.size(); i += 7) ax.push_back(r.dx[i]), gx.push_back(fx[i]);
     for (size_t i = 0; i < wv.size(); i += 7) aw.push_back(r.dw[i]), gw.push_back(fw[i]);
-    INFO((tw ? "w transposed" : "w plain") << ": dx off by " << rel_norm_diff(ax, gx) << ", dW by " << rel_norm_diff(aw, gw));
+    INFO((tw ? "w transposed" : "w plain")
+         << ": dx off by " << rel_norm_diff(ax, gx) << ", dW by " << rel_norm_diff(aw, gw));
     CHECK(rel_norm_diff(ax, gx) < 1e-2);
     CHECK(rel_norm_diff(aw, gw) < 1e-2);
   }
 }
 
-TEST_CASE("ops/bf16: a parameter's bf16 copy is made again after reset() unless param_epoch holds it") {
+TEST_CASE(
+    "ops/bf16: a parameter's bf16 copy is made again after reset() unless param_epoch holds it") {
   ParamStore store;
   Parameter& w = store.add("w", 8, 16, Role::kHidden);
   Rng rng(2);
@@ -357,7 +418,8 @@ TEST_CASE("ops/bf16: a parameter's bf16 copy is made again after reset() unless 
   };
   const auto y1 = forward();
   // bf16 bits for a bf16 GEMM, float32 copies of the bf16 values otherwise
-  CHECK(param_copy_bytes(g) == static_cast<size_t>(w.value.numel()) * (kernels::isa_kernels().bf16.gemm ? 2 : 4));
+  CHECK(param_copy_bytes(g) ==
+        static_cast<size_t>(w.value.numel()) * (kernels::isa_kernels().bf16.gemm ? 2 : 4));
   for (int64_t i = 0; i < w.value.numel(); ++i) w.value.data[i] *= 2.0f;  // exact in bf16 too
   const auto y2 = forward();  // param_epoch 0: a fresh copy
   for (size_t i = 0; i < y1.size(); ++i) CHECK(y2[i] == 2.0f * y1[i]);
@@ -374,8 +436,10 @@ TEST_CASE("ops/bf16: a parameter's bf16 copy is made again after reset() unless 
 TEST_CASE("ops/determinism: bf16 linear is bitwise identical with 1 and 2 threads") {
   Rng rng(21);
   const int64_t N = 1100, K = 96, M = 384;
-  auto xv = random_values(static_cast<size_t>(N * K), rng), wv = random_values(static_cast<size_t>(K * M), rng, 0.2f);
-  auto bv = random_values(static_cast<size_t>(M), rng), rv = random_values(static_cast<size_t>(N * M), rng);
+  auto xv = random_values(static_cast<size_t>(N * K), rng),
+       wv = random_values(static_cast<size_t>(K * M), rng, 0.2f);
+  auto bv = random_values(static_cast<size_t>(M), rng),
+       rv = random_values(static_cast<size_t>(N * M), rng);
   LinearRun one, two;
   {
     tbb::global_control c(tbb::global_control::max_allowed_parallelism, 1);

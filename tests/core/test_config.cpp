@@ -72,7 +72,8 @@ TEST_CASE("config/unknown top-level section") {
 
 TEST_CASE("config/wrong type names the expected type and the value") {
   std::string m = error_of(replace(kBase, "  d_model: 32", "  d_model: wide"));
-  CHECK(m.find("exp.yaml:5:12: model.d_model: expected an integer, got 'wide'") != std::string::npos);
+  CHECK(m.find("exp.yaml:5:12: model.d_model: expected an integer, got 'wide'") !=
+        std::string::npos);
   m = error_of(replace(kBase, "  steps: 2", "  steps: [1, 2]"));
   CHECK(m.find("train.steps: expected an integer, got a list") != std::string::npos);
 }
@@ -91,10 +92,14 @@ TEST_CASE("config/unknown plugin option is reported at its key") {
 }
 
 TEST_CASE("config/out-of-range values") {
-  CHECK(error_of(replace(kBase, "  n_heads: 4", "  n_heads: 5")).find("model.n_heads: 5 does not divide d_model = 32") != std::string::npos);
-  CHECK(error_of(replace(kBase, "  d_model: 32", "  d_model: 0")).find("model.d_model: 0 is out of range") != std::string::npos);
-  CHECK(error_of(replace(kBase, "  steps: 2", "  steps: -3")).find("train.steps: -3 is out of range") != std::string::npos);
-  CHECK(error_of(std::string(kBase) + "optimizer: {type: adamw, lr: .nan}\n").find("optimizer.lr: expected a finite number") != std::string::npos);
+  CHECK(error_of(replace(kBase, "  n_heads: 4", "  n_heads: 5"))
+            .find("model.n_heads: 5 does not divide d_model = 32") != std::string::npos);
+  CHECK(error_of(replace(kBase, "  d_model: 32", "  d_model: 0"))
+            .find("model.d_model: 0 is out of range") != std::string::npos);
+  CHECK(error_of(replace(kBase, "  steps: 2", "  steps: -3"))
+            .find("train.steps: -3 is out of range") != std::string::npos);
+  CHECK(error_of(std::string(kBase) + "optimizer: {type: adamw, lr: .nan}\n")
+            .find("optimizer.lr: expected a finite number") != std::string::npos);
 }
 
 TEST_CASE("config/YAML syntax errors carry the location") {
@@ -106,10 +111,12 @@ TEST_CASE("config/YAML syntax errors carry the location") {
 TEST_CASE("config/overrides are applied and checked like the file") {
   CHECK(error_of(kBase, {"train.steps=3", "model.n_layers=2"}) == "(no error)");
   std::string m = error_of(kBase, {"model.n_layer=2"});
-  CHECK(m.find("command-line override 'model.n_layer=2': model.n_layer: unknown key") != std::string::npos);
+  CHECK(m.find("command-line override 'model.n_layer=2': model.n_layer: unknown key") !=
+        std::string::npos);
   CHECK(m.find("Did you mean 'n_layers'?") != std::string::npos);
   m = error_of(kBase, {"train.steps=many"});
-  CHECK(m.find("command-line override 'train.steps=many': train.steps: expected an integer, got 'many'") != std::string::npos);
+  CHECK(m.find("command-line override 'train.steps=many': train.steps: expected an integer, got "
+               "'many'") != std::string::npos);
   m = error_of(kBase, {"model.ffn.type=gleu"});
   CHECK(m.find("unknown ffn 'gleu'") != std::string::npos);
   CHECK(m.find("Did you mean 'gelu'?") != std::string::npos);
@@ -117,8 +124,11 @@ TEST_CASE("config/overrides are applied and checked like the file") {
 }
 
 TEST_CASE("config/data errors name the file") {
-  CHECK(error_of(replace(kBase, "shakespeare_16k.txt", "no_such_file.txt")).find("no_such_file.txt") != std::string::npos);
-  CHECK(error_of(replace(kBase, "  context: 16", "  context: 4000")).find("fewer than one window") != std::string::npos);
+  CHECK(error_of(replace(kBase, "shakespeare_16k.txt", "no_such_file.txt"))
+            .find("no_such_file.txt") != std::string::npos);
+  CHECK(
+      error_of(replace(kBase, "  context: 16", "  context: 4000")).find("fewer than one window") !=
+      std::string::npos);
 }
 
 TEST_CASE("config/flatten and override helpers") {
@@ -133,8 +143,11 @@ TEST_CASE("config/flatten and override helpers") {
   CHECK(f[3].second == "[1, 2]");
   // Block style flattens as flow style does: a config rewritten from one to the other has not
   // changed (resume, a sweep's adopted runs) and compare's option values read alike.
-  const YAML::Node block = YAML::Load("optimizer:\n  betas:\n    - 0.9\n    - 0.98\n  groups:\n    - {lr: 1}\n    - lr: 2\n      wd:\n        - 0\n");
-  const YAML::Node flow = YAML::Load("optimizer: {betas: [0.9, 0.98], groups: [{lr: 1}, {lr: 2, wd: [0]}]}");
+  const YAML::Node block = YAML::Load(
+      "optimizer:\n  betas:\n    - 0.9\n    - 0.98\n  groups:\n    - {lr: 1}\n    - lr: 2\n      "
+      "wd:\n        - 0\n");
+  const YAML::Node flow =
+      YAML::Load("optimizer: {betas: [0.9, 0.98], groups: [{lr: 1}, {lr: 2, wd: [0]}]}");
   CHECK(ablate::flatten(block) == ablate::flatten(flow));
   CHECK(ablate::flatten(block)[0].second == "[0.9, 0.98]");
   // A list of maps is entered by position, as overrides enter it; a list of values is one value.
@@ -151,7 +164,8 @@ TEST_CASE("config/flatten and override helpers") {
 }
 
 TEST_CASE("config/overrides reach into lists by position, with errors for a bad index") {
-  YAML::Node n = YAML::Load("{eval: [{type: arithmetic, data: a.txt}, generate], optimizer: {betas: [0.9, 0.99]}}");
+  YAML::Node n = YAML::Load(
+      "{eval: [{type: arithmetic, data: a.txt}, generate], optimizer: {betas: [0.9, 0.99]}}");
   ablate::apply_override(n, "eval.0.data=b.txt");
   ablate::apply_override(n, "eval.1.tokens=5");  // a scalar entry is the {type: ...} shorthand
   ablate::apply_override(n, "optimizer.betas.1=0.98");
@@ -171,11 +185,14 @@ TEST_CASE("config/overrides reach into lists by position, with errors for a bad 
     return std::string("(no error)");
   };
   CHECK(error("eval.2.data=c.txt") ==
-        "command-line override 'eval.2.data=c.txt': index 2 is out of range: 'eval' has 2 entries (0 to 1); to add one, give the whole list "
+        "command-line override 'eval.2.data=c.txt': index 2 is out of range: 'eval' has 2 entries "
+        "(0 to 1); to add one, give the whole list "
         "(eval=[...])");
-  CHECK(error("optimizer.betas.7=1").find("index 7 is out of range: 'optimizer.betas' has 2 entries") != std::string::npos);
+  CHECK(error("optimizer.betas.7=1")
+            .find("index 7 is out of range: 'optimizer.betas' has 2 entries") != std::string::npos);
   CHECK(error("eval.data=c.txt") ==
-        "command-line override 'eval.data=c.txt': 'eval' is a list; give the position of an entry (eval.0.data) or the whole list (eval=[...])");
+        "command-line override 'eval.data=c.txt': 'eval' is a list; give the position of an entry "
+        "(eval.0.data) or the whole list (eval=[...])");
   CHECK(error("eval.-1.data=x").find("'eval' is a list") != std::string::npos);
   CHECK(n["eval"].size() == 2);  // errors change nothing
 }

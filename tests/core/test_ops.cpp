@@ -212,7 +212,8 @@ std::vector<float> naive_attention(const std::vector<float>& q, const std::vecto
                                    const std::vector<float>& v, int64_t B, int64_t T, int64_t Tk,
                                    int64_t NH, int64_t NKV, int64_t HS, bool causal,
                                    const float* slopes, const uint8_t* key_mask, int64_t offset = 0,
-                                   std::vector<float>* weights = nullptr, const int32_t* prefix = nullptr) {
+                                   std::vector<float>* weights = nullptr,
+                                   const int32_t* prefix = nullptr) {
   std::vector<float> out(static_cast<size_t>(B * T * NH * HS), 0.0f);
   if (weights) weights->assign(static_cast<size_t>(B * NH * T * Tk), 0.0f);
   const double scale = 1.0 / std::sqrt(static_cast<double>(HS));
@@ -369,14 +370,20 @@ TEST_CASE("ops/grad: activations") {
 }
 
 TEST_CASE("ops/grad: tanh, and add and mul with a (1,1) scalar broadcast over every element") {
-  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return ablate::tanh(g, in[0]); }, {{4, 6, -3.0f, 3.0f}});
-  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return ablate::tanh(g, in[0]); }, {{3, 300, -3.0f, 3.0f}}, 2);
-  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return add(g, in[0], in[1]); }, {{3, 5}, {1, 1}}, 3);
-  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return mul(g, in[0], in[1]); }, {{3, 5}, {1, 1}}, 4);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return ablate::tanh(g, in[0]); },
+             {{4, 6, -3.0f, 3.0f}});
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return ablate::tanh(g, in[0]); },
+             {{3, 300, -3.0f, 3.0f}}, 2);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return add(g, in[0], in[1]); },
+             {{3, 5}, {1, 1}}, 3);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return mul(g, in[0], in[1]); },
+             {{3, 5}, {1, 1}}, 4);
   // Several fixed chunks of the scalar's gradient sum (4096 elements each).
-  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return mul(g, in[0], in[1]); }, {{3, 3000}, {1, 1}}, 5);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return mul(g, in[0], in[1]); },
+             {{3, 3000}, {1, 1}}, 5);
   // x * s with s computed from x (both gradients reach x).
-  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return mul(g, in[0], sum(g, in[0])); }, {{2, 3}}, 6);
+  CHECK_GRAD([](Graph& g, const std::vector<Var>& in) { return mul(g, in[0], sum(g, in[0])); },
+             {{2, 3}}, 6);
 }
 
 // y = a x^3 (a an attribute) as a custom op (ablate/custom_op.hpp), with `factor` planted
@@ -397,11 +404,14 @@ struct Cube {
     const float* sq = op.saved(0);
     const float* dy = op.grad_out().data;
     float* dx = op.grad_in(0).data;
-    for (int64_t i = 0; i < op.in(0).numel(); ++i) dx[i] += g_cube_factor * 3.0f * op.attr(0) * sq[i] * dy[i];
+    for (int64_t i = 0; i < op.in(0).numel(); ++i)
+      dx[i] += g_cube_factor * 3.0f * op.attr(0) * sq[i] * dy[i];
   }
 };
 
-TEST_CASE("ops/custom_op: forward, backward, saved buffers and attributes, and a wrong backward is caught") {
+TEST_CASE(
+    "ops/custom_op: forward, backward, saved buffers and attributes, and a wrong backward is "
+    "caught") {
   const BuildFn f = [](Graph& g, const std::vector<Var>& in) {
     const Tensor& x = g.value(in[0]);
     return ablate::custom_op<Cube>(g, {in[0]}, x.rows, x.cols, {1.5f});
@@ -420,7 +430,8 @@ TEST_CASE("ops/custom_op: forward, backward, saved buffers and attributes, and a
   CHECK_THROWS_AS(ablate::custom_op<Cube>(g, {x}, 0, 1), ablate::Error);
 }
 
-TEST_CASE("ops/graph: references to nodes and values taken before make() stay valid as the tape grows") {
+TEST_CASE(
+    "ops/graph: references to nodes and values taken before make() stay valid as the tape grows") {
   Graph g;
   const std::vector<float> xv = random_vec(6, 3);
   Var x = g.constant(xv.data(), 2, 3);
@@ -492,7 +503,8 @@ TEST_CASE("ops/grad: attention variants") {
   }
 }
 
-TEST_CASE("ops/grad: lanes attention over several query blocks, probabilities saved or recomputed") {
+TEST_CASE(
+    "ops/grad: lanes attention over several query blocks, probabilities saved or recomputed") {
   // T = 40: two blocks of 32 queries, the second seeing 40 keys; head sizes up to 64 take
   // the lanes kernels, which keep P for backward unless it exceeds the limit.
   for (const int64_t HS : {8, 40}) {
@@ -511,7 +523,8 @@ TEST_CASE("ops/grad: lanes attention over several query blocks, probabilities sa
       AttentionSpec s = spec_of(B, T, NH, NKV, HS, true);
       s.slopes = slopes;
       if (prefix) s.prefix = prompts;
-      CHECK_GRAD([&](Graph& g, const std::vector<Var>& in) { return attention(g, in[0], in[1], in[2], s); },
+      CHECK_GRAD([&](Graph& g,
+                     const std::vector<Var>& in) { return attention(g, in[0], in[1], in[2], s); },
                  {{B * T, NH * HS}, {B * T, NKV * HS}, {B * T, NKV * HS}}, 31);
       // The two paths' gradients agree to float rounding.
       ParamStore store(1);
@@ -539,8 +552,9 @@ TEST_CASE("ops/grad: attention on column ranges of one fused node, and bitwise a
   s.q_col = 2;
   s.k_col = 2 + NH * HS;
   s.v_col = 2 + NH * HS + NKV * HS;
-  CHECK_GRAD([&](Graph& g, const std::vector<Var>& in) { return attention(g, in[0], in[0], in[0], s); },
-             {{B * T, W}}, 21);
+  CHECK_GRAD(
+      [&](Graph& g, const std::vector<Var>& in) { return attention(g, in[0], in[0], in[0], s); },
+      {{B * T, W}}, 21);
   // The same numbers, to the bit, as attention on slice_cols copies.
   ParamStore store(1);
   Parameter& x = add_input(store, "x", B * T, W, 1.0f);
@@ -740,9 +754,10 @@ TEST_CASE("ops/forward: matmul and linear match a naive product at parallel size
   // stripes, single vectors and scalar columns), 37-wide dot products (lanes and scalars).
   // Products at most one vector wide (7, 5, 3 columns) take gemm_vec's 12-row tiles on the
   // avx2 and portable paths, with row tails (303 and 37 rows) and A^T packed (dW, 140 rows).
-  for (const Shape sh : {Shape{600, 70, 130}, Shape{64, 80, 1000}, Shape{1, 96, 384}, Shape{3, 200, 100},
-                         Shape{300, 50, 40}, Shape{500, 400, 20}, Shape{1, 37, 21}, Shape{2, 130, 300},
-                         Shape{303, 40, 7}, Shape{150, 140, 5}, Shape{37, 20, 3}}) {
+  for (const Shape sh :
+       {Shape{600, 70, 130}, Shape{64, 80, 1000}, Shape{1, 96, 384}, Shape{3, 200, 100},
+        Shape{300, 50, 40}, Shape{500, 400, 20}, Shape{1, 37, 21}, Shape{2, 130, 300},
+        Shape{303, 40, 7}, Shape{150, 140, 5}, Shape{37, 20, 3}}) {
     for (bool tw : {false, true}) {
       const int64_t N = sh.N, K = sh.K, M = sh.M;
       CAPTURE(N);
@@ -829,23 +844,25 @@ TEST_CASE("ops/attention: forward matches a naive implementation") {
         attention(g, g.constant(q.data(), B * T, NH * HS), g.constant(k.data(), B * T, c.NKV * HS),
                   g.constant(v.data(), B * T, c.NKV * HS), s);
     std::vector<float> wr;
-    const std::vector<float> ref =
-        naive_attention(q, k, v, B, T, T, NH, c.NKV, HS, c.causal, s.slopes, s.key_mask, 0, &wr, s.prefix);
+    const std::vector<float> ref = naive_attention(q, k, v, B, T, T, NH, c.NKV, HS, c.causal,
+                                                   s.slopes, s.key_mask, 0, &wr, s.prefix);
     check_close(to_vec(g.value(y)), ref, 1e-5);
     check_close(w, wr, 1e-5);
     // Without weights_out: the lanes kernels (head sizes up to 64), the same numbers.
     Graph g2;
     s.weights_out = nullptr;
-    Var y2 = attention(g2, g2.constant(q.data(), B * T, NH * HS), g2.constant(k.data(), B * T, c.NKV * HS),
+    Var y2 = attention(g2, g2.constant(q.data(), B * T, NH * HS),
+                       g2.constant(k.data(), B * T, c.NKV * HS),
                        g2.constant(v.data(), B * T, c.NKV * HS), s);
     check_close(to_vec(g2.value(y2)), ref, 1e-5);
   }
   // Lanes kernels over two query blocks at head size 40, against the naive reference.
   const int64_t B = 2, T = 45, NH = 2, HS = 40;
-  const std::vector<float> q = random_vec(B * T * NH * HS, 7, 2.0f), k = random_vec(B * T * NH * HS, 8, 2.0f),
+  const std::vector<float> q = random_vec(B * T * NH * HS, 7, 2.0f),
+                           k = random_vec(B * T * NH * HS, 8, 2.0f),
                            v = random_vec(B * T * NH * HS, 9);
   const int32_t long_prompts[2] = {40, 3};  // the first spans both query blocks
-  for (const int mode : {0, 1, 2}) {  // causal, bidirectional, prefix LM
+  for (const int mode : {0, 1, 2}) {        // causal, bidirectional, prefix LM
     const bool causal = mode != 1;
     CAPTURE(mode);
     AttentionSpec s = spec_of(B, T, NH, NH, HS, causal);
@@ -855,7 +872,9 @@ TEST_CASE("ops/attention: forward matches a naive implementation") {
     Var y = attention(g, g.constant(q.data(), B * T, NH * HS), g.constant(k.data(), B * T, NH * HS),
                       g.constant(v.data(), B * T, NH * HS), s);
     check_close(to_vec(g.value(y)),
-                naive_attention(q, k, v, B, T, T, NH, NH, HS, causal, slopes, nullptr, 0, nullptr, s.prefix), 1e-5);
+                naive_attention(q, k, v, B, T, T, NH, NH, HS, causal, slopes, nullptr, 0, nullptr,
+                                s.prefix),
+                1e-5);
   }
 }
 
@@ -875,10 +894,8 @@ TEST_CASE("ops/attention: weights rows sum to 1 and are 0 above the diagonal whe
     double total = 0;
     for (int64_t j = 0; j < T; ++j) {
       const float p = w[static_cast<size_t>(row * T + j)];
-      if (j > i)
-        CHECK(p == 0.0f);
-      else
-        CHECK(p >= 0.0f);
+      if (j > i) CHECK(p == 0.0f);
+      else CHECK(p >= 0.0f);
       total += p;
     }
     CHECK(total == doctest::Approx(1.0).epsilon(1e-5));
@@ -1066,7 +1083,8 @@ TEST_CASE("ops/scratch: two threads asking for different sizes stay near the lar
   tbb::task_arena(2).execute([&] {
     for (int i = 0; i < 200; ++i) {
       kernels::parallel_chunks(2, 1, [&](int64_t c0, int64_t) {
-        kernels::thread_scratch(kernels::kSlotMisc, static_cast<size_t>(c0 == 0 ? 1000 + i : 1500 + i));
+        kernels::thread_scratch(kernels::kSlotMisc,
+                                static_cast<size_t>(c0 == 0 ? 1000 + i : 1500 + i));
         size_t seen = largest.load();
         const size_t mine = kernels::thread_scratch_size(kernels::kSlotMisc);
         while (mine > seen && !largest.compare_exchange_weak(seen, mine)) {
@@ -1116,7 +1134,8 @@ TEST_CASE("ops/decode team: two ranks at once, exchanges, the real error of a fa
                         "rank failed");
     }
     // Inside a parallel loop, or on one thread, there is no team: the caller runs serially.
-    kernels::parallel_chunks(2, 1, [&](int64_t, int64_t) { CHECK_FALSE(kernels::run_decode_team([](int64_t) {})); });
+    kernels::parallel_chunks(
+        2, 1, [&](int64_t, int64_t) { CHECK_FALSE(kernels::run_decode_team([](int64_t) {})); });
   });
   tbb::task_arena(1).execute([&] { CHECK_FALSE(kernels::run_decode_team([](int64_t) {})); });
 }
@@ -1146,7 +1165,8 @@ TEST_CASE("ops/parallel_chunks: every chunk once, fixed threads for few chunks, 
       kernels::parallel_chunks(2, 1, [&](int64_t b, int64_t) {
         ids[b] = std::this_thread::get_id();
         CHECK(kernels::in_parallel_region());
-        kernels::parallel_chunks(4, 1, [&](int64_t, int64_t) { nested[b] = std::this_thread::get_id(); });
+        kernels::parallel_chunks(4, 1,
+                                 [&](int64_t, int64_t) { nested[b] = std::this_thread::get_id(); });
       });
       CHECK(ids[0] == caller);
       CHECK(ids[1] != caller);

@@ -16,7 +16,8 @@ double beta_by_binomial(int a, int b, double x) {
   const int n = a + b - 1;
   double s = 0;
   for (int j = a; j <= n; ++j)
-    s += std::exp(std::lgamma(n + 1.0) - std::lgamma(j + 1.0) - std::lgamma(n - j + 1.0) + j * std::log(x) + (n - j) * std::log1p(-x));
+    s += std::exp(std::lgamma(n + 1.0) - std::lgamma(j + 1.0) - std::lgamma(n - j + 1.0) +
+                  j * std::log(x) + (n - j) * std::log1p(-x));
   return s;
 }
 
@@ -26,13 +27,18 @@ TEST_CASE("stats/incomplete beta matches closed forms and binomial sums") {
   for (double x : {0.01, 0.2, 0.5, 0.77, 0.99}) {
     CHECK(incomplete_beta(2.5, 1.0, x) == doctest::Approx(std::pow(x, 2.5)).epsilon(1e-12));
     CHECK(incomplete_beta(1.0, 3.5, x) == doctest::Approx(1 - std::pow(1 - x, 3.5)).epsilon(1e-12));
-    CHECK(incomplete_beta(0.5, 0.5, x) == doctest::Approx(2 / M_PI * std::asin(std::sqrt(x))).epsilon(1e-12));
-    CHECK(incomplete_beta(3.0, 7.0, x) == doctest::Approx(1 - incomplete_beta(7.0, 3.0, 1 - x)).epsilon(1e-12));
+    CHECK(incomplete_beta(0.5, 0.5, x) ==
+          doctest::Approx(2 / M_PI * std::asin(std::sqrt(x))).epsilon(1e-12));
+    CHECK(incomplete_beta(3.0, 7.0, x) ==
+          doctest::Approx(1 - incomplete_beta(7.0, 3.0, 1 - x)).epsilon(1e-12));
   }
   CHECK(incomplete_beta(40.0, 40.0, 0.5) == doctest::Approx(0.5).epsilon(1e-12));
-  CHECK(incomplete_beta(3.0, 5.0, 0.3) == doctest::Approx(beta_by_binomial(3, 5, 0.3)).epsilon(1e-12));
-  CHECK(incomplete_beta(20.0, 30.0, 0.45) == doctest::Approx(beta_by_binomial(20, 30, 0.45)).epsilon(1e-11));
-  CHECK(incomplete_beta(200.0, 300.0, 0.4) == doctest::Approx(beta_by_binomial(200, 300, 0.4)).epsilon(1e-10));
+  CHECK(incomplete_beta(3.0, 5.0, 0.3) ==
+        doctest::Approx(beta_by_binomial(3, 5, 0.3)).epsilon(1e-12));
+  CHECK(incomplete_beta(20.0, 30.0, 0.45) ==
+        doctest::Approx(beta_by_binomial(20, 30, 0.45)).epsilon(1e-11));
+  CHECK(incomplete_beta(200.0, 300.0, 0.4) ==
+        doctest::Approx(beta_by_binomial(200, 300, 0.4)).epsilon(1e-10));
   CHECK(incomplete_beta(2.0, 3.0, 0.0) == 0.0);
   CHECK(incomplete_beta(2.0, 3.0, 1.0) == 1.0);
   CHECK_THROWS(incomplete_beta(0.0, 1.0, 0.5));
@@ -46,7 +52,8 @@ TEST_CASE("stats/t CDF matches closed forms for 1, 2 and 4 degrees of freedom") 
     CHECK(t_cdf(t, 2) == doctest::Approx(0.5 + t / (2 * std::sqrt(2 + t * t))).epsilon(1e-12));
     // df = 4: F(t) = 1/2 + 3/8 * t/sqrt(1+t^2/4) * (1 - t^2 / (12 (1+t^2/4))).
     const double u = 1 + t * t / 4;
-    CHECK(t_cdf(t, 4) == doctest::Approx(0.5 + 0.375 * t / std::sqrt(u) * (1 - t * t / (12 * u))).epsilon(1e-12));
+    CHECK(t_cdf(t, 4) ==
+          doctest::Approx(0.5 + 0.375 * t / std::sqrt(u) * (1 - t * t / (12 * u))).epsilon(1e-12));
   }
   CHECK(t_cdf(INFINITY, 3) == 1.0);
   CHECK(t_cdf(-INFINITY, 3) == 0.0);
@@ -58,9 +65,10 @@ TEST_CASE("stats/t quantiles match the NIST table of critical values") {
   struct Row {
     double p, df, t;
   };
-  for (Row r : {Row{0.975, 1, 12.706}, Row{0.975, 2, 4.303}, Row{0.975, 3, 3.182}, Row{0.975, 5, 2.571},
-                Row{0.975, 10, 2.228}, Row{0.975, 30, 2.042}, Row{0.975, 100, 1.984}, Row{0.995, 10, 3.169},
-                Row{0.95, 4, 2.132}, Row{0.90, 20, 1.325}}) {
+  for (Row r :
+       {Row{0.975, 1, 12.706}, Row{0.975, 2, 4.303}, Row{0.975, 3, 3.182}, Row{0.975, 5, 2.571},
+        Row{0.975, 10, 2.228}, Row{0.975, 30, 2.042}, Row{0.975, 100, 1.984}, Row{0.995, 10, 3.169},
+        Row{0.95, 4, 2.132}, Row{0.90, 20, 1.325}}) {
     CAPTURE(r.df);
     CAPTURE(r.p);
     CHECK(t_quantile(r.p, r.df) == doctest::Approx(r.t).epsilon(5e-4 / r.t));
@@ -72,7 +80,8 @@ TEST_CASE("stats/t quantiles match the NIST table of critical values") {
   // Large df tends to the normal quantile 1.959963985.
   CHECK(t_quantile(0.975, 1e7) == doctest::Approx(1.959963985).epsilon(1e-6));
   for (double df : {1.0, 3.0, 17.0})
-    for (double p : {0.01, 0.3, 0.5, 0.8, 0.999}) CHECK(t_cdf(t_quantile(p, df), df) == doctest::Approx(p).epsilon(1e-10));
+    for (double p : {0.01, 0.3, 0.5, 0.8, 0.999})
+      CHECK(t_cdf(t_quantile(p, df), df) == doctest::Approx(p).epsilon(1e-10));
 }
 
 TEST_CASE("stats/paired t-test reproduces R's sleep example") {
@@ -114,7 +123,8 @@ TEST_CASE("stats/summaries and tests with too few or identical values") {
   Summary three = summarize({1, 2, 3});
   CHECK(three.mean == doctest::Approx(2));
   CHECK(three.std == doctest::Approx(1));
-  CHECK(three.ci_high - three.mean == doctest::Approx(4.302652729749464 / std::sqrt(3.0)).epsilon(1e-9));
+  CHECK(three.ci_high - three.mean ==
+        doctest::Approx(4.302652729749464 / std::sqrt(3.0)).epsilon(1e-9));
 
   PairedTest same = paired_t_test({1, 2, 3}, {1, 2, 3});
   CHECK(same.p == 1.0);

@@ -45,7 +45,8 @@ std::string validation_error(const std::string& text, const TempDir& d) {
 using ablate::test::kTinyBase;
 
 std::string ablate_cmd(const TempDir& d, const std::string& args) {
-  return "cd " + d.path.string() + " && ABLATE_DATA_PATH=" + ABLATE_TEST_DATA_DIR + " " + ablate::test::ablate_binary() + " " + args;
+  return "cd " + d.path.string() + " && ABLATE_DATA_PATH=" + ABLATE_TEST_DATA_DIR + " " +
+         ablate::test::ablate_binary() + " " + args;
 }
 
 }  // namespace
@@ -79,9 +80,11 @@ sweep:
   // index = ((variant * 4 + grid) * 2 + zip) * 3 + seed; the last grid key varies fastest.
   const ablate::SweepPoint& p0 = s.points[0];
   CHECK(p0.id == "relu-d_model=32-n_layers=1-lr=1.0e-3-betas=0.9_0.95-seed0");
-  CHECK(p0.override_texts() == std::vector<std::string>{"train.steps=10", "model.ffn=relu", "model.d_model=32", "model.n_layers=1",
-                                                         "optimizer.lr=1.0e-3", "optimizer.betas=[0.9, 0.95]",
-                                                         "seed=" + std::to_string(s.seeds[0])});
+  CHECK(p0.override_texts() == std::vector<std::string>{"train.steps=10", "model.ffn=relu",
+                                                        "model.d_model=32", "model.n_layers=1",
+                                                        "optimizer.lr=1.0e-3",
+                                                        "optimizer.betas=[0.9, 0.95]",
+                                                        "seed=" + std::to_string(s.seeds[0])});
   CHECK(s.points[1].id == "relu-d_model=32-n_layers=1-lr=1.0e-3-betas=0.9_0.95-seed1");
   CHECK(s.points[3].id == "relu-d_model=32-n_layers=1-lr=3.0e-3-betas=0.9_0.99-seed0");
   CHECK(s.points[6].id == "relu-d_model=32-n_layers=2-lr=1.0e-3-betas=0.9_0.95-seed0");
@@ -104,27 +107,41 @@ sweep:
   CHECK(ablate::select_points(s, "5, 0-2") == std::vector<int64_t>{0, 1, 2, 5});
   const std::vector<int64_t> last_seeds = ablate::select_points(s, "swiglu-*-seed2");
   REQUIRE(last_seeds.size() == 8);
-  for (int64_t i : last_seeds) CHECK((s.points[static_cast<size_t>(i)].variant == "swiglu" && s.points[static_cast<size_t>(i)].seed_index == 2));
+  for (int64_t i : last_seeds)
+    CHECK((s.points[static_cast<size_t>(i)].variant == "swiglu" &&
+           s.points[static_cast<size_t>(i)].seed_index == 2));
   CHECK(ablate::select_points(s, "*-seed0,0").size() == 16);
-  CHECK_THROWS_WITH_AS(ablate::select_points(s, "0,48"), doctest::Contains("'48' is not a range of this sweep's points; allowed: indices 0 to 47"),
+  CHECK_THROWS_WITH_AS(
+      ablate::select_points(s, "0,48"),
+      doctest::Contains("'48' is not a range of this sweep's points; allowed: indices 0 to 47"),
+      ablate::Error);
+  CHECK_THROWS_WITH_AS(ablate::select_points(s, "3-1"), doctest::Contains("'3-1' is not a range"),
                        ablate::Error);
-  CHECK_THROWS_WITH_AS(ablate::select_points(s, "3-1"), doctest::Contains("'3-1' is not a range"), ablate::Error);
-  CHECK_THROWS_WITH_AS(ablate::select_points(s, "99999999999999999999"), doctest::Contains("matches no point id"), ablate::Error);
-  CHECK_THROWS_WITH_AS(ablate::select_points(s, "0,,1"), doctest::Contains("an empty item"), ablate::Error);
-  CHECK_THROWS_WITH_AS(ablate::select_points(s, "relu-*-seed9"), doctest::Contains("'relu-*-seed9' matches no point id"), ablate::Error);
-  CHECK_THROWS_WITH_AS(ablate::select_points(s, "relu-d_model=32-n_layers=1-lr=1.0e-3-betas=0.9_0.95-sed0"),
-                       doctest::Contains("Did you mean 'relu-d_model=32-n_layers=1-lr=1.0e-3-betas=0.9_0.95-seed0'?"), ablate::Error);
+  CHECK_THROWS_WITH_AS(ablate::select_points(s, "99999999999999999999"),
+                       doctest::Contains("matches no point id"), ablate::Error);
+  CHECK_THROWS_WITH_AS(ablate::select_points(s, "0,,1"), doctest::Contains("an empty item"),
+                       ablate::Error);
+  CHECK_THROWS_WITH_AS(ablate::select_points(s, "relu-*-seed9"),
+                       doctest::Contains("'relu-*-seed9' matches no point id"), ablate::Error);
+  CHECK_THROWS_WITH_AS(
+      ablate::select_points(s, "relu-d_model=32-n_layers=1-lr=1.0e-3-betas=0.9_0.95-sed0"),
+      doctest::Contains(
+          "Did you mean 'relu-d_model=32-n_layers=1-lr=1.0e-3-betas=0.9_0.95-seed0'?"),
+      ablate::Error);
 
   // A pure function of the file: parsing again gives the same points; another sweep
   // seed gives other seeds but the same ids.
   ablate::Sweep again = ablate::parse_sweep(text, "s.yaml", d.path.string(), d / "out");
   CHECK(ablate::manifest_text(again) == ablate::manifest_text(s));
-  ablate::Sweep other = ablate::parse_sweep(std::regex_replace(text, std::regex("seed: 11"), "seed: 12"), "s.yaml", d.path.string(), d / "out");
+  ablate::Sweep other =
+      ablate::parse_sweep(std::regex_replace(text, std::regex("seed: 11"), "seed: 12"), "s.yaml",
+                          d.path.string(), d / "out");
   CHECK(other.seeds != s.seeds);
   CHECK(other.points[5].id == s.points[5].id);
 
   // An explicit list names the seeds in the ids; no variants, no grid: only seeds.
-  ablate::Sweep listed = ablate::parse_sweep("base: {name: x}\nsweep: {seeds: [7, 3]}\n", "plain.yaml", d.path.string());
+  ablate::Sweep listed = ablate::parse_sweep("base: {name: x}\nsweep: {seeds: [7, 3]}\n",
+                                             "plain.yaml", d.path.string());
   REQUIRE(listed.points.size() == 2);
   CHECK(listed.points[0].id == "seed7");
   CHECK(listed.points[1].id == "seed3");
@@ -132,7 +149,8 @@ sweep:
   CHECK(listed.name == "plain");
   CHECK(listed.dir == "sweeps/plain");
   // Values that would break a path are made safe.
-  ablate::Sweep odd = ablate::parse_sweep("base: {name: x}\nsweep: {grid: {data.path: [a/b.txt, 'c d']}}\n", "o.yaml", d.path.string());
+  ablate::Sweep odd = ablate::parse_sweep(
+      "base: {name: x}\nsweep: {grid: {data.path: [a/b.txt, 'c d']}}\n", "o.yaml", d.path.string());
   CHECK(odd.points[0].id == "path=a_b.txt-seed0");
   CHECK(odd.points[1].id == "path=c_d-seed0");
 }
@@ -152,12 +170,22 @@ TEST_CASE("sweep/spec errors name file:line:col, the key, what is allowed and a 
   e = spec_error("base: {name: x}\nsweep:\n  grid:\n    model.d_model: 64\n", d);
   has(e, "s.yaml:4:20: sweep.grid.model.d_model: expected a non-empty list");
   has(e, "(write [64])");
-  e = spec_error("base: {name: x}\nsweep:\n  zip:\n    optimizer.lr: [1, 2, 3]\n    train.steps: [10, 20]\n", d);
+  e = spec_error(
+      "base: {name: x}\nsweep:\n  zip:\n    optimizer.lr: [1, 2, 3]\n    train.steps: [10, 20]\n",
+      d);
   has(e, "s.yaml:5:18: sweep.zip.train.steps: has 2 values but optimizer.lr has 3");
-  e = spec_error("base: {name: x}\nsweep:\n  variants: {relu: {model.ffn: relu}, swiglu: {model.ffn: swiglu}}\n  baseline: swiglo\n", d);
-  has(e, "s.yaml:4:13: sweep.baseline: 'swiglo' is not a variant; variants: relu, swiglu. Did you mean 'swiglu'?");
-  e = spec_error("base: {name: x}\nsweep:\n  variants: {relu: {model.ffn: relu}, swiglu: {model.ffn: swiglu}}\n  baseline: swiglu\n"
-                 "  seeds: 2\n  baseline: relu\n", d);
+  e = spec_error(
+      "base: {name: x}\nsweep:\n  variants: {relu: {model.ffn: relu}, swiglu: {model.ffn: "
+      "swiglu}}\n  baseline: swiglo\n",
+      d);
+  has(e,
+      "s.yaml:4:13: sweep.baseline: 'swiglo' is not a variant; variants: relu, swiglu. Did you "
+      "mean 'swiglu'?");
+  e = spec_error(
+      "base: {name: x}\nsweep:\n  variants: {relu: {model.ffn: relu}, swiglu: {model.ffn: "
+      "swiglu}}\n  baseline: swiglu\n"
+      "  seeds: 2\n  baseline: relu\n",
+      d);
   has(e, "s.yaml:6:3: sweep.baseline: given twice, on line 4 and on line 6; keep one of them");
   e = spec_error("base: {name: x, model: {d_model: 8, d_model: 16}}\n", d);
   has(e, "s.yaml:1:37: base.model.d_model: given twice, on line 1, columns 25 and 37");
@@ -172,7 +200,10 @@ TEST_CASE("sweep/spec errors name file:line:col, the key, what is allowed and a 
   e = spec_error("base: nowhere.yaml\n", d);
   has(e, "s.yaml:1:7: base: cannot open 'nowhere.yaml'");
   has(e, "no such file");
-  e = spec_error("base: {name: x}\nsweep:\n  variants: {a: {model.d_model: 32}}\n  grid: {model.d_model: [32, 64]}\n", d);
+  e = spec_error(
+      "base: {name: x}\nsweep:\n  variants: {a: {model.d_model: 32}}\n  grid: {model.d_model: [32, "
+      "64]}\n",
+      d);
   has(e, "sweep.grid.model.d_model: 'model.d_model' is also set by a variant");
   e = spec_error("base: {name: x}\nsweep:\n  grid: {seed: [1, 2]}\n", d);
   has(e, "s.yaml:3:16: sweep.grid.seed: the seed is set by sweep.seeds");
@@ -199,15 +230,18 @@ sweep:
   seeds: 2
 )";
   // A misspelt plugin in one variant: its two points, located at the variant's value.
-  std::string e = validation_error(head + "  variants:\n    good: {model.ffn: relu}\n    bad: {model.ffn: swigluu}\n", d);
+  std::string e = validation_error(
+      head + "  variants:\n    good: {model.ffn: relu}\n    bad: {model.ffn: swigluu}\n", d);
   CAPTURE(e);
   CHECK(e.find("2 of 4 points are invalid") != std::string::npos);
-  CHECK(e.find("points 2 (bad-seed0), 3 (bad-seed1): s.yaml:11:22: model.ffn") != std::string::npos);
+  CHECK(e.find("points 2 (bad-seed0), 3 (bad-seed1): s.yaml:11:22: model.ffn") !=
+        std::string::npos);
   CHECK(e.find("swigluu") != std::string::npos);
   CHECK(e.find("Did you mean 'swiglu'?") != std::string::npos);
   // A misspelt key in the grid: every point, located at the grid's values.
   e = validation_error(head + "  grid:\n    model.d_modle: [32]\n", d);
-  CHECK(e.find("every point: s.yaml:10:21: model.d_modle: unknown key in model") != std::string::npos);
+  CHECK(e.find("every point: s.yaml:10:21: model.d_modle: unknown key in model") !=
+        std::string::npos);
   CHECK(e.find("Did you mean 'd_model'?") != std::string::npos);
   // An error inside the inline base points at its line in the sweep file.
   std::string bad_base = head;
@@ -216,7 +250,8 @@ sweep:
   CHECK(e.find("every point: s.yaml:5:33: model.n_heads: 0 is out of range") != std::string::npos);
   // A valid sweep: sizes for every point.
   ablate::test::registry();
-  ablate::Sweep s = ablate::parse_sweep(head + "  grid: {model.d_model: [32, 64]}\n", "s.yaml", d.path.string(), d / "out");
+  ablate::Sweep s = ablate::parse_sweep(head + "  grid: {model.d_model: [32, 64]}\n", "s.yaml",
+                                        d.path.string(), d / "out");
   std::vector<size_t> seen;  // the progress callback: once per point, in order, with the total
   auto checks = ablate::validate_sweep(s, [&](size_t k, size_t n) {
     seen.push_back(k);
@@ -235,7 +270,8 @@ sweep:
 TEST_CASE("sweep/the manifest lists every point and reads back") {
   TempDir d;
   ablate::Sweep s = ablate::parse_sweep(
-      "name: m\nbase: {name: x}\nsweep:\n  variants: {a: {model.ffn: relu}, b: {}}\n  grid: {model.d_model: [8, 16]}\n  seeds: [5, 6]\n",
+      "name: m\nbase: {name: x}\nsweep:\n  variants: {a: {model.ffn: relu}, b: {}}\n  grid: "
+      "{model.d_model: [8, 16]}\n  seeds: [5, 6]\n",
       "m.yaml", d.path.string(), d / "m");
   ablate::write_manifest(s);
   const std::string text = ablate::test::read_file(d / "m/manifest.yaml");
@@ -255,7 +291,8 @@ TEST_CASE("sweep/the manifest lists every point and reads back") {
     CHECK(r.points[i].run_dir == s.points[i].run_dir);
   }
   CHECK(r.swept_keys() == std::vector<std::string>{"model.d_model", "model.ffn"});
-  CHECK_THROWS_WITH_AS(ablate::read_manifest(d / "nothing"), doctest::Contains("no manifest.yaml here"), ablate::Error);
+  CHECK_THROWS_WITH_AS(ablate::read_manifest(d / "nothing"),
+                       doctest::Contains("no manifest.yaml here"), ablate::Error);
 }
 
 TEST_CASE("sweep/a real sweep: 2 jobs, a failing point, resume, compare and report") {
@@ -284,8 +321,10 @@ sweep:
   CHECK(!fs::exists(d / "out"));
 
   auto t0 = std::chrono::steady_clock::now();
-  auto run = ablate::test::run_command(ablate_cmd(d, "sweep sweep.yaml --jobs 2 --dir out --progress-every 0.5"));
-  MESSAGE("sweep of 6 points with --jobs 2: " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s");
+  auto run = ablate::test::run_command(
+      ablate_cmd(d, "sweep sweep.yaml --jobs 2 --dir out --progress-every 0.5"));
+  MESSAGE("sweep of 6 points with --jobs 2: "
+          << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s");
   CAPTURE(run.output);
   CHECK(run.status == 1);  // a point failed
   CHECK(run.output.find("4 done, 0 already done, 2 failed") != std::string::npos);
@@ -293,14 +332,17 @@ sweep:
   CHECK(run.output.find("not finite") != std::string::npos);
   // Threads per job: max(1, cores / jobs).
   const unsigned threads = std::max(1u, std::thread::hardware_concurrency() / 2);
-  CHECK(run.output.find("2 at a time with " + std::to_string(threads) + " thread") != std::string::npos);
+  CHECK(run.output.find("2 at a time with " + std::to_string(threads) + " thread") !=
+        std::string::npos);
   CHECK(run.output.find("running") != std::string::npos);  // progress lines
   {
     // Seed by seed: every variant's seed0 starts before any seed1.
     std::vector<int> started;
     const std::string log = ablate::test::read_file(d / "out/sweep.log");
     std::smatch m;
-    for (auto it = log.cbegin(); std::regex_search(it, log.cend(), m, std::regex("start point ([0-9]+) ")); it = m.suffix().first)
+    for (auto it = log.cbegin();
+         std::regex_search(it, log.cend(), m, std::regex("start point ([0-9]+) "));
+         it = m.suffix().first)
       started.push_back(std::stoi(m[1]));
     CHECK(started == std::vector<int>{0, 2, 4, 1, 3, 5});
   }
@@ -309,7 +351,8 @@ sweep:
     auto data = ablate::read_run_file(d / ("out/runs/" + std::string(id) + "/run.h5"));
     CHECK(data.str_attrs.at("status") == "done");
     CHECK(data.num_attrs.at("threads") == threads);
-    CHECK(data.tables.at("eval").at("step") == std::vector<double>{0, 20, 40, 60});  // 0: before training
+    CHECK(data.tables.at("eval").at("step") ==
+          std::vector<double>{0, 20, 40, 60});  // 0: before training
     CHECK(fs::exists(d / ("out/logs/" + std::string(id) + ".log")));
   }
   auto broken = ablate::run_state(d / "out/runs/broken-seed1");
@@ -319,16 +362,23 @@ sweep:
   // Same seed index, same seed: the pairs of the comparison share data order and init.
   auto r0 = ablate::read_run_file(d / "out/runs/relu-seed0/run.h5");
   auto s0 = ablate::read_run_file(d / "out/runs/swiglu-seed0/run.h5");
-  CHECK(r0.str_attrs.at("config").find("seed: " + std::to_string(ablate::load_sweep(d / "sweep.yaml").seeds[0])) != std::string::npos);
+  CHECK(r0.str_attrs.at("config").find(
+            "seed: " + std::to_string(ablate::load_sweep(d / "sweep.yaml").seeds[0])) !=
+        std::string::npos);
   CHECK(s0.str_attrs.at("config").find("type: swiglu") != std::string::npos);
 
   // compare, in the three formats.
   auto table = ablate::test::run_command(ablate_cmd(d, "compare out --metric val_loss"));
   CAPTURE(table.output);
   CHECK(table.status == 0);
-  CHECK(table.output.find("val_loss (eval, final value; lower is better) by variant, baseline relu") != std::string::npos);
-  CHECK(std::regex_search(table.output, std::regex("\nrelu +2 +[0-9.]+ ± [0-9.]+ +\\[[0-9.]+, [0-9.]+\\] +baseline")));
-  CHECK(std::regex_search(table.output, std::regex("\nswiglu +2 +[0-9.]+ ± [0-9.]+ .* [+-][0-9.]+ \\[[+-][0-9.]+, [+-][0-9.]+\\] +[0-9.e-]+ +[0-2]/2 ")));
+  CHECK(table.output.find(
+            "val_loss (eval, final value; lower is better) by variant, baseline relu") !=
+        std::string::npos);
+  CHECK(std::regex_search(
+      table.output, std::regex("\nrelu +2 +[0-9.]+ ± [0-9.]+ +\\[[0-9.]+, [0-9.]+\\] +baseline")));
+  CHECK(std::regex_search(table.output,
+                          std::regex("\nswiglu +2 +[0-9.]+ ± [0-9.]+ .* [+-][0-9.]+ "
+                                     "\\[[+-][0-9.]+, [+-][0-9.]+\\] +[0-9.e-]+ +[0-2]/2 ")));
   CHECK(std::regex_search(table.output, std::regex("\nbroken +0/2 ")));
   CHECK(table.output.find("paired t-test") != std::string::npos);
   CHECK(table.output.find("broken-seed0: failed: step ") != std::string::npos);
@@ -336,7 +386,8 @@ sweep:
   CHECK(md.status == 0);
   CHECK(md.output.find("| variant | n | mean ± std |") != std::string::npos);
   CHECK(md.output.find("|---|---:|") != std::string::npos);
-  auto csv = ablate::test::run_command(ablate_cmd(d, "compare out --format csv --at step=40 --metric train_loss"));
+  auto csv = ablate::test::run_command(
+      ablate_cmd(d, "compare out --format csv --at step=40 --metric train_loss"));
   CAPTURE(csv.output);
   CHECK(csv.status == 0);
   CHECK(csv.output.rfind("group,n,runs,mean,std,ci_low,ci_high,baseline,diff_mean", 0) == 0);
@@ -362,7 +413,9 @@ sweep:
     }
     CHECK(n_rows == 3);
   }
-  CHECK(std::regex_search(csv.output, std::regex("\nswiglu,2,2,[0-9.]+,[0-9.e-]+,[0-9.]+,[0-9.]+,relu,[-0-9.e]+,[-0-9.e]+,[-0-9.e]+,[0-9.e-]+,paired t-test,2,[0-2],")));
+  CHECK(std::regex_search(csv.output,
+                          std::regex("\nswiglu,2,2,[0-9.]+,[0-9.e-]+,[0-9.]+,[0-9.]+,relu,[-0-9.e]+"
+                                     ",[-0-9.e]+,[-0-9.e]+,[0-9.e-]+,paired t-test,2,[0-2],")));
   // Mistakes are errors with a suggestion.
   auto bad = ablate::test::run_command(ablate_cmd(d, "compare out --metric val_los"));
   CHECK(bad.status == 1);
@@ -375,11 +428,14 @@ sweep:
   bad = ablate::test::run_command(ablate_cmd(d, "compare out --metric val_loss,val_los"));
   CHECK(bad.output.find("Did you mean 'val_loss'?") != std::string::npos);
   // Several metrics: one table, a column each.
-  auto several = ablate::test::run_command(ablate_cmd(d, "compare out --metric val_loss,train_loss --format markdown"));
+  auto several = ablate::test::run_command(
+      ablate_cmd(d, "compare out --metric val_loss,train_loss --format markdown"));
   CAPTURE(several.output);
   CHECK(several.status == 0);
   CHECK(several.output.find("| variant | n | val_loss | train_loss |") != std::string::npos);
-  CHECK(std::regex_search(several.output, std::regex("\\| swiglu \\| 2 \\| [-+][0-9.]+ \\[[-+][0-9.]+, [-+][0-9.]+\\]( \\*)? \\| [-+][0-9.]+ ")));
+  CHECK(std::regex_search(several.output,
+                          std::regex("\\| swiglu \\| 2 \\| [-+][0-9.]+ \\[[-+][0-9.]+, "
+                                     "[-+][0-9.]+\\]( \\*)? \\| [-+][0-9.]+ ")));
 
   // report: one HTML file with the plots drawn (rendering is checked in report/ tests).
   auto rep = ablate::test::run_command(ablate_cmd(d, "report out -o report.html"));
@@ -397,10 +453,12 @@ sweep:
   const size_t differs = html.find("<h2>What differs</h2>");
   REQUIRE(differs != std::string::npos);
   const std::string diff_table = html.substr(differs, html.find("</table>", differs) - differs);
-  for (const char* key : {"<code>model.ffn.type</code>", "<code>optimizer.type</code>", "<code>optimizer.lr</code>",
-                          "<code>train.grad_clip</code>", "<td>swiglu</td>", "<td>relu</td>", "<td>sgd</td>", "<td>adamw</td>"})
+  for (const char* key : {"<code>model.ffn.type</code>", "<code>optimizer.type</code>",
+                          "<code>optimizer.lr</code>", "<code>train.grad_clip</code>",
+                          "<td>swiglu</td>", "<td>relu</td>", "<td>sgd</td>", "<td>adamw</td>"})
     CHECK_MESSAGE(diff_table.find(key) != std::string::npos, key);
-  for (const char* key : {"<code>seed</code>", "<code>model.d_model</code>", "<code>output.dir</code>"})
+  for (const char* key :
+       {"<code>seed</code>", "<code>model.d_model</code>", "<code>output.dir</code>"})
     CHECK_MESSAGE(diff_table.find(key) == std::string::npos, key);
   CHECK(html.find("<script") == std::string::npos);
   CHECK(html.find("http://") == html.find("http://www.w3.org/2000/svg"));  // no external resources
@@ -422,7 +480,8 @@ sweep:
   CHECK(one.output.find("point 1 (relu-seed1): already done") != std::string::npos);
   auto range = ablate::test::run_command(ablate_cmd(d, "sweep sweep.yaml --dir out --point 6"));
   CHECK(range.status == 2);
-  CHECK(range.output.find("--point 6 is out of range: the sweep has 6 points (0 to 5)") != std::string::npos);
+  CHECK(range.output.find("--point 6 is out of range: the sweep has 6 points (0 to 5)") !=
+        std::string::npos);
 
   // Options that only say how runs are logged or kept do not make a finished run another config.
   const std::string spec = ablate::test::read_file(d / "sweep.yaml");
@@ -448,7 +507,8 @@ static pid_t point_with_checkpoint(const TempDir& d) {
   std::smatch m;
   while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
     std::string log = ablate::test::read_file(d / "out/sweep.log");
-    if (std::regex_search(log, m, std::regex("start point 0 \\(seed3\\), pid ([0-9]+)"))) pid = std::stoi(m[1]);
+    if (std::regex_search(log, m, std::regex("start point 0 \\(seed3\\), pid ([0-9]+)")))
+      pid = std::stoi(m[1]);
     if (pid > 0 && fs::exists(d / "out/runs/seed3/checkpoint.ckpt")) return pid;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -468,8 +528,12 @@ static pid_t parent_of(pid_t pid) {
 // its point has a checkpoint; the sweep's result.
 static ablate::test::CommandResult sweep_stopped_by_ctrl_c(const TempDir& d) {
   d.write("tiny.yaml", kTinyBase);
-  d.write("stop.yaml", "base: tiny.yaml\noverrides: {train.steps: 600, train.eval_every: 300}\nsweep: {seeds: [3]}\n");
-  auto job = std::async(std::launch::async, [&] { return ablate::test::run_command(kSlowSteps + ablate_cmd(d, "sweep stop.yaml --dir out")); });
+  d.write("stop.yaml",
+          "base: tiny.yaml\noverrides: {train.steps: 600, train.eval_every: 300}\nsweep: {seeds: "
+          "[3]}\n");
+  auto job = std::async(std::launch::async, [&] {
+    return ablate::test::run_command(kSlowSteps + ablate_cmd(d, "sweep stop.yaml --dir out"));
+  });
   const pid_t pid = point_with_checkpoint(d);
   const pid_t sweep = pid > 0 ? parent_of(pid) : 0;  // Ctrl-C goes to the sweep
   if (sweep > 1) kill(sweep, SIGINT);
@@ -482,8 +546,12 @@ static ablate::test::CommandResult sweep_stopped_by_ctrl_c(const TempDir& d) {
 TEST_CASE("sweep/a killed point is recorded as failed and resumes from its checkpoint") {
   TempDir d;
   d.write("tiny.yaml", kTinyBase);
-  d.write("kill.yaml", "base: tiny.yaml\noverrides: {train.steps: 600, train.eval_every: 300}\nsweep: {seeds: [3]}\n");
-  auto job = std::async(std::launch::async, [&] { return ablate::test::run_command(kSlowSteps + ablate_cmd(d, "sweep kill.yaml --dir out")); });
+  d.write("kill.yaml",
+          "base: tiny.yaml\noverrides: {train.steps: 600, train.eval_every: 300}\nsweep: {seeds: "
+          "[3]}\n");
+  auto job = std::async(std::launch::async, [&] {
+    return ablate::test::run_command(kSlowSteps + ablate_cmd(d, "sweep kill.yaml --dir out"));
+  });
   pid_t pid = point_with_checkpoint(d);
   REQUIRE(pid > 0);
   kill(pid, SIGKILL);
@@ -502,7 +570,8 @@ TEST_CASE("sweep/a killed point is recorded as failed and resumes from its check
   auto again = ablate::test::run_command(ablate_cmd(d, "sweep kill.yaml --dir out"));
   CAPTURE(again.output);
   CHECK(again.status == 0);
-  CHECK(again.output.find("start point 0 (seed3) resuming from its checkpoint") != std::string::npos);
+  CHECK(again.output.find("start point 0 (seed3) resuming from its checkpoint") !=
+        std::string::npos);
   auto data = ablate::read_run_file(d / "out/runs/seed3/run.h5");
   CHECK(data.str_attrs.at("status") == "done");
   const auto& steps = data.tables.at("train").at("step");
@@ -510,31 +579,41 @@ TEST_CASE("sweep/a killed point is recorded as failed and resumes from its check
   for (size_t i = 0; i < steps.size(); ++i) CHECK(steps[i] == 10.0 * static_cast<double>(i + 1));
 }
 
-TEST_CASE("sweep/Ctrl-C stops the running points with a checkpoint: stopped, not failed, the next run resumes them") {
+TEST_CASE(
+    "sweep/Ctrl-C stops the running points with a checkpoint: stopped, not failed, the next run "
+    "resumes them") {
   TempDir d;
   auto res = sweep_stopped_by_ctrl_c(d);
   CAPTURE(res.output);
   REQUIRE(res.status == 130);
   CHECK(res.output.find("0 failed, 1 stopped (interrupted)") != std::string::npos);
-  CHECK(res.output.find("stopped: point 0 (seed3): checkpointed, resumes when the sweep runs again") != std::string::npos);
+  CHECK(res.output.find(
+            "stopped: point 0 (seed3): checkpointed, resumes when the sweep runs again") !=
+        std::string::npos);
   CHECK(res.output.find("failed: point") == std::string::npos);
   auto st = ablate::run_state(d / "out/runs/seed3");
   CHECK(st.status == "interrupted");
   CHECK(st.checkpoint);
-  CHECK(ablate::test::read_file(d / "out/sweep.log").find("stopped point 0 (seed3)") != std::string::npos);
+  CHECK(ablate::test::read_file(d / "out/sweep.log").find("stopped point 0 (seed3)") !=
+        std::string::npos);
   auto status = ablate::test::run_command(ablate_cmd(d, "sweep stop.yaml --dir out --status"));
   CAPTURE(status.output);
-  CHECK(std::regex_search(status.output, std::regex("seed3 +interrupted +- +at step [0-9]+/600; resumes from its checkpoint")));
+  CHECK(std::regex_search(
+      status.output,
+      std::regex("seed3 +interrupted +- +at step [0-9]+/600; resumes from its checkpoint")));
   CHECK(status.output.find("1 points: 1 interrupted") != std::string::npos);
 
   auto again = ablate::test::run_command(ablate_cmd(d, "sweep stop.yaml --dir out"));
   CAPTURE(again.output);
   CHECK(again.status == 0);
-  CHECK(again.output.find("start point 0 (seed3) resuming from its checkpoint") != std::string::npos);
+  CHECK(again.output.find("start point 0 (seed3) resuming from its checkpoint") !=
+        std::string::npos);
   CHECK(ablate::read_run_file(d / "out/runs/seed3/run.h5").str_attrs.at("status") == "done");
 }
 
-TEST_CASE("sweep/an unfinished run whose checkpoint is gone starts afresh, its files kept aside, not deleted") {
+TEST_CASE(
+    "sweep/an unfinished run whose checkpoint is gone starts afresh, its files kept aside, not "
+    "deleted") {
   TempDir d;
   REQUIRE(sweep_stopped_by_ctrl_c(d).status == 130);
   const auto before = ablate::run_state(d / "out/runs/seed3");
@@ -547,19 +626,24 @@ TEST_CASE("sweep/an unfinished run whose checkpoint is gone starts afresh, its f
 
   auto plan = ablate::test::run_command(ablate_cmd(d, "sweep stop.yaml --dir out --dry-run"));
   CAPTURE(plan.output);
-  CHECK(plan.output.find("interrupted (no checkpoint: starts afresh, keeps its files aside)") != std::string::npos);
+  CHECK(plan.output.find("interrupted (no checkpoint: starts afresh, keeps its files aside)") !=
+        std::string::npos);
   auto again = ablate::test::run_command(ablate_cmd(d, "sweep stop.yaml --dir out"));
   CAPTURE(again.output);
   CHECK(again.status == 0);
-  CHECK(again.output.find("start point 0 (seed3) from step 0: its earlier run (interrupted at step " +
-                          std::to_string(before.last_step) + ") has no checkpoint; its files are kept as *" + suffix) != std::string::npos);
-  CHECK(ablate::test::read_file(d / "out/logs/seed3.log").find("starting afresh, its files kept as run.h5" + suffix + ", run.log" + suffix) !=
+  CHECK(again.output.find(
+            "start point 0 (seed3) from step 0: its earlier run (interrupted at step " +
+            std::to_string(before.last_step) + ") has no checkpoint; its files are kept as *" +
+            suffix) != std::string::npos);
+  CHECK(ablate::test::read_file(d / "out/logs/seed3.log")
+            .find("starting afresh, its files kept as run.h5" + suffix + ", run.log" + suffix) !=
         std::string::npos);
   // The earlier run is all there, beside the new one.
   auto kept = ablate::read_run_file(d / ("out/runs/seed3/run.h5" + suffix));
   CHECK(kept.str_attrs.at("status") == "interrupted");
   CHECK(kept.tables.at("train").at("step").back() == static_cast<double>(before.last_step));
-  CHECK(ablate::test::read_file(d / ("out/runs/seed3/run.log" + suffix)).find("interrupted by") != std::string::npos);
+  CHECK(ablate::test::read_file(d / ("out/runs/seed3/run.log" + suffix)).find("interrupted by") !=
+        std::string::npos);
   auto now = ablate::read_run_file(d / "out/runs/seed3/run.h5");
   CHECK(now.str_attrs.at("status") == "done");
   CHECK(now.tables.at("train").at("step").front() == 10.0);  // from step 0, not resumed
@@ -570,10 +654,13 @@ TEST_CASE("sweep/an unfinished run whose checkpoint is gone starts afresh, its f
 TEST_CASE("sweep/a point with a checkpoint runs first, then the others seed by seed") {
   TempDir d;
   d.write("tiny.yaml", kTinyBase);
-  d.write("order.yaml", "base: tiny.yaml\noverrides: {train.steps: 30, train.checkpoint_every: 10, train.eval_every: 30}\n"
-                        "sweep: {variants: {a: {}, b: {model.ffn: gelu}}, seeds: 2}\n");
+  d.write("order.yaml",
+          "base: tiny.yaml\noverrides: {train.steps: 30, train.checkpoint_every: 10, "
+          "train.eval_every: 30}\n"
+          "sweep: {variants: {a: {}, b: {model.ffn: gelu}}, seeds: 2}\n");
   // Point 3 (b-seed1) killed at step 15: a checkpoint at step 10, the run file says running.
-  auto killed = ablate::test::run_command("export ABLATE_FAULT=step:15; " + ablate_cmd(d, "sweep order.yaml --dir out --point 3 -q"));
+  auto killed = ablate::test::run_command("export ABLATE_FAULT=step:15; " +
+                                          ablate_cmd(d, "sweep order.yaml --dir out --point 3 -q"));
   CAPTURE(killed.output);
   REQUIRE(killed.status != 0);
   REQUIRE(ablate::run_state(d / "out/runs/b-seed1").checkpoint);
@@ -583,7 +670,9 @@ TEST_CASE("sweep/a point with a checkpoint runs first, then the others seed by s
   std::vector<int> started;
   const std::string log = ablate::test::read_file(d / "out/sweep.log");
   std::smatch m;
-  for (auto it = log.cbegin(); std::regex_search(it, log.cend(), m, std::regex("start point ([0-9]+) ")); it = m.suffix().first)
+  for (auto it = log.cbegin();
+       std::regex_search(it, log.cend(), m, std::regex("start point ([0-9]+) "));
+       it = m.suffix().first)
     started.push_back(std::stoi(m[1]));
   CHECK(started == std::vector<int>{3, 0, 2, 1});
   CHECK(log.find("start point 3 (b-seed1) resuming from its checkpoint") != std::string::npos);
@@ -592,9 +681,11 @@ TEST_CASE("sweep/a point with a checkpoint runs first, then the others seed by s
 TEST_CASE("sweep/--points runs only the chosen points, the others stay as they are") {
   TempDir d;
   d.write("tiny.yaml", kTinyBase);
-  d.write("pick.yaml", "base: tiny.yaml\noverrides: {train.steps: 20, train.eval_every: 20}\n"
-                       "sweep: {variants: {a: {}, b: {model.ffn: gelu}}, seeds: 2}\n");
-  auto run = ablate::test::run_command(ablate_cmd(d, "sweep pick.yaml --dir out --jobs 2 --points 'b-*' -q"));
+  d.write("pick.yaml",
+          "base: tiny.yaml\noverrides: {train.steps: 20, train.eval_every: 20}\n"
+          "sweep: {variants: {a: {}, b: {model.ffn: gelu}}, seeds: 2}\n");
+  auto run = ablate::test::run_command(
+      ablate_cmd(d, "sweep pick.yaml --dir out --jobs 2 --points 'b-*' -q"));
   CAPTURE(run.output);
   REQUIRE(run.status == 0);
   CHECK(ablate::run_state(d / "out/runs/b-seed0").status == "done");
@@ -602,32 +693,46 @@ TEST_CASE("sweep/--points runs only the chosen points, the others stay as they a
   CHECK(ablate::run_state(d / "out/runs/a-seed0").status == "missing");
   CHECK(ablate::run_state(d / "out/runs/a-seed1").status == "missing");
   CHECK(run.output.find("2 done, 0 already done") != std::string::npos);
-  CHECK(ablate::test::read_file(d / "out/sweep.log").find("4 points (2 chosen with --points: 2-3), 0 already done, 2 to run") != std::string::npos);
+  CHECK(ablate::test::read_file(d / "out/sweep.log")
+            .find("4 points (2 chosen with --points: 2-3), 0 already done, 2 to run") !=
+        std::string::npos);
   // Bad lists and combinations: usage errors, nothing run.
   auto bad = ablate::test::run_command(ablate_cmd(d, "sweep pick.yaml --dir out --points 0,9"));
   CHECK(bad.status == 2);
-  CHECK(bad.output.find("'9' is not a range of this sweep's points; allowed: indices 0 to 3") != std::string::npos);
-  auto status = ablate::test::run_command(ablate_cmd(d, "sweep pick.yaml --dir out --points 0 --status"));
+  CHECK(bad.output.find("'9' is not a range of this sweep's points; allowed: indices 0 to 3") !=
+        std::string::npos);
+  auto status =
+      ablate::test::run_command(ablate_cmd(d, "sweep pick.yaml --dir out --points 0 --status"));
   CHECK(status.status == 2);
-  CHECK(status.output.find("--status and --dry-run show every point: drop --points") != std::string::npos);
-  auto both = ablate::test::run_command(ablate_cmd(d, "sweep pick.yaml --dir out --points 0 --point 0"));
+  CHECK(status.output.find("--status and --dry-run show every point: drop --points") !=
+        std::string::npos);
+  auto both =
+      ablate::test::run_command(ablate_cmd(d, "sweep pick.yaml --dir out --points 0 --point 0"));
   CHECK(both.status == 2);
   CHECK(ablate::run_state(d / "out/runs/a-seed0").status == "missing");
   // The progress line counts the chosen points, not the sweep's (a point long enough for a line).
-  d.write("slow.yaml", "base: tiny.yaml\noverrides: {train.steps: 300, train.eval_every: 300}\n"
-                       "sweep: {variants: {a: {}, b: {model.ffn: gelu}}, seeds: 2}\n");
-  auto one = ablate::test::run_command(ablate_cmd(d, "sweep slow.yaml --dir slow --points 0 --progress-every 0.01"));
+  d.write("slow.yaml",
+          "base: tiny.yaml\noverrides: {train.steps: 300, train.eval_every: 300}\n"
+          "sweep: {variants: {a: {}, b: {model.ffn: gelu}}, seeds: 2}\n");
+  auto one = ablate::test::run_command(
+      ablate_cmd(d, "sweep slow.yaml --dir slow --points 0 --progress-every 0.01"));
   CAPTURE(one.output);
   REQUIRE(one.status == 0);
   CHECK(one.output.find("0/1 done, 0 failed, 1 running") != std::string::npos);
   CHECK(one.output.find("/4 done") == std::string::npos);
 }
 
-TEST_CASE("sweep/--status tells a point whose processes were killed (stopped) from a running one, and done points' CPU time") {
+TEST_CASE(
+    "sweep/--status tells a point whose processes were killed (stopped) from a running one, and "
+    "done points' CPU time") {
   TempDir d;
   d.write("tiny.yaml", kTinyBase);
-  d.write("gone.yaml", "base: tiny.yaml\noverrides: {train.steps: 600, train.eval_every: 300}\nsweep: {seeds: [3]}\n");
-  auto job = std::async(std::launch::async, [&] { return ablate::test::run_command(kSlowSteps + ablate_cmd(d, "sweep gone.yaml --dir out")); });
+  d.write("gone.yaml",
+          "base: tiny.yaml\noverrides: {train.steps: 600, train.eval_every: 300}\nsweep: {seeds: "
+          "[3]}\n");
+  auto job = std::async(std::launch::async, [&] {
+    return ablate::test::run_command(kSlowSteps + ablate_cmd(d, "sweep gone.yaml --dir out"));
+  });
   pid_t pid = point_with_checkpoint(d);
   REQUIRE(pid > 0);
   const pid_t sweep = parent_of(pid);
@@ -640,23 +745,30 @@ TEST_CASE("sweep/--status tells a point whose processes were killed (stopped) fr
   REQUIRE(ablate::run_state(d / "out/runs/seed3").status != "done");
   {
     CAPTURE(running.output);
-    // "step N/600, MM:SS of training left": the steps the run trains to and the time left at its logged rate
+    // "step N/600, MM:SS of training left": the steps the run trains to and the time left at its
+    // logged rate
     std::smatch m;
-    CHECK(std::regex_search(running.output, m, std::regex("seed3 +running +- +step ([0-9]+)/600, ([0-9]+):([0-9]{2}) of training left")));
+    CHECK(std::regex_search(
+        running.output, m,
+        std::regex("seed3 +running +- +step ([0-9]+)/600, ([0-9]+):([0-9]{2}) of training left")));
     if (!m.empty()) {
       CHECK(std::stoi(m[1]) < 600);
-      CHECK(std::stoi(m[2]) * 60 + std::stoi(m[3]) < 600);  // a tiny model: seconds, not minutes, per 600 steps
+      CHECK(std::stoi(m[2]) * 60 + std::stoi(m[3]) <
+            600);  // a tiny model: seconds, not minutes, per 600 steps
     }
     // Until the last thread of the killed point has exited (and released the run's lock) it
     // is still running: a moment, longer on a loaded machine.
     ablate::test::CommandResult gone;
-    for (auto t0 = std::chrono::steady_clock::now(); std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30);) {
+    for (auto t0 = std::chrono::steady_clock::now();
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30);) {
       gone = ablate::test::run_command(ablate_cmd(d, "sweep gone.yaml --dir out --status"));
       if (gone.output.find(" stopped ") != std::string::npos) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     CAPTURE(gone.output);
-    CHECK(std::regex_search(gone.output, std::regex("seed3 +stopped +- +its process is gone \\(at step [0-9]+/600\\); resumes from its checkpoint")));
+    CHECK(std::regex_search(gone.output,
+                            std::regex("seed3 +stopped +- +its process is gone \\(at step "
+                                       "[0-9]+/600\\); resumes from its checkpoint")));
     CHECK(gone.output.find("1 points: 1 stopped") != std::string::npos);
   }
 
@@ -670,5 +782,7 @@ TEST_CASE("sweep/--status tells a point whose processes were killed (stopped) fr
   CHECK(again.output.find("resuming from its checkpoint") != std::string::npos);
   auto done = ablate::test::run_command(ablate_cmd(d, "sweep gone.yaml --dir out --status"));
   CAPTURE(done.output);
-  CHECK(std::regex_search(done.output, std::regex("seed3 +done +- +[0-9]+\\.[0-9] CPU-minutes \\([0-9]+\\.[0-9] evaluating\\)")));
+  CHECK(std::regex_search(
+      done.output,
+      std::regex("seed3 +done +- +[0-9]+\\.[0-9] CPU-minutes \\([0-9]+\\.[0-9] evaluating\\)")));
 }

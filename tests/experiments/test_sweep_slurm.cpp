@@ -18,8 +18,8 @@ train: {steps: 2, batch_size: 2}
 )";
 
 std::string ablate_cmd(const TempDir& d, const std::string& args, const std::string& env = "") {
-  return "cd " + d.path.string() + " && " + env + " ABLATE_DATA_PATH=" + ABLATE_TEST_DATA_DIR + " " + ablate::test::ablate_binary() +
-         " " + args;
+  return "cd " + d.path.string() + " && " + env + " ABLATE_DATA_PATH=" + ABLATE_TEST_DATA_DIR +
+         " " + ablate::test::ablate_binary() + " " + args;
 }
 
 }  // namespace
@@ -28,13 +28,15 @@ TEST_CASE("sweep/slurm: without sbatch, --launcher slurm says what to install") 
   TempDir d;
   d.write("base.yaml", kBase);
   d.write("one.yaml", "name: one\nbase: base.yaml\nsweep: {seeds: 1}\n");
-  auto r = run_command(ablate_cmd(d, "sweep one.yaml --launcher slurm --dir out", "PATH=/nonexistent"));
+  auto r =
+      run_command(ablate_cmd(d, "sweep one.yaml --launcher slurm --dir out", "PATH=/nonexistent"));
   CHECK(r.status == 1);
   CHECK_MESSAGE(r.output.find("'sbatch' is not on PATH") != std::string::npos, r.output);
   CHECK(r.output.find("slurm-client") != std::string::npos);
   auto bad = run_command(ablate_cmd(d, "sweep one.yaml --partition x --dir out"));
   CHECK(bad.status == 2);
-  CHECK(bad.output.find("--partition is an sbatch option: it needs --launcher slurm") != std::string::npos);
+  CHECK(bad.output.find("--partition is an sbatch option: it needs --launcher slurm") !=
+        std::string::npos);
 }
 
 TEST_CASE("sweep/slurm: array index lists") {

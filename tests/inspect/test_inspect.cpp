@@ -46,7 +46,9 @@ std::string train(const TempDir& dir, const std::string& yaml) {
   ablate::RunOptions ro;
   ro.out_dir = dir / "run";
   ro.quiet = true;
-  return ablate::run_experiment(ablate::Experiment::load(dir.write("experiment.yaml", yaml), {}), ro).run_dir;
+  return ablate::run_experiment(ablate::Experiment::load(dir.write("experiment.yaml", yaml), {}),
+                                ro)
+      .run_dir;
 }
 
 // One tiny trained run for the whole file.
@@ -82,7 +84,8 @@ TEST_CASE("inspect/PCA finds the direction of a line and t-SNE keeps clusters ap
   CHECK(p.explained[1] < 0.001);
   // PC 1 is the centred position along the line, |(1, 2)| = sqrt(5); the sign is fixed
   // by the largest loading (the 2) being positive.
-  for (int i = 0; i < 40; ++i) CHECK(p.points(i, 0) == doctest::Approx((i - 20.0 + 0.5) * std::sqrt(5.0)).epsilon(1e-3));
+  for (int i = 0; i < 40; ++i)
+    CHECK(p.points(i, 0) == doctest::Approx((i - 20.0 + 0.5) * std::sqrt(5.0)).epsilon(1e-3));
 
   // Two clusters of 15 points in 10-D, far apart: every point's map neighbour is in its cluster.
   Eigen::MatrixXd x(30, 10);
@@ -97,13 +100,15 @@ TEST_CASE("inspect/PCA finds the direction of a line and t-SNE keeps clusters ap
     int best = -1;
     double bd = 1e300;
     for (int j = 0; j < 30; ++j)
-      if (j != i && (t.points.row(i) - t.points.row(j)).squaredNorm() < bd) bd = (t.points.row(i) - t.points.row(j)).squaredNorm(), best = j;
+      if (j != i && (t.points.row(i) - t.points.row(j)).squaredNorm() < bd)
+        bd = (t.points.row(i) - t.points.row(j)).squaredNorm(), best = j;
     CHECK((best < 15) == (i < 15));
   }
   // ...and the clusters are far apart compared with their size.
   double within = 0, between = 0;
   for (int i = 0; i < 30; ++i)
-    for (int j = 0; j < 30; ++j) ((i < 15) == (j < 15) ? within : between) += (t.points.row(i) - t.points.row(j)).norm();
+    for (int j = 0; j < 30; ++j)
+      ((i < 15) == (j < 15) ? within : between) += (t.points.row(i) - t.points.row(j)).norm();
   within /= 2 * 15 * 14;
   between /= 2 * 15 * 15;
   CHECK(between > 4 * within);
@@ -112,7 +117,8 @@ TEST_CASE("inspect/PCA finds the direction of a line and t-SNE keeps clusters ap
   // Deterministic for a seed.
   CHECK(ablate::tsne_2d(x, o).points.isApprox(t.points));
   o.perplexity = 10;  // (30 - 1) / 3 = 9.67
-  CHECK_THROWS_WITH_AS(ablate::tsne_2d(x, o), doctest::Contains("choose a value in [1, 9.6"), ablate::Error);
+  CHECK_THROWS_WITH_AS(ablate::tsne_2d(x, o), doctest::Contains("choose a value in [1, 9.6"),
+                       ablate::Error);
 }
 
 TEST_CASE("inspect/svg bar chart, labelled scatter plot, heat map with blank zeros") {
@@ -152,7 +158,8 @@ TEST_CASE("inspect/svg bar chart, labelled scatter plot, heat map with blank zer
   CHECK(std::stod(titled.substr(at + 9)) >= 4.0 * 60);
 }
 
-TEST_CASE("inspect/a trained causal run: attention rows, zeros above the diagonal, positional probes") {
+TEST_CASE(
+    "inspect/a trained causal run: attention rows, zeros above the diagonal, positional probes") {
   auto run = ablate::load_run(tiny_run());
   auto in = ablate::inspect_run(run, text_options(300));
   const int64_t T = static_cast<int64_t>(kText.size());
@@ -173,7 +180,8 @@ TEST_CASE("inspect/a trained causal run: attention rows, zeros above the diagona
   for (float p : in.next_probs) total += p;
   CHECK(total == doctest::Approx(1).epsilon(1e-4));
   CHECK(std::find(in.vocab_labels.begin(), in.vocab_labels.end(), "\\n") != in.vocab_labels.end());
-  CHECK(std::find(in.vocab_labels.begin(), in.vocab_labels.end(), "\xE2\x90\xA3") != in.vocab_labels.end());
+  CHECK(std::find(in.vocab_labels.begin(), in.vocab_labels.end(), "\xE2\x90\xA3") !=
+        in.vocab_labels.end());
   CHECK(in.embedding.tsne.points.rows() == in.vocab);
   CHECK(in.head.tsne.points.rows() == in.vocab);
   CHECK_FALSE(in.tied);
@@ -198,7 +206,8 @@ TEST_CASE("inspect/a trained causal run: attention rows, zeros above the diagona
   for (int i = 0; i < 24; ++i)
     for (int j = 0; j < 24; ++j) {
       double expect = 0;
-      for (int p = 0; p < 8; ++p) expect += std::cos((i - j) * std::pow(10000.0, -2.0 * p / 16)) / 8;
+      for (int p = 0; p < 8; ++p)
+        expect += std::cos((i - j) * std::pow(10000.0, -2.0 * p / 16)) / 8;
       CHECK(rope(i, j) == doctest::Approx(expect).epsilon(1e-4));
     }
   // Sinusoidal similarity also depends on the distance only (up to float rounding).
@@ -212,7 +221,8 @@ TEST_CASE("inspect/a trained causal run: attention rows, zeros above the diagona
 
 TEST_CASE("inspect/a prefix-LM run reads the text whole, as generation reads a prompt") {
   TempDir dir;
-  const std::string yaml = std::regex_replace(std::string(kTiny), std::regex("attention: causal"), "attention: prefix_lm");
+  const std::string yaml = std::regex_replace(std::string(kTiny), std::regex("attention: causal"),
+                                              "attention: prefix_lm");
   REQUIRE(yaml.find("prefix_lm") != std::string::npos);
   auto run = ablate::load_run(train(dir, yaml));
   auto in = ablate::inspect_run(run, text_options(50));
@@ -230,7 +240,8 @@ TEST_CASE("inspect/a prefix-LM run reads the text whole, as generation reads a p
 TEST_CASE("inspect/the page renders in headless Chromium and the HDF5 file reads in h5py") {
   TempDir d;
   const std::string run = tiny_run();
-  auto r = ablate::test::run_command(ablate::test::ablate_binary() + " inspect " + run + " --text 'ROMEO:\nBut soft, what' --perplexity 5 -o " +
+  auto r = ablate::test::run_command(ablate::test::ablate_binary() + " inspect " + run +
+                                     " --text 'ROMEO:\nBut soft, what' --perplexity 5 -o " +
                                      (d / "inspect.html"));
   CAPTURE(r.output);
   REQUIRE(r.status == 0);
@@ -242,16 +253,20 @@ TEST_CASE("inspect/the page renders in headless Chromium and the HDF5 file reads
   CHECK(html.find(" src=") == std::string::npos);
 
   if (!ablate::test::have_chromium()) {
-    MESSAGE("chromium is not installed: skipping the rendering check (tools/bootstrap.sh installs it)");
+    MESSAGE(
+        "chromium is not installed: skipping the rendering check (tools/bootstrap.sh installs it)");
   } else {
-    auto dom = ablate::test::run_command(ablate::test::chromium_flags(d) + "--dump-dom file://" + (d / "inspect.html") + " 2>/dev/null");
+    auto dom = ablate::test::run_command(ablate::test::chromium_flags(d) + "--dump-dom file://" +
+                                         (d / "inspect.html") + " 2>/dev/null");
     REQUIRE(dom.status == 0);
     const std::string& html_dom = dom.output;
     // Every expected plot: 2 layers x 2 heads, the next-token bars, four token maps, the
     // learned position similarity and the references.
     CHECK(count(html_dom, "data-plot=\"attention-l") == 4);
-    for (const char* kind : {"next-token", "embedding-pca", "embedding-tsne", "lm-head-pca", "lm-head-tsne", "positional-learned-cosine",
-                             "positional-sinusoidal-cosine", "positional-rope-rotary_kernel", "positional-alibi-bias"})
+    for (const char* kind :
+         {"next-token", "embedding-pca", "embedding-tsne", "lm-head-pca", "lm-head-tsne",
+          "positional-learned-cosine", "positional-sinusoidal-cosine",
+          "positional-rope-rotary_kernel", "positional-alibi-bias"})
       CHECK_MESSAGE(count(html_dom, std::string("data-plot=\"") + kind + "\"") == 1, kind);
     CHECK(count(html_dom, "<rect class=\"bar\"") == 20);
     // Labels: the input's newline and space are visible in the maps.
@@ -259,13 +274,16 @@ TEST_CASE("inspect/the page renders in headless Chromium and the HDF5 file reads
     CHECK(html_dom.find("data-label=\"\xE2\x90\xA3\"") != std::string::npos);
     // The attention maps of this causal model are zero, and blank, above the diagonal.
     const int T = 21;
-    std::regex cell("<rect class=\"cell\" data-row=\"(\\d+)\" data-col=\"(\\d+)\" data-value=\"([^\"]+)\"[^>]*fill=\"([^\"]+)\"");
+    std::regex cell(
+        "<rect class=\"cell\" data-row=\"(\\d+)\" data-col=\"(\\d+)\" "
+        "data-value=\"([^\"]+)\"[^>]*fill=\"([^\"]+)\"");
     const size_t a0 = html_dom.find("id=\"attention\""), a1 = html_dom.find("id=\"embeddings\"");
     REQUIRE(a0 != std::string::npos);
     REQUIRE(a1 > a0);
     const std::string attention = html_dom.substr(a0, a1 - a0);
     int above = 0, above_nonzero = 0, below = 0, below_zero = 0;
-    for (auto it = std::sregex_iterator(attention.begin(), attention.end(), cell); it != std::sregex_iterator(); ++it) {
+    for (auto it = std::sregex_iterator(attention.begin(), attention.end(), cell);
+         it != std::sregex_iterator(); ++it) {
       const int i = std::stoi((*it)[1]), j = std::stoi((*it)[2]);
       const std::string v = (*it)[3], fill = (*it)[4];
       if (j > i) {
@@ -281,12 +299,14 @@ TEST_CASE("inspect/the page renders in headless Chromium and the HDF5 file reads
     CHECK(below == 4 * T * (T + 1) / 2);
     CHECK(below_zero == 0);
 
-    auto shot = ablate::test::run_command(ablate::test::chromium_flags(d) + "--screenshot=" + (d / "inspect.png") +
-                                          " --window-size=1200,1600 file://" + (d / "inspect.html"));
+    auto shot = ablate::test::run_command(
+        ablate::test::chromium_flags(d) + "--screenshot=" + (d / "inspect.png") +
+        " --window-size=1200,1600 file://" + (d / "inspect.html"));
     CAPTURE(shot.output);
     REQUIRE(fs::exists(d / "inspect.png"));
     d.write("png_stats.py", ablate::test::kPngStats);
-    auto st = ablate::test::run_command("/usr/bin/python3 " + (d / "png_stats.py") + " " + (d / "inspect.png"));
+    auto st = ablate::test::run_command("/usr/bin/python3 " + (d / "png_stats.py") + " " +
+                                        (d / "inspect.png"));
     CAPTURE(st.output);
     REQUIRE(st.status == 0);
     std::istringstream in(st.output);
@@ -294,8 +314,9 @@ TEST_CASE("inspect/the page renders in headless Chromium and the HDF5 file reads
     in >> w >> h >> nonwhite >> blue >> orange >> yellow;
     CHECK(w == 1200);
     CHECK(nonwhite > w * h / 20);
-    CHECK(blue > 100);    // the bars
-    CHECK(yellow > 50);   // the brightest attention cells (position 0 attends to itself with weight 1)
+    CHECK(blue > 100);  // the bars
+    CHECK(yellow >
+          50);  // the brightest attention cells (position 0 attends to itself with weight 1)
   }
 
   if (ablate::test::run_command("/usr/bin/python3 -c 'import h5py'").status != 0) {
@@ -326,23 +347,29 @@ assert f['positional/learned/vectors'].shape == (24, 32)
 assert f['positional/rope'].attrs['reference'] == 1
 print('ok', V)
 )");
-  auto py = ablate::test::run_command("/usr/bin/python3 " + (d / "check.py") + " " + (d / "inspect.h5"));
+  auto py =
+      ablate::test::run_command("/usr/bin/python3 " + (d / "check.py") + " " + (d / "inspect.h5"));
   CAPTURE(py.output);
   CHECK(py.status == 0);
   CHECK(py.output.rfind("ok ", 0) == 0);
 }
 
-TEST_CASE("inspect/an encoding that reads the tokens is probed on the text too (place_value on a problem)") {
+TEST_CASE(
+    "inspect/an encoding that reads the tokens is probed on the text too (place_value on a "
+    "problem)") {
   TempDir d;
-  auto gen = ablate::test::run_command(ablate::test::ablate_binary() + " data arithmetic --ops +- --train " + (d / "train.txt") +
-                                       " --test " + (d / "test.txt") + " --train-count 400 --test-count 10 --seed 5");
+  auto gen = ablate::test::run_command(
+      ablate::test::ablate_binary() + " data arithmetic --ops +- --train " + (d / "train.txt") +
+      " --test " + (d / "test.txt") + " --train-count 400 --test-count 10 --seed 5");
   REQUIRE_MESSAGE(gen.status == 0, gen.output);
-  const std::string run = train(d, "name: pv\nseed: 2\ndata: {path: " + (d / "train.txt") +
-                                       ", train_fraction: 0.9, windows: lines, fill: pad, score_after: \"=\"}\n"
-                                       "tokenizer: char\nmodel: {d_model: 16, n_heads: 2, n_layers: 1, context: 36, positional: "
-                                       "{type: place_value, decimals: 2}, ffn: relu}\n"
-                                       "train: {steps: 4, batch_size: 8, eval_every: 4, eval_batches: 1, checkpoint_every: 4}\n"
-                                       "optimizer: {type: adamw, lr: 1.0e-3}\nsample: {tokens: 0}\n");
+  const std::string run = train(
+      d,
+      "name: pv\nseed: 2\ndata: {path: " + (d / "train.txt") +
+          ", train_fraction: 0.9, windows: lines, fill: pad, score_after: \"=\"}\n"
+          "tokenizer: char\nmodel: {d_model: 16, n_heads: 2, n_layers: 1, context: 36, positional: "
+          "{type: place_value, decimals: 2}, ffn: relu}\n"
+          "train: {steps: 4, batch_size: 8, eval_every: 4, eval_batches: 1, checkpoint_every: 4}\n"
+          "optimizer: {type: adamw, lr: 1.0e-3}\nsample: {tokens: 0}\n");
   // 0 '$', 1 '(', 2-5 zeros, 6 '7' (hundreds), 7 '5', 8 '3' (units), 9 '.', 10 '7' (tenths),
   // 11 '8', 12 '+', 13-19 zeros, 20 '9' (hundreds), 21 '1', 22 '0' (units), 23 ')', 24 '='.
   ablate::InspectOptions o;
@@ -355,7 +382,8 @@ TEST_CASE("inspect/an encoding that reads the tokens is probed on the text too (
   for (const auto& v : in.positional) views[v.variant + "/" + v.key] = &v;
   REQUIRE(views.count("place_value/cosine"));
   REQUIRE(views.count("place_value/cosine_text"));
-  for (const auto& [key, v] : views) CHECK_MESSAGE((v->key != "cosine_text" || v->variant == "place_value"), key);  // only the run's
+  for (const auto& [key, v] : views)
+    CHECK_MESSAGE((v->key != "cosine_text" || v->variant == "place_value"), key);  // only the run's
   const auto& text = *views["place_value/cosine_text"];
   const auto& bare = *views["place_value/cosine"];
   REQUIRE(text.vectors.rows() == 25);
@@ -364,7 +392,9 @@ TEST_CASE("inspect/an encoding that reads the tokens is probed on the text too (
   // On the text each digit adds its place row where the bare probe adds the "other" row:
   // the difference is the same for the two hundreds, the same for the two units, and
   // nothing for a bracket.
-  auto place = [&](int i) -> Eigen::VectorXd { return (text.vectors.row(i) - bare.vectors.row(i)).transpose(); };
+  auto place = [&](int i) -> Eigen::VectorXd {
+    return (text.vectors.row(i) - bare.vectors.row(i)).transpose();
+  };
   const double scale = place(6).norm();
   REQUIRE(scale > 0);
   CHECK((place(6) - place(20)).norm() < 1e-5 * scale);
@@ -375,23 +405,27 @@ TEST_CASE("inspect/an encoding that reads the tokens is probed on the text too (
   CHECK(text.values(6, 6) == doctest::Approx(1));
 
   // The command writes it to the HDF5 file and the page.
-  auto r = ablate::test::run_command(ablate::test::ablate_binary() + " inspect " + run + " --text '" + o.text + "' -o " + (d / "pv.html"));
+  auto r = ablate::test::run_command(ablate::test::ablate_binary() + " inspect " + run +
+                                     " --text '" + o.text + "' -o " + (d / "pv.html"));
   CAPTURE(r.output);
   REQUIRE(r.status == 0);
-  CHECK(ablate::test::read_file(d / "pv.html").find("place_value: cosine similarity of position vectors on the text") !=
+  CHECK(ablate::test::read_file(d / "pv.html")
+            .find("place_value: cosine similarity of position vectors on the text") !=
         std::string::npos);
   if (ablate::test::run_command("/usr/bin/python3 -c 'import h5py'").status != 0) return;
-  auto py = ablate::test::run_command("/usr/bin/python3 -c \"import h5py; f = h5py.File('" + (d / "pv.h5") +
-                                      "', 'r'); g = f['positional/place_value']; "
-                                      "print(g['cosine_text'].shape, g['cosine_text_vectors'].shape, g['vectors'].shape)\"");
+  auto py = ablate::test::run_command(
+      "/usr/bin/python3 -c \"import h5py; f = h5py.File('" + (d / "pv.h5") +
+      "', 'r'); g = f['positional/place_value']; "
+      "print(g['cosine_text'].shape, g['cosine_text_vectors'].shape, g['vectors'].shape)\"");
   CAPTURE(py.output);
   CHECK(py.output == "(25, 25) (25, 16) (36, 16)\n");
 }
 
 TEST_CASE("inspect/--h5 names the numbers' file and a tied head is drawn once") {
   TempDir d;
-  auto r = ablate::test::run_command(ablate::test::ablate_binary() + " inspect " + tiny_run() + " --text 'ROMEO:' --top 5 -o " +
-                                     (d / "page.html") + " --h5 " + (d / "numbers.h5"));
+  auto r = ablate::test::run_command(ablate::test::ablate_binary() + " inspect " + tiny_run() +
+                                     " --text 'ROMEO:' --top 5 -o " + (d / "page.html") + " --h5 " +
+                                     (d / "numbers.h5"));
   CAPTURE(r.output);
   REQUIRE(r.status == 0);
   CHECK(fs::exists(d / "numbers.h5"));
@@ -417,31 +451,38 @@ TEST_CASE("inspect/--h5 names the numbers' file and a tied head is drawn once") 
 TEST_CASE("inspect/bad input names the flag, the value and a fix") {
   TempDir d;
   const std::string run = tiny_run(), bin = ablate::test::ablate_binary() + " inspect ";
-  auto unknown = ablate::test::run_command(bin + run + " --text 'caf\xC3\xA9 ~' -o " + (d / "a.html"));
+  auto unknown =
+      ablate::test::run_command(bin + run + " --text 'caf\xC3\xA9 ~' -o " + (d / "a.html"));
   CHECK(unknown.status != 0);
   CHECK(unknown.output.find("--text") != std::string::npos);
   CHECK(unknown.output.find("'\xC3\xA9'") != std::string::npos);
   CHECK(unknown.output.find("use only characters of the training data") != std::string::npos);
 
-  auto longer = ablate::test::run_command(bin + run + " --text '" + std::string(30, 'a') + "' -o " + (d / "a.html"));
+  auto longer = ablate::test::run_command(bin + run + " --text '" + std::string(30, 'a') + "' -o " +
+                                          (d / "a.html"));
   CHECK(longer.status != 0);
-  CHECK(longer.output.find("30 tokens long, longer than the model's context of 24") != std::string::npos);
+  CHECK(longer.output.find("30 tokens long, longer than the model's context of 24") !=
+        std::string::npos);
 
-  auto perp = ablate::test::run_command(bin + run + " --text ab --perplexity 400 -o " + (d / "a.html"));
+  auto perp =
+      ablate::test::run_command(bin + run + " --text ab --perplexity 400 -o " + (d / "a.html"));
   CHECK(perp.status == 2);
   CHECK(perp.output.find("--perplexity 400 is too large") != std::string::npos);
   CHECK(perp.output.find("choose e.g. --perplexity") != std::string::npos);
 
-  auto nan = ablate::test::run_command(bin + run + " --text ab --perplexity nan -o " + (d / "a.html"));
+  auto nan =
+      ablate::test::run_command(bin + run + " --text ab --perplexity nan -o " + (d / "a.html"));
   CHECK(nan.status == 2);
 
-  auto no_ckpt = ablate::test::run_command(bin + d.path.string() + " --text ab -o " + (d / "a.html"));
+  auto no_ckpt =
+      ablate::test::run_command(bin + d.path.string() + " --text ab -o " + (d / "a.html"));
   CHECK(no_ckpt.status != 0);
   CHECK(no_ckpt.output.find("no checkpoint here") != std::string::npos);
 
   auto no_dir = ablate::test::run_command(bin + run + " --text ab -o " + (d / "missing/a.html"));
   CHECK(no_dir.status == 2);
-  CHECK(no_dir.output.find("-o " + (d / "missing/a.html") + ": the directory") != std::string::npos);
+  CHECK(no_dir.output.find("-o " + (d / "missing/a.html") + ": the directory") !=
+        std::string::npos);
   CHECK(no_dir.output.find("mkdir -p") != std::string::npos);
 
   auto no_text = ablate::test::run_command(bin + run);
@@ -450,17 +491,23 @@ TEST_CASE("inspect/bad input names the flag, the value and a fix") {
   CHECK_FALSE(fs::exists(d / "a.html"));
 }
 
-TEST_CASE("inspect/generate refuses characters the tokenizer does not know, as inspect does, its output ends with a newline") {
+TEST_CASE(
+    "inspect/generate refuses characters the tokenizer does not know, as inspect does, its output "
+    "ends with a newline") {
   const std::string run = tiny_run(), bin = ablate::test::ablate_binary() + " generate ";
   auto unknown = ablate::test::run_command(bin + run + " --prompt 'caf\xC3\xA9' -n 3");
   CHECK(unknown.status == 1);
-  CHECK(unknown.output.find("the prompt has 1 character the run's tokenizer does not know: '\xC3\xA9'") != std::string::npos);
+  CHECK(unknown.output.find(
+            "the prompt has 1 character the run's tokenizer does not know: '\xC3\xA9'") !=
+        std::string::npos);
   CHECK(unknown.output.find("--allow-unknown") != std::string::npos);
   // With --allow-unknown: a warning on stderr, the text (unknown symbol as U+FFFD) on stdout.
-  auto allowed = ablate::test::run_command("(" + bin + run + " --prompt 'caf\xC3\xA9' -n 3 --allow-unknown 2>/dev/null)");
+  auto allowed = ablate::test::run_command(
+      "(" + bin + run + " --prompt 'caf\xC3\xA9' -n 3 --allow-unknown 2>/dev/null)");
   CHECK(allowed.status == 0);
   CHECK(allowed.output.rfind("caf\xEF\xBF\xBD", 0) == 0);
-  auto warned = ablate::test::run_command("(" + bin + run + " --prompt 'caf\xC3\xA9' -n 3 --allow-unknown 2>&1 >/dev/null)");
+  auto warned = ablate::test::run_command(
+      "(" + bin + run + " --prompt 'caf\xC3\xA9' -n 3 --allow-unknown 2>&1 >/dev/null)");
   CHECK(warned.output.find("warning: the prompt has 1 character") != std::string::npos);
   for (const char* n : {"0", "5"}) {
     auto ok = ablate::test::run_command("(" + bin + run + " --prompt ab -n " + n + " 2>/dev/null)");

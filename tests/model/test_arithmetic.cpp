@@ -39,23 +39,28 @@ std::unique_ptr<ablate::Tokenizer> char_tokenizer(const std::string& text) {
   YAML::Node n;
   n["type"] = "char";
   ablate::Options o(n, std::make_shared<ablate::ConfigSource>(), "tokenizer");
-  auto tok = reg.create<ablate::Tokenizer>(o, ablate::BuildContext{{}, ablate::ParamScope(none, ""), 0});
+  auto tok =
+      reg.create<ablate::Tokenizer>(o, ablate::BuildContext{{}, ablate::ParamScope(none, ""), 0});
   tok->fit(text);
   return tok;
 }
 
-std::unique_ptr<ablate::Model> small_model(const ablate::Tokenizer& tok, int64_t context, uint64_t seed,
-                                          const std::string& attention = "causal", const std::string& positional = "learned") {
+std::unique_ptr<ablate::Model> small_model(const ablate::Tokenizer& tok, int64_t context,
+                                           uint64_t seed, const std::string& attention = "causal",
+                                           const std::string& positional = "learned") {
   ablate::test::registry();
-  YAML::Node n = YAML::Load("{d_model: 32, n_heads: 4, n_layers: 2, context: " + std::to_string(context) + ", positional: " +
-                            positional + ", ffn: relu, block: prenorm, norm: layernorm, attention: " + attention + "}");
+  YAML::Node n =
+      YAML::Load("{d_model: 32, n_heads: 4, n_layers: 2, context: " + std::to_string(context) +
+                 ", positional: " + positional +
+                 ", ffn: relu, block: prenorm, norm: layernorm, attention: " + attention + "}");
   ablate::Options o(n, std::make_shared<ablate::ConfigSource>(), "model");
   return std::make_unique<ablate::Model>(o, tok.vocab_size(), seed, ablate::token_texts(tok));
 }
 
 // The reference decoder: one sequence at a time, the whole sequence re-encoded for every
 // character, argmax of the last position; the prompt is the prefix (read whole by prefix_lm).
-std::string recompute_greedy(ablate::Model& m, const ablate::Tokenizer& tok, const std::string& prompt, int64_t max_chars) {
+std::string recompute_greedy(ablate::Model& m, const ablate::Tokenizer& tok,
+                             const std::string& prompt, int64_t max_chars) {
   std::vector<int32_t> seq = tok.encode(prompt);
   std::string out;
   ablate::Graph g;
@@ -79,7 +84,8 @@ std::string recompute_greedy(ablate::Model& m, const ablate::Tokenizer& tok, con
 
 // Reads the data section `yaml` (a flow map) of an experiment in `dir`, with a char
 // tokenizer fitted on `text`, into d; the tokenizer.
-std::unique_ptr<ablate::Tokenizer> load_data(const ablate::test::TempDir& dir, const std::string& text, const std::string& yaml,
+std::unique_ptr<ablate::Tokenizer> load_data(const ablate::test::TempDir& dir,
+                                             const std::string& text, const std::string& yaml,
                                              int64_t context, ablate::TextData& d) {
   auto exp = ablate::Experiment::parse("data: " + yaml, "test.yaml", dir.path.string());
   auto tok = char_tokenizer(text);
@@ -141,7 +147,8 @@ TEST_CASE("arithmetic/numbers are exact and rounded half away from zero") {
   CHECK(ar::format_decimal({-5, 2}) == "-0.05");
   CHECK(ar::format_decimal({0, 2}) == "0");
   CHECK(ar::format_decimal(ar::compute({400, 0}, '/', {344, 0}, 2)) == "1.16");
-  CHECK(ar::format_decimal(ar::compute({1, 0}, '/', {8, 0}, 2)) == "0.13");   // 0.125: half away from zero
+  CHECK(ar::format_decimal(ar::compute({1, 0}, '/', {8, 0}, 2)) ==
+        "0.13");  // 0.125: half away from zero
   CHECK(ar::format_decimal(ar::compute({125, 2}, '*', {101, 2}, 2)) == "1.26");  // 1.2625
   CHECK(ar::format_decimal(ar::compute({208, 2}, '-', {13622, 2}, 2)) == "-134.14");
   CHECK(ar::format_decimal(ar::compute({4, 0}, '/', {2, 0}, 2)) == "2");
@@ -190,7 +197,8 @@ TEST_CASE("arithmetic/generator options: digits, plain order, no padding, widths
   // Bad options are errors that say what to change.
   ar::GeneratorOptions bad;
   bad.ops = "+%";
-  CHECK_THROWS_WITH_AS(ar::Generator{bad}, doctest::Contains("unknown operation '%'"), ablate::Error);
+  CHECK_THROWS_WITH_AS(ar::Generator{bad}, doctest::Contains("unknown operation '%'"),
+                       ablate::Error);
   bad.ops = "+";
   bad.min = 5;
   bad.max = 2;
@@ -219,8 +227,10 @@ TEST_CASE("arithmetic/train and test never share a problem") {
   for (const auto& l : s2.test) CHECK_FALSE(exclude.count(l));
   for (const auto& l : s2.train) CHECK_FALSE(exclude.count(l));
   // Asking for more test problems than exist is an error, not a hang.
-  CHECK_THROWS_WITH_AS(ar::generate_split(o, 10, 101), doctest::Contains("too small"), ablate::Error);
-  CHECK_THROWS_WITH_AS(ar::generate_split(o, 10, 100), doctest::Contains("whole problem space"), ablate::Error);
+  CHECK_THROWS_WITH_AS(ar::generate_split(o, 10, 101), doctest::Contains("too small"),
+                       ablate::Error);
+  CHECK_THROWS_WITH_AS(ar::generate_split(o, 10, 100), doctest::Contains("whole problem space"),
+                       ablate::Error);
 }
 
 TEST_CASE("arithmetic/scorer on hand-made predictions") {
@@ -265,7 +275,8 @@ TEST_CASE("arithmetic/scorer on hand-made predictions") {
     CHECK(s.prediction.empty());
   }
   SUBCASE("breakdowns and the run-file row") {
-    std::vector<ar::ParsedProblem> ps = {ar::parse_problem(kReferenceLines[0]), ar::parse_problem(kReferenceLines[1]),
+    std::vector<ar::ParsedProblem> ps = {ar::parse_problem(kReferenceLines[0]),
+                                         ar::parse_problem(kReferenceLines[1]),
                                          ar::parse_problem(kReferenceLines[2])};
     ar::Report r;
     r.add(ps[0], ar::score_answer(ps[0].answer, ps[0].answer + "$"));
@@ -301,7 +312,8 @@ TEST_CASE("arithmetic/scorer on hand-made predictions") {
     CHECK(m.at("em_sub_dec_dec") == 0);
     CHECK(!m.count("em_add_dec_dec"));  // bins come from the problems' layout
     CHECK(m.count("acc_pos_9"));
-    for (const auto& [k, v] : row) CHECK(k.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string::npos);
+    for (const auto& [k, v] : row)
+      CHECK(k.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string::npos);
     // A subset keeps the columns (empty bins are NaN).
     ar::Report empty;
     auto row0 = empty.row(layout, true);
@@ -311,7 +323,9 @@ TEST_CASE("arithmetic/scorer on hand-made predictions") {
   }
 }
 
-TEST_CASE("arithmetic/batched KV-cache decoding equals unbatched full-recompute greedy decoding (causal, prefix LM, place values)") {
+TEST_CASE(
+    "arithmetic/batched KV-cache decoding equals unbatched full-recompute greedy decoding (causal, "
+    "prefix LM, place values)") {
   std::string attention = "causal", positional = "learned";  // the test runs once per subcase
   SUBCASE("causal") {}
   SUBCASE("prefix_lm") { attention = "prefix_lm"; }
@@ -363,8 +377,9 @@ TEST_CASE("arithmetic/batched KV-cache decoding equals unbatched full-recompute 
   CHECK(distinct.size() > 3);  // the check is not vacuous
   // A prompt and answer longer than the context is an error naming the fix.
   std::vector<std::string> long_prompt = {std::string(30, '1')};
-  CHECK_THROWS_WITH_AS(ablate::decode_prompts(*model, *tok, long_prompt, {5}, ablate::DecodeOptions{}, "$"), doctest::Contains("model.context"),
-                       ablate::Error);
+  CHECK_THROWS_WITH_AS(
+      ablate::decode_prompts(*model, *tok, long_prompt, {5}, ablate::DecodeOptions{}, "$"),
+      doctest::Contains("model.context"), ablate::Error);
 }
 
 TEST_CASE("arithmetic/score_after scores only each line's answer") {
@@ -372,11 +387,14 @@ TEST_CASE("arithmetic/score_after scores only each line's answer") {
   std::string text;
   for (int i = 0; i < 40; ++i) text += std::string("$7+5=21$\n$10+20=03$\n$3+4=7$\n");
   dir.write("lines.txt", text);
-  auto load = [&](const std::string& yaml, ablate::TextData& d) { return load_data(dir, text, yaml, 16, d); };
+  auto load = [&](const std::string& yaml, ablate::TextData& d) {
+    return load_data(dir, text, yaml, 16, d);
+  };
   for (const char* fill : {"pack", "pad"}) {
     CAPTURE(fill);
     ablate::TextData d;
-    auto tok = load(std::string("{path: lines.txt, windows: lines, score_after: '=', fill: ") + fill + "}", d);
+    auto tok = load(
+        std::string("{path: lines.txt, windows: lines, score_after: '=', fill: ") + fill + "}", d);
     const int32_t eq = tok->encode("=")[0], nl = tok->encode("\n")[0];
     const int64_t B = 32, T = 16;
     std::vector<int32_t> x(B * T), y(B * T), y_all(B * T), x_all(B * T);
@@ -404,14 +422,17 @@ TEST_CASE("arithmetic/score_after scores only each line's answer") {
                        doctest::Contains("is 2 tokens for this tokenizer"), ablate::ConfigError);
   CHECK_THROWS_WITH_AS(load("{path: lines.txt, windows: lines, score_after: '*'}", d),
                        doctest::Contains("no line of"), ablate::ConfigError);
-  CHECK_THROWS_WITH_AS(load("{path: lines.txt, score_after: '='}", d), doctest::Contains("add data.windows: lines"),
-                       ablate::ConfigError);
+  CHECK_THROWS_WITH_AS(load("{path: lines.txt, score_after: '='}", d),
+                       doctest::Contains("add data.windows: lines"), ablate::ConfigError);
 }
 
-TEST_CASE("arithmetic/a DataMemo reads the data once for experiments that share it, and again when anything differs") {
+TEST_CASE(
+    "arithmetic/a DataMemo reads the data once for experiments that share it, and again when "
+    "anything differs") {
   ablate::test::TempDir dir;
   std::string text;
-  for (int i = 0; i < 40; ++i) text += "$" + std::to_string(i) + "+5=" + std::to_string(i + 5) + "$\n";
+  for (int i = 0; i < 40; ++i)
+    text += "$" + std::to_string(i) + "+5=" + std::to_string(i + 5) + "$\n";
   dir.write("lines.txt", text);
   const std::string section = "{path: lines.txt, windows: lines, score_after: '='}";
   // A fresh (unfitted) char tokenizer each call, as every point of a sweep builds its own.
@@ -419,7 +440,8 @@ TEST_CASE("arithmetic/a DataMemo reads the data once for experiments that share 
                   std::unique_ptr<ablate::Tokenizer>* kept = nullptr) {
     auto exp = ablate::Experiment::parse("data: " + yaml, "test.yaml", dir.path.string());
     auto tok = char_tokenizer("");
-    auto d = ablate::load_shared_text_data(exp.root().child("data"), dir.path.string(), *tok, tok_key, 16);
+    auto d = ablate::load_shared_text_data(exp.root().child("data"), dir.path.string(), *tok,
+                                           tok_key, 16);
     if (kept) *kept = std::move(tok);
     return d;
   };
@@ -439,7 +461,8 @@ TEST_CASE("arithmetic/a DataMemo reads the data once for experiments that share 
     auto other = load("{path: lines.txt, windows: lines, score_after: '=', train_fraction: 0.5}");
     CHECK(other != first);
     CHECK(other->train.size() < first->train.size());
-    CHECK(load("{path: lines.txt, windows: lines, score_after: '=', train_fraction: 0.5}") == other);
+    CHECK(load("{path: lines.txt, windows: lines, score_after: '=', train_fraction: 0.5}") ==
+          other);
     CHECK(load(section, "{type: char, other: 1}") != load(section));
     auto before = load(section);
     dir.write("lines.txt", text + "$100+5=105$\n");  // another size
@@ -447,25 +470,31 @@ TEST_CASE("arithmetic/a DataMemo reads the data once for experiments that share 
     CHECK(changed != before);
     CHECK(changed->train_lines.size() + changed->val_lines.size() == 41);
     // Options are checked on every call, memo or not.
-    CHECK_THROWS_WITH_AS(load("{path: lines.txt, windows: line, score_after: '='}"), doctest::Contains("windows"),
-                         ablate::ConfigError);
+    CHECK_THROWS_WITH_AS(load("{path: lines.txt, windows: line, score_after: '='}"),
+                         doctest::Contains("windows"), ablate::ConfigError);
     CHECK_THROWS_WITH_AS(ablate::DataMemo(), doctest::Contains("one at a time"), ablate::Error);
   }
   auto after = load(section);  // the memo gone: read again
   CHECK(load(section) != after);
 }
 
-TEST_CASE("arithmetic/line_weights draws matching lines as often as their weights say, at the steps given") {
+TEST_CASE(
+    "arithmetic/line_weights draws matching lines as often as their weights say, at the steps "
+    "given") {
   ablate::test::TempDir dir;
   // Three kinds of line, equally many: the operation at index 2 tells them apart.
   std::string text;
   for (int i = 0; i < 60; ++i) text += std::string("$1*2=2$\n$3+4=7$\n$5-1=4$\n");
   dir.write("lines.txt", text);
-  auto load = [&](const std::string& yaml, ablate::TextData& d) { return load_data(dir, text, yaml, 7, d); };
+  auto load = [&](const std::string& yaml, ablate::TextData& d) {
+    return load_data(dir, text, yaml, 7, d);
+  };
   ablate::TextData d;
-  auto tok = load("{path: lines.txt, windows: lines, fill: pad, line_weights: [{match: '\\*', weight: 0, until: 10}, "
-                  "{match: '\\+', weight: 4, from: 5}]}",
-                  d);
+  auto tok = load(
+      "{path: lines.txt, windows: lines, fill: pad, line_weights: [{match: '\\*', weight: 0, "
+      "until: 10}, "
+      "{match: '\\+', weight: 4, from: 5}]}",
+      d);
   const int64_t B = 3000, T = 7;
   std::vector<int32_t> x(B * T), y(B * T);
   // The share of windows whose line has each operation, at `step`.
@@ -477,9 +506,13 @@ TEST_CASE("arithmetic/line_weights draws matching lines as often as their weight
     return n;
   };
   // Sampling error of a share of 3000 draws is at most 0.009; 0.04 is over 4 of them.
-  struct Case { int64_t step; double mul, add, sub; };
-  for (const Case& c : {Case{-1, 1 / 3., 1 / 3., 1 / 3.}, Case{1, 0, 0.5, 0.5}, Case{4, 0, 0.5, 0.5},
-                        Case{5, 0, 0.8, 0.2}, Case{10, 0, 0.8, 0.2}, Case{11, 1 / 6., 4 / 6., 1 / 6.}}) {
+  struct Case {
+    int64_t step;
+    double mul, add, sub;
+  };
+  for (const Case& c :
+       {Case{-1, 1 / 3., 1 / 3., 1 / 3.}, Case{1, 0, 0.5, 0.5}, Case{4, 0, 0.5, 0.5},
+        Case{5, 0, 0.8, 0.2}, Case{10, 0, 0.8, 0.2}, Case{11, 1 / 6., 4 / 6., 1 / 6.}}) {
     CAPTURE(c.step);
     auto n = shares(c.step);
     CHECK(std::abs(n["*"] - c.mul) < 0.04);
@@ -498,7 +531,10 @@ TEST_CASE("arithmetic/line_weights draws matching lines as often as their weight
   // draw: a curriculum that has ended leaves the rest of the run as it would be.
   {
     ablate::TextData e;
-    load("{path: lines.txt, windows: lines, fill: pad, line_weights: [{match: '\\*', weight: 3, until: 10}]}", e);
+    load(
+        "{path: lines.txt, windows: lines, fill: pad, line_weights: [{match: '\\*', weight: 3, "
+        "until: 10}]}",
+        e);
     ablate::TextData plain;
     load("{path: lines.txt, windows: lines, fill: pad}", plain);
     std::vector<int32_t> x2(B * T), y2(B * T);
@@ -513,15 +549,19 @@ TEST_CASE("arithmetic/line_weights draws matching lines as often as their weight
   auto fails = [&](const std::string& rules, const std::string& message) {
     CAPTURE(rules);
     ablate::TextData bad;
-    CHECK_THROWS_WITH_AS(load("{path: lines.txt, windows: lines, line_weights: " + rules + "}", bad), doctest::Contains(message.c_str()),
-                         ablate::ConfigError);
+    CHECK_THROWS_WITH_AS(
+        load("{path: lines.txt, windows: lines, line_weights: " + rules + "}", bad),
+        doctest::Contains(message.c_str()), ablate::ConfigError);
   };
   fails("[{match: '[', weight: 2}]", "is not a regular expression (ECMAScript)");
-  fails("[{match: '1', weight: 1}, {match: '[', weight: 2}]", "test.yaml:1:89: data.line_weights.1.match");
+  fails("[{match: '1', weight: 1}, {match: '[', weight: 2}]",
+        "test.yaml:1:89: data.line_weights.1.match");
   fails("[{match: 'Q', weight: 2}]", "'Q' matches none of the 162 training lines");
   fails("[{match: '\\$', weight: 2}]", "matches every one of the 162 training lines");
-  fails("[{match: '\\*', weight: 0}, {match: '[-+]', weight: 0}]", "at step 1 every training line has weight 0");
-  fails("[{match: '\\*', weight: 0, from: 3}, {match: '[-+]', weight: 0, until: 5}]", "at step 3 every training line has weight 0");
+  fails("[{match: '\\*', weight: 0}, {match: '[-+]', weight: 0}]",
+        "at step 1 every training line has weight 0");
+  fails("[{match: '\\*', weight: 0, from: 3}, {match: '[-+]', weight: 0, until: 5}]",
+        "at step 3 every training line has weight 0");
   fails("[{match: '\\*', weight: -1}]", "out of range");
   fails("[{match: '\\*', weight: 2, from: 5, until: 4}]", "is before from (5)");
   fails("[{match: '\\*', wieght: 2}]", "Did you mean 'weight'");
@@ -606,24 +646,26 @@ TEST_CASE("arithmetic/line windows start at problems and mask padding") {
     for (int64_t b = 0; b < B; ++b) {
       CHECK(x[b * T] == dollar);
       // Packed: the following line continues right after the first newline.
-      int64_t first_nl = std::find(x.begin() + b * T, x.begin() + (b + 1) * T, nl) - (x.begin() + b * T);
+      int64_t first_nl =
+          std::find(x.begin() + b * T, x.begin() + (b + 1) * T, nl) - (x.begin() + b * T);
       packed += first_nl + 1 < T && x[b * T + first_nl + 1] == dollar && y[b * T + T - 1] >= 0;
     }
     CHECK(packed > B / 2);
   }
   {
     ablate::TextData d;
-    CHECK_THROWS_WITH_AS(load("{path: lines.txt, windows: lines}", 5, d), doctest::Contains("raise model.context"),
-                         ablate::ConfigError);
-    CHECK_THROWS_WITH_AS(load("{path: lines.txt, fill: pad}", 5, d), doctest::Contains("data.windows: lines"),
-                         ablate::ConfigError);
+    CHECK_THROWS_WITH_AS(load("{path: lines.txt, windows: lines}", 5, d),
+                         doctest::Contains("raise model.context"), ablate::ConfigError);
+    CHECK_THROWS_WITH_AS(load("{path: lines.txt, fill: pad}", 5, d),
+                         doctest::Contains("data.windows: lines"), ablate::ConfigError);
   }
 }
 
 TEST_CASE("arithmetic/a tiny model learns 1-digit addition well above chance") {
   ablate::test::TempDir dir;
   // Every 1-digit sum, reversed: $(3+4)=70$. 20 held out; the model trains on the rest.
-  auto gen = ablate::test::run_command(ablate::test::ablate_binary() + " data arithmetic --ops + --digits 1 --width 1 --train " +
+  auto gen = ablate::test::run_command(ablate::test::ablate_binary() +
+                                       " data arithmetic --ops + --digits 1 --width 1 --train " +
                                        (dir / "train.txt") + " --test " + (dir / "test.txt") +
                                        " --train-count 4000 --test-count 20 --seed 3");
   REQUIRE_MESSAGE(gen.status == 0, gen.output);
@@ -643,8 +685,8 @@ sample: {tokens: 0}
   CHECK(t.at("step") == std::vector<double>{0, 500, 1000});  // 0: before training
   // Chance: 1 in 19 answers ("00".."81", i.e. 0..18 reversed), 1/16 per character. The 20
   // held-out sums are facts never seen in training (measured: exact match 0.75).
-  MESSAGE("1-digit addition, held out: exact match " << t.at("exact_match").back() << ", char accuracy "
-                                                     << t.at("char_accuracy").back());
+  MESSAGE("1-digit addition, held out: exact match "
+          << t.at("exact_match").back() << ", char accuracy " << t.at("char_accuracy").back());
 #if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__)
   CHECK(t.at("exact_match").back() >= 0.3);
 #else
@@ -664,8 +706,10 @@ sample: {tokens: 0}
   // The console line is a readable summary of the row, not its ~20 columns.
   {
     ablate::ParamStore none;
-    auto ev = ablate::make_evaluator(ablate::conformance::options_from_yaml("{type: arithmetic, data: " + (dir / "test.txt") + "}", "eval.0"),
-                                     ablate::BuildContext{ablate::ModelDims{}, ablate::ParamScope(none, ""), 0});
+    auto ev = ablate::make_evaluator(
+        ablate::conformance::options_from_yaml(
+            "{type: arithmetic, data: " + (dir / "test.txt") + "}", "eval.0"),
+        ablate::BuildContext{ablate::ModelDims{}, ablate::ParamScope(none, ""), 0});
     std::vector<std::pair<std::string, double>> row;
     for (const auto& [name, values] : t)
       if (name != "step") row.emplace_back(name, values.back());
@@ -679,8 +723,9 @@ sample: {tokens: 0}
 
   // ablate eval through the real binary scores the checkpoint the same way and --write
   // appends a row to the run's table.
-  auto ev = ablate::test::run_command(ablate::test::ablate_binary() + " eval " + (dir / "run") + " --task arithmetic --data " +
-                                      (dir / "test.txt") + " --write -j 2");
+  auto ev = ablate::test::run_command(ablate::test::ablate_binary() + " eval " + (dir / "run") +
+                                      " --task arithmetic --data " + (dir / "test.txt") +
+                                      " --write -j 2");
   REQUIRE_MESSAGE(ev.status == 0, ev.output);
   CHECK(ev.output.find("exact match") != std::string::npos);
   CHECK(ev.output.find("problems/s") != std::string::npos);
@@ -695,9 +740,11 @@ sample: {tokens: 0}
   REQUIRE(after.str_attrs.count("eval_writes"));
   const std::string& prov = after.str_attrs.at("eval_writes");
   CAPTURE(prov);
-  CHECK(prov.rfind("eval/arithmetic row 3 (step 1000): ablate eval --task arithmetic --data ", 0) == 0);
+  CHECK(prov.rfind("eval/arithmetic row 3 (step 1000): ablate eval --task arithmetic --data ", 0) ==
+        0);
   CHECK(prov.find(" (seed 1), 20") != std::string::npos);  // ... then the UTC time
-  CHECK(ev.output.find("row 3 (step 1000); recorded in its attribute eval_writes") != std::string::npos);
+  CHECK(ev.output.find("row 3 (step 1000); recorded in its attribute eval_writes") !=
+        std::string::npos);
   // A missing problem file is a config error before any training, naming the fix.
   std::string yaml = ablate::test::read_file(dir / "add1.yaml");
   yaml.replace(yaml.find("data: test.txt"), 14, "data: nope.txt");
@@ -705,23 +752,28 @@ sample: {tokens: 0}
   CHECK_THROWS_WITH_AS(ablate::describe_experiment(ablate::Experiment::load(dir / "bad.yaml")),
                        doctest::Contains("ablate data arithmetic"), ablate::ConfigError);
   // Usage errors.
-  auto bad = ablate::test::run_command(ablate::test::ablate_binary() + " eval " + (dir / "run") + " --task arithmetc --data x");
+  auto bad = ablate::test::run_command(ablate::test::ablate_binary() + " eval " + (dir / "run") +
+                                       " --task arithmetc --data x");
   CHECK(bad.status == 2);
   CHECK(bad.output.find("Did you mean 'arithmetic'") != std::string::npos);
-  auto missing = ablate::test::run_command(ablate::test::ablate_binary() + " eval " + (dir / "run") + " --task arithmetic --data " +
-                                          (dir / "nope.txt"));
+  auto missing =
+      ablate::test::run_command(ablate::test::ablate_binary() + " eval " + (dir / "run") +
+                                " --task arithmetic --data " + (dir / "nope.txt"));
   CHECK(missing.status == 1);
-  auto no_task = ablate::test::run_command(ablate::test::ablate_binary() + " eval " + (dir / "run") + " --data " + (dir / "test.txt"));
+  auto no_task = ablate::test::run_command(ablate::test::ablate_binary() + " eval " +
+                                           (dir / "run") + " --data " + (dir / "test.txt"));
   CHECK(no_task.status == 2);
   CHECK(no_task.output.find("missing --task") != std::string::npos);
 }
 
-TEST_CASE("arithmetic/place_value positions train through ablate run and load back for ablate eval") {
+TEST_CASE(
+    "arithmetic/place_value positions train through ablate run and load back for ablate eval") {
   // The trainer and the run loader give the model the tokenizer's texts (BuildContext::vocab),
   // without which place_value refuses to build; its place rows get gradients and train.
   ablate::test::TempDir dir;
-  auto gen = ablate::test::run_command(ablate::test::ablate_binary() + " data arithmetic --ops +- --train " + (dir / "train.txt") +
-                                       " --test " + (dir / "test.txt") + " --train-count 2000 --test-count 20 --seed 5");
+  auto gen = ablate::test::run_command(
+      ablate::test::ablate_binary() + " data arithmetic --ops +- --train " + (dir / "train.txt") +
+      " --test " + (dir / "test.txt") + " --train-count 2000 --test-count 20 --seed 5");
   REQUIRE_MESSAGE(gen.status == 0, gen.output);
   dir.write("pv.yaml", R"(name: pv
 seed: 4
@@ -736,10 +788,12 @@ sample: {tokens: 0}
   const auto data = train_quietly(dir, "pv.yaml");
   const auto& t = data.tables.at("eval/arithmetic");
   REQUIRE(t.at("step") == std::vector<double>{0, 30});
-  CHECK(t.at("char_accuracy").back() > t.at("char_accuracy").front());  // it learned something in 30 steps
+  CHECK(t.at("char_accuracy").back() >
+        t.at("char_accuracy").front());  // it learned something in 30 steps
 
   ablate::LoadedRun r = ablate::load_run(dir / "run");
-  ablate::Model fresh(r.experiment->root().child("model"), r.tokenizer->vocab_size(), 4, ablate::token_texts(*r.tokenizer));
+  ablate::Model fresh(r.experiment->root().child("model"), r.tokenizer->vocab_size(), 4,
+                      ablate::token_texts(*r.tokenizer));
   auto find = [](ablate::Model& m, const std::string& name) -> const ablate::Parameter* {
     for (const ablate::Parameter* p : m.params().all())
       if (p->name == name) return p;
@@ -756,21 +810,23 @@ sample: {tokens: 0}
   const int64_t C = trained.value.cols;
   for (int64_t row = 0; row < trained.value.rows; ++row) {
     bool moved = false;
-    for (int64_t c = 0; c < C; ++c) moved = moved || trained.value.data[row * C + c] != init.value.data[row * C + c];
+    for (int64_t c = 0; c < C; ++c)
+      moved = moved || trained.value.data[row * C + c] != init.value.data[row * C + c];
     CHECK_MESSAGE(moved, "place table row " << row << " did not train");
   }
 
   // ablate eval loads the run the same way and scores the same.
-  auto ev = ablate::test::run_command(ablate::test::ablate_binary() + " eval " + (dir / "run") + " --task arithmetic --data " +
-                                      (dir / "test.txt") + " -j 2");
+  auto ev = ablate::test::run_command(ablate::test::ablate_binary() + " eval " + (dir / "run") +
+                                      " --task arithmetic --data " + (dir / "test.txt") + " -j 2");
   REQUIRE_MESSAGE(ev.status == 0, ev.output);
   CHECK(ev.output.find("exact match") != std::string::npos);
 }
 
 TEST_CASE("arithmetic/ablate data arithmetic writes disjoint files in the reference format") {
   ablate::test::TempDir dir;
-  auto r = ablate::test::run_command(ablate::test::ablate_binary() + " data arithmetic --train " + (dir / "tr.txt") +
-                                     " --test " + (dir / "te.txt") + " --train-count 3000 --test-count 500 --seed 9");
+  auto r = ablate::test::run_command(ablate::test::ablate_binary() + " data arithmetic --train " +
+                                     (dir / "tr.txt") + " --test " + (dir / "te.txt") +
+                                     " --train-count 3000 --test-count 500 --seed 9");
   REQUIRE_MESSAGE(r.status == 0, r.output);
   CHECK(r.output.find("share no problem") != std::string::npos);
   auto train = ar::read_problems(dir / "tr.txt");
@@ -795,44 +851,56 @@ TEST_CASE("arithmetic/ablate data arithmetic writes disjoint files in the refere
   CHECK(chars.size() + 1 == 21);  // + the unknown symbol: the original's 21
 
   // Plain order without padding; a second test file disjoint from the first.
-  r = ablate::test::run_command(ablate::test::ablate_binary() + " data arithmetic --ops +- --digits 2 --reversed false " +
-                                "--zero-pad false --test " + (dir / "te2.txt") + " --test-count 50 --exclude " + (dir / "te.txt"));
+  r = ablate::test::run_command(ablate::test::ablate_binary() +
+                                " data arithmetic --ops +- --digits 2 --reversed false " +
+                                "--zero-pad false --test " + (dir / "te2.txt") +
+                                " --test-count 50 --exclude " + (dir / "te.txt"));
   REQUIRE_MESSAGE(r.status == 0, r.output);
   for (const auto& p : ar::read_problems(dir / "te2.txt")) {
     ar::Decimal want = ar::compute(ar::parse_decimal(p.a), p.op, ar::parse_decimal(p.b), 2);
     CHECK(p.answer == ar::format_decimal(want));
   }
   // Errors: unknown flags and tasks exit 2, bad or impossible values exit 1 with the fix.
-  r = ablate::test::run_command(ablate::test::ablate_binary() + " data arithmetic --ops + --digits 1 --width 1 --test " +
+  r = ablate::test::run_command(ablate::test::ablate_binary() +
+                                " data arithmetic --ops + --digits 1 --width 1 --test " +
                                 (dir / "x.txt") + " --test-count 500");
   CHECK(r.status == 1);
   CHECK(r.output.find("too small") != std::string::npos);
-  r = ablate::test::run_command(ablate::test::ablate_binary() + " data arithmetic --digits 3 --max 5 --test " + (dir / "x.txt"));
+  r = ablate::test::run_command(ablate::test::ablate_binary() +
+                                " data arithmetic --digits 3 --max 5 --test " + (dir / "x.txt"));
   CHECK(r.status == 1);  // the task's option error, naming the flag as given
-  CHECK(r.output.find("'--digits 3': digits: --digits sets --min and --max; give one or the other") != std::string::npos);
-  r = ablate::test::run_command(ablate::test::ablate_binary() + " data arithmetic --digts 3 --test " + (dir / "x.txt"));
+  CHECK(
+      r.output.find("'--digits 3': digits: --digits sets --min and --max; give one or the other") !=
+      std::string::npos);
+  r = ablate::test::run_command(ablate::test::ablate_binary() +
+                                " data arithmetic --digts 3 --test " + (dir / "x.txt"));
   CHECK(r.status == 2);
   CHECK(r.output.find("Did you mean --digits?") != std::string::npos);
-  r = ablate::test::run_command(ablate::test::ablate_binary() + " data arithmetic --digits 4 --width 3 --test " + (dir / "x.txt"));
+  r = ablate::test::run_command(ablate::test::ablate_binary() +
+                                " data arithmetic --digits 4 --width 3 --test " + (dir / "x.txt"));
   CHECK(r.status == 1);
   CHECK(r.output.find("raise --width") != std::string::npos);
-  r = ablate::test::run_command(ablate::test::ablate_binary() + " data arithmatic --test " + (dir / "x.txt"));
+  r = ablate::test::run_command(ablate::test::ablate_binary() + " data arithmatic --test " +
+                                (dir / "x.txt"));
   CHECK(r.status == 2);
 }
 
 // Decoding speed on the seed baseline's model size (REFERENCE.md item 2: d 96, 8 layers,
 // 8 heads) with random weights, which decode every answer to its full length. Skipped by
 // default: ablate_tests -tc="arithmetic/benchmark*" --no-skip
-TEST_CASE("arithmetic/benchmark: batched KV-cache decoding vs batch 1 vs full recompute" * doctest::skip()) {
+TEST_CASE("arithmetic/benchmark: batched KV-cache decoding vs batch 1 vs full recompute" *
+          doctest::skip()) {
   ar::GeneratorOptions o;
   ar::Split s = ar::generate_split(o, 0, 2000);
   std::string text;
   for (const auto& l : s.test) text += l + "\n";
   auto tok = char_tokenizer(text);
   ablate::test::registry();
-  YAML::Node n = YAML::Load("{d_model: 96, n_heads: 8, n_layers: 8, context: 128, positional: learned, ffn: relu, "
-                            "block: prenorm, norm: layernorm}");
-  ablate::Model model(ablate::Options(n, std::make_shared<ablate::ConfigSource>(), "model"), tok->vocab_size(), 1);
+  YAML::Node n = YAML::Load(
+      "{d_model: 96, n_heads: 8, n_layers: 8, context: 128, positional: learned, ffn: relu, "
+      "block: prenorm, norm: layernorm}");
+  ablate::Model model(ablate::Options(n, std::make_shared<ablate::ConfigSource>(), "model"),
+                      tok->vocab_size(), 1);
   std::vector<ar::ParsedProblem> ps;
   for (const auto& l : s.test) ps.push_back(ar::parse_problem(l));
   for (int64_t batch : {256, 64, 1}) {
@@ -842,29 +910,36 @@ TEST_CASE("arithmetic/benchmark: batched KV-cache decoding vs batch 1 vs full re
     std::clock_t c0 = std::clock();
     ar::Report r = ar::evaluate(model, *tok, sub, d);
     double cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
-    MESSAGE("KV cache, batch " << batch << ": " << r.problems_per_s() << " problems/s, " << double(sub.size()) / cpu
-                               << " problems per CPU-second (" << sub.size() << " problems)");
+    MESSAGE("KV cache, batch " << batch << ": " << r.problems_per_s() << " problems/s, "
+                               << double(sub.size()) / cpu << " problems per CPU-second ("
+                               << sub.size() << " problems)");
   }
   auto t0 = std::chrono::steady_clock::now();
   std::clock_t c0 = std::clock();
   const int n_slow = 50;
-  for (int i = 0; i < n_slow; ++i) recompute_greedy(model, *tok, ps[static_cast<size_t>(i)].prompt, 11);
+  for (int i = 0; i < n_slow; ++i)
+    recompute_greedy(model, *tok, ps[static_cast<size_t>(i)].prompt, 11);
   double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   double cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
-  MESSAGE("full recompute, batch 1: " << n_slow / dt << " problems/s, " << n_slow / cpu << " problems per CPU-second");
+  MESSAGE("full recompute, batch 1: " << n_slow / dt << " problems/s, " << n_slow / cpu
+                                      << " problems per CPU-second");
 }
 
-TEST_CASE("arithmetic/the shipped mixed-task recipe and its sweeps validate against the generated files") {
+TEST_CASE(
+    "arithmetic/the shipped mixed-task recipe and its sweeps validate against the generated "
+    "files") {
   // Small files under the names the experiments use (ABLATE_DATA_PATH is searched before
   // the source tree's data/, which holds the real 3 M problems only where generated).
   ablate::test::TempDir dir;
   const std::string bin = ablate::test::ablate_binary(), data = dir / "data";
   std::filesystem::create_directories(data + "/arithmetic");
-  auto gen = ablate::test::run_command(bin + " data arithmetic --train " + data + "/arithmetic/mixed_train.txt --test " + data +
-                                       "/arithmetic/mixed_test.txt --train-count 3000 --test-count 100 --seed 1");
+  auto gen = ablate::test::run_command(
+      bin + " data arithmetic --train " + data + "/arithmetic/mixed_train.txt --test " + data +
+      "/arithmetic/mixed_test.txt --train-count 3000 --test-count 100 --seed 1");
   REQUIRE_MESSAGE(gen.status == 0, gen.output);
-  auto ood = ablate::test::run_command(bin + " data arithmetic --test " + data +
-                                       "/arithmetic/mixed_ood_test.txt --min 1000.01 --max 2000 --test-count 100 --seed 2");
+  auto ood = ablate::test::run_command(
+      bin + " data arithmetic --test " + data +
+      "/arithmetic/mixed_ood_test.txt --min 1000.01 --max 2000 --test-count 100 --seed 2");
   REQUIRE_MESSAGE(ood.status == 0, ood.output);
   // Operands of the second set lie in (1000, 2000]: none in the training range.
   std::istringstream ood_lines(ablate::test::read_file(data + "/arithmetic/mixed_ood_test.txt"));
@@ -875,23 +950,29 @@ TEST_CASE("arithmetic/the shipped mixed-task recipe and its sweeps validate agai
   const std::string env = "ABLATE_DATA_PATH=" + data + " " + bin;
   const std::string src = std::string(ABLATE_SOURCE_DIR) + "/experiments/arithmetic/";
   for (const char* recipe : {"mixed.yaml", "mixed_v1.yaml"}) {
-    auto run = ablate::test::run_command(env + " run " + src + recipe + " --dry-run -o " + (dir / "run"));
+    auto run =
+        ablate::test::run_command(env + " run " + src + recipe + " --dry-run -o " + (dir / "run"));
     CHECK_MESSAGE(run.status == 0, recipe << ": " << run.output);
   }
   // Each sweep's dry run: validates every point against the files; returns the listing.
   const auto dry_sweep = [&](const std::string& file) {
-    auto r = ablate::test::run_command(env + " sweep " + src + file + " --dry-run --dir " + (dir / file));
+    auto r = ablate::test::run_command(env + " sweep " + src + file + " --dry-run --dir " +
+                                       (dir / file));
     CHECK_MESSAGE(r.status == 0, r.output);
     return r.output;
   };
   // Place values and 3 layers, at 10,000 and 7,000 steps, on the recipe's five seeds.
   const std::string place3 = dry_sweep("place3.yaml");
   CHECK_MESSAGE(place3.find("10 points (2 variants x 5 seeds)") != std::string::npos, place3);
-  CHECK_MESSAGE(place3.find("model.n_layers=3 train.steps=7000 seed=1623041774") != std::string::npos, place3);
+  CHECK_MESSAGE(
+      place3.find("model.n_layers=3 train.steps=7000 seed=1623041774") != std::string::npos,
+      place3);
   // And with 4 layers.
   const std::string place4 = dry_sweep("place4.yaml");
   CHECK_MESSAGE(place4.find("10 points (2 variants x 5 seeds)") != std::string::npos, place4);
-  CHECK_MESSAGE(place4.find("model.n_layers=4 train.steps=7000 seed=1623041774") != std::string::npos, place4);
+  CHECK_MESSAGE(
+      place4.find("model.n_layers=4 train.steps=7000 seed=1623041774") != std::string::npos,
+      place4);
   const std::string sweep = dry_sweep("what_matters_v1.yaml");
   CHECK_MESSAGE(sweep.find("24 points (8 variants x 3 seeds)") != std::string::npos, sweep);
   // The ablation of mixed.yaml's recipe; with_mul turns the base's line weights off.
@@ -901,7 +982,9 @@ TEST_CASE("arithmetic/the shipped mixed-task recipe and its sweeps validate agai
   // Place values without x problems in training, on the five seeds.
   const std::string no_mul = dry_sweep("no_mul.yaml");
   CHECK_MESSAGE(no_mul.find("5 points (1 variant x 5 seeds)") != std::string::npos, no_mul);
-  CHECK_MESSAGE(no_mul.find("data.line_weights=[{match: \\*, weight: 0}] seed=2045809887") != std::string::npos, no_mul);
+  CHECK_MESSAGE(no_mul.find("data.line_weights=[{match: \\*, weight: 0}] seed=2045809887") !=
+                    std::string::npos,
+                no_mul);
   // The place-value sweep: the recipe with model.positional: place_value, the same seeds.
   const std::string pv = dry_sweep("place_value.yaml");
   CHECK_MESSAGE(pv.find("model.positional=place_value seed=1623041774") != std::string::npos, pv);
@@ -909,13 +992,15 @@ TEST_CASE("arithmetic/the shipped mixed-task recipe and its sweeps validate agai
   const std::string pv12 = dry_sweep("place_value_seeds12.yaml");
   CHECK_MESSAGE(pv12.find("2 points (1 variant x 2 seeds)") != std::string::npos, pv12);
   CHECK_MESSAGE(pv12.find("model.positional=place_value seed=2") != std::string::npos, pv12);
-  CHECK_MESSAGE(pv12.find("train.keep_checkpoints=[4480, 4800]") != std::string::npos, pv12);  // the branch points
+  CHECK_MESSAGE(pv12.find("train.keep_checkpoints=[4480, 4800]") != std::string::npos,
+                pv12);  // the branch points
   // Packed windows on the recipe's five seeds; three of its points are what_matters' packed
   // points (copied into results/arith_packed), so both sweeps must give them the same overrides.
   const std::string packed = dry_sweep("packed.yaml");
   CHECK_MESSAGE(packed.find("5 points (1 variant x 5 seeds)") != std::string::npos, packed);
   for (const char* seed : {"2045809887", "1623041774", "322632842"}) {
-    const std::string overrides = std::string("data.fill=pack model.context=74 train.batch_size=64 seed=") + seed;
+    const std::string overrides =
+        std::string("data.fill=pack model.context=74 train.batch_size=64 seed=") + seed;
     CHECK_MESSAGE(packed.find(overrides) != std::string::npos, packed);
     CHECK_MESSAGE(sweep.find(overrides) != std::string::npos, sweep);
   }

@@ -21,8 +21,9 @@ namespace {
 
 constexpr int64_t kC = 8, kNH = 2;
 
-std::vector<float> run(Attention& a, PositionalEncoding* pos, const std::vector<float>& x, int64_t B, int64_t T,
-                       float* weights = nullptr, const uint8_t* key_mask = nullptr) {
+std::vector<float> run(Attention& a, PositionalEncoding* pos, const std::vector<float>& x,
+                       int64_t B, int64_t T, float* weights = nullptr,
+                       const uint8_t* key_mask = nullptr) {
   ablate::Graph g;
   AttentionInput in;
   in.pos = {B, T, 0};
@@ -53,11 +54,13 @@ TEST_CASE("attention/causal: output at t ignores later tokens, weights are lower
   const auto y1 = run(*a.obj, nullptr, x, 1, T);
   for (int64_t c = 0; c < kC; ++c) x[static_cast<size_t>(3 * kC + c)] += 1.0f;
   const auto y2 = run(*a.obj, nullptr, x, 1, T);
-  for (int64_t i = 0; i < 3 * kC; ++i) CHECK(y1[static_cast<size_t>(i)] == y2[static_cast<size_t>(i)]);
+  for (int64_t i = 0; i < 3 * kC; ++i)
+    CHECK(y1[static_cast<size_t>(i)] == y2[static_cast<size_t>(i)]);
   CHECK(y1[3 * kC] != y2[3 * kC]);
   for (int64_t h = 0; h < kNH; ++h)
     for (int64_t i = 0; i < T; ++i)
-      for (int64_t j = i + 1; j < T; ++j) CHECK(w[static_cast<size_t>((h * T + i) * T + j)] == 0.0f);
+      for (int64_t j = i + 1; j < T; ++j)
+        CHECK(w[static_cast<size_t>((h * T + i) * T + j)] == 0.0f);
   // The first query can only attend to itself.
   CHECK(w[0] == doctest::Approx(1.0));
 }
@@ -83,7 +86,8 @@ TEST_CASE("attention/causal: parameters, biases and the GPT-1 seed block of 12,6
   CHECK(plain.store->all()[0]->name == "p.qkv.weight");
   CHECK(plain.store->all()[0]->value.cols == 3 * kC);
   CHECK(plain.store->all()[1]->name == "p.proj.weight");
-  CHECK(ptest::build<Attention>("{type: causal}", ptest::dims(kC, kNH, 16, true)).store->count() == 4 * kC * kC + 4 * kC);
+  CHECK(ptest::build<Attention>("{type: causal}", ptest::dims(kC, kNH, 16, true)).store->count() ==
+        4 * kC * kC + 4 * kC);
 
   // REFERENCE.md item 1: d 32, 4 heads, q/k/v without bias, output projection with bias,
   // FFN 4d ReLU with biases, two LayerNorms with scale and shift.
@@ -95,7 +99,8 @@ TEST_CASE("attention/causal: parameters, biases and the GPT-1 seed block of 12,6
   CHECK(attn.store->count() == 3 * 32 * 32 + 32 * 32 + 32);
   CHECK(attn.store->count() + ffn.store->count() + n1.store->count() + n2.store->count() == 12608);
 
-  CHECK(ptest::build<Attention>("{type: causal, out_bias: false}", d).store->count() == 4 * 32 * 32 + 3 * 32);
+  CHECK(ptest::build<Attention>("{type: causal, out_bias: false}", d).store->count() ==
+        4 * 32 * 32 + 3 * 32);
 }
 
 TEST_CASE("attention/causal: d_model must be divisible by n_heads") {
@@ -107,7 +112,8 @@ TEST_CASE("attention/causal: d_model must be divisible by n_heads") {
   }
 }
 
-TEST_CASE("attention/gqa: n_kv_heads sizes K and V as NKV*HS, 1 is multi-query, must divide n_heads") {
+TEST_CASE(
+    "attention/gqa: n_kv_heads sizes K and V as NKV*HS, 1 is multi-query, must divide n_heads") {
   // C = 16, NH = 4, HS = 4: the fused projection is (C, C + 2*NKV*HS).
   const auto d = ptest::dims(16, 4, 16, false);
   for (int64_t nkv : {4, 2, 1}) {
@@ -119,7 +125,8 @@ TEST_CASE("attention/gqa: n_kv_heads sizes K and V as NKV*HS, 1 is multi-query, 
   }
   // 0 (the default) is plain multi-head attention, the same parameters as n_kv_heads = n_heads.
   CHECK(ptest::build<Attention>("{type: causal}", d).store->count() == 4 * 16 * 16);
-  CHECK(ptest::build<Attention>("{type: bidirectional, n_kv_heads: 1}", d).store->count() == 16 * 24 + 16 * 16);
+  CHECK(ptest::build<Attention>("{type: bidirectional, n_kv_heads: 1}", d).store->count() ==
+        16 * 24 + 16 * 16);
   try {
     ptest::build<Attention>("{type: causal, n_kv_heads: 3}", d);
     FAIL("accepted n_kv_heads = 3 with 4 heads");
@@ -154,7 +161,9 @@ TEST_CASE("attention/gqa: KV-cache decoding equals the full forward, with every 
       step.positional = rope.obj.get();
       step.cache = &cache;
       const auto y = ptest::values(g, a->forward(g, g.constant(x.data() + t * C, 1, C), step));
-      for (int64_t c = 0; c < C; ++c) CHECK(y[static_cast<size_t>(c)] == doctest::Approx(full[static_cast<size_t>(t * C + c)]).epsilon(1e-4));
+      for (int64_t c = 0; c < C; ++c)
+        CHECK(y[static_cast<size_t>(c)] ==
+              doctest::Approx(full[static_cast<size_t>(t * C + c)]).epsilon(1e-4));
     }
   }
 }
@@ -168,14 +177,17 @@ TEST_CASE("attention/bidirectional: differs from causal, sees the future, same p
   ptest::randomize(*enc.store, 2, 0.3f);
   ptest::randomize(*dec.store, 2, 0.3f);  // same seed: the same weights
   for (size_t i = 0; i < enc.store->all().size(); ++i)
-    REQUIRE(std::equal(enc.store->all()[i]->value.data, enc.store->all()[i]->value.data + enc.store->all()[i]->value.numel(),
+    REQUIRE(std::equal(enc.store->all()[i]->value.data,
+                       enc.store->all()[i]->value.data + enc.store->all()[i]->value.numel(),
                        dec.store->all()[i]->value.data));
   auto x = ptest::randn(static_cast<size_t>(T * kC), 4);
   std::vector<float> we(static_cast<size_t>(kNH * T * T)), wd(we.size());
   const auto ye = run(*enc.obj, nullptr, x, 1, T, we.data());
   const auto yd = run(*dec.obj, nullptr, x, 1, T, wd.data());
   // The last position sees everything in both; earlier ones see more with the encoder.
-  for (int64_t c = 0; c < kC; ++c) CHECK(ye[static_cast<size_t>((T - 1) * kC + c)] == doctest::Approx(yd[static_cast<size_t>((T - 1) * kC + c)]));
+  for (int64_t c = 0; c < kC; ++c)
+    CHECK(ye[static_cast<size_t>((T - 1) * kC + c)] ==
+          doctest::Approx(yd[static_cast<size_t>((T - 1) * kC + c)]));
   CHECK(ye[0] != doctest::Approx(yd[0]));
   // The first query attends to the last key.
   CHECK(we[T - 1] > 0.0f);
@@ -191,14 +203,16 @@ TEST_CASE("attention/bidirectional: differs from causal, sees the future, same p
   CHECK(ya[0] != doctest::Approx(ye2[0]));
 }
 
-TEST_CASE("attention/prefix_lm: the prompt reads itself whole, the rest is causal, scored_prefix finds the prompt") {
+TEST_CASE(
+    "attention/prefix_lm: the prompt reads itself whole, the rest is causal, scored_prefix finds "
+    "the prompt") {
   const int64_t T = 6, P = 3;
   const auto d = ptest::dims(kC, kNH, 16);
   auto plm = ptest::build<Attention>("{type: prefix_lm}", d);
   auto dec = ptest::build<Attention>("{type: causal}", d);
   ptest::randomize(*plm.store, 2, 0.3f);
   ptest::randomize(*dec.store, 2, 0.3f);  // the same weights
-  CHECK(plm.obj->causal());  // next_token accepts it: the prompt is never scored
+  CHECK(plm.obj->causal());               // next_token accepts it: the prompt is never scored
   auto x = ptest::randn(static_cast<size_t>(T * kC), 4);
   auto forward = [&](Attention& a, const std::vector<float>& xs, const int32_t* prefix) {
     ablate::Graph g;
@@ -221,7 +235,8 @@ TEST_CASE("attention/prefix_lm: the prompt reads itself whole, the rest is causa
   };
   CHECK(moved(P - 1)[0] != doctest::Approx(y[0]));
   const auto after = moved(P);
-  for (int64_t i = 0; i < P * kC; ++i) CHECK(after[static_cast<size_t>(i)] == y[static_cast<size_t>(i)]);
+  for (int64_t i = 0; i < P * kC; ++i)
+    CHECK(after[static_cast<size_t>(i)] == y[static_cast<size_t>(i)]);
   CHECK(after[static_cast<size_t>(P * kC)] != doctest::Approx(y[static_cast<size_t>(P * kC)]));
   // scored_prefix: up to and including the first scored target per row; T if none is.
   const int32_t targets[3 * 4] = {-1, -1, 7, 8, /**/ 5, -1, 6, -1, /**/ -1, -1, -1, -1};
@@ -230,7 +245,8 @@ TEST_CASE("attention/prefix_lm: the prompt reads itself whole, the rest is causa
   CHECK(prefix == std::vector<int32_t>{3, 1, 4});
 }
 
-TEST_CASE("attention/key_mask: padded keys are excluded, real tokens' outputs ignore padding content") {
+TEST_CASE(
+    "attention/key_mask: padded keys are excluded, real tokens' outputs ignore padding content") {
   const int64_t B = 2, T = 6;
   const auto d = ptest::dims(kC, kNH, 16);
   for (const char* type : {"causal", "bidirectional"}) {
@@ -243,11 +259,14 @@ TEST_CASE("attention/key_mask: padded keys are excluded, real tokens' outputs ig
     std::vector<float> w(static_cast<size_t>(B * kNH * T * T));
     const auto y1 = run(*a.obj, nullptr, x, B, T, w.data(), mask.data());
     for (int64_t r : {4, 5, 6, 7})
-      for (int64_t c = 0; c < kC; ++c) x[static_cast<size_t>(r * kC + c)] = 100.0f * static_cast<float>(c + 1);
+      for (int64_t c = 0; c < kC; ++c)
+        x[static_cast<size_t>(r * kC + c)] = 100.0f * static_cast<float>(c + 1);
     const auto y2 = run(*a.obj, nullptr, x, B, T, nullptr, mask.data());
     for (int64_t r = 0; r < B * T; ++r)
       if (mask[static_cast<size_t>(r)])
-        for (int64_t c = 0; c < kC; ++c) CHECK(y1[static_cast<size_t>(r * kC + c)] == doctest::Approx(y2[static_cast<size_t>(r * kC + c)]));
+        for (int64_t c = 0; c < kC; ++c)
+          CHECK(y1[static_cast<size_t>(r * kC + c)] ==
+                doctest::Approx(y2[static_cast<size_t>(r * kC + c)]));
     // A real query's weights on padded keys are exactly 0, and its row still sums to 1.
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < kNH; ++h)
@@ -265,7 +284,9 @@ TEST_CASE("attention/key_mask: padded keys are excluded, real tokens' outputs ig
     if (std::string(type) == "bidirectional") {
       const std::vector<float> x4(x.begin(), x.begin() + 4 * kC);
       const auto y4 = run(*a.obj, nullptr, x4, 1, 4);
-      for (int64_t i = 0; i < 4 * kC; ++i) CHECK(y4[static_cast<size_t>(i)] == doctest::Approx(y1[static_cast<size_t>(i)]).epsilon(1e-5));
+      for (int64_t i = 0; i < 4 * kC; ++i)
+        CHECK(y4[static_cast<size_t>(i)] ==
+              doctest::Approx(y1[static_cast<size_t>(i)]).epsilon(1e-5));
     }
   }
 }
@@ -274,11 +295,14 @@ TEST_CASE("attention/model: ForwardArgs key_mask and attention_weights reach eve
   ptest::registry();
   for (const char* attn : {"causal", "bidirectional", "{type: causal, n_kv_heads: 1}"}) {
     INFO(attn);
-    ablate::Options o = ptest::opts(std::string("{d_model: 16, n_heads: 4, n_layers: 2, context: 8, attention: ") + attn + "}", "model");
+    ablate::Options o = ptest::opts(
+        std::string("{d_model: 16, n_heads: 4, n_layers: 2, context: 8, attention: ") + attn + "}",
+        "model");
     ablate::Model m(o, 13, 1);
     const int64_t B = 2, T = 5, NH = 4, L = 2;
     const std::vector<int32_t> ids{1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
-    std::vector<std::vector<float>> buf(L, std::vector<float>(static_cast<size_t>(B * NH * T * T), -1.0f));
+    std::vector<std::vector<float>> buf(
+        L, std::vector<float>(static_cast<size_t>(B * NH * T * T), -1.0f));
     std::vector<float*> ptrs{buf[0].data(), buf[1].data()};
     const std::vector<uint8_t> mask{1, 1, 1, 0, 0, 1, 1, 1, 1, 1};
     ablate::Graph g;
@@ -296,7 +320,8 @@ TEST_CASE("attention/model: ForwardArgs key_mask and attention_weights reach eve
         for (int64_t i = 0; i < 3; ++i) {
           double sum = 0;
           for (int64_t j = 0; j < T; ++j) {
-            const float p = buf[static_cast<size_t>(l)][static_cast<size_t>(((0 * NH + h) * T + i) * T + j)];
+            const float p =
+                buf[static_cast<size_t>(l)][static_cast<size_t>(((0 * NH + h) * T + i) * T + j)];
             CHECK((p >= 0.0f && p <= 1.0f));
             if (j >= 3) CHECK(p == 0.0f);
             sum += p;
@@ -313,6 +338,7 @@ TEST_CASE("attention/model: ForwardArgs key_mask and attention_weights reach eve
     const auto second = ptest::values(g, m.forward(g, a));
     for (int64_t r : {0, 1, 2, 5, 6, 7, 8, 9})
       for (int64_t v = 0; v < 13; ++v)
-        CHECK(first[static_cast<size_t>(r * 13 + v)] == doctest::Approx(second[static_cast<size_t>(r * 13 + v)]).epsilon(1e-5));
+        CHECK(first[static_cast<size_t>(r * 13 + v)] ==
+              doctest::Approx(second[static_cast<size_t>(r * 13 + v)]).epsilon(1e-5));
   }
 }

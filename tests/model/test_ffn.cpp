@@ -31,12 +31,14 @@ TEST_CASE("ffn/hidden: explicit hidden width sets every hidden dimension") {
   }
 }
 
-TEST_CASE("ffn/swiglu: match_params gives hidden 4*int(2d/3) = 256 for d = 96, as many weights as relu") {
+TEST_CASE(
+    "ffn/swiglu: match_params gives hidden 4*int(2d/3) = 256 for d = 96, as many weights as relu") {
   const auto d = ptest::dims(96, 8, 128, false);
   auto swiglu = ptest::build<Ffn>("{type: swiglu}", d);
   auto relu = ptest::build<Ffn>("{type: relu}", d);
   REQUIRE(swiglu.store->all().size() == 3);
-  for (ablate::Parameter* p : swiglu.store->all()) CHECK((p->value.rows == 256 || p->value.cols == 256));
+  for (ablate::Parameter* p : swiglu.store->all())
+    CHECK((p->value.rows == 256 || p->value.cols == 256));
   CHECK(swiglu.store->count() == 3 * 96 * 256);
   CHECK(relu.store->count() == 2 * 96 * 384);
   CHECK(swiglu.store->count() == relu.store->count());  // 73,728 each: the rule is exact when 3 | d
@@ -59,7 +61,8 @@ TEST_CASE("ffn/relu: GPT-1 seed sizes (d 32, 4d hidden, biases) and known values
   auto g2 = ptest::build<Ffn>("{type: relu, hidden: 2}", ptest::dims(2, 1, 4, true));
   auto& ps = g2.store->all();
   REQUIRE(ps.size() == 4);
-  const float w1[] = {1, -1, 2, 0.5f}, b1[] = {0.1f, -0.2f}, w2[] = {1, 2, 3, 4}, b2[] = {0.5f, -0.5f};
+  const float w1[] = {1, -1, 2, 0.5f}, b1[] = {0.1f, -0.2f}, w2[] = {1, 2, 3, 4},
+              b2[] = {0.5f, -0.5f};
   std::copy(w1, w1 + 4, ps[0]->value.data);
   std::copy(b1, b1 + 2, ps[1]->value.data);
   std::copy(w2, w2 + 4, ps[2]->value.data);
@@ -79,7 +82,8 @@ TEST_CASE("ffn/gelu: approximate tanh and none differ slightly, other values rej
   const auto x = ptest::randn(16, 4);
   const auto yt = run(*t.obj, x, 2, 8), yn = run(*n.obj, x, 2, 8);
   double diff = 0;
-  for (size_t i = 0; i < yt.size(); ++i) diff = std::max(diff, static_cast<double>(std::fabs(yt[i] - yn[i])));
+  for (size_t i = 0; i < yt.size(); ++i)
+    diff = std::max(diff, static_cast<double>(std::fabs(yt[i] - yn[i])));
   CHECK(diff > 0);
   CHECK(diff < 0.1);
   CHECK_THROWS_AS(ptest::build<Ffn>("{type: gelu, approximate: erf}", d), ablate::ConfigError);

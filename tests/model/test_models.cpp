@@ -17,7 +17,9 @@
 
 namespace {
 
-std::string model_file(const std::string& name) { return std::string(ABLATE_SOURCE_DIR) + "/experiments/models/" + name + ".yaml"; }
+std::string model_file(const std::string& name) {
+  return std::string(ABLATE_SOURCE_DIR) + "/experiments/models/" + name + ".yaml";
+}
 
 int64_t params(const std::string& name, int64_t vocab) {
   ablate::test::registry();
@@ -28,9 +30,11 @@ int64_t params(const std::string& name, int64_t vocab) {
 
 }  // namespace
 
-TEST_CASE("models/gpt1_postnorm: 44,487 parameters with V = 71 (2,272 + 2,048 + 3 x 12,608 + 2,343)") {
+TEST_CASE(
+    "models/gpt1_postnorm: 44,487 parameters with V = 71 (2,272 + 2,048 + 3 x 12,608 + 2,343)") {
   CHECK(params("gpt1_postnorm", 71) == 44487);
-  CHECK(params("gpt1_postnorm", 66) == 44487 - 2 * 5 * 32 - 5);  // tiny Shakespeare: 65 characters + unknown = 44,162
+  CHECK(params("gpt1_postnorm", 66) ==
+        44487 - 2 * 5 * 32 - 5);  // tiny Shakespeare: 65 characters + unknown = 44,162
 }
 
 TEST_CASE("models/prenorm: the SwiGLU twin has exactly the baseline's parameters (V = 65)") {
@@ -40,14 +44,17 @@ TEST_CASE("models/prenorm: the SwiGLU twin has exactly the baseline's parameters
   CHECK(relu == 8 * (4 * 96 * 96 + 2 * 96 * 384 + 4 * 96) + 65 * 96 + 128 * 96 + 2 * 96 + 96 * 65);
 }
 
-TEST_CASE("models/gpt2_openwebtext: GPT-2 small's 124,439,808 parameters (tied head, no head bias)") {
-  // wte 50,257 x 768 + wpe 1,024 x 768 + 12 x 7,087,872 (ln_1, c_attn, c_proj, ln_2, c_fc, mlp.c_proj) + ln_f
+TEST_CASE(
+    "models/gpt2_openwebtext: GPT-2 small's 124,439,808 parameters (tied head, no head bias)") {
+  // wte 50,257 x 768 + wpe 1,024 x 768 + 12 x 7,087,872 (ln_1, c_attn, c_proj, ln_2, c_fc,
+  // mlp.c_proj) + ln_f
   CHECK(params("gpt2_openwebtext", 50257) == 50257 * 768 + 1024 * 768 + 12 * 7087872 + 2 * 768);
 }
 
 TEST_CASE("models/every experiments/models file parses and builds its model") {
   int n = 0;
-  for (const auto& f : std::filesystem::directory_iterator(std::string(ABLATE_SOURCE_DIR) + "/experiments/models")) {
+  for (const auto& f : std::filesystem::directory_iterator(std::string(ABLATE_SOURCE_DIR) +
+                                                           "/experiments/models")) {
     if (f.path().extension() != ".yaml") continue;
     INFO(f.path().string());
     CHECK(params(f.path().stem().string(), 100) > 0);
@@ -65,17 +72,21 @@ TEST_CASE("models/decoding with KV caches on two threads gives one thread's logi
     return;
   }
   ablate::test::registry();
-  for (const char* yaml :
-       {"{d_model: 96, n_heads: 4, n_layers: 2, context: 12, bias: true, positional: learned, ffn: relu,"
-        " block: prenorm, norm: layernorm}",
-        "{d_model: 96, n_heads: 4, n_layers: 3, context: 12, positional: sinusoidal, attention: {type: causal, n_kv_heads: 1},"
-        " ffn: swiglu, block: postnorm, norm: rmsnorm}",
-        "{d_model: 96, n_heads: 6, n_layers: 2, context: 12, positional: rope, attention: {type: causal, n_kv_heads: 3},"
-        " ffn: gelu, norm: {type: layernorm}}",
-        "{d_model: 96, n_heads: 4, n_layers: 2, context: 12, positional: rope, blocks: [parallel, sandwich], ffn: swiglu}"}) {
+  for (const char* yaml : {"{d_model: 96, n_heads: 4, n_layers: 2, context: 12, bias: true, "
+                           "positional: learned, ffn: relu,"
+                           " block: prenorm, norm: layernorm}",
+                           "{d_model: 96, n_heads: 4, n_layers: 3, context: 12, positional: "
+                           "sinusoidal, attention: {type: causal, n_kv_heads: 1},"
+                           " ffn: swiglu, block: postnorm, norm: rmsnorm}",
+                           "{d_model: 96, n_heads: 6, n_layers: 2, context: 12, positional: rope, "
+                           "attention: {type: causal, n_kv_heads: 3},"
+                           " ffn: gelu, norm: {type: layernorm}}",
+                           "{d_model: 96, n_heads: 4, n_layers: 2, context: 12, positional: rope, "
+                           "blocks: [parallel, sandwich], ffn: swiglu}"}) {
     CAPTURE(yaml);
     YAML::Node n = YAML::Load(yaml);
-    ablate::Model model(ablate::Options(n, std::make_shared<ablate::ConfigSource>(), "model"), 23, 5);
+    ablate::Model model(ablate::Options(n, std::make_shared<ablate::ConfigSource>(), "model"), 23,
+                        5);
     ablate::conformance::randomize(model.params(), 7, 0.3f);
     for (int64_t batch : {1, 3}) {
       CAPTURE(batch);
@@ -88,7 +99,8 @@ TEST_CASE("models/decoding with KV caches on two threads gives one thread's logi
         for (int64_t t = 0; t < 10;) {
           const int64_t len = t == 0 ? 2 : 1;
           std::vector<int32_t> ids(static_cast<size_t>(batch * len));
-          for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((7 * (i + 3 * static_cast<size_t>(t))) % 23);
+          for (size_t i = 0; i < ids.size(); ++i)
+            ids[i] = static_cast<int32_t>((7 * (i + 3 * static_cast<size_t>(t))) % 23);
           g.reset();
           ablate::ForwardArgs a;
           a.ids = ids.data();

@@ -72,7 +72,9 @@ TEST_CASE("norm/rmsnorm: unit root mean square per row, scale option") {
   CHECK(ptest::build<Norm>("{type: rmsnorm, scale: false}", d).store->count() == 0);
 }
 
-TEST_CASE("norm/dyt: gamma * tanh(alpha x) + beta with alpha = 0.5, the fused custom op equals the built-in ops, both conform") {
+TEST_CASE(
+    "norm/dyt: gamma * tanh(alpha x) + beta with alpha = 0.5, the fused custom op equals the "
+    "built-in ops, both conform") {
   const int64_t C = 12, rows = 5;
   const auto d = ptest::dims(C, 2);
   const auto x = ptest::randn(static_cast<size_t>(rows * C), 10, 2.0f);
@@ -106,13 +108,15 @@ TEST_CASE("norm/dyt: gamma * tanh(alpha x) + beta with alpha = 0.5, the fused cu
   }
   const auto rf = ablate::conformance::check_variant("norm", "dyt");
   bool noted = false;
-  for (const auto& c : rf.checks) noted = noted || c.detail.find("custom ops: dyt") != std::string::npos;
+  for (const auto& c : rf.checks)
+    noted = noted || c.detail.find("custom ops: dyt") != std::string::npos;
   CHECK(noted);
 }
 
 TEST_CASE("norm/plugin check fails a custom op with a wrong backward and names it") {
   auto& reg = ptest::registry();
-  const ablate::PluginEntry& e = reg.load_file(std::string(ABLATE_TEST_PLUGIN_DIR) + "/bad_custom_op/bad_custom_op.so");
+  const ablate::PluginEntry& e =
+      reg.load_file(std::string(ABLATE_TEST_PLUGIN_DIR) + "/bad_custom_op/bad_custom_op.so");
   const auto r = ablate::conformance::check_variant("norm", "bad_custom_op");
   reg.unregister(e);
   bool grad_failed = false;

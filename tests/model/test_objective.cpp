@@ -19,18 +19,21 @@ std::unique_ptr<ablate::Objective> objective(const std::string& yaml) {
   ablate::test::registry();
   ablate::ParamStore none;
   return ablate::PluginRegistry::instance().create<ablate::Objective>(
-      ablate::conformance::options_from_yaml(yaml, "objective"), ablate::BuildContext{ablate::ModelDims{}, ablate::ParamScope(none, ""), 1});
+      ablate::conformance::options_from_yaml(yaml, "objective"),
+      ablate::BuildContext{ablate::ModelDims{}, ablate::ParamScope(none, ""), 1});
 }
 
 // The tiny experiment of test_util.hpp with extra lines appended (later keys win).
-std::string tiny(const ablate::test::TempDir& dir, const std::string& model_extra, const std::string& extra) {
+std::string tiny(const ablate::test::TempDir& dir, const std::string& model_extra,
+                 const std::string& extra) {
   std::string base = ablate::test::kTinyBase;
   const std::string at = "  attention: causal\n";
   base.replace(base.find(at), at.size(), model_extra);
   return dir.write("tiny.yaml", base + extra);
 }
 
-ablate::RunSummary run(const std::string& file, const std::string& out, const std::vector<std::string>& overrides = {}) {
+ablate::RunSummary run(const std::string& file, const std::string& out,
+                       const std::vector<std::string>& overrides = {}) {
   ablate::RunOptions ro;
   ro.quiet = true;
   ro.out_dir = out;
@@ -41,12 +44,16 @@ ablate::RunSummary run(const std::string& file, const std::string& out, const st
 
 }  // namespace
 
-TEST_CASE("objective/conformance: inputs and targets, determinism, loss gradients, metrics and options of every variant") {
+TEST_CASE(
+    "objective/conformance: inputs and targets, determinism, loss gradients, metrics and options "
+    "of every variant") {
   ablate::test::registry();
   ptest::check_conformance("objective");
 }
 
-TEST_CASE("objective/masked_lm: 15% of real tokens chosen, of them 80% masked, 10% random, 10% kept, only they are scored") {
+TEST_CASE(
+    "objective/masked_lm: 15% of real tokens chosen, of them 80% masked, 10% random, 10% kept, "
+    "only they are scored") {
   auto o = objective("{type: masked_lm}");
   CHECK_FALSE(o->causal());
   CHECK(o->extra_tokens() == 1);
@@ -54,7 +61,8 @@ TEST_CASE("objective/masked_lm: 15% of real tokens chosen, of them 80% masked, 1
   std::vector<int32_t> x(static_cast<size_t>(B * T)), y(x.size());
   ablate::Rng data(3);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<int32_t>(data.below(V));
-  for (size_t i = 0; i < x.size(); ++i) y[i] = i % T + 1 < T ? x[i + 1] : static_cast<int32_t>(data.below(V));
+  for (size_t i = 0; i < x.size(); ++i)
+    y[i] = i % T + 1 < T ? x[i + 1] : static_cast<int32_t>(data.below(V));
   const std::vector<int32_t> x0 = x;
   ablate::Rng rng(11);
   o->prepare(x.data(), y.data(), B, T, V, rng);
@@ -76,11 +84,14 @@ TEST_CASE("objective/masked_lm: 15% of real tokens chosen, of them 80% masked, 1
   // A random token equals the original one time in V: kept ~ 0.1 + 0.1 / V.
   CHECK(kept / c == doctest::Approx(0.1 + 0.1 / V).epsilon(0.12));
   CHECK(other / c == doctest::Approx(0.1 - 0.1 / V).epsilon(0.12));
-  CHECK_THROWS_AS(objective("{type: masked_lm, replace_mask: 0.9, replace_random: 0.2}"), ablate::ConfigError);
+  CHECK_THROWS_AS(objective("{type: masked_lm, replace_mask: 0.9, replace_random: 0.2}"),
+                  ablate::ConfigError);
   CHECK_THROWS_AS(objective("{type: masked_lm, mask_rate: 0}"), ablate::ConfigError);
 }
 
-TEST_CASE("objective/the trainer refuses an attention the objective cannot use, naming the key and the fix") {
+TEST_CASE(
+    "objective/the trainer refuses an attention the objective cannot use, naming the key and the "
+    "fix") {
   ablate::test::TempDir dir;
   auto error = [&](const std::string& model_extra, const std::string& extra) {
     try {
@@ -102,7 +113,9 @@ TEST_CASE("objective/the trainer refuses an attention the objective cannot use, 
   CHECK(blind.find("objective: next_token") != std::string::npos);
 }
 
-TEST_CASE("objective/masked_lm trains end to end: loss and accuracy on masked positions, the mask token in the vocabulary") {
+TEST_CASE(
+    "objective/masked_lm trains end to end: loss and accuracy on masked positions, the mask token "
+    "in the vocabulary") {
   ablate::test::TempDir dir;
   const std::string file = tiny(dir, "  attention: bidirectional\n", "objective: masked_lm\n");
   const ablate::RunSummary s = run(file, dir / "out", {"train.steps=60"});
@@ -113,7 +126,8 @@ TEST_CASE("objective/masked_lm trains end to end: loss and accuracy on masked po
   const auto& acc = eval.at("val_accuracy");
   const auto& loss = eval.at("val_loss");
   // The char tokenizer: the text's characters and the unknown symbol; then the mask token.
-  const std::string text = ablate::test::read_file(std::string(ABLATE_TEST_DATA_DIR) + "/shakespeare_16k.txt");
+  const std::string text =
+      ablate::test::read_file(std::string(ABLATE_TEST_DATA_DIR) + "/shakespeare_16k.txt");
   const double chars = static_cast<double>(std::set<char>(text.begin(), text.end()).size());
   CHECK(d.num_attrs.at("vocab_size") == chars + 2);
   CHECK(loss.back() < loss.front());
@@ -123,28 +137,38 @@ TEST_CASE("objective/masked_lm trains end to end: loss and accuracy on masked po
   CHECK_FALSE(d.texts.count("samples/final"));  // an encoder samples no text
   // ... and ablate generate and ablate eval --task refuse it, naming the objective.
   const std::string bin = ablate::test::ablate_binary();
-  const auto gen = ablate::test::run_command(bin + " generate " + s.run_dir + " --prompt 'To be' --tokens 5");
+  const auto gen =
+      ablate::test::run_command(bin + " generate " + s.run_dir + " --prompt 'To be' --tokens 5");
   CHECK(gen.status != 0);
-  CHECK(gen.output.find("objective 'masked_lm', which does not predict the next token, so generating text") !=
+  CHECK(gen.output.find(
+            "objective 'masked_lm', which does not predict the next token, so generating text") !=
         std::string::npos);
   dir.write("modadd.txt", "$3+4=0$\n");
-  const auto ev = ablate::test::run_command(bin + " eval " + s.run_dir + " --task modadd --data " + (dir / "modadd.txt"));
+  const auto ev = ablate::test::run_command(bin + " eval " + s.run_dir + " --task modadd --data " +
+                                            (dir / "modadd.txt"));
   CHECK(ev.status != 0);
-  CHECK(ev.output.find("so decoding modadd answers from it would mean nothing") != std::string::npos);
+  CHECK(ev.output.find("so decoding modadd answers from it would mean nothing") !=
+        std::string::npos);
   // The same run again: bitwise the same metrics (masks come from the seed and the step).
   const ablate::RunSummary s2 = run(file, dir / "out2", {"train.steps=60"});
-  CHECK(ablate::read_run_file(ablate::run_file_path(s2.run_dir)).tables.at("eval").at("val_accuracy") == acc);
+  CHECK(ablate::read_run_file(ablate::run_file_path(s2.run_dir))
+            .tables.at("eval")
+            .at("val_accuracy") == acc);
 }
 
-TEST_CASE("objective/the shipped encoder_vs_decoder sweep validates: two variants differ only in attention and objective") {
+TEST_CASE(
+    "objective/the shipped encoder_vs_decoder sweep validates: two variants differ only in "
+    "attention and objective") {
   const ablate::test::TempDir dir;
   // Validation resolves the data file: the test excerpt stands in for tiny Shakespeare
   // (ABLATE_DATA_PATH is searched before the source tree's and ../shared's data), so that
   // the test needs neither ../shared nor the network.
   std::filesystem::create_directories(dir / "data");
-  dir.write("data/tinyshakespeare.txt", ablate::test::read_file(std::string(ABLATE_TEST_DATA_DIR) + "/shakespeare_16k.txt"));
+  dir.write("data/tinyshakespeare.txt",
+            ablate::test::read_file(std::string(ABLATE_TEST_DATA_DIR) + "/shakespeare_16k.txt"));
   const ablate::test::CommandResult r = ablate::test::run_command(
-      "ABLATE_DATA_PATH=" + (dir / "data") + " " + ablate::test::ablate_binary() + " sweep " + std::string(ABLATE_SOURCE_DIR) +
+      "ABLATE_DATA_PATH=" + (dir / "data") + " " + ablate::test::ablate_binary() + " sweep " +
+      std::string(ABLATE_SOURCE_DIR) +
       "/experiments/ablations/encoder_vs_decoder.yaml --dry-run --dir " + (dir / "s"));
   INFO(r.output);
   CHECK(r.status == 0);

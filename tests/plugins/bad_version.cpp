@@ -4,6 +4,7 @@
 
 namespace {
 void* create(const ablate::Options&, const ablate::BuildContext&) { return nullptr; }
-const ablate::PluginInfo info{ablate::kPluginApiVersion + 998, "norm", "bad_version", "wrong API version", &create, nullptr};
+const ablate::PluginInfo info{
+    ablate::kPluginApiVersion + 998, "norm", "bad_version", "wrong API version", &create, nullptr};
 }  // namespace
 BOOST_DLL_ALIAS_SECTIONED(info, ablate_plugin, ablate)

@@ -7,7 +7,9 @@ extern "C" void ablate_function_that_does_not_exist();
 namespace {
 class Broken final : public ablate::Norm {
  public:
-  Broken(const ablate::Options&, const ablate::BuildContext&) { ablate_function_that_does_not_exist(); }
+  Broken(const ablate::Options&, const ablate::BuildContext&) {
+    ablate_function_that_does_not_exist();
+  }
   ablate::Var forward(ablate::Graph&, ablate::Var x) override { return x; }
 };
 }  // namespace

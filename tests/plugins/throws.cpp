@@ -7,7 +7,9 @@
 namespace {
 class Throws final : public ablate::Norm {
  public:
-  Throws(const ablate::Options&, const ablate::BuildContext&) { throw std::runtime_error("deliberate failure"); }
+  Throws(const ablate::Options&, const ablate::BuildContext&) {
+    throw std::runtime_error("deliberate failure");
+  }
   ablate::Var forward(ablate::Graph&, ablate::Var x) override { return x; }
 };
 }  // namespace

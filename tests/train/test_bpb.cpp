@@ -42,7 +42,8 @@ sample: {tokens: 0}
 eval: [{type: text_loss}]
 )";
 
-ablate::RunData train(const ablate::test::TempDir& dir, const std::string& out, const std::vector<std::string>& overrides,
+ablate::RunData train(const ablate::test::TempDir& dir, const std::string& out,
+                      const std::vector<std::string>& overrides,
                       const std::string& data_path = ABLATE_TEST_DATA_DIR) {
   ablate::test::registry();
   setenv("ABLATE_DATA_PATH", data_path.c_str(), 1);
@@ -54,7 +55,8 @@ ablate::RunData train(const ablate::test::TempDir& dir, const std::string& out, 
   return ablate::read_run_file(ablate::run_file_path(dir / out));
 }
 
-const std::vector<double>& column(const ablate::RunData& d, const std::string& table, const std::string& col) {
+const std::vector<double>& column(const ablate::RunData& d, const std::string& table,
+                                  const std::string& col) {
   REQUIRE(d.tables.count(table));
   REQUIRE_MESSAGE(d.tables.at(table).count(col), table << " has no column " << col);
   return d.tables.at(table).at(col);
@@ -70,7 +72,8 @@ void check_bits_of_loss(const ablate::RunData& d) {
     CHECK(tb[i] == doctest::Approx(tl[i] / std::log(2.0)).epsilon(1e-9));
   }
   const auto &el = column(d, "eval/text_loss", "loss"), &eb = column(d, "eval/text_loss", "bpb");
-  for (size_t i = 0; i < el.size(); ++i) CHECK(eb[i] == doctest::Approx(el[i] / std::log(2.0)).epsilon(1e-9));
+  for (size_t i = 0; i < el.size(); ++i)
+    CHECK(eb[i] == doctest::Approx(el[i] / std::log(2.0)).epsilon(1e-9));
   CHECK(vb.back() < vb.front());  // it learns
 }
 
@@ -116,29 +119,36 @@ Hand score(ablate::Model& model, const std::vector<std::vector<int32_t>>& stream
 
 // The validation text of data: {path: shakespeare_16k.txt} (train_fraction 0.9, ASCII).
 std::string val_text() {
-  const std::string text = ablate::read_text_file(std::string(ABLATE_TEST_DATA_DIR) + "/shakespeare_16k.txt");
+  const std::string text =
+      ablate::read_text_file(std::string(ABLATE_TEST_DATA_DIR) + "/shakespeare_16k.txt");
   return text.substr(static_cast<size_t>(static_cast<double>(text.size()) * 0.9));
 }
 
 }  // namespace
 
-TEST_CASE("bpb/byte and char tokens of ASCII text: val_bpb, train_bpb and text_loss's bpb are the loss / ln 2") {
+TEST_CASE(
+    "bpb/byte and char tokens of ASCII text: val_bpb, train_bpb and text_loss's bpb are the loss / "
+    "ln 2") {
   ablate::test::TempDir dir;
   SUBCASE("char, sampled batches") { check_bits_of_loss(train(dir, "char", {})); }
-  SUBCASE("char, the whole validation part") { check_bits_of_loss(train(dir, "char_full", {"train.eval_full=true"})); }
+  SUBCASE("char, the whole validation part") {
+    check_bits_of_loss(train(dir, "char_full", {"train.eval_full=true"}));
+  }
   SUBCASE("byte, sampled batches") { check_bits_of_loss(train(dir, "byte", {"tokenizer=byte"})); }
   SUBCASE("byte, the whole validation part") {
     check_bits_of_loss(train(dir, "byte_full", {"tokenizer=byte", "train.eval_full=true"}));
   }
 }
 
-TEST_CASE("bpb/token_byte_counts: the bytes each id adds to decoded text, end-of-text and padding 0") {
+TEST_CASE(
+    "bpb/token_byte_counts: the bytes each id adds to decoded text, end-of-text and padding 0") {
   ablate::test::registry();
   auto& reg = ablate::PluginRegistry::instance();
   ablate::ParamStore none;
   auto make = [&](const std::string& yaml) {
     ablate::Options o(YAML::Load(yaml), std::make_shared<ablate::ConfigSource>(), "tokenizer");
-    return reg.create<ablate::Tokenizer>(o, ablate::BuildContext{{}, ablate::ParamScope(none, ""), 0});
+    return reg.create<ablate::Tokenizer>(o,
+                                         ablate::BuildContext{{}, ablate::ParamScope(none, ""), 0});
   };
   auto byte = make("{type: byte, pad: true, eot: true}");
   const auto b = ablate::token_byte_counts(*byte);
@@ -164,25 +174,29 @@ TEST_CASE("bpb/token_byte_counts: the bytes each id adds to decoded text, end-of
   CHECK(e[static_cast<size_t>(bpe->pad_id())] == 0);
 }
 
-TEST_CASE("bpb/a bpe run's val_bpb is the hand computation from its per-token losses and byte counts") {
+TEST_CASE(
+    "bpb/a bpe run's val_bpb is the hand computation from its per-token losses and byte counts") {
   ablate::test::TempDir dir;
   const auto d = train(dir, "bpe", {"tokenizer={type: bpe, merges: 200}", "train.eval_full=true"});
   auto run = ablate::load_run(dir / "bpe");
   const std::vector<int32_t> val = run.tokenizer->encode(val_text());
   const auto table = ablate::token_byte_counts(*run.tokenizer);
-  const Hand h = score(*run.model, {val}, 32, [&](int32_t id) { return table[static_cast<size_t>(id)]; });
+  const Hand h =
+      score(*run.model, {val}, 32, [&](int32_t id) { return table[static_cast<size_t>(id)]; });
   // The hand computation scores what the trainer scored: the same loss.
   CHECK(column(d, "eval", "val_loss").back() == doctest::Approx(h.loss()).epsilon(1e-5));
   CHECK(column(d, "eval", "val_bpb").back() == doctest::Approx(h.bpb()).epsilon(1e-5));
   // The table's bytes against the text's: a word end before a newline counts a space that is
   // not there, so the table counts a little more than the text has.
-  const double text_bytes = static_cast<double>(val_text().size() - run.tokenizer->decode({val[0]}).size());
+  const double text_bytes =
+      static_cast<double>(val_text().size() - run.tokenizer->decode({val[0]}).size());
   MESSAGE("bpe: table bytes " << h.bytes << " for " << text_bytes << " bytes of text");
   CHECK(h.bytes >= text_bytes);
   CHECK(h.bytes < 1.05 * text_bytes);
 }
 
-TEST_CASE("bpb/a gpt2 run's val_bpb is the hand computation, and its targets' bytes are the text's") {
+TEST_CASE(
+    "bpb/a gpt2 run's val_bpb is the hand computation, and its targets' bytes are the text's") {
   const ablate::test::Gpt2Reference& ref = ablate::test::gpt2_reference();
   if (!ref.ok()) {
     if (ref.npm_missing) FAIL(ref.problem);
@@ -190,29 +204,38 @@ TEST_CASE("bpb/a gpt2 run's val_bpb is the hand computation, and its targets' by
     return;
   }
   ablate::test::TempDir dir;
-  const auto d = train(dir, "gpt2", {"tokenizer=gpt2", "model.context=16", "train.steps=10", "train.eval_every=5",
-                                     "train.batch_size=4", "train.eval_full=true"},
+  const auto d = train(dir, "gpt2",
+                       {"tokenizer=gpt2", "model.context=16", "train.steps=10",
+                        "train.eval_every=5", "train.batch_size=4", "train.eval_full=true"},
                        std::string(ABLATE_TEST_DATA_DIR) + ":" + ref.files());
   auto run = ablate::load_run(dir / "gpt2");
   const std::string text = val_text();
   const std::vector<int32_t> val = run.tokenizer->encode(text);
-  const Hand h = score(*run.model, {val}, 16, [&](int32_t id) { return static_cast<int64_t>(run.tokenizer->decode({id}).size()); });
-  CHECK(h.bytes == static_cast<double>(text.size() - run.tokenizer->decode({val[0]}).size()));  // exact
+  const Hand h = score(*run.model, {val}, 16, [&](int32_t id) {
+    return static_cast<int64_t>(run.tokenizer->decode({id}).size());
+  });
+  CHECK(h.bytes ==
+        static_cast<double>(text.size() - run.tokenizer->decode({val[0]}).size()));  // exact
   CHECK(column(d, "eval", "val_loss").back() == doctest::Approx(h.loss()).epsilon(1e-5));
   CHECK(column(d, "eval", "val_bpb").back() == doctest::Approx(h.bpb()).epsilon(1e-5));
-  CHECK(column(d, "eval", "val_bpb").back() != doctest::Approx(column(d, "eval", "val_loss").back() / std::log(2.0)));
+  CHECK(column(d, "eval", "val_bpb").back() !=
+        doctest::Approx(column(d, "eval", "val_loss").back() / std::log(2.0)));
 }
 
-TEST_CASE("bpb/shards with end-of-text ids: the separators are in neither sum, the bytes are the manifest's") {
+TEST_CASE(
+    "bpb/shards with end-of-text ids: the separators are in neither sum, the bytes are the "
+    "manifest's") {
   ablate::test::TempDir dir;
   const std::string shards = dir / "shards";
-  const auto prep = ablate::test::run_command(ablate::test::ablate_binary() + " data prepare " + ABLATE_TEST_DATA_DIR +
-                                              "/shakespeare_16k.txt --out " + shards +
-                                              " --tokenizer byte --option eot=true --split '\\n\\n' --val-fraction 0.1 -q");
+  const auto prep = ablate::test::run_command(
+      ablate::test::ablate_binary() + " data prepare " + ABLATE_TEST_DATA_DIR +
+      "/shakespeare_16k.txt --out " + shards +
+      " --tokenizer byte --option eot=true --split '\\n\\n' --val-fraction 0.1 -q");
   INFO(prep.output);
   REQUIRE(prep.status == 0);
   const auto d = train(dir, "shards",
-                       {"data={shards: " + shards + "}", "tokenizer={type: byte, eot: true}", "train.eval_full=true"});
+                       {"data={shards: " + shards + "}", "tokenizer={type: byte, eot: true}",
+                        "train.eval_full=true"});
   auto run = ablate::load_run(dir / "shards");
   std::vector<std::vector<int32_t>> streams;
   for (const auto& e : fs::directory_iterator(shards)) {
@@ -239,8 +262,9 @@ TEST_CASE("bpb/val_bpb compares and reports as any metric, lower is better") {
   ablate::test::TempDir dir;
   train(dir, "char", {});
   train(dir, "byte", {"tokenizer=byte"});
-  const auto c = ablate::test::run_command(ablate::test::ablate_binary() + " compare " + (dir / "char") + " " + (dir / "byte") +
-                                           " --metric val_bpb --by tokenizer.type");
+  const auto c =
+      ablate::test::run_command(ablate::test::ablate_binary() + " compare " + (dir / "char") + " " +
+                                (dir / "byte") + " --metric val_bpb --by tokenizer.type");
   INFO(c.output);
   CHECK(c.status == 0);
   CHECK(contains(c.output, "val_bpb"));
@@ -252,8 +276,9 @@ TEST_CASE("bpb/a run file begun without the bits-per-byte columns resumes withou
   train(dir, "old", {"train.steps=15"});
   const std::string h5 = ablate::run_file_path(dir / "old");
   // The eval table as an ablate without bits per byte wrote it.
-  const auto py = ablate::test::run_command("/usr/bin/python3 -c \"import h5py; f = h5py.File('" + h5 +
-                                            "', 'r+'); del f['metrics/eval/val_bpb']; del f['metrics/eval/train_bpb']\"");
+  const auto py = ablate::test::run_command(
+      "/usr/bin/python3 -c \"import h5py; f = h5py.File('" + h5 +
+      "', 'r+'); del f['metrics/eval/val_bpb']; del f['metrics/eval/train_bpb']\"");
   INFO(py.output);
   REQUIRE(py.status == 0);
   ablate::RunOptions ro;

@@ -17,8 +17,8 @@
 
 namespace fs = std::filesystem;
 
-using ablate::test::error_of;
 using ablate::test::contains;
+using ablate::test::error_of;
 using ablate::test::TempDir;
 
 namespace {
@@ -33,7 +33,8 @@ void write_bytes(const std::string& path, const std::vector<uint8_t>& b) {
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 ablate::Checkpoint sample() {
@@ -105,8 +106,8 @@ TEST_CASE("io/checkpoint: truncated, corrupt and foreign files give clear errors
   for (size_t len : {size_t{24}, size_t{25}, n / 2, n - 4, n - 1}) {
     write_bytes(path, std::vector<uint8_t>(good.begin(), good.begin() + len));
     CHECK(contains(error_of([&] { ablate::read_checkpoint(path); }),
-                   path + ": checkpoint truncated at byte " + std::to_string(len) + " (header says " +
-                       std::to_string(n) + " bytes)"));
+                   path + ": checkpoint truncated at byte " + std::to_string(len) +
+                       " (header says " + std::to_string(n) + " bytes)"));
   }
   write_bytes(path, std::vector<uint8_t>(good.begin(), good.begin() + 5));
   CHECK(error_of([&] { ablate::read_checkpoint(path); }) ==
@@ -133,10 +134,12 @@ TEST_CASE("io/checkpoint: truncated, corrupt and foreign files give clear errors
   CHECK(error_of([&] { ablate::read_checkpoint(path); }) ==
         path + ": not an ablate checkpoint (it does not start with \"ABLATECK\")");
   write_bytes(path, {});
-  CHECK(error_of([&] { ablate::read_checkpoint(path); }) == path + ": not an ablate checkpoint (the file is empty)");
+  CHECK(error_of([&] { ablate::read_checkpoint(path); }) ==
+        path + ": not an ablate checkpoint (the file is empty)");
   CHECK(contains(error_of([&] { ablate::read_checkpoint(dir / "missing.bin"); }),
                  "missing.bin: cannot open checkpoint: No such file or directory"));
-  CHECK(contains(error_of([&] { ablate::read_checkpoint(dir.path.string()); }), "not a regular file"));
+  CHECK(contains(error_of([&] { ablate::read_checkpoint(dir.path.string()); }),
+                 "not a regular file"));
 }
 
 TEST_CASE("io/checkpoint: crafted input with valid CRCs is still checked") {
@@ -159,12 +162,14 @@ TEST_CASE("io/checkpoint: crafted input with valid CRCs is still checked") {
   // A tensor claiming 2^62 floats must not allocate.
   CHECK(contains(parse_error(craft({2, 1, 0, 0, 0, 'w', 0, 0, 0, 0, 0, 0, 0, 0x40})),
                  "tensor 'w' at byte 24 claims 4611686018427387904 floats, only 0 bytes remain"));
-  CHECK(contains(parse_error(craft({1, 1, 0, 0, 0, 't', 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF})),
-                 "text at byte 38 needs 18446744073709551615 bytes"));
-  CHECK(contains(parse_error(craft({3, 0xFF, 0xFF, 0xFF, 0xFF})), "entry name at byte 29 needs 4294967295 bytes"));
+  CHECK(contains(
+      parse_error(craft({1, 1, 0, 0, 0, 't', 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF})),
+      "text at byte 38 needs 18446744073709551615 bytes"));
+  CHECK(contains(parse_error(craft({3, 0xFF, 0xFF, 0xFF, 0xFF})),
+                 "entry name at byte 29 needs 4294967295 bytes"));
   CHECK(contains(parse_error(craft({7, 0, 0, 0, 0})), "unknown entry kind 7 at byte 24"));
-  CHECK(contains(parse_error(craft({3, 1, 0, 0, 0, 's', 1, 0, 0, 0, 0, 0, 0, 0, 3, 1, 0, 0, 0, 's', 2, 0, 0, 0, 0, 0,
-                                    0, 0})),
+  CHECK(contains(parse_error(craft({3, 1, 0, 0, 0, 's', 1, 0, 0, 0, 0, 0, 0, 0,
+                                    3, 1, 0, 0, 0, 's', 2, 0, 0, 0, 0, 0, 0, 0})),
                  "entry 's' appears twice"));
   CHECK(contains(parse_error(craft({}, 3)), "checkpoint version 3 is not supported"));
   std::vector<uint8_t> ok = craft({3, 1, 0, 0, 0, 's', 5, 0, 0, 0, 0, 0, 0, 0});

@@ -48,13 +48,15 @@ sample: {tokens: 30, prompt: "ROMEO:"}
 constexpr int64_t kSteps = 60, kCheckpointEvery = 4, kEvalEvery = 20;
 
 // Starts `ablate run <args>` with ABLATE_FAULT=fault (if not empty); output goes to log.
-pid_t spawn_run(const std::vector<std::string>& args, const std::string& fault, const std::string& log,
-                const std::vector<std::string>& extra_env = {}) {
+pid_t spawn_run(const std::vector<std::string>& args, const std::string& fault,
+                const std::string& log, const std::vector<std::string>& extra_env = {}) {
   std::vector<std::string> argv = {ablate::test::ablate_binary(), "run"};
   argv.insert(argv.end(), args.begin(), args.end());
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "ABLATE_FAULT=", 13) != 0 && std::strncmp(*e, "ABLATE_DATA_PATH=", 17) != 0) env.push_back(*e);
+    if (std::strncmp(*e, "ABLATE_FAULT=", 13) != 0 &&
+        std::strncmp(*e, "ABLATE_DATA_PATH=", 17) != 0)
+      env.push_back(*e);
   env.push_back(std::string("ABLATE_DATA_PATH=") + ABLATE_TEST_DATA_DIR);
   if (!fault.empty()) env.push_back("ABLATE_FAULT=" + fault);
   env.insert(env.end(), extra_env.begin(), extra_env.end());
@@ -100,11 +102,13 @@ Exit run(const std::vector<std::string>& args, const std::string& fault, const s
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
 }
 
 // Every column but the wall-clock one, bitwise; only rows with step <= max_step (all by default).
@@ -128,7 +132,8 @@ void check_tables(const ablate::RunData& want, const ablate::RunData& got, doubl
       INFO("column " << col);
       REQUIRE(g.count(col));
       std::vector<double> a(values.begin(), values.begin() + static_cast<long>(n));
-      std::vector<double> b(g.at(col).begin(), g.at(col).begin() + static_cast<long>(std::min(n, g.at(col).size())));
+      std::vector<double> b(g.at(col).begin(),
+                            g.at(col).begin() + static_cast<long>(std::min(n, g.at(col).size())));
       CHECK(same_bits(a, b));
     }
   }
@@ -198,20 +203,23 @@ TEST_CASE("reliability/kill -9 at random points, resume, and get the uninterrupt
   const std::string log = dir / "log.txt";
   auto t0 = std::chrono::steady_clock::now();
   REQUIRE(run({cfg, "-o", dir / "full", "-q"}, "", log).code == 0);
-  const double full_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double full_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const auto want = ablate::read_run_file(ablate::run_file_path(dir / "full"));
 
   uint64_t seed = 20240607;
   if (const char* s = std::getenv("ABLATE_RESUME_SEED")) seed = std::strtoull(s, nullptr, 10);
   MESSAGE("kill points from seed " << seed << " (ABLATE_RESUME_SEED)");
   std::mt19937_64 rng(seed);
-  auto uniform = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  auto uniform = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
   const int64_t n_checkpoints = kSteps / kCheckpointEvery;
 
   // Each scenario is a chain: a killed first attempt, then resumes that may be killed
   // again, until one finishes.
-  const std::vector<std::string> kinds = {"step", "checkpoint.partial", "checkpoint.rename", "runfile.append",
-                                          "timed", "step"};
+  const std::vector<std::string> kinds = {
+      "step", "checkpoint.partial", "checkpoint.rename", "runfile.append", "timed", "step"};
   for (size_t k = 0; k < kinds.size(); ++k) {
     const std::string out = dir / ("k" + std::to_string(k));
     std::string kind = kinds[k];
@@ -222,8 +230,9 @@ TEST_CASE("reliability/kill -9 at random points, resume, and get the uninterrupt
       // from there.
       int64_t start = 0;
       if (attempts > 0 && fs::exists(ablate::checkpoint_path(out)))
-        start = static_cast<int64_t>(ablate::read_checkpoint(ablate::checkpoint_path(out)).ints["step"]);
-      if (start >= kSteps) kind = "none";  // killed after the last checkpoint
+        start = static_cast<int64_t>(
+            ablate::read_checkpoint(ablate::checkpoint_path(out)).ints["step"]);
+      if (start >= kSteps) kind = "none";                   // killed after the last checkpoint
       if (attempts > 0 && status_of(out) == "done") break;  // killed after it finished
       std::string fault;
       int64_t flushed = 0;
@@ -240,7 +249,8 @@ TEST_CASE("reliability/kill -9 at random points, resume, and get the uninterrupt
       }
       std::vector<std::string> args = {cfg, "-o", out, "-q"};
       // Killed before its first checkpoint: nothing to resume, so the run starts again.
-      if (attempts > 0) args.push_back(fs::exists(ablate::checkpoint_path(out)) ? "--resume" : "--overwrite");
+      if (attempts > 0)
+        args.push_back(fs::exists(ablate::checkpoint_path(out)) ? "--resume" : "--overwrite");
       INFO("scenario " << k << " attempt " << attempts << ": " << (fault.empty() ? kind : fault));
       Exit e;
       if (kind == "timed") {
@@ -278,38 +288,48 @@ TEST_CASE("reliability/kill -9 at random points, resume, and get the uninterrupt
   }
 }
 
-TEST_CASE("reliability/resume refuses a changed config unless --allow-config-change, naming the keys") {
+TEST_CASE(
+    "reliability/resume refuses a changed config unless --allow-config-change, naming the keys") {
   ablate::test::TempDir dir;
   const std::string cfg = dir.write("resume.yaml", kConfig);
   const std::string log = dir / "log.txt";
   const std::string out = dir / "run";
   REQUIRE(run({cfg, "-o", out, "-q"}, "step:30", log).killed);
-  auto r = ablate::test::run_command("ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " + ablate::test::ablate_binary() + " run " +
-                                     cfg + " -o " + out + " -q --resume model.dropout=0.2 optimizer.weight_decay=0.2 train.log_every=3");
+  auto r = ablate::test::run_command(
+      "ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " + ablate::test::ablate_binary() + " run " + cfg +
+      " -o " + out + " -q --resume model.dropout=0.2 optimizer.weight_decay=0.2 train.log_every=3");
   CHECK(r.status == 1);
-  CHECK_MESSAGE(r.output.find("cannot resume: the config differs from the checkpoint's") != std::string::npos, r.output);
+  CHECK_MESSAGE(
+      r.output.find("cannot resume: the config differs from the checkpoint's") != std::string::npos,
+      r.output);
   CHECK(r.output.find("model.dropout: 0.1 -> 0.2") != std::string::npos);
   CHECK(r.output.find("optimizer.weight_decay: 0.1 -> 0.2") != std::string::npos);
-  CHECK(r.output.find("train.log_every") == std::string::npos);  // bookkeeping: not a reason to refuse
+  CHECK(r.output.find("train.log_every") ==
+        std::string::npos);  // bookkeeping: not a reason to refuse
   CHECK(r.output.find("--allow-config-change") != std::string::npos);
   // Refusing left the run as it was: it still resumes to the uninterrupted result.
-  REQUIRE_MESSAGE(run({cfg, "-o", dir / "full", "-q"}, "", log).code == 0, ablate::test::read_file(log));
+  REQUIRE_MESSAGE(run({cfg, "-o", dir / "full", "-q"}, "", log).code == 0,
+                  ablate::test::read_file(log));
   ablate::test::TempDir copy;
   fs::copy(out, copy.path / "run", fs::copy_options::recursive);
   REQUIRE(run({cfg, "-o", out, "-q", "--resume"}, "", log).code == 0);
   check_same_run(dir / "full", out);
   // With the flag the changed run goes ahead from the checkpoint.
-  r = ablate::test::run_command("ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " + ablate::test::ablate_binary() + " run " +
-                                cfg + " -o " + (copy / "run") + " -q --resume --allow-config-change train.steps=40");
+  r = ablate::test::run_command(
+      "ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " + ablate::test::ablate_binary() + " run " + cfg +
+      " -o " + (copy / "run") + " -q --resume --allow-config-change train.steps=40");
   CHECK_MESSAGE(r.status == 0, r.output);
   auto d = ablate::read_run_file(ablate::run_file_path(copy / "run"));
   CHECK(d.str_attrs.at("status") == "done");
   CHECK(d.tables.at("eval").at("step").back() == 40);
 }
 
-TEST_CASE("reliability/resume refuses training data whose contents changed (data_sha256) unless --allow-config-change") {
+TEST_CASE(
+    "reliability/resume refuses training data whose contents changed (data_sha256) unless "
+    "--allow-config-change") {
   ablate::test::TempDir dir;
-  const std::string text = ablate::test::read_file(std::string(ABLATE_TEST_DATA_DIR) + "/shakespeare_16k.txt");
+  const std::string text =
+      ablate::test::read_file(std::string(ABLATE_TEST_DATA_DIR) + "/shakespeare_16k.txt");
   const std::string data = dir.write("own.txt", text);
   std::string yaml = kConfig;
   yaml.replace(yaml.find("shakespeare_16k.txt"), 19, data);
@@ -320,10 +340,13 @@ TEST_CASE("reliability/resume refuses training data whose contents changed (data
   std::string edited = text;
   edited[100] = edited[100] == 'x' ? 'y' : 'x';
   dir.write("own.txt", edited);
-  const std::string before = ablate::read_run_file(ablate::run_file_path(out)).str_attrs.at("data_sha256");
-  auto r = ablate::test::run_command(ablate::test::ablate_binary() + " run " + cfg + " -o " + out + " -q --resume");
+  const std::string before =
+      ablate::read_run_file(ablate::run_file_path(out)).str_attrs.at("data_sha256");
+  auto r = ablate::test::run_command(ablate::test::ablate_binary() + " run " + cfg + " -o " + out +
+                                     " -q --resume");
   CHECK(r.status == 1);
-  CHECK_MESSAGE(r.output.find("cannot resume: the training data changed since the checkpoint: " + data) != std::string::npos,
+  CHECK_MESSAGE(r.output.find("cannot resume: the training data changed since the checkpoint: " +
+                              data) != std::string::npos,
                 r.output);
   CHECK(r.output.find("had sha256 " + before) != std::string::npos);
   CHECK(r.output.find("--allow-config-change") != std::string::npos);
@@ -332,11 +355,12 @@ TEST_CASE("reliability/resume refuses training data whose contents changed (data
   ablate::test::TempDir copy;
   fs::copy(out, copy.path / "run", fs::copy_options::recursive);
   dir.write("own.txt", text);
-  r = ablate::test::run_command(ablate::test::ablate_binary() + " run " + cfg + " -o " + out + " -q --resume");
+  r = ablate::test::run_command(ablate::test::ablate_binary() + " run " + cfg + " -o " + out +
+                                " -q --resume");
   CHECK_MESSAGE(r.status == 0, r.output);
   dir.write("own.txt", edited);
-  r = ablate::test::run_command(ablate::test::ablate_binary() + " run " + cfg + " -o " + (copy / "run") +
-                                " -q --resume --allow-config-change");
+  r = ablate::test::run_command(ablate::test::ablate_binary() + " run " + cfg + " -o " +
+                                (copy / "run") + " -q --resume --allow-config-change");
   CHECK_MESSAGE(r.status == 0, r.output);
   auto d = ablate::read_run_file(ablate::run_file_path(copy / "run"));
   CHECK(d.str_attrs.at("status") == "done");
@@ -350,16 +374,20 @@ TEST_CASE("reliability/resume refuses training data whose contents changed (data
 // its first plain run can exit 1 for a reason not found (the message carries the run's log);
 // the normal suite runs it.
 #if !defined(__SANITIZE_ADDRESS__)
-TEST_CASE("reliability/resume accepts changed log_every, checkpoint_every and keep_checkpoints and trains the same") {
+TEST_CASE(
+    "reliability/resume accepts changed log_every, checkpoint_every and keep_checkpoints and "
+    "trains the same") {
   ablate::test::TempDir dir;
   const std::string cfg = dir.write("resume.yaml", kConfig);
   const std::string log = dir / "log.txt";
   const std::string out = dir / "run";
-  REQUIRE_MESSAGE(run({cfg, "-o", dir / "full", "-q"}, "", log).code == 0, ablate::test::read_file(log));
+  REQUIRE_MESSAGE(run({cfg, "-o", dir / "full", "-q"}, "", log).code == 0,
+                  ablate::test::read_file(log));
   REQUIRE(run({cfg, "-o", out, "-q"}, "step:30", log).killed);
-  const auto r = ablate::test::run_command("ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " + ablate::test::ablate_binary() + " run " +
-                                           cfg + " -o " + out +
-                                           " -q --resume train.log_every=3 train.checkpoint_every=8 'train.keep_checkpoints=[40]'");
+  const auto r = ablate::test::run_command(
+      "ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " + ablate::test::ablate_binary() + " run " + cfg +
+      " -o " + out +
+      " -q --resume train.log_every=3 train.checkpoint_every=8 'train.keep_checkpoints=[40]'");
   REQUIRE_MESSAGE(r.status == 0, r.output);
   CHECK(fs::exists(fs::path(out) / "checkpoints" / "step-40.ckpt"));  // the new option took effect
   const auto want = ablate::read_run_file(ablate::run_file_path(dir / "full"));
@@ -378,13 +406,15 @@ TEST_CASE("reliability/resume accepts changed log_every, checkpoint_every and ke
 }
 #endif
 
-TEST_CASE("reliability/a NaN loss stops the run, names the step and parameters, marks the run failed") {
+TEST_CASE(
+    "reliability/a NaN loss stops the run, names the step and parameters, marks the run failed") {
   ablate::test::TempDir dir;
   const std::string cfg = dir.write("resume.yaml", kConfig);
   // Plain SGD at lr 100 without clipping overflows within a few steps on this data.
-  auto r = ablate::test::run_command("ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " + ablate::test::ablate_binary() +
-                                     " run " + cfg + " -o " + (dir / "run") +
-                                     " -q optimizer.type=sgd optimizer.lr=100 optimizer.weight_decay=0 train.grad_clip=0");
+  auto r = ablate::test::run_command(
+      "ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " + ablate::test::ablate_binary() + " run " + cfg +
+      " -o " + (dir / "run") +
+      " -q optimizer.type=sgd optimizer.lr=100 optimizer.weight_decay=0 train.grad_clip=0");
   INFO(r.output);
   CHECK(r.status == 1);
   CHECK(r.output.find("error: step ") != std::string::npos);
@@ -419,9 +449,10 @@ TEST_CASE("reliability/a whole training run is bitwise the same on 1 and 2 threa
     ro.quiet = true;
     ro.threads = threads;
     // Larger batches and a wider model, so that the parallel loops really split.
-    ablate::run_experiment(ablate::Experiment::load(cfg, {"train.steps=12", "train.batch_size=16", "model.d_model=64",
-                                                          "train.checkpoint_every=100", "sample.tokens=20"}),
-                           ro);
+    ablate::run_experiment(
+        ablate::Experiment::load(cfg, {"train.steps=12", "train.batch_size=16", "model.d_model=64",
+                                       "train.checkpoint_every=100", "sample.tokens=20"}),
+        ro);
   }
   auto a = ablate::read_run_file(ablate::run_file_path(dir / "t1"));
   auto b = ablate::read_run_file(ablate::run_file_path(dir / "t2"));
@@ -443,11 +474,14 @@ bool wait_until(Pred pred) {
 }
 
 ablate::test::CommandResult ablate_run(const std::string& args) {
-  return ablate::test::run_command("ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " + ablate::test::ablate_binary() + " run " + args);
+  return ablate::test::run_command("ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " +
+                                   ablate::test::ablate_binary() + " run " + args);
 }
 
 // The run has trained (its log shows the evaluation before training is over).
-bool training(const std::string& dir) { return contains(ablate::test::read_file(dir + "/run.log"), "eval step 0:"); }
+bool training(const std::string& dir) {
+  return contains(ablate::test::read_file(dir + "/run.log"), "eval step 0:");
+}
 
 }  // namespace
 
@@ -463,20 +497,23 @@ TEST_CASE("reliability/a run directory is never overwritten silently") {
   CHECK(r.status == 1);
   INFO(r.output);
   CHECK(contains(r.output, out + " already holds a run (status done, checkpoint at step 8)"));
-  for (const char* flag : {"--resume", "--overwrite", "--fork NEW_DIR"}) CHECK(contains(r.output, flag));
+  for (const char* flag : {"--resume", "--overwrite", "--fork NEW_DIR"})
+    CHECK(contains(r.output, flag));
   auto after = ablate::read_run_file(ablate::run_file_path(out));
   CHECK(after.str_attrs == before.str_attrs);
   check_tables(before, after);
   // Resuming a finished run: nothing to resume (not a "done" run with zero losses).
   r = ablate_run(out + " -q --resume");
   CHECK(r.status == 1);
-  CHECK(contains(r.output, "is a finished run (status done, step 8): nothing to resume. --extend-to N"));
+  CHECK(contains(r.output,
+                 "is a finished run (status done, step 8): nothing to resume. --extend-to N"));
   // --overwrite starts afresh: the old sample goes too.
   std::ofstream(out + "/sample.txt") << "stale";
   r = ablate_run(cfg + " -q -o " + out + " --overwrite train.steps=4 sample.tokens=0");
   CHECK_MESSAGE(r.status == 0, r.output);
   CHECK(!fs::exists(out + "/sample.txt"));
-  CHECK(ablate::read_run_file(ablate::run_file_path(out)).tables.at("train").at("step").back() == 4);
+  CHECK(ablate::read_run_file(ablate::run_file_path(out)).tables.at("train").at("step").back() ==
+        4);
   // Nothing to resume: an empty directory, and a run killed before its first checkpoint.
   fs::create_directories(dir / "empty");
   r = ablate_run(cfg + " -q --resume -o " + (dir / "empty"));
@@ -485,7 +522,8 @@ TEST_CASE("reliability/a run directory is never overwritten silently") {
   REQUIRE(run({cfg, "-o", dir / "early", "-q"}, "step:3", dir / "log.txt").killed);
   r = ablate_run(cfg + " -q --resume -o " + (dir / "early"));
   CHECK(r.status == 1);
-  CHECK(contains(r.output, "nothing to resume: the run stopped before its first checkpoint (status running)"));
+  CHECK(contains(
+      r.output, "nothing to resume: the run stopped before its first checkpoint (status running)"));
   CHECK(contains(r.output, "--overwrite"));
   // A checkpoint without its run file: its metrics are gone.
   fs::remove(ablate::run_file_path(out));
@@ -494,7 +532,9 @@ TEST_CASE("reliability/a run directory is never overwritten silently") {
   CHECK(contains(r.output, "has a checkpoint but no run.h5"));
 }
 
-TEST_CASE("reliability/SIGINT and SIGTERM finish the step, checkpoint, and resume from the directory bitwise") {
+TEST_CASE(
+    "reliability/SIGINT and SIGTERM finish the step, checkpoint, and resume from the directory "
+    "bitwise") {
   ablate::test::TempDir dir;
   const std::string cfg = dir.write("resume.yaml", kConfig);
   const std::string log = dir / "log.txt";
@@ -512,9 +552,12 @@ TEST_CASE("reliability/SIGINT and SIGTERM finish the step, checkpoint, and resum
     REQUIRE(e.code == 128 + sig);
     auto d = ablate::read_run_file(ablate::run_file_path(out));
     CHECK(d.str_attrs.at("status") == "interrupted");
-    CHECK(contains(d.str_attrs.at("error"), sig == SIGINT ? "stopped by SIGINT after step " : "stopped by SIGTERM after step "));
-    const int64_t at = static_cast<int64_t>(ablate::read_checkpoint(ablate::checkpoint_path(out)).ints["step"]);
-    CHECK(contains(d.str_attrs.at("error"), "after step " + std::to_string(at)));  // the checkpoint is of the last step
+    CHECK(contains(d.str_attrs.at("error"), sig == SIGINT ? "stopped by SIGINT after step "
+                                                          : "stopped by SIGTERM after step "));
+    const int64_t at =
+        static_cast<int64_t>(ablate::read_checkpoint(ablate::checkpoint_path(out)).ints["step"]);
+    CHECK(contains(d.str_attrs.at("error"),
+                   "after step " + std::to_string(at)));  // the checkpoint is of the last step
     CHECK(contains(said, "Continue with:\n  ablate run " + out + " --resume"));
     CHECK(contains(ablate::test::read_file(out + "/run.log"), "interrupted by"));
     // The first process's CPU time and the part of it spent evaluating (step 0's evaluation
@@ -530,8 +573,9 @@ TEST_CASE("reliability/SIGINT and SIGTERM finish the step, checkpoint, and resum
     }
     // Resumed from the directory alone (SIGINT), or from the config file it holds (SIGTERM).
     const std::string target = sig == SIGINT ? out : out + "/config.yaml";
-    auto r = ablate::test::run_command("cd " + dir.path.string() + " && ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " +
-                                       ablate::test::ablate_binary() + " run " + target + " -q --resume");
+    auto r = ablate::test::run_command(
+        "cd " + dir.path.string() + " && ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " +
+        ablate::test::ablate_binary() + " run " + target + " -q --resume");
     REQUIRE_MESSAGE(r.status == 0, r.output);
     check_same_run(dir / "full", out);
     // The CPU time adds up over the two processes, and so does its evaluating part (the
@@ -550,7 +594,9 @@ TEST_CASE("reliability/a second Ctrl-C exits at once") {
   const std::string cfg = dir.write("resume.yaml", kConfig);
   const std::string out = dir / "run", log = dir / "log.txt";
   // Slow steps (about a second each on 2 cores), so that both signals land in one step.
-  pid_t pid = spawn_run({cfg, "-o", out, "-q", "train.batch_size=512", "model.d_model=64", "train.eval_batches=1"}, "", log);
+  pid_t pid = spawn_run(
+      {cfg, "-o", out, "-q", "train.batch_size=512", "model.d_model=64", "train.eval_batches=1"},
+      "", log);
   REQUIRE(wait_until([&] { return training(out); }));
   ::kill(pid, SIGINT);
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
@@ -559,7 +605,9 @@ TEST_CASE("reliability/a second Ctrl-C exits at once") {
   const std::string said = ablate::test::read_file(log);
   INFO(said);
   CHECK(e.code == 130);
-  CHECK(contains(said, "interrupt: finishing this step and writing a checkpoint (interrupt again to exit at once)"));
+  CHECK(contains(
+      said,
+      "interrupt: finishing this step and writing a checkpoint (interrupt again to exit at once)"));
   CHECK(contains(said, "second interrupt: exiting now"));
   // It left at once: no checkpoint of an unfinished step, the run still marked running.
   CHECK(ablate::read_run_file(ablate::run_file_path(out)).str_attrs.at("status") == "running");
@@ -582,7 +630,8 @@ TEST_CASE("reliability/--fork and init_from start a new run from another run's w
     INFO(args << "\n" << r.output);
     REQUIRE(r.status == 0);
     auto d = ablate::read_run_file(ablate::run_file_path(out));
-    CHECK(d.str_attrs.at("init_from") == fs::weakly_canonical(ablate::checkpoint_path(src)).string());
+    CHECK(d.str_attrs.at("init_from") ==
+          fs::weakly_canonical(ablate::checkpoint_path(src)).string());
     CHECK(d.num_attrs.at("init_from_step") == 8);
     // Step 0 evaluates the source's weights on the same batches: its last evaluation, bitwise.
     const auto& ev = d.tables.at("eval");
@@ -591,7 +640,8 @@ TEST_CASE("reliability/--fork and init_from start a new run from another run's w
     CHECK(d.tables.at("train").at("step").back() == 4);
   }
   // The source is left alone; a source without a checkpoint is refused.
-  CHECK(ablate::read_run_file(ablate::run_file_path(src)).tables.at("eval").at("step") == source.tables.at("eval").at("step"));
+  CHECK(ablate::read_run_file(ablate::run_file_path(src)).tables.at("eval").at("step") ==
+        source.tables.at("eval").at("step"));
   r = ablate_run(cfg + " -q -o " + (dir / "x") + " init_from=" + (dir / "nowhere"));
   CHECK(r.status == 1);
   CHECK(contains(r.output, "init_from: " + (dir / "nowhere") + ": no checkpoint there"));
@@ -600,7 +650,9 @@ TEST_CASE("reliability/--fork and init_from start a new run from another run's w
   CHECK(r.status == 1);
   INFO(r.output);
   CHECK(contains(r.output, "checkpoint has no parameter 'blocks.0.ffn."));
-  CHECK(contains(r.output, "so the model must have the same parameters as that run; these model options differ from it:"));
+  CHECK(contains(r.output,
+                 "so the model must have the same parameters as that run; these model options "
+                 "differ from it:"));
   CHECK(contains(r.output, "model.n_layers: 2 -> 3"));
   CHECK(contains(r.output, "model.ffn"));
 }
@@ -613,8 +665,9 @@ TEST_CASE("reliability/h5py reads run.h5 while the run writes it, run.log is kep
   ablate::test::TempDir dir;
   const std::string cfg = dir.write("resume.yaml", kConfig);
   const std::string out = dir / "run";
-  pid_t pid = spawn_run({cfg, "-o", out, "-q", "train.steps=240", "train.eval_every=40", "train.checkpoint_every=40"}, "",
-                        dir / "log.txt");
+  pid_t pid = spawn_run(
+      {cfg, "-o", out, "-q", "train.steps=240", "train.eval_every=40", "train.checkpoint_every=40"},
+      "", dir / "log.txt");
   REQUIRE(wait_until([&] { return training(out); }));
   // Polls until the run is no longer running; no HDF5_USE_FILE_LOCKING in its environment.
   const char* script = R"(import sys, time, h5py
@@ -636,8 +689,8 @@ while time.time() < end:
     time.sleep(0.1)
 print('reads', ok, 'first', rows[0] if rows else -1, 'last', rows[-1] if rows else -1, 'lock', lock, 'errors', len(errors))
 print('\n'.join(errors[:3])))";
-  auto r = ablate::test::run_command("env -u HDF5_USE_FILE_LOCKING /usr/bin/python3 " + dir.write("poll.py", script) + " " + out +
-                                     "/run.h5");
+  auto r = ablate::test::run_command("env -u HDF5_USE_FILE_LOCKING /usr/bin/python3 " +
+                                     dir.write("poll.py", script) + " " + out + "/run.h5");
   Exit e = wait_for(pid);
   INFO(r.output);
   CHECK(e.code == 0);
@@ -646,7 +699,8 @@ print('\n'.join(errors[:3])))";
   std::string w;
   int64_t reads = 0, first = 0, last = 0, lock = 0, errors = 0;
   in >> w >> reads >> w >> first >> w >> last >> w >> lock >> w >> errors;
-  MESSAGE("h5py during the run: " << reads << " reads, train rows " << first << " -> " << last << ", " << errors << " errors");
+  MESSAGE("h5py during the run: " << reads << " reads, train rows " << first << " -> " << last
+                                  << ", " << errors << " errors");
   CHECK(lock == 0);
   CHECK(reads >= 3);
   CHECK(last > first);  // the rows grow as the run goes
@@ -655,20 +709,23 @@ print('\n'.join(errors[:3])))";
   CHECK(contains(run_log, "done: " + out));
 }
 
-TEST_CASE("reliability/--dry-run and the memory estimate: a run that cannot fit fails before training") {
+TEST_CASE(
+    "reliability/--dry-run and the memory estimate: a run that cannot fit fails before training") {
   ablate::test::TempDir dir;
   const std::string cfg = dir.write("resume.yaml", kConfig);
   auto r = ablate_run(cfg + " --dry-run -o " + (dir / "dry"));
   INFO(r.output);
   CHECK(r.status == 0);
-  for (const char* part : {"parameters      29696", "FLOPs per step", "peak memory", "activations", "8 sequences x", "available"})
+  for (const char* part : {"parameters      29696", "FLOPs per step", "peak memory", "activations",
+                           "8 sequences x", "available"})
     CHECK(contains(r.output, part));
   CHECK(!fs::exists(dir / "dry"));  // nothing written
   // A million sequences per micro-batch: hundreds of GB of activations.
   r = ablate_run(cfg + " -q -o " + (dir / "big") + " train.batch_size=1000000");
   CHECK(r.status == 1);
-  for (const char* part : {"error: estimated peak memory", "activations", "1000000 sequences x", "is available (",
-                           "Lower train.batch_size", "train.grad_accum=", "model.context", "--no-memory-check"})
+  for (const char* part :
+       {"error: estimated peak memory", "activations", "1000000 sequences x", "is available (",
+        "Lower train.batch_size", "train.grad_accum=", "model.context", "--no-memory-check"})
     CHECK(contains(r.output, part));
   CHECK(!fs::exists(ablate::run_file_path(dir / "big")));  // before training: no run file
   r = ablate_run(cfg + " --dry-run train.batch_size=1000000");
@@ -677,14 +734,17 @@ TEST_CASE("reliability/--dry-run and the memory estimate: a run that cannot fit 
 #if !defined(__SANITIZE_ADDRESS__)
   // Past the check (--no-memory-check) under an address-space limit: a clear error, not
   // "internal error: std::bad_alloc".
-  r = ablate::test::run_command("ulimit -v 3000000 && ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " + ablate::test::ablate_binary() +
-                                " run " + cfg + " -q --no-memory-check -o " + (dir / "oom") + " train.batch_size=20000");
+  r = ablate::test::run_command("ulimit -v 3000000 && ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " +
+                                ablate::test::ablate_binary() + " run " + cfg +
+                                " -q --no-memory-check -o " + (dir / "oom") +
+                                " train.batch_size=20000");
   INFO(r.output);
   CHECK(r.status == 1);
   CHECK(contains(r.output, "error: out of memory (std::bad_alloc)"));
   CHECK(contains(r.output, "Lower train.batch_size"));
   CHECK(!contains(r.output, "internal error"));
-  CHECK(ablate::read_run_file(ablate::run_file_path(dir / "oom")).str_attrs.at("status") == "failed");
+  CHECK(ablate::read_run_file(ablate::run_file_path(dir / "oom")).str_attrs.at("status") ==
+        "failed");
 #endif
 }
 
@@ -694,25 +754,32 @@ TEST_CASE("reliability/default threads leave out the cores other ablate runs cla
   const std::string claims = dir / "claims";
   const std::string env = "ABLATE_RUNTIME_DIR=" + claims;
   auto threads_of = [&](const std::string& out) {
-    auto r = ablate::test::run_command(env + " ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " + ablate::test::ablate_binary() + " run " +
-                                       cfg + " -q -o " + out + " train.threads=0 train.steps=2 sample.tokens=0");
+    auto r = ablate::test::run_command(env + " ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " +
+                                       ablate::test::ablate_binary() + " run " + cfg + " -q -o " +
+                                       out + " train.threads=0 train.steps=2 sample.tokens=0");
     INFO(r.output);
     REQUIRE(r.status == 0);
-    return static_cast<int64_t>(ablate::read_run_file(ablate::run_file_path(out)).num_attrs.at("threads"));
+    return static_cast<int64_t>(
+        ablate::read_run_file(ablate::run_file_path(out)).num_attrs.at("threads"));
   };
   const int64_t cores = ablate::usable_cores();
-  pid_t busy = spawn_run({cfg, "-o", dir / "busy", "-q", "-j", "2", "train.steps=100000"}, "", dir / "log.txt", {env});
+  pid_t busy = spawn_run({cfg, "-o", dir / "busy", "-q", "-j", "2", "train.steps=100000"}, "",
+                         dir / "log.txt", {env});
   REQUIRE(wait_until([&] { return training(dir / "busy"); }));
   CHECK(threads_of(dir / "a") == std::max<int64_t>(1, cores - 2));
   // A sweep shares out the same rest between its points.
-  dir.write("sw.yaml", "base: resume.yaml\noverrides: {train.steps: 2, sample.tokens: 0}\nsweep: {variants: {a: {}}, seeds: 1}\n");
-  auto sw = ablate::test::run_command(env + " ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " + ablate::test::ablate_binary() +
-                                      " sweep " + (dir / "sw.yaml") + " --dir " + (dir / "sw") + " --jobs 1 -q");
+  dir.write("sw.yaml",
+            "base: resume.yaml\noverrides: {train.steps: 2, sample.tokens: 0}\nsweep: {variants: "
+            "{a: {}}, seeds: 1}\n");
+  auto sw = ablate::test::run_command(
+      env + " ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " + ablate::test::ablate_binary() +
+      " sweep " + (dir / "sw.yaml") + " --dir " + (dir / "sw") + " --jobs 1 -q");
   INFO(sw.output);
   REQUIRE(sw.status == 0);
   const int64_t rest = std::max<int64_t>(1, cores - 2);
-  CHECK(contains(ablate::test::read_file(dir / "sw/sweep.log"),
-                 "1 at a time with " + std::to_string(rest) + " thread" + (rest == 1 ? "" : "s") + " each"));
+  CHECK(contains(
+      ablate::test::read_file(dir / "sw/sweep.log"),
+      "1 at a time with " + std::to_string(rest) + " thread" + (rest == 1 ? "" : "s") + " each"));
   ::kill(busy, SIGTERM);
   CHECK(wait_for(busy).code == 128 + SIGTERM);
   // A claim whose process is gone (no lock held on it) does not count, and is removed.
@@ -720,13 +787,16 @@ TEST_CASE("reliability/default threads leave out the cores other ablate runs cla
   CHECK(threads_of(dir / "b") == cores);
   CHECK(!fs::exists(claims + "/999999"));
   // -j still wins.
-  auto r = ablate::test::run_command(env + " ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " + ablate::test::ablate_binary() + " run " +
-                                     cfg + " -q -j 3 -o " + (dir / "c") + " train.steps=2 sample.tokens=0");
+  auto r = ablate::test::run_command(
+      env + " ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " + ablate::test::ablate_binary() +
+      " run " + cfg + " -q -j 3 -o " + (dir / "c") + " train.steps=2 sample.tokens=0");
   REQUIRE(r.status == 0);
   CHECK(ablate::read_run_file(ablate::run_file_path(dir / "c")).num_attrs.at("threads") == 3);
 }
 
-TEST_CASE("reliability/a run's lock outlives its process's main thread: status says alive, a new writer waits for it") {
+TEST_CASE(
+    "reliability/a run's lock outlives its process's main thread: status says alive, a new writer "
+    "waits for it") {
   ablate::test::TempDir dir;
   const std::string run = dir / "run";
   fs::create_directories(run);
@@ -740,7 +810,8 @@ TEST_CASE("reliability/a run's lock outlives its process's main thread: status s
       std::this_thread::sleep_for(std::chrono::milliseconds(1500));
       ::_exit(0);
     }).detach();
-    ::syscall(SYS_exit, 0);  // the main thread alone, without unwinding (no destructors in the child)
+    ::syscall(SYS_exit,
+              0);  // the main thread alone, without unwinding (no destructors in the child)
   }
   auto leader_state = [&] {
     const std::string stat = ablate::test::read_file("/proc/" + std::to_string(child) + "/stat");
@@ -752,7 +823,8 @@ TEST_CASE("reliability/a run's lock outlives its process's main thread: status s
   CHECK(ablate::process_alive(child));
   const auto t0 = std::chrono::steady_clock::now();
   ablate::RunLock mine(run);  // waits for the lock instead of failing
-  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   CHECK(waited > 0.2);
   CHECK(wait_for(child).code == 0);
   CHECK(!ablate::process_alive(child));
@@ -765,5 +837,6 @@ TEST_CASE("reliability/a run's lock outlives its process's main thread: status s
   } catch (const ablate::Error& e) {
     refused = e.what();
   }
-  CHECK(contains(refused, "another ablate process (pid " + std::to_string(::getpid()) + ") is writing this run"));
+  CHECK(contains(refused, "another ablate process (pid " + std::to_string(::getpid()) +
+                              ") is writing this run"));
 }

@@ -20,8 +20,8 @@
 namespace fs = std::filesystem;
 using ablate::RunFile;
 
-using ablate::test::error_of;
 using ablate::test::contains;
+using ablate::test::error_of;
 using ablate::test::TempDir;
 
 namespace {
@@ -49,8 +49,13 @@ bool have_h5py() { return run("/usr/bin/python3 -c 'import h5py'").first == 0; }
 // train: steps 0..n-1 with loss = 4 - step/100; val every 100 steps.
 void write_sample(RunFile& rf, int n) {
   for (int s = 0; s < n; ++s)
-    rf.append("train", {{"step", s}, {"loss", 4.0 - s / 100.0}, {"lr", 3e-4}, {"grad_norm", 0.5 + s}, {"tokens_per_s", 1e5}});
-  for (int s = 0; s < n; s += 100) rf.append("val", {{"step", s}, {"loss", 4.5 - s / 100.0}, {"ppl", 90.0 - s}});
+    rf.append("train", {{"step", s},
+                        {"loss", 4.0 - s / 100.0},
+                        {"lr", 3e-4},
+                        {"grad_norm", 0.5 + s},
+                        {"tokens_per_s", 1e5}});
+  for (int s = 0; s < n; s += 100)
+    rf.append("val", {{"step", s}, {"loss", 4.5 - s / 100.0}, {"ppl", 90.0 - s}});
 }
 
 const std::string kSample = "First Citizen:\nBefore we proceed — any further, hear me speak. ✓";
@@ -68,9 +73,9 @@ TEST_CASE("io/runfile: write, then read back with read_run_file") {
     rf.set_attr("n_params", int64_t{44487});
     rf.set_attr("threads", 2);
     rf.set_attr("wall_s", 1.5);
-    rf.set_attr("status", "done");  // overwrite
+    rf.set_attr("status", "done");      // overwrite
     rf.set_attr("wall_s", int64_t{7});  // overwrite with another type
-    write_sample(rf, 300);  // more than one 256-row chunk
+    write_sample(rf, 300);              // more than one 256-row chunk
     // A table can hold sub-tables: eval has columns and eval/arithmetic below it.
     rf.append("eval", {{"step", 299}, {"val_loss", 1.75}});
     rf.append("eval/arithmetic", {{"step", 299}, {"char_acc", 0.59}, {"exact", 0.0007}});
@@ -122,7 +127,8 @@ TEST_CASE("io/runfile: h5py and h5dump read the file") {
     rf.write_text("samples/final", kSample);
   }  // the destructor closes
   if (!have_h5py()) {
-    MESSAGE("skipped the h5py check: /usr/bin/python3 cannot import h5py (apt install python3-h5py)");
+    MESSAGE(
+        "skipped the h5py check: /usr/bin/python3 cannot import h5py (apt install python3-h5py)");
   } else {
     const std::string script =
         "import sys, h5py\n"
@@ -132,15 +138,16 @@ TEST_CASE("io/runfile: h5py and h5dump read the file") {
         "assert f.attrs['status'] == 'done'\n"
         "assert f.attrs['n_params'] == 44487\n"
         "t = f['metrics/train']\n"
-        "assert sorted(t.keys()) == ['grad_norm', 'loss', 'lr', 'step', 'tokens_per_s'], list(t.keys())\n"
+        "assert sorted(t.keys()) == ['grad_norm', 'loss', 'lr', 'step', 'tokens_per_s'], "
+        "list(t.keys())\n"
         "assert t['step'].shape == (300,) and t['step'].dtype == 'float64'\n"
         "assert list(t['step'][:5]) == [0, 1, 2, 3, 4]\n"
         "assert t['loss'][299] == 4.0 - 299 / 100.0\n"
         "assert list(f['metrics/val/step'][:]) == [0, 100, 200]\n"
         "assert f['samples/final'].asstr()[()] == sys.argv[2]\n"
         "print('h5py-ok')\n";
-    auto [rc, out] = run("/usr/bin/python3 -c " + shell_quote(script) + " " + shell_quote(path) + " " +
-                         shell_quote(kSample));
+    auto [rc, out] = run("/usr/bin/python3 -c " + shell_quote(script) + " " + shell_quote(path) +
+                         " " + shell_quote(kSample));
     INFO(out);
     CHECK(rc == 0);
     CHECK(contains(out, "h5py-ok"));
@@ -173,15 +180,19 @@ TEST_CASE("io/runfile: append after reopen, truncate_after_step") {
     RunFile rf = RunFile::open_append(path);
     CHECK(rf.rows("train") == 300);
     CHECK(rf.rows("val") == 3);
-    CHECK(contains(error_of([&] { rf.append("train", {{"step", 300}, {"loss", 1}}); }),
-                   "table 'train' has columns [grad_norm, loss, lr, step, tokens_per_s] but this row has [loss, step]"));
+    CHECK(contains(error_of([&] {
+                     rf.append("train", {{"step", 300}, {"loss", 1}});
+                   }),
+                   "table 'train' has columns [grad_norm, loss, lr, step, tokens_per_s] but this "
+                   "row has [loss, step]"));
     // Resume from a checkpoint at step 150: rows after it go, new ones follow.
     rf.truncate_after_step(150);
     CHECK(rf.rows("train") == 151);
     CHECK(rf.rows("val") == 2);
     CHECK(rf.rows("notes") == 1);
     for (int s = 151; s < 160; ++s)
-      rf.append("train", {{"tokens_per_s", 2e5}, {"step", s}, {"loss", -s}, {"lr", 1e-4}, {"grad_norm", 0}});
+      rf.append("train",
+                {{"tokens_per_s", 2e5}, {"step", s}, {"loss", -s}, {"lr", 1e-4}, {"grad_norm", 0}});
     rf.set_attr("status", "done");
   }
   ablate::RunData d = ablate::read_run_file(path);
@@ -197,7 +208,8 @@ TEST_CASE("io/runfile: append after reopen, truncate_after_step") {
     RunFile rf = RunFile::open_append(path);
     rf.truncate_after_step(-1);  // everything goes; the columns stay
     CHECK(rf.rows("train") == 0);
-    rf.append("train", {{"tokens_per_s", 1}, {"step", 0}, {"loss", 9}, {"lr", 1}, {"grad_norm", 1}});
+    rf.append("train",
+              {{"tokens_per_s", 1}, {"step", 0}, {"loss", 9}, {"lr", 1}, {"grad_norm", 1}});
   }
   d = ablate::read_run_file(path);
   CHECK(d.tables.at("train").at("loss") == std::vector<double>{9});
@@ -212,9 +224,15 @@ TEST_CASE("io/runfile: bad names and misuse give clear errors") {
   CHECK(contains(error_of([&] { rf.append("eval//x", {{"step", 0}}); }), "invalid table name"));
   CHECK(contains(error_of([&] { rf.append("train", {}); }), "at least one column"));
   CHECK(contains(error_of([&] { rf.append("train", {{"a/b", 0}}); }), "invalid column name 'a/b'"));
-  CHECK(contains(error_of([&] { rf.append("train", {{"step", 0}, {"step", 1}}); }), "column 'step' appears twice"));
+  CHECK(contains(error_of([&] {
+                   rf.append("train", {{"step", 0}, {"step", 1}});
+                 }),
+                 "column 'step' appears twice"));
   rf.append("eval", {{"arithmetic", 1}});
-  CHECK(contains(error_of([&] { rf.append("eval/arithmetic", {{"step", 0}}); }), "a dataset of that name exists"));
+  CHECK(contains(error_of([&] {
+                   rf.append("eval/arithmetic", {{"step", 0}});
+                 }),
+                 "a dataset of that name exists"));
   CHECK(contains(error_of([&] { rf.write_text("metrics/x", "t"); }), "reserved"));
   CHECK(contains(error_of([&] { rf.write_text("x", std::string("a\0b", 3)); }), "NUL"));
   CHECK(rf.path() == path);
@@ -222,7 +240,8 @@ TEST_CASE("io/runfile: bad names and misuse give clear errors") {
   CHECK(contains(error_of([&] { rf.flush(); }), "moved"));
   moved.close();
   moved.close();  // twice is fine
-  CHECK(contains(error_of([] { RunFile::create("/nonexistent-dir/run.h5"); }), "/nonexistent-dir/run.h5: HDF5 error"));
+  CHECK(contains(error_of([] { RunFile::create("/nonexistent-dir/run.h5"); }),
+                 "/nonexistent-dir/run.h5: HDF5 error"));
 }
 
 TEST_CASE("io/runfile: files that are not run files") {
@@ -235,10 +254,13 @@ TEST_CASE("io/runfile: files that are not run files") {
   H5Fclose(f);
   const std::string missing = dir / "missing.h5";
 
-  for (auto read : {std::function<void(const std::string&)>([](const std::string& p) { ablate::read_run_file(p); }),
-                    std::function<void(const std::string&)>([](const std::string& p) { RunFile::open_append(p); })}) {
+  for (auto read : {std::function<void(const std::string&)>(
+                        [](const std::string& p) { ablate::read_run_file(p); }),
+                    std::function<void(const std::string&)>(
+                        [](const std::string& p) { RunFile::open_append(p); })}) {
     CHECK(error_of([&] { read(text); }) == text + ": not an ablate run file (not an HDF5 file)");
-    CHECK(error_of([&] { read(plain); }) == plain + ": not an ablate run file (no 'format' attribute)");
+    CHECK(error_of([&] { read(plain); }) ==
+          plain + ": not an ablate run file (no 'format' attribute)");
     CHECK(error_of([&] { read(missing); }) == missing + ": not an ablate run file (no such file)");
     CHECK(error_of([&] { read(dir.path.string()); }) ==
           dir.path.string() + ": not an ablate run file (not a regular file)");
@@ -308,7 +330,9 @@ TEST_CASE("io/runfile: a writer killed without closing leaves every flushed row"
   }
 }
 
-TEST_CASE("io/runfile: a run still being written can be read, by h5py too (the writer takes no HDF5 lock)") {
+TEST_CASE(
+    "io/runfile: a run still being written can be read, by h5py too (the writer takes no HDF5 "
+    "lock)") {
   TempDir dir;
   const std::string path = dir / "live.h5";
   int ready[2], go[2];
@@ -343,7 +367,8 @@ TEST_CASE("io/runfile: a run still being written can be read, by h5py too (the w
   if (have_h5py()) {
     // No HDF5_USE_FILE_LOCKING=FALSE: h5py takes its shared lock, which the writer allows.
     auto [rc, out] = run("env -u HDF5_USE_FILE_LOCKING /usr/bin/python3 -c " +
-                         shell_quote("import sys, h5py\nf = h5py.File(sys.argv[1], 'r')\nprint('loss', f['metrics/train/loss'][0])") +
+                         shell_quote("import sys, h5py\nf = h5py.File(sys.argv[1], "
+                                     "'r')\nprint('loss', f['metrics/train/loss'][0])") +
                          " " + shell_quote(path) + " 2>&1");
     INFO(out);
     CHECK(rc == 0);

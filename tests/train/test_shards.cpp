@@ -34,10 +34,13 @@ namespace {
 uint32_t id16(int64_t i) { return static_cast<uint32_t>((i * 7919 + 13) % 50257); }
 uint32_t id32(int64_t i) { return static_cast<uint32_t>((i * 48271 + 5) % 200003); }
 
-bool have_numpy() { return ablate::test::run_command("/usr/bin/python3 -c 'import numpy'").status == 0; }
+bool have_numpy() {
+  return ablate::test::run_command("/usr/bin/python3 -c 'import numpy'").status == 0;
+}
 
 // Runs a Python script (with numpy) and returns its output; a failure fails the test.
-std::string python(const ablate::test::TempDir& dir, const std::string& script, const std::string& args) {
+std::string python(const ablate::test::TempDir& dir, const std::string& script,
+                   const std::string& args) {
   const std::string path = dir.write("script.py", script);
   auto r = ablate::test::run_command("/usr/bin/python3 " + path + " " + args);
   INFO(r.output);
@@ -108,7 +111,9 @@ std::vector<int32_t> header(int32_t magic, int32_t version, int32_t count) {
 
 }  // namespace
 
-TEST_CASE("shards/llm.c, its uint32 variant and nanoGPT's raw files written by numpy read back token for token") {
+TEST_CASE(
+    "shards/llm.c, its uint32 variant and nanoGPT's raw files written by numpy read back token for "
+    "token") {
   if (!have_numpy()) {
     MESSAGE("skipped: /usr/bin/python3 cannot import numpy (apt install python3-numpy)");
     return;
@@ -130,13 +135,16 @@ TEST_CASE("shards/llm.c, its uint32 variant and nanoGPT's raw files written by n
   CHECK(c.format() == ablate::ShardFormat::kRaw16);
   CHECK(c.size() == n);
   int64_t wrong = 0;
-  for (int64_t i = 0; i < n; ++i) wrong += (a[i] != id16(i)) + (b[i] != id32(i)) + (c[i] != id16(i));
+  for (int64_t i = 0; i < n; ++i)
+    wrong += (a[i] != id16(i)) + (b[i] != id32(i)) + (c[i] != id16(i));
   CHECK(wrong == 0);
   std::vector<int32_t> window(100);
   a.copy(n - 100, 100, window.data());
-  for (int64_t k = 0; k < 100; ++k) CHECK(window[static_cast<size_t>(k)] == static_cast<int32_t>(id16(n - 100 + k)));
+  for (int64_t k = 0; k < 100; ++k)
+    CHECK(window[static_cast<size_t>(k)] == static_cast<int32_t>(id16(n - 100 + k)));
   b.copy(5, 100, window.data());
-  for (int64_t k = 0; k < 100; ++k) CHECK(window[static_cast<size_t>(k)] == static_cast<int32_t>(id32(5 + k)));
+  for (int64_t k = 0; k < 100; ++k)
+    CHECK(window[static_cast<size_t>(k)] == static_cast<int32_t>(id32(5 + k)));
 
   CHECK(a.max_id() == 50256);
   CHECK(b.max_id() == 200002);
@@ -152,7 +160,9 @@ TEST_CASE("shards/llm.c, its uint32 variant and nanoGPT's raw files written by n
   CHECK(a[12345] == id16(12345));
 }
 
-TEST_CASE("shards/ablate's shards (uint16 and uint32) read by numpy as llm.c reads them, nothing under the final name before close") {
+TEST_CASE(
+    "shards/ablate's shards (uint16 and uint32) read by numpy as llm.c reads them, nothing under "
+    "the final name before close") {
   if (!have_numpy()) {
     MESSAGE("skipped: /usr/bin/python3 cannot import numpy (apt install python3-numpy)");
     return;
@@ -179,7 +189,8 @@ TEST_CASE("shards/ablate's shards (uint16 and uint32) read by numpy as llm.c rea
     }
     CHECK(!fs::exists(path + ".tmp"));
     CHECK(fs::file_size(path) == static_cast<uintmax_t>(1024 + (u16 ? 2 : 4) * n));
-    CHECK(contains(python(dir, kNumpyReader, path + (u16 ? " u16 " : " u32 ") + std::to_string(n)), "ok " + std::to_string(n)));
+    CHECK(contains(python(dir, kNumpyReader, path + (u16 ? " u16 " : " u32 ") + std::to_string(n)),
+                   "ok " + std::to_string(n)));
     const ablate::Shard s = ablate::Shard::open(path);
     CHECK(s.size() == n);
     CHECK(s[n - 1] == (u16 ? id16(n - 1) : id32(n - 1)));
@@ -203,16 +214,20 @@ TEST_CASE("shards/ablate's shards (uint16 and uint32) read by numpy as llm.c rea
   CHECK(ablate::shard_format_for_vocab(65537) == ablate::ShardFormat::kUint32);
 }
 
-TEST_CASE("shards/a damaged or foreign file is refused naming the file, what was found and what is expected") {
+TEST_CASE(
+    "shards/a damaged or foreign file is refused naming the file, what was found and what is "
+    "expected") {
   ablate::test::TempDir dir;
   const std::vector<uint16_t> toks{1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
-  auto open = [&](const std::string& name, const std::string& bytes, ablate::ShardLayout layout = ablate::ShardLayout::kHeader) {
+  auto open = [&](const std::string& name, const std::string& bytes,
+                  ablate::ShardLayout layout = ablate::ShardLayout::kHeader) {
     const std::string path = dir.write(name, bytes);
     return error_of([&] { ablate::Shard::open(path, layout); });
   };
   // Wrong magic: the value found, the formats that exist, the raw format for nanoGPT files.
   std::string e = open("m.bin", bytes_of(header(12345, 1, 10), toks));
-  CHECK(contains(e, "m.bin: not an llm.c token shard: its first int32 (the magic) is 12345 (0x00003039)"));
+  CHECK(contains(
+      e, "m.bin: not an llm.c token shard: its first int32 (the magic) is 12345 (0x00003039)"));
   CHECK(contains(e, "20240520 (llm.c shard, uint16 tokens, version 1)"));
   CHECK(contains(e, "20240801 (llm.c uint32 variant, version 7)"));
   CHECK(contains(e, "data.format: raw"));
@@ -222,13 +237,18 @@ TEST_CASE("shards/a damaged or foreign file is refused naming the file, what was
   CHECK(contains(e, "data.format: raw"));
   // Wrong version.
   e = open("v.bin", bytes_of(header(20240520, 3, 10), toks));
-  CHECK(contains(e, "v.bin: llm.c shard with magic 20240520 but version 3; magic 20240520 goes with version 1"));
+  CHECK(contains(
+      e,
+      "v.bin: llm.c shard with magic 20240520 but version 3; magic 20240520 goes with version 1"));
   e = open("v32.bin", bytes_of(header(20240801, 1, 5), toks));
   CHECK(contains(e, "magic 20240801 goes with version 7"));
   // Truncated body: the offset, the size the count implies, the size found.
   e = open("t.bin", bytes_of(header(20240520, 1, 1000), toks));
-  CHECK(contains(e, "t.bin: truncated: the header counts 1000 tokens, so the file should be 3024 bytes (1024 + 1000 x 2), "
-                    "but it has 1044 bytes; the tokens stop at byte offset 1044 (after token 10 of 1000)"));
+  CHECK(contains(
+      e,
+      "t.bin: truncated: the header counts 1000 tokens, so the file should be 3024 bytes (1024 + "
+      "1000 x 2), "
+      "but it has 1044 bytes; the tokens stop at byte offset 1044 (after token 10 of 1000)"));
   e = open("long.bin", bytes_of(header(20240520, 1, 4), toks));
   CHECK(contains(e, "long.bin: the header counts 4 tokens, so the file should be 1032 bytes"));
   CHECK(contains(e, "12 bytes after the last token (byte offset 1032)"));
@@ -243,20 +263,26 @@ TEST_CASE("shards/a damaged or foreign file is refused naming the file, what was
   e = error_of([&] { ablate::Shard::open(dir / "absent.bin"); });
   CHECK(contains(e, "absent.bin: cannot open token shard: No such file or directory"));
   // An empty shard is a shard.
-  CHECK(ablate::Shard::open(dir.write("empty.bin", bytes_of(header(20240520, 1, 0), {}))).size() == 0);
+  CHECK(ablate::Shard::open(dir.write("empty.bin", bytes_of(header(20240520, 1, 0), {}))).size() ==
+        0);
   // Ids at or above the vocabulary: the first offset and id, the vocabulary size and the fix.
   const std::vector<uint16_t> ids{5, 250, 255, 256, 300, 7};
-  const ablate::Shard s = ablate::Shard::open(dir.write("ids.bin", bytes_of(header(20240520, 1, 6), ids)));
+  const ablate::Shard s =
+      ablate::Shard::open(dir.write("ids.bin", bytes_of(header(20240520, 1, 6), ids)));
   CHECK_NOTHROW(ablate::check_shard_ids(s, 301, "FIX"));
-  e = error_of([&] { ablate::check_shard_ids(s, 256, "Use the tokenizer the shards were made with."); });
-  CHECK(contains(e, "ids.bin: token 3 (byte offset 1030) is id 256, but the vocabulary has 256 ids (0 to 255)"));
+  e = error_of(
+      [&] { ablate::check_shard_ids(s, 256, "Use the tokenizer the shards were made with."); });
+  CHECK(contains(
+      e,
+      "ids.bin: token 3 (byte offset 1030) is id 256, but the vocabulary has 256 ids (0 to 255)"));
   CHECK(contains(e, "Use the tokenizer the shards were made with."));
 }
 
 namespace {
 
 // A shard of the given ids (uint16 llm.c, or raw uint16 with raw = true).
-std::string write_shard(const std::string& path, const std::vector<int32_t>& ids, bool raw = false) {
+std::string write_shard(const std::string& path, const std::vector<int32_t>& ids,
+                        bool raw = false) {
   ablate::ShardWriter w(path, raw ? ablate::ShardFormat::kRaw16 : ablate::ShardFormat::kUint16);
   w.append(ids.data(), ids.size());
   w.close();
@@ -267,16 +293,19 @@ std::unique_ptr<ablate::Tokenizer> tokenizer(const std::string& yaml) {
   auto& reg = ablate::test::registry();
   ablate::ParamStore none;
   ablate::Options o(YAML::Load(yaml), std::make_shared<ablate::ConfigSource>(), "tokenizer");
-  return reg.create<ablate::Tokenizer>(o, ablate::BuildContext{{}, ablate::ParamScope(none, ""), 0});
+  return reg.create<ablate::Tokenizer>(o,
+                                       ablate::BuildContext{{}, ablate::ParamScope(none, ""), 0});
 }
 
 // The data section `yaml` (a flow map) of an experiment in dir, loaded with `tok`.
-ablate::TextData load(const ablate::test::TempDir& dir, const std::string& yaml, ablate::Tokenizer& tok, int64_t context) {
+ablate::TextData load(const ablate::test::TempDir& dir, const std::string& yaml,
+                      ablate::Tokenizer& tok, int64_t context) {
   auto exp = ablate::Experiment::parse("data: " + yaml, "test.yaml", dir.path.string());
   return ablate::load_text_data(exp.root().child("data"), dir.path.string(), tok, context);
 }
 
-std::string load_error(const ablate::test::TempDir& dir, const std::string& yaml, const std::string& tok_yaml, int64_t context = 8) {
+std::string load_error(const ablate::test::TempDir& dir, const std::string& yaml,
+                       const std::string& tok_yaml, int64_t context = 8) {
   auto tok = tokenizer(tok_yaml);
   return error_of([&] { load(dir, yaml, *tok, context); });
 }
@@ -287,7 +316,8 @@ bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
 
 // Every table column but the wall-clock ones, and every tensor of the final checkpoints, bitwise.
 void check_same_training(const std::string& a_dir, const std::string& b_dir) {
-  const auto a = ablate::read_run_file(ablate::run_file_path(a_dir)), b = ablate::read_run_file(ablate::run_file_path(b_dir));
+  const auto a = ablate::read_run_file(ablate::run_file_path(a_dir)),
+             b = ablate::read_run_file(ablate::run_file_path(b_dir));
   for (const char* table : {"train", "eval"})
     for (const auto& [col, values] : a.tables.at(table)) {
       if (col == "tokens_per_s") continue;
@@ -296,12 +326,14 @@ void check_same_training(const std::string& a_dir, const std::string& b_dir) {
       CHECK(same_bits(values, b.tables.at(table).at(col)));
     }
   CHECK(a.texts.at("samples/final") == b.texts.at("samples/final"));
-  const auto ca = ablate::read_checkpoint(ablate::checkpoint_path(a_dir)), cb = ablate::read_checkpoint(ablate::checkpoint_path(b_dir));
+  const auto ca = ablate::read_checkpoint(ablate::checkpoint_path(a_dir)),
+             cb = ablate::read_checkpoint(ablate::checkpoint_path(b_dir));
   REQUIRE(ca.tensors.size() == cb.tensors.size());
   for (const auto& [name, v] : ca.tensors) {
     INFO(name);
     REQUIRE(cb.tensors.count(name));
-    CHECK((v.size() == cb.tensors.at(name).size() && std::memcmp(v.data(), cb.tensors.at(name).data(), v.size() * 4) == 0));
+    CHECK((v.size() == cb.tensors.at(name).size() &&
+           std::memcmp(v.data(), cb.tensors.at(name).data(), v.size() * 4) == 0));
   }
 }
 
@@ -324,7 +356,9 @@ std::vector<int32_t> bytes_as_ids(const std::string& s) {
 
 }  // namespace
 
-TEST_CASE("shards/windows lie inside one shard, drawn in proportion to the windows each holds, the same for the same seed") {
+TEST_CASE(
+    "shards/windows lie inside one shard, drawn in proportion to the windows each holds, the same "
+    "for the same seed") {
   ablate::test::TempDir dir;
   fs::create_directories(dir.path / "s");
   // Shard k holds ids 10 k .. 10 k + 9, so every token tells its shard.
@@ -373,10 +407,13 @@ TEST_CASE("shards/windows lie inside one shard, drawn in proportion to the windo
   for (int64_t i = 0; i < 4 * T; ++i) CHECK(x[static_cast<size_t>(i)] == 7);
 }
 
-TEST_CASE("shards/align: documents starts every window at an end-of-text id, consecutive windows cover every token once") {
+TEST_CASE(
+    "shards/align: documents starts every window at an end-of-text id, consecutive windows cover "
+    "every token once") {
   ablate::test::TempDir dir;
   fs::create_directories(dir.path / "d");
-  // Documents of 3 to 40 tokens, each after the byte tokenizer's end-of-text id (256 with eot: true).
+  // Documents of 3 to 40 tokens, each after the byte tokenizer's end-of-text id (256 with eot:
+  // true).
   std::vector<int32_t> ids;
   std::vector<int64_t> doc_starts;
   for (int doc = 0; doc < 200; ++doc) {
@@ -394,14 +431,15 @@ TEST_CASE("shards/align: documents starts every window at an end-of-text id, con
   ablate::sample_batch(d, true, B, T, rng, x.data(), y.data());
   std::map<int32_t, int> firsts;
   for (int64_t b = 0; b < B; ++b) {
-    CHECK(x[b * T] == 256);         // the window starts at the separator ...
-    CHECK(y[b * T] != 256);         // ... so its first target is a document's first token
+    CHECK(x[b * T] == 256);  // the window starts at the separator ...
+    CHECK(y[b * T] != 256);  // ... so its first target is a document's first token
     ++firsts[y[b * T]];
   }
   CHECK(firsts.size() > 10);
   // Without a tokenizer end-of-text id (and no manifest), align: documents is refused.
   CHECK(contains(load_error(dir, "{shards: d, align: documents}", "byte"),
-                 "documents starts windows at an end-of-text id, and neither the tokenizer nor the shards' manifest has one"));
+                 "documents starts windows at an end-of-text id, and neither the tokenizer nor the "
+                 "shards' manifest has one"));
 
   // Consecutive windows: every token after a stream's first is a target exactly once, in
   // order, over the shards and over a plain token vector alike.
@@ -426,10 +464,13 @@ TEST_CASE("shards/align: documents starts every window at an end-of-text id, con
   }
 }
 
-TEST_CASE("shards/a run from a nanoGPT train.bin and val.bin of a text's bytes is the run on the text, bitwise") {
+TEST_CASE(
+    "shards/a run from a nanoGPT train.bin and val.bin of a text's bytes is the run on the text, "
+    "bitwise") {
   ablate::test::registry();
   ablate::test::TempDir dir;
-  const std::string text = ablate::test::read_file(std::string(ABLATE_TEST_DATA_DIR) + "/shakespeare_16k.txt");
+  const std::string text =
+      ablate::test::read_file(std::string(ABLATE_TEST_DATA_DIR) + "/shakespeare_16k.txt");
   REQUIRE(text.size() > 10000);
   fs::copy_file(std::string(ABLATE_TEST_DATA_DIR) + "/shakespeare_16k.txt", dir.path / "text.txt");
   // The text data's split: 90% of the bytes, moved to a UTF-8 character boundary.
@@ -438,9 +479,11 @@ TEST_CASE("shards/a run from a nanoGPT train.bin and val.bin of a text's bytes i
   fs::create_directories(dir.path / "nanogpt");
   write_shard(dir / "nanogpt/train.bin", bytes_as_ids(text.substr(0, cut)), true);
   write_shard(dir / "nanogpt/val.bin", bytes_as_ids(text.substr(cut)), true);
-  const std::string a = dir.write("text.yaml", tiny_experiment("{path: text.txt, train_fraction: 0.9}"));
+  const std::string a =
+      dir.write("text.yaml", tiny_experiment("{path: text.txt, train_fraction: 0.9}"));
   const std::string b = dir.write("bin.yaml", tiny_experiment("{shards: nanogpt, format: raw}"));
-  for (const auto& [cfg, out] : {std::pair{a, std::string("text")}, std::pair{b, std::string("bin")}}) {
+  for (const auto& [cfg, out] :
+       {std::pair{a, std::string("text")}, std::pair{b, std::string("bin")}}) {
     ablate::RunOptions ro;
     ro.out_dir = dir / out;
     ro.quiet = true;
@@ -452,15 +495,19 @@ TEST_CASE("shards/a run from a nanoGPT train.bin and val.bin of a text's bytes i
   CHECK(run.str_attrs.at("status") == "done");
 }
 
-TEST_CASE("shards/a run from llm.c shards killed mid-run resumes to the uninterrupted run, bitwise") {
+TEST_CASE(
+    "shards/a run from llm.c shards killed mid-run resumes to the uninterrupted run, bitwise") {
   ablate::test::TempDir dir;
-  const std::string text = ablate::test::read_file(std::string(ABLATE_TEST_DATA_DIR) + "/shakespeare_16k.txt");
+  const std::string text =
+      ablate::test::read_file(std::string(ABLATE_TEST_DATA_DIR) + "/shakespeare_16k.txt");
   fs::create_directories(dir.path / "sh");
   const size_t third = text.size() / 3;
   write_shard(dir / "sh/tiny_train_000001.bin", bytes_as_ids(text.substr(0, third)));
-  write_shard(dir / "sh/tiny_train_000002.bin", bytes_as_ids(text.substr(third, 2 * third - third)));
+  write_shard(dir / "sh/tiny_train_000002.bin",
+              bytes_as_ids(text.substr(third, 2 * third - third)));
   write_shard(dir / "sh/tiny_val_000000.bin", bytes_as_ids(text.substr(2 * third)));
-  const std::string cfg = dir.write("run.yaml", tiny_experiment("{train: 'sh/*_train_*.bin', val: 'sh/*_val_*.bin'}"));
+  const std::string cfg =
+      dir.write("run.yaml", tiny_experiment("{train: 'sh/*_train_*.bin', val: 'sh/*_val_*.bin'}"));
   const std::string bin = ablate::test::ablate_binary() + " run " + cfg + " -q -o ";
   auto r = ablate::test::run_command(bin + (dir / "full"));
   REQUIRE_MESSAGE(r.status == 0, r.output);
@@ -473,13 +520,17 @@ TEST_CASE("shards/a run from llm.c shards killed mid-run resumes to the uninterr
   check_same_training(dir / "full", dir / "cut");
 }
 
-TEST_CASE("shards/train.eval_full scores every validation token once: the same val_loss whatever the batch size") {
+TEST_CASE(
+    "shards/train.eval_full scores every validation token once: the same val_loss whatever the "
+    "batch size") {
   ablate::test::registry();
   ablate::test::TempDir dir;
-  const std::string text = ablate::test::read_file(std::string(ABLATE_TEST_DATA_DIR) + "/shakespeare_16k.txt");
+  const std::string text =
+      ablate::test::read_file(std::string(ABLATE_TEST_DATA_DIR) + "/shakespeare_16k.txt");
   fs::create_directories(dir.path / "sh");
   write_shard(dir / "sh/t_train_000001.bin", bytes_as_ids(text.substr(0, 12000)));
-  write_shard(dir / "sh/t_val_000000.bin", bytes_as_ids(text.substr(12000, 1000)));  // 999 targets: 32 windows, the last short
+  write_shard(dir / "sh/t_val_000000.bin",
+              bytes_as_ids(text.substr(12000, 1000)));  // 999 targets: 32 windows, the last short
   write_shard(dir / "sh/t_val_000001.bin", bytes_as_ids(text.substr(13000, 500)));
   const std::string cfg = dir.write("full.yaml", tiny_experiment("{shards: sh}"));
   std::map<std::string, double> val;
@@ -491,21 +542,30 @@ TEST_CASE("shards/train.eval_full scores every validation token once: the same v
     ro.out_dir = dir / v;
     ro.quiet = true;
     ablate::run_experiment(ablate::Experiment::load(cfg, over), ro);
-    val[v] = ablate::read_run_file(ablate::run_file_path(dir / v)).tables.at("eval").at("val_loss").front();  // step 0
+    val[v] = ablate::read_run_file(ablate::run_file_path(dir / v))
+                 .tables.at("eval")
+                 .at("val_loss")
+                 .front();  // step 0
   }
   CHECK(val["b8"] == doctest::Approx(val["b5"]).epsilon(1e-6));
   CHECK(val["b8"] != val["sampled"]);
-  CHECK(val["b8"] == doctest::Approx(std::log(256.0)).epsilon(0.05));  // untrained: about uniform over 256 bytes
+  CHECK(val["b8"] ==
+        doctest::Approx(std::log(256.0)).epsilon(0.05));  // untrained: about uniform over 256 bytes
   // Line windows have their own scoring: eval_full is refused with them.
   std::string lines;
   for (int i = 0; i < 500; ++i) lines += "line " + std::to_string(i) + "\n";
   dir.write("lines.txt", lines);
-  const std::string lines_cfg = dir.write("lines.yaml", tiny_experiment("{path: lines.txt, windows: lines}"));
-  const std::string e = error_of([&] { ablate::describe_experiment(ablate::Experiment::load(lines_cfg, {"train.eval_full=true"})); });
+  const std::string lines_cfg =
+      dir.write("lines.yaml", tiny_experiment("{path: lines.txt, windows: lines}"));
+  const std::string e = error_of([&] {
+    ablate::describe_experiment(ablate::Experiment::load(lines_cfg, {"train.eval_full=true"}));
+  });
   CHECK(contains(e, "train.eval_full: scores consecutive windows of the token stream"));
 }
 
-TEST_CASE("shards/bad data sections and bad shards are refused before training, naming what is wrong and the fix") {
+TEST_CASE(
+    "shards/bad data sections and bad shards are refused before training, naming what is wrong and "
+    "the fix") {
   ablate::test::TempDir dir;
   fs::create_directories(dir.path / "ok");
   write_shard(dir / "ok/a_train_000001.bin", std::vector<int32_t>(100, 65));
@@ -515,10 +575,14 @@ TEST_CASE("shards/bad data sections and bad shards are refused before training, 
   CHECK(contains(e, "the experiment's tokenizer is fitted on text, and token shards hold no text"));
   CHECK(contains(e, "ablate data prepare --tokenizer NAME"));
   // Text options with shards; shards with train/val; one of train/val.
-  CHECK(contains(load_error(dir, "{shards: ok, windows: lines}", "byte"), "data.windows: windows applies to a text file"));
-  CHECK(contains(load_error(dir, "{shards: ok, train: 'ok/*train*'}", "byte"), "give either shards: DIR"));
-  CHECK(contains(load_error(dir, "{train: 'ok/*train*.bin'}", "byte"), "need both data.train: GLOB and data.val: GLOB"));
-  CHECK(contains(load_error(dir, "{train: 'ok/*train*.bin', val: 'ok/*nothing*.bin'}", "byte"), "'ok/*nothing*.bin' matches no file"));
+  CHECK(contains(load_error(dir, "{shards: ok, windows: lines}", "byte"),
+                 "data.windows: windows applies to a text file"));
+  CHECK(contains(load_error(dir, "{shards: ok, train: 'ok/*train*'}", "byte"),
+                 "give either shards: DIR"));
+  CHECK(contains(load_error(dir, "{train: 'ok/*train*.bin'}", "byte"),
+                 "need both data.train: GLOB and data.val: GLOB"));
+  CHECK(contains(load_error(dir, "{train: 'ok/*train*.bin', val: 'ok/*nothing*.bin'}", "byte"),
+                 "'ok/*nothing*.bin' matches no file"));
   CHECK(contains(load_error(dir, "{shards: absent}", "byte"), "directory 'absent' not found"));
   CHECK(contains(load_error(dir, "{shards: ok, format: numpy}", "byte"), "format"));
   // No validation shards in the directory.
@@ -528,7 +592,8 @@ TEST_CASE("shards/bad data sections and bad shards are refused before training, 
   CHECK(contains(e, "holds no validation shards (*val*.bin); its .bin files: a_train_000001.bin"));
   // A shard shorter than a window.
   CHECK(contains(load_error(dir, "{shards: ok}", "byte", 200),
-                 "data.shards: no training shard holds a whole window (context + 1 = 201 tokens; the largest has 100)"));
+                 "data.shards: no training shard holds a whole window (context + 1 = 201 tokens; "
+                 "the largest has 100)"));
   // Ids at or above the tokenizer's vocabulary: the file, the first offset and id, the fix.
   fs::create_directories(dir.path / "big");
   std::vector<int32_t> ids(100, 65);
@@ -536,14 +601,19 @@ TEST_CASE("shards/bad data sections and bad shards are refused before training, 
   write_shard(dir / "big/a_train_000001.bin", ids);
   write_shard(dir / "big/a_val_000000.bin", std::vector<int32_t>(100, 66));
   e = load_error(dir, "{shards: big}", "byte");
-  CHECK(contains(e, "big/a_train_000001.bin: token 37 (byte offset 1098) is id 300, but the vocabulary has 256 ids (0 to 255)"));
+  CHECK(contains(e,
+                 "big/a_train_000001.bin: token 37 (byte offset 1098) is id 300, but the "
+                 "vocabulary has 256 ids (0 to 255)"));
   CHECK(contains(e, "Use the tokenizer the shards were made with"));
   // A damaged shard: the format's message reaches the run.
   std::ofstream(dir.path / "ok/a_val_000001.bin", std::ios::binary) << std::string(1030, 'x');
-  CHECK(contains(load_error(dir, "{shards: ok}", "byte"), "a_val_000001.bin: not an llm.c token shard"));
+  CHECK(contains(load_error(dir, "{shards: ok}", "byte"),
+                 "a_val_000001.bin: not an llm.c token shard"));
 }
 
-TEST_CASE("shards/a DataMemo maps shards once for experiments that share them, and again when a file changes") {
+TEST_CASE(
+    "shards/a DataMemo maps shards once for experiments that share them, and again when a file "
+    "changes") {
   ablate::test::TempDir dir;
   fs::create_directories(dir.path / "s");
   write_shard(dir / "s/a_train_000001.bin", std::vector<int32_t>(100, 65));
@@ -551,14 +621,18 @@ TEST_CASE("shards/a DataMemo maps shards once for experiments that share them, a
   ablate::DataMemo memo;
   auto tok = tokenizer("byte");
   auto exp = ablate::Experiment::parse("data: {shards: s}", "test.yaml", dir.path.string());
-  auto first = ablate::load_shared_text_data(exp.root().child("data"), dir.path.string(), *tok, "byte", 8);
-  auto again = ablate::load_shared_text_data(exp.root().child("data"), dir.path.string(), *tok, "byte", 8);
+  auto first =
+      ablate::load_shared_text_data(exp.root().child("data"), dir.path.string(), *tok, "byte", 8);
+  auto again =
+      ablate::load_shared_text_data(exp.root().child("data"), dir.path.string(), *tok, "byte", 8);
   CHECK(first == again);
   write_shard(dir / "s/a_val_000000.bin", std::vector<int32_t>(60, 66));
-  auto changed = ablate::load_shared_text_data(exp.root().child("data"), dir.path.string(), *tok, "byte", 8);
+  auto changed =
+      ablate::load_shared_text_data(exp.root().child("data"), dir.path.string(), *tok, "byte", 8);
   CHECK(changed != first);
   CHECK(changed->tokens(false) == 60);
   CHECK(changed->sha256 != first->sha256);
-  auto other_context = ablate::load_shared_text_data(exp.root().child("data"), dir.path.string(), *tok, "byte", 16);
+  auto other_context =
+      ablate::load_shared_text_data(exp.root().child("data"), dir.path.string(), *tok, "byte", 16);
   CHECK(other_context != changed);
 }

@@ -15,8 +15,9 @@
 namespace {
 
 // The shared tiny model, trained longer, on 2 threads, with a longer sample.
-const std::vector<std::string> kTinyLonger = {"train.steps=150", "train.eval_every=50", "train.checkpoint_every=50",
-                                              "train.threads=2", "sample.tokens=40"};
+const std::vector<std::string> kTinyLonger = {"train.steps=150", "train.eval_every=50",
+                                              "train.checkpoint_every=50", "train.threads=2",
+                                              "sample.tokens=40"};
 std::vector<std::string> longer(const std::vector<std::string>& overrides) {
   std::vector<std::string> all = kTinyLonger;
   all.insert(all.end(), overrides.begin(), overrides.end());
@@ -56,7 +57,8 @@ TEST_CASE("trainer/a tiny run learns, writes HDF5, a checkpoint and a sample") {
   CHECK(sum256.status == 0);
   CHECK(sum256.output.substr(0, 64) == data.str_attrs.at("data_sha256"));
   CHECK(data.tables.at("train").at("step").size() == 15);
-  CHECK(data.tables.at("eval").at("step") == std::vector<double>{0, 50, 100, 150});  // 0: before training
+  CHECK(data.tables.at("eval").at("step") ==
+        std::vector<double>{0, 50, 100, 150});  // 0: before training
   CHECK(data.tables.at("eval").at("val_loss").back() == doctest::Approx(sum.val_loss));
   CHECK(data.tables.at("train").at("loss").front() > data.tables.at("train").at("loss").back());
   CHECK(data.texts.at("samples/final").rfind("ROMEO:", 0) == 0);
@@ -65,7 +67,8 @@ TEST_CASE("trainer/a tiny run learns, writes HDF5, a checkpoint and a sample") {
   // h5py reads the same file (the layout documented in docs/RESULTS.md).
   auto py = ablate::test::run_command(
       "/usr/bin/python3 -c \"import h5py; f = h5py.File('" + ablate::run_file_path(sum.run_dir) +
-      "', 'r'); print(f.attrs['status'], len(f['metrics/train/loss']), '%.6f' % f['metrics/eval/val_loss'][-1])\"");
+      "', 'r'); print(f.attrs['status'], len(f['metrics/train/loss']), '%.6f' % "
+      "f['metrics/eval/val_loss'][-1])\"");
   CHECK(py.status == 0);
   char expect[64];
   std::snprintf(expect, sizeof expect, "done 15 %.6f", sum.val_loss);
@@ -130,21 +133,26 @@ eval: [{type: text_loss}, {type: text_loss, name: two, text: "to be"}]
   REQUIRE(r["eval"].IsSequence());
   REQUIRE(r["eval"].size() == 2);
   CHECK(r["eval"][1]["name"].as<std::string>() == "two");
-  CHECK(r["eval"][0]["text"].as<std::string>().rfind("ROMEO:", 0) == 0);  // the default text, recorded
+  CHECK(r["eval"][0]["text"].as<std::string>().rfind("ROMEO:", 0) ==
+        0);  // the default text, recorded
   // The same text is in run.h5 (after the file's comment line).
   auto data = ablate::read_run_file(ablate::run_file_path(a.run_dir));
   CHECK(YAML::Dump(YAML::Load(data.str_attrs.at("config_resolved"))) == YAML::Dump(r));
-  CHECK(data.str_attrs.at("config").find("norm") == std::string::npos);  // the given config stays as given
+  CHECK(data.str_attrs.at("config").find("norm") ==
+        std::string::npos);  // the given config stays as given
   // Running the resolved config is the same run.
   ro.out_dir = dir / "b";
-  auto b = ablate::run_experiment(ablate::Experiment::load(resolved, {"output.dir=" + (dir / "b")}), ro);
+  auto b =
+      ablate::run_experiment(ablate::Experiment::load(resolved, {"output.dir=" + (dir / "b")}), ro);
   CHECK(b.train_loss == a.train_loss);
   CHECK(b.val_loss == a.val_loss);
   auto bdata = ablate::read_run_file(ablate::run_file_path(b.run_dir));
   CHECK(bdata.tables.at("eval/two").at("loss") == data.tables.at("eval/two").at("loss"));
 }
 
-TEST_CASE("trainer/a warmup-stable-decay run branched before its decay equals a run planned for the branch's length") {
+TEST_CASE(
+    "trainer/a warmup-stable-decay run branched before its decay equals a run planned for the "
+    "branch's length") {
   // Before its decay a WSD run's lr does not depend on the run's length, so runs of several
   // lengths can share their first steps (docs/RELIABILITY.md, "Branches"): a branch at a
   // kept checkpoint of the stable phase, with another train.steps, is the run planned for
@@ -152,25 +160,33 @@ TEST_CASE("trainer/a warmup-stable-decay run branched before its decay equals a 
   ablate::test::TempDir dir;
   std::string cfg = ablate::test::kTinyBase;
   cfg.replace(cfg.find("{type: adamw, lr: 1.0e-2}"), 25,
-              "{type: adamw, lr: 1.0e-2}\nscheduler: {type: wsd, warmup: 5, decay_fraction: 0.25, min_factor: 0.1}");
+              "{type: adamw, lr: 1.0e-2}\nscheduler: {type: wsd, warmup: 5, decay_fraction: 0.25, "
+              "min_factor: 0.1}");
   const std::string yaml = dir.write("run.yaml", cfg);  // 60 steps: the decay over steps 45-60
-  const std::string bin = "ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " + ablate::test::ablate_binary() + " run ";
+  const std::string bin =
+      "ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " + ablate::test::ablate_binary() + " run ";
   const std::string run = bin + yaml + " -q -j 1 -o ";
-  REQUIRE(ablate::test::run_command(run + dir / "short" + " train.steps=40").status == 0);  // the decay over steps 30-40
+  REQUIRE(ablate::test::run_command(run + dir / "short" + " train.steps=40").status ==
+          0);  // the decay over steps 30-40
   // A kept step must be one of the run's.
-  const auto outside = ablate::test::run_command(run + dir / "bad" + " 'train.keep_checkpoints=[20, 61]'");
+  const auto outside =
+      ablate::test::run_command(run + dir / "bad" + " 'train.keep_checkpoints=[20, 61]'");
   CHECK(outside.status != 0);
   CHECK_MESSAGE(outside.output.find("train.keep_checkpoints") != std::string::npos, outside.output);
-  CHECK_MESSAGE(outside.output.find("step 61 is not a step of this run") != std::string::npos, outside.output);
+  CHECK_MESSAGE(outside.output.find("step 61 is not a step of this run") != std::string::npos,
+                outside.output);
   // The stem: the whole 60-step run, keeping its checkpoint at step 25 (between two regular
   // checkpoints, before either decay).
-  REQUIRE(ablate::test::run_command(run + dir / "stem" + " 'train.keep_checkpoints=[25]'").status == 0);
+  REQUIRE(ablate::test::run_command(run + dir / "stem" + " 'train.keep_checkpoints=[25]'").status ==
+          0);
   CHECK(std::filesystem::exists(ablate::kept_checkpoint_path(dir / "stem", 25)));
   const std::string branch = bin + dir / "stem" + " -q -j 1 train.steps=40 --branch ";
   // Only kept steps and the latest can be branched from; the message lists them.
   const auto missing = ablate::test::run_command(branch + dir / "b30" + " --at 30");
   CHECK(missing.status != 0);
-  CHECK_MESSAGE(missing.output.find("no checkpoint at step 30 (kept: 25; latest: step 60)") != std::string::npos, missing.output);
+  CHECK_MESSAGE(missing.output.find("no checkpoint at step 30 (kept: 25; latest: step 60)") !=
+                    std::string::npos,
+                missing.output);
   CHECK(!std::filesystem::exists(dir / "b30"));
   const auto branched = ablate::test::run_command(branch + dir / "branch" + " --at 25");
   REQUIRE_MESSAGE(branched.status == 0, branched.output);
@@ -181,7 +197,8 @@ TEST_CASE("trainer/a warmup-stable-decay run branched before its decay equals a 
   CHECK(a.tables.at("train").at("loss") == b.tables.at("train").at("loss"));
   CHECK(a.tables.at("eval").at("val_loss") == b.tables.at("eval").at("val_loss"));
   CHECK(a.texts.at("samples/final") == b.texts.at("samples/final"));
-  CHECK(stem.tables.at("train").at("lr") != b.tables.at("train").at("lr"));  // the stem decayed later
+  CHECK(stem.tables.at("train").at("lr") !=
+        b.tables.at("train").at("lr"));  // the stem decayed later
   // The branch point is on record: the stem's segment (planned for 60), then the branch's.
   CHECK(b.tables.at("segments").at("start_step") == std::vector<double>{0, 25});
   CHECK(b.tables.at("segments").at("schedule_steps") == std::vector<double>{60, 40});
@@ -218,16 +235,22 @@ TEST_CASE("trainer/a warmup-stable-decay run branched before its decay equals a 
   CHECK(ablate::read_run_file(ablate::run_file_path(dir / "stem")).tables.at("train").at("loss") ==
         stem.tables.at("train").at("loss"));
   // --overwrite deletes the kept checkpoints with the rest of the run.
-  REQUIRE(ablate::test::run_command(run + dir / "stem" + " train.steps=10 --overwrite").status == 0);
+  REQUIRE(ablate::test::run_command(run + dir / "stem" + " train.steps=10 --overwrite").status ==
+          0);
   CHECK(!std::filesystem::exists(dir / "stem/checkpoints"));
 }
 
-TEST_CASE("trainer/extending a finished run reproduces the uninterrupted run bitwise (constant lr)") {
+TEST_CASE(
+    "trainer/extending a finished run reproduces the uninterrupted run bitwise (constant lr)") {
   ablate::test::TempDir dir;
-  train(dir, "full", {"train.steps=60", "train.checkpoint_every=20", "train.eval_every=20", "model.dropout=0.1"});
+  train(
+      dir, "full",
+      {"train.steps=60", "train.checkpoint_every=20", "train.eval_every=20", "model.dropout=0.1"});
   // A run planned for 40 steps, then extended to 60: with a constant schedule holding its
   // last lr is the same as having planned 60 steps.
-  train(dir, "part", {"train.steps=40", "train.checkpoint_every=20", "train.eval_every=20", "model.dropout=0.1"});
+  train(
+      dir, "part",
+      {"train.steps=40", "train.checkpoint_every=20", "train.eval_every=20", "model.dropout=0.1"});
   ablate::test::registry();
   ablate::RunOptions ro;
   ro.out_dir = dir / "part";
@@ -235,14 +258,17 @@ TEST_CASE("trainer/extending a finished run reproduces the uninterrupted run bit
   ro.resume = true;
   std::string file = dir / "tiny.yaml";
   auto load = [&](const std::string& dropout) {
-    return ablate::Experiment::load(file, longer({"train.steps=40", "train.checkpoint_every=20", "train.eval_every=20",
-                                                  "model.dropout=" + dropout}));
+    return ablate::Experiment::load(
+        file, longer({"train.steps=40", "train.checkpoint_every=20", "train.eval_every=20",
+                      "model.dropout=" + dropout}));
   };
   // Resuming a finished run without --extend-to is refused: nothing to resume.
-  CHECK_THROWS_WITH_AS(ablate::run_experiment(load("0.1"), ro), doctest::Contains("is a finished run"), ablate::Error);
+  CHECK_THROWS_WITH_AS(ablate::run_experiment(load("0.1"), ro),
+                       doctest::Contains("is a finished run"), ablate::Error);
   // A changed config is refused, naming the key...
   ro.extend_to = 60;
-  CHECK_THROWS_WITH_AS(ablate::run_experiment(load("0.2"), ro), doctest::Contains("model.dropout: 0.1 -> 0.2"), ablate::Error);
+  CHECK_THROWS_WITH_AS(ablate::run_experiment(load("0.2"), ro),
+                       doctest::Contains("model.dropout: 0.1 -> 0.2"), ablate::Error);
   // ...train.steps and train.schedule_steps are what --extend-to changes.
   ablate::run_experiment(load("0.1"), ro);
   auto full = ablate::read_run_file(ablate::run_file_path(dir / "full"));

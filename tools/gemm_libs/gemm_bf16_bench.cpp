@@ -105,7 +105,10 @@ double per_ns(float (*f)(int64_t)) {
     const auto t0 = std::chrono::steady_clock::now();
     volatile float sink = f(kIters);
     (void)sink;
-    best = std::max(best, 12.0 * kIters / std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count());
+    best = std::max(
+        best, 12.0 * kIters /
+                  std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0)
+                      .count());
   }
   return best;
 }
@@ -115,8 +118,8 @@ double per_ns(float (*f)(int64_t)) {
 int main() {
   const IsaKernels& isa = isa_kernels();
   const bool dot = cpu_has_avx512_bf16();
-  std::printf("CPU: %s; kernel path %s; bf16 products: %s\n", ablate::cpu_model().c_str(), ablate::kernel_path(),
-              ablate::bf16_kernel());
+  std::printf("CPU: %s; kernel path %s; bf16 products: %s\n", ablate::cpu_model().c_str(),
+              ablate::kernel_path(), ablate::bf16_kernel());
 #if defined(__x86_64__)
   if (cpu_isa() == Isa::avx512) {
     const double f = per_ns(&fma_chains);
@@ -128,13 +131,15 @@ int main() {
   }
 #endif
   std::printf("\nGFLOP/s on one core (2 m n k per product):\n\n");
-  std::printf("| model | product | m x n x k | float32 (%s) | bf16 VDPBF16PS |\n|---|---|---|---:|---:|\n",
-              ablate::kernel_path());
+  std::printf(
+      "| model | product | m x n x k | float32 (%s) | bf16 VDPBF16PS |\n|---|---|---|---:|---:|\n",
+      ablate::kernel_path());
   std::mt19937 rng(1);
   std::normal_distribution<float> u(0, 1);
   for (const Shape& s : kShapes) {
     const int64_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
-    std::vector<float> a(static_cast<size_t>(s.m * s.k)), b(static_cast<size_t>(s.k * s.n)), c(static_cast<size_t>(s.m * s.n));
+    std::vector<float> a(static_cast<size_t>(s.m * s.k)), b(static_cast<size_t>(s.k * s.n)),
+        c(static_cast<size_t>(s.m * s.n));
     for (float& x : a) x = u(rng);
     for (float& x : b) x = u(rng);
     std::vector<uint16_t> ab(a.size()), bb(b.size());
@@ -142,17 +147,20 @@ int main() {
     isa.bf16.to_bf16(b.data(), static_cast<int64_t>(b.size()), bb.data());
     const double flop = 2.0 * static_cast<double>(s.m * s.n * s.k);
     const double f32 = gflops(flop, [&] {
-      isa.gemm(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, c.data(), s.n, true, nullptr);
+      isa.gemm(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, c.data(), s.n, true,
+               nullptr);
     });
     double dp = 0;
 #if defined(__x86_64__)
     if (dot)
       dp = gflops(flop, [&] {
-        avx512_bf16::kBf16.gemm(s.ta, s.tb, s.m, s.n, s.k, 1.0f, ab.data(), lda, bb.data(), ldb, c.data(), s.n, true, nullptr);
+        avx512_bf16::kBf16.gemm(s.ta, s.tb, s.m, s.n, s.k, 1.0f, ab.data(), lda, bb.data(), ldb,
+                                c.data(), s.n, true, nullptr);
       });
 #endif
-    std::printf("| %s | %s | %lld x %lld x %lld | %.0f | %s |\n", s.model, s.what, static_cast<long long>(s.m),
-                static_cast<long long>(s.n), static_cast<long long>(s.k), f32,
+    std::printf("| %s | %s | %lld x %lld x %lld | %.0f | %s |\n", s.model, s.what,
+                static_cast<long long>(s.m), static_cast<long long>(s.n),
+                static_cast<long long>(s.k), f32,
                 dot ? std::to_string(static_cast<int>(std::lround(dp))).c_str() : "-");
   }
   return 0;

@@ -1,7 +1,8 @@
 // gemm_libs_bench: ablate's GEMM (the kernel path in use: ABLATE_ISA) against oneDNN's
 // matmul and BLIS's sgemm at the products of the bench models, on one core, C = op(A) op(B).
 // A benchmark program, not a test: docs/BENCHMARKS.md has its table and command, e.g.
-//   OMP_NUM_THREADS=1 ABLATE_ISA=avx2 ONEDNN_MAX_CPU_ISA=AVX2 BLIS_ARCH_TYPE=3 build/tools/gemm_libs_bench  # 3: haswell
+//   OMP_NUM_THREADS=1 ABLATE_ISA=avx2 ONEDNN_MAX_CPU_ISA=AVX2 BLIS_ARCH_TYPE=3
+//   build/tools/gemm_libs_bench  # 3: haswell
 // Built only when oneDNN (libdnnl-dev) and BLIS (libblis-dev) are found, and not by
 // default: cmake --build build --target gemm_libs_bench.
 #include <blis.h>
@@ -84,23 +85,31 @@ int main() {
   // OMP_NUM_THREADS says).
   bli_thread_set_num_threads(1);
   const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
-  const char* dnnl_isa = isa == dnnl::cpu_isa::avx2 ? "avx2" : isa == dnnl::cpu_isa::avx512_core ? "avx512_core"
-                       : isa == dnnl::cpu_isa::avx512_core_amx ? "avx512_core_amx" : isa == dnnl::cpu_isa::sse41 ? "sse41"
-                                                                                                      : "other";
-  std::printf("CPU: %s; ablate kernel path %s; oneDNN ISA %s (ONEDNN_MAX_CPU_ISA=%s); BLIS arch %s (BLIS_ARCH_TYPE=%s); one thread\n\n",
-              ablate::cpu_model().c_str(), ablate::kernel_path(), dnnl_isa,
-              std::getenv("ONEDNN_MAX_CPU_ISA") ? std::getenv("ONEDNN_MAX_CPU_ISA") : "(unset)",
-              bli_arch_string(bli_arch_query_id()), std::getenv("BLIS_ARCH_TYPE") ? std::getenv("BLIS_ARCH_TYPE") : "(unset)");
-  std::printf("| model | product | m x n x k | ablate GFLOP/s | oneDNN | BLIS | fastest |\n|---|---|---|---:|---:|---:|---|\n");
+  const char* dnnl_isa = isa == dnnl::cpu_isa::avx2              ? "avx2"
+                         : isa == dnnl::cpu_isa::avx512_core     ? "avx512_core"
+                         : isa == dnnl::cpu_isa::avx512_core_amx ? "avx512_core_amx"
+                         : isa == dnnl::cpu_isa::sse41           ? "sse41"
+                                                                 : "other";
+  std::printf(
+      "CPU: %s; ablate kernel path %s; oneDNN ISA %s (ONEDNN_MAX_CPU_ISA=%s); BLIS arch %s "
+      "(BLIS_ARCH_TYPE=%s); one thread\n\n",
+      ablate::cpu_model().c_str(), ablate::kernel_path(), dnnl_isa,
+      std::getenv("ONEDNN_MAX_CPU_ISA") ? std::getenv("ONEDNN_MAX_CPU_ISA") : "(unset)",
+      bli_arch_string(bli_arch_query_id()),
+      std::getenv("BLIS_ARCH_TYPE") ? std::getenv("BLIS_ARCH_TYPE") : "(unset)");
+  std::printf(
+      "| model | product | m x n x k | ablate GFLOP/s | oneDNN | BLIS | fastest "
+      "|\n|---|---|---|---:|---:|---:|---|\n");
   for (const Shape& s : kShapes) {
     // A stored (m,k), or (k,m) when transposed; B (k,n), or (n,k).
-    std::vector<float> a(static_cast<size_t>(s.m * s.k)), b(static_cast<size_t>(s.k * s.n)), c(static_cast<size_t>(s.m * s.n));
+    std::vector<float> a(static_cast<size_t>(s.m * s.k)), b(static_cast<size_t>(s.k * s.n)),
+        c(static_cast<size_t>(s.m * s.n));
     for (float& x : a) x = u(rng);
     for (float& x : b) x = u(rng);
     const int64_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
     const double ours = gflops(s, [&] {
-      ablate::kernels::isa_kernels().gemm(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, c.data(), s.n,
-                                          true, nullptr);
+      ablate::kernels::isa_kernels().gemm(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(),
+                                          ldb, c.data(), s.n, true, nullptr);
     });
     const std::vector<float> ref = c;  // ours; the libraries must agree with it
     auto max_diff = [&] {
@@ -108,10 +117,13 @@ int main() {
       for (size_t i = 0; i < c.size(); ++i) d = std::max(d, std::abs(c[i] - ref[i]));
       return d;
     };
-    const memory::desc ad({s.m, s.k}, memory::data_type::f32, s.ta ? memory::dims{1, s.m} : memory::dims{s.k, 1});
-    const memory::desc bd({s.k, s.n}, memory::data_type::f32, s.tb ? memory::dims{1, s.k} : memory::dims{s.n, 1});
+    const memory::desc ad({s.m, s.k}, memory::data_type::f32,
+                          s.ta ? memory::dims{1, s.m} : memory::dims{s.k, 1});
+    const memory::desc bd({s.k, s.n}, memory::data_type::f32,
+                          s.tb ? memory::dims{1, s.k} : memory::dims{s.n, 1});
     const memory::desc cd({s.m, s.n}, memory::data_type::f32, memory::dims{s.n, 1});
-    dnnl::matmul mm(dnnl::matmul::primitive_desc(dnnl::matmul::desc(ad, bd, cd), eng));  // oneDNN 2.x
+    dnnl::matmul mm(
+        dnnl::matmul::primitive_desc(dnnl::matmul::desc(ad, bd, cd), eng));  // oneDNN 2.x
     memory am(ad, eng, a.data()), bm(bd, eng, b.data()), cm(cd, eng, c.data());
     const double onednn = gflops(s, [&] {
       mm.execute(strm, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
@@ -120,16 +132,20 @@ int main() {
     const float diff_onednn = max_diff();
     float one = 1.0f, zero = 0.0f;
     const double blis = gflops(s, [&] {
-      bli_sgemm(s.ta ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, s.tb ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, s.m, s.n, s.k,
-                &one, a.data(), lda, 1, b.data(), ldb, 1, &zero, c.data(), s.n, 1);
+      bli_sgemm(s.ta ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE,
+                s.tb ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, s.m, s.n, s.k, &one, a.data(), lda, 1,
+                b.data(), ldb, 1, &zero, c.data(), s.n, 1);
     });
     const float diff = std::max(diff_onednn, max_diff());
     if (diff > 1e-3f * static_cast<float>(s.k))
-      std::fprintf(stderr, "gemm_libs_bench: %s %s: the libraries' C differs from ablate's by %g\n", s.model, s.what, diff);
-    const char* best = ours >= onednn && ours >= blis ? "ablate" : onednn >= blis ? "oneDNN" : "BLIS";
+      std::fprintf(stderr, "gemm_libs_bench: %s %s: the libraries' C differs from ablate's by %g\n",
+                   s.model, s.what, diff);
+    const char* best = ours >= onednn && ours >= blis ? "ablate"
+                       : onednn >= blis               ? "oneDNN"
+                                                      : "BLIS";
     std::printf("| %s | %s | %lld x %lld x %lld | %.0f | %.0f | %.0f | %s |\n", s.model, s.what,
-                static_cast<long long>(s.m), static_cast<long long>(s.n), static_cast<long long>(s.k), ours, onednn,
-                blis, best);
+                static_cast<long long>(s.m), static_cast<long long>(s.n),
+                static_cast<long long>(s.k), ours, onednn, blis, best);
   }
   return 0;
 }

@@ -22,25 +22,30 @@ std::string located(const std::string& file, const YAML::Mark& m) {
 // Rejects what yaml-cpp accepts but an experiment must not contain: duplicate keys (both
 // are kept, and a lookup silently sees the first), keys that are not plain scalars, and
 // documents that aliases make cyclic or huge (every later walk would loop or explode).
-void check_structure(const YAML::Node& n, const std::string& file, const std::string& path, int depth, size_t& count) {
+void check_structure(const YAML::Node& n, const std::string& file, const std::string& path,
+                     int depth, size_t& count) {
   const std::string shown = path.empty() ? "the document" : path;
   if (++count > kMaxNodes)
     throw ConfigError(file + ": the experiment expands to more than " + std::to_string(kMaxNodes) +
                       " YAML nodes (through aliases?); write it out plainly");
   if (depth > kMaxDepth)
-    throw ConfigError(located(file, n.Mark()) + ": " + shown + ": nested more than " + std::to_string(kMaxDepth) +
-                      " levels deep (a recursive alias?)");
+    throw ConfigError(located(file, n.Mark()) + ": " + shown + ": nested more than " +
+                      std::to_string(kMaxDepth) + " levels deep (a recursive alias?)");
   if (n.IsMap()) {
     std::map<std::string, YAML::Mark> seen;
     for (auto it = n.begin(); it != n.end(); ++it) {
       if (!it->first.IsScalar())
-        throw ConfigError(located(file, it->first.Mark()) + ": " + shown + ": a key must be a plain name, not a " +
-                          (it->first.IsMap() ? "map" : it->first.IsSequence() ? "list" : "null"));
+        throw ConfigError(located(file, it->first.Mark()) + ": " + shown +
+                          ": a key must be a plain name, not a " +
+                          (it->first.IsMap()        ? "map"
+                           : it->first.IsSequence() ? "list"
+                                                    : "null"));
       const std::string& k = it->first.Scalar();
       const std::string child = path.empty() ? k : path + "." + k;
       auto [first, fresh] = seen.emplace(k, it->first.Mark());
       if (!fresh)
-        throw ConfigError(located(file, it->first.Mark()) + ": " + child + ": duplicate key (first at line " +
+        throw ConfigError(located(file, it->first.Mark()) + ": " + child +
+                          ": duplicate key (first at line " +
                           std::to_string(first->second.line + 1) + "); keep one of them");
       check_structure(it->second, file, child, depth + 1, count);
     }
@@ -59,15 +64,17 @@ void check_structure(const YAML::Node& n, const std::string& file) {
 
 Experiment Experiment::load(const std::string& path, const std::vector<std::string>& overrides) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open experiment file (" + (std::filesystem::exists(path) ? "permission denied" : "no such file") + ")");
+  if (!in)
+    throw Error(path + ": cannot open experiment file (" +
+                (std::filesystem::exists(path) ? "permission denied" : "no such file") + ")");
   std::stringstream ss;
   ss << in.rdbuf();
   std::string dir = std::filesystem::absolute(path).parent_path().string();
   return parse(ss.str(), path, dir, overrides);
 }
 
-Experiment Experiment::parse(const std::string& text, const std::string& file, const std::string& dir,
-                             const std::vector<std::string>& overrides) {
+Experiment Experiment::parse(const std::string& text, const std::string& file,
+                             const std::string& dir, const std::vector<std::string>& overrides) {
   Experiment e;
   e.source_ = std::make_shared<ConfigSource>();
   e.source_->file = file;
@@ -75,11 +82,12 @@ Experiment Experiment::parse(const std::string& text, const std::string& file, c
   try {
     e.root_ = YAML::Load(text);
   } catch (const YAML::ParserException& ex) {
-    throw ConfigError(file + ":" + std::to_string(ex.mark.line + 1) + ":" + std::to_string(ex.mark.column + 1) +
-                      ": YAML syntax error: " + ex.msg);
+    throw ConfigError(file + ":" + std::to_string(ex.mark.line + 1) + ":" +
+                      std::to_string(ex.mark.column + 1) + ": YAML syntax error: " + ex.msg);
   }
   if (e.root_.IsNull()) e.root_ = YAML::Node(YAML::NodeType::Map);
-  if (!e.root_.IsMap()) throw ConfigError(file + ":1:1: an experiment must be a YAML map (name:, model:, train:, ...)");
+  if (!e.root_.IsMap())
+    throw ConfigError(file + ":1:1: an experiment must be a YAML map (name:, model:, train:, ...)");
   check_structure(e.root_, file);
   for (const auto& ov : overrides) {
     apply_override(e.root_, ov);
@@ -103,7 +111,8 @@ std::string Experiment::resolved_yaml() const {
 void apply_override(YAML::Node& root, const std::string& a) {
   auto eq = a.find('=');
   if (eq == std::string::npos || eq == 0)
-    throw ConfigError("command-line override '" + a + "': expected key.path=value (e.g. train.steps=200)");
+    throw ConfigError("command-line override '" + a +
+                      "': expected key.path=value (e.g. train.steps=200)");
   std::string key = a.substr(0, eq), text = a.substr(eq + 1);
   YAML::Node value;
   try {
@@ -116,7 +125,9 @@ void apply_override(YAML::Node& root, const std::string& a) {
   std::vector<std::string> parts;
   std::stringstream ks(key);
   for (std::string p; std::getline(ks, p, '.');) {
-    if (p.empty()) throw ConfigError("command-line override '" + a + "': empty component in key path '" + key + "'");
+    if (p.empty())
+      throw ConfigError("command-line override '" + a + "': empty component in key path '" + key +
+                        "'");
     parts.push_back(p);
   }
   // Walk the path; a list is entered by position (eval.0.data=...).
@@ -124,12 +135,14 @@ void apply_override(YAML::Node& root, const std::string& a) {
   std::string at;  // the path walked so far
   auto index_of = [&](const YAML::Node& list, const std::string& part) -> size_t {
     if (!is_list_index(part))
-      throw ConfigError(where + "'" + at + "' is a list; give the position of an entry (" + at + ".0" +
-                        (parts.size() > 1 ? "." + parts.back() : "") + ") or the whole list (" + at + "=[...])");
+      throw ConfigError(where + "'" + at + "' is a list; give the position of an entry (" + at +
+                        ".0" + (parts.size() > 1 ? "." + parts.back() : "") +
+                        ") or the whole list (" + at + "=[...])");
     const size_t k = std::stoul(part);
     if (k >= list.size())
-      throw ConfigError(where + "index " + part + " is out of range: '" + at + "' has " + std::to_string(list.size()) + " entr" +
-                        (list.size() == 1 ? "y" : "ies") + (list.size() ? " (0 to " + std::to_string(list.size() - 1) + ")" : "") +
+      throw ConfigError(where + "index " + part + " is out of range: '" + at + "' has " +
+                        std::to_string(list.size()) + " entr" + (list.size() == 1 ? "y" : "ies") +
+                        (list.size() ? " (0 to " + std::to_string(list.size() - 1) + ")" : "") +
                         "; to add one, give the whole list (" + at + "=[...])");
     return k;
   };
@@ -183,7 +196,8 @@ static void flatten_into(const YAML::Node& n, const std::string& prefix,
   bool list_of_maps = false;
   for (size_t i = 0; n.IsSequence() && i < n.size(); ++i) list_of_maps |= n[i].IsMap();
   if (n.IsMap()) {
-    for (auto it = n.begin(); it != n.end(); ++it) flatten_into(it->second, key(it->first.as<std::string>()), out);
+    for (auto it = n.begin(); it != n.end(); ++it)
+      flatten_into(it->second, key(it->first.as<std::string>()), out);
   } else if (list_of_maps) {
     for (size_t i = 0; i < n.size(); ++i) flatten_into(n[i], key(std::to_string(i)), out);
   } else {
@@ -203,11 +217,12 @@ std::vector<std::pair<std::string, std::string>> flatten(const YAML::Node& node)
 }
 
 bool bookkeeping_option(const std::string& key) {
-  return key == "name" || key.rfind("output.", 0) == 0 || key == "train.log_every" || key == "train.checkpoint_every" ||
-         key == "train.keep_checkpoints";
+  return key == "name" || key.rfind("output.", 0) == 0 || key == "train.log_every" ||
+         key == "train.checkpoint_every" || key == "train.keep_checkpoints";
 }
 
-std::vector<std::string> config_changes(const YAML::Node& old_cfg, const YAML::Node& new_cfg, bool results_only) {
+std::vector<std::string> config_changes(const YAML::Node& old_cfg, const YAML::Node& new_cfg,
+                                        bool results_only) {
   auto a = flatten(old_cfg), b = flatten(new_cfg);
   std::vector<std::string> changed;
   auto add = [&](const std::string& key, std::string change) {
@@ -222,7 +237,8 @@ std::vector<std::string> config_changes(const YAML::Node& old_cfg, const YAML::N
       add(b[j].first, b[j].first + " (added)");
       ++j;
     } else {
-      if (a[i].second != b[j].second) add(a[i].first, a[i].first + ": " + a[i].second + " -> " + b[j].second);
+      if (a[i].second != b[j].second)
+        add(a[i].first, a[i].first + ": " + a[i].second + " -> " + b[j].second);
       ++i, ++j;
     }
   }

@@ -33,11 +33,16 @@ const char* precision_name(Precision p) { return p == Precision::bf16 ? "bf16" :
 Precision parse_precision(const std::string& name, const std::string& what) {
   if (name == "float32") return Precision::float32;
   if (name == "bf16") return Precision::bf16;
-  throw Error(what + ": '" + name + "' is not a precision; use float32 or bf16 (bf16: matrix products of bf16-rounded "
+  throw Error(what + ": '" + name +
+              "' is not a precision; use float32 or bf16 (bf16: matrix products of bf16-rounded "
               "inputs with float32 sums)");
 }
-Precision default_precision() { return static_cast<Precision>(g_default_precision.load(std::memory_order_relaxed)); }
-void set_default_precision(Precision p) { g_default_precision.store(static_cast<int>(p), std::memory_order_relaxed); }
+Precision default_precision() {
+  return static_cast<Precision>(g_default_precision.load(std::memory_order_relaxed));
+}
+void set_default_precision(Precision p) {
+  g_default_precision.store(static_cast<int>(p), std::memory_order_relaxed);
+}
 uint64_t new_param_epoch() {
   static std::atomic<uint64_t> next{1};
   return next.fetch_add(1, std::memory_order_relaxed);
@@ -100,7 +105,8 @@ void Graph::profile_tick(const char* next_op) {
 }
 
 Var Graph::push(const Node& n) {
-  if (n_nodes_ >> kChunkBits >= chunks_.size()) chunks_.push_back(std::make_unique<Node[]>(kChunkMask + 1));
+  if (n_nodes_ >> kChunkBits >= chunks_.size())
+    chunks_.push_back(std::make_unique<Node[]>(kChunkMask + 1));
   const int id = static_cast<int>(n_nodes_++);
   node(id) = n;
   return Var{id};
@@ -169,12 +175,14 @@ Tensor& Graph::grad(int id) {
 Tensor& Graph::grad_unzeroed(int id, bool& fresh) {
   Node& n = node(id);
   fresh = !n.grad.data;
-  if (fresh) n.grad = Tensor{alloc(static_cast<size_t>(n.value.numel())), n.value.rows, n.value.cols};
+  if (fresh)
+    n.grad = Tensor{alloc(static_cast<size_t>(n.value.numel())), n.value.rows, n.value.cols};
   return n.grad;
 }
 
 void Graph::backward(Var loss) {
-  if (!requires_grad(loss)) throw Error("Graph::backward: the loss does not depend on any parameter");
+  if (!requires_grad(loss))
+    throw Error("Graph::backward: the loss does not depend on any parameter");
   Tensor& g = grad(loss);
   for (int64_t i = 0; i < g.numel(); ++i) g.data[i] = 1.0f;
   profile_flush();
@@ -186,7 +194,8 @@ void Graph::backward(Var loss) {
       } else {
         auto t0 = std::chrono::steady_clock::now();
         n.backward(*this, id);
-        profile->ops[n.op].backward_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        profile->ops[n.op].backward_s +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       }
     }
     if (after_backward_node) after_backward_node(after_backward_ctx, id);

@@ -54,14 +54,16 @@ std::string first_line(const fs::path& p) {
 // A claims directory private to this user.
 std::string claims_dir() {
   if (const char* d = std::getenv("ABLATE_RUNTIME_DIR"); d && *d) return d;
-  if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x && *x) return (fs::path(x) / "ablate").string();
+  if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x && *x)
+    return (fs::path(x) / "ablate").string();
   return "/tmp/ablate-" + std::to_string(static_cast<long>(getuid()));
 }
 
 // Holds an flock on `path` (created if missing) while it lives.
 struct DirLock {
   int fd;
-  explicit DirLock(const std::string& path) : fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)) {
+  explicit DirLock(const std::string& path)
+      : fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)) {
     if (fd >= 0)
       while (::flock(fd, LOCK_EX) < 0 && errno == EINTR) {
       }
@@ -158,14 +160,16 @@ MemoryRoom memory_room() {
   for (const auto& d : cgroup_dirs()) {
     std::string max = first_line(d / "memory.max"), cur = first_line(d / "memory.current");
     if (!max.empty() && max != "max" && !cur.empty())
-      consider(std::max(0.0, std::atof(max.c_str()) - std::atof(cur.c_str())), "cgroup limit " + (d / "memory.max").string());
+      consider(std::max(0.0, std::atof(max.c_str()) - std::atof(cur.c_str())),
+               "cgroup limit " + (d / "memory.max").string());
   }
   rlimit rl{};
   if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
     std::ifstream st("/proc/self/statm");
     double pages = 0;
     st >> pages;
-    consider(std::max(0.0, static_cast<double>(rl.rlim_cur) - pages * static_cast<double>(sysconf(_SC_PAGESIZE))),
+    consider(std::max(0.0, static_cast<double>(rl.rlim_cur) -
+                               pages * static_cast<double>(sysconf(_SC_PAGESIZE))),
              "address-space limit (ulimit -v)");
   }
   return r;
@@ -213,7 +217,10 @@ bool process_alive(long pid) {
   const fs::path task = fs::path("/proc") / std::to_string(pid) / "task";
   std::error_code ec;
   fs::directory_iterator it(task, ec);
-  if (ec) return fs::exists("/proc/self/stat") ? false : ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+  if (ec)
+    return fs::exists("/proc/self/stat")
+               ? false
+               : ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
   for (; it != fs::directory_iterator(); it.increment(ec)) {
     if (ec) break;
     const char state = proc_state(it->path() / "stat");
@@ -238,15 +245,18 @@ RunLock::RunLock(const std::string& dir) {
     const int err = errno;
     if (err == EINTR) continue;
     const long owner = run_lock_pid(dir);
-    if (err == EWOULDBLOCK && owner > 0 && exited(proc_state(fs::path("/proc") / std::to_string(owner) / "stat")) &&
+    if (err == EWOULDBLOCK && owner > 0 &&
+        exited(proc_state(fs::path("/proc") / std::to_string(owner) / "stat")) &&
         std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
       continue;
     }
     ::close(fd_);
     fd_ = -1;
-    throw Error(dir + ": another ablate process" + (owner > 0 ? " (pid " + std::to_string(owner) + ")" : "") +
-                " is writing this run; wait for it to end, or stop it first (Ctrl-C or kill: it checkpoints)");
+    throw Error(dir + ": another ablate process" +
+                (owner > 0 ? " (pid " + std::to_string(owner) + ")" : "") +
+                " is writing this run; wait for it to end, or stop it first (Ctrl-C or kill: it "
+                "checkpoints)");
   }
   const std::string pid = std::to_string(static_cast<long>(getpid())) + "\n";
   if (::ftruncate(fd_, 0) == 0) {

@@ -55,7 +55,8 @@ void ConfigSource::record(const std::string& path, const YAML::Node& value) {
       next = YAML::Clone(value);
       return;
     }
-    if (list_next ? !next.IsSequence() : !next.IsMap()) next = YAML::Node(list_next ? YAML::NodeType::Sequence : YAML::NodeType::Map);
+    if (list_next ? !next.IsSequence() : !next.IsMap())
+      next = YAML::Node(list_next ? YAML::NodeType::Sequence : YAML::NodeType::Map);
     cur.reset(next);
   }
 }
@@ -68,11 +69,14 @@ void Options::document(const std::string& key, const char* type, const std::stri
 }
 
 std::string Options::get_choice(const std::string& key, const std::string& def,
-                                const std::vector<std::string>& choices, const std::string& help) const {
-  std::string v = get<std::string>(key, def, help + (help.empty() ? "" : "; ") + "one of " + join(choices));
+                                const std::vector<std::string>& choices,
+                                const std::string& help) const {
+  std::string v =
+      get<std::string>(key, def, help + (help.empty() ? "" : "; ") + "one of " + join(choices));
   if (std::find(choices.begin(), choices.end(), v) == choices.end()) {
     std::string dym = did_you_mean(v, choices);
-    fail(key, "'" + v + "' is not allowed; allowed: " + join(choices) + (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
+    fail(key, "'" + v + "' is not allowed; allowed: " + join(choices) +
+                  (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
   }
   return v;
 }
@@ -128,8 +132,10 @@ void Options::check_unused(const std::vector<std::string>& also_allowed) const {
     std::string loc = source_->overrides.count(key_path(k))
                           ? "command-line override '" + source_->overrides.at(key_path(k)) + "'"
                           : (source_->file.empty() ? "<config>" : source_->file) + ":" +
-                                std::to_string(it->first.Mark().line + 1) + ":" + std::to_string(it->first.Mark().column + 1);
-    throw ConfigError(loc + ": " + key_path(k) + ": unknown key" + (path_.empty() ? "" : " in " + path_) +
+                                std::to_string(it->first.Mark().line + 1) + ":" +
+                                std::to_string(it->first.Mark().column + 1);
+    throw ConfigError(loc + ": " + key_path(k) + ": unknown key" +
+                      (path_.empty() ? "" : " in " + path_) +
                       ". Allowed: " + (known.empty() ? "(none)" : join(known)) +
                       (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
   }

@@ -48,8 +48,8 @@ Parameter& ParamStore::add(const std::string& name, int64_t rows, int64_t cols, 
                 std::to_string(cols) + ")");
   // Guards rows * cols against overflow (a plugin given an absurd size must fail cleanly).
   if (rows > (int64_t{1} << 40) / cols)
-    throw Error("parameter '" + name + "' of shape (" + std::to_string(rows) + ", " + std::to_string(cols) +
-                ") is too large (more than 2^40 values)");
+    throw Error("parameter '" + name + "' of shape (" + std::to_string(rows) + ", " +
+                std::to_string(cols) + ") is too large (more than 2^40 values)");
   if (find(name)) throw Error("parameter '" + name + "' is created twice");
   auto p = std::make_unique<Parameter>();
   p->name = name;
@@ -77,7 +77,8 @@ int64_t ParamStore::count() const {
 }
 
 void ParamStore::zero_grad() {
-  for (Parameter* p : order_) std::memset(p->grad.data, 0, sizeof(float) * static_cast<size_t>(p->grad.numel()));
+  for (Parameter* p : order_)
+    std::memset(p->grad.data, 0, sizeof(float) * static_cast<size_t>(p->grad.numel()));
 }
 
 }  // namespace ablate

@@ -42,7 +42,9 @@ std::string short_key(const std::string& key, const std::vector<std::string>& ke
   auto shown = [&](const std::string& k, int parts) {
     const std::string t = tail(k, parts);
     const size_t dot = t.rfind('.');
-    return dot != std::string::npos && t.compare(dot + 1, std::string::npos, "type") == 0 ? t.substr(0, dot) : t;
+    return dot != std::string::npos && t.compare(dot + 1, std::string::npos, "type") == 0
+               ? t.substr(0, dot)
+               : t;
   };
   const bool is_type = key.size() > 5 && key.compare(key.size() - 5, 5, ".type") == 0;
   const int n = static_cast<int>(std::count(key.begin(), key.end(), '.')) + 1;
@@ -60,7 +62,8 @@ std::string fmt(double v, const char* f = "%.4f") {
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   char b[64];
   const double a = std::fabs(v);
-  if (a != 0 && (a >= 1e5 || a < 1e-4)) std::snprintf(b, sizeof b, f[1] == '+' ? "%+.3e" : "%.3e", v);
+  if (a != 0 && (a >= 1e5 || a < 1e-4))
+    std::snprintf(b, sizeof b, f[1] == '+' ? "%+.3e" : "%.3e", v);
   else std::snprintf(b, sizeof b, f, v);
   return b;
 }
@@ -104,8 +107,8 @@ std::string find_table(const SweepResults& r, const std::string& metric, const s
     if (!tables.empty() && !tables.count(table)) {
       std::vector<std::string> all(tables.begin(), tables.end());
       std::string dym = did_you_mean(table, all);
-      throw Error("no run of " + r.sweep.dir + " has a table '" + table + "'. Tables: " + join(all) +
-                  (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
+      throw Error("no run of " + r.sweep.dir + " has a table '" + table +
+                  "'. Tables: " + join(all) + (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
     }
     return table;
   }
@@ -119,17 +122,17 @@ std::string find_table(const SweepResults& r, const std::string& metric, const s
     for (const auto& [c, ts] : columns) all.push_back(c);
     if (all.empty()) throw Error(r.sweep.dir + ": no run has any metrics yet (nothing finished?)");
     std::string dym = did_you_mean(metric, all);
-    throw Error("no table of " + r.sweep.dir + " has a metric '" + metric + "'. Metrics: " + join(all) +
-                (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
+    throw Error("no table of " + r.sweep.dir + " has a metric '" + metric +
+                "'. Metrics: " + join(all) + (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
   }
   for (const char* pref : {"eval", "train"})
     if (it->second.count(pref)) return pref;
   if (it->second.size() > 1)
-    throw Error("metric '" + metric + "' is in several tables (" + join(std::vector<std::string>(it->second.begin(), it->second.end())) +
+    throw Error("metric '" + metric + "' is in several tables (" +
+                join(std::vector<std::string>(it->second.begin(), it->second.end())) +
                 "); choose one with --table");
   return *it->second.begin();
 }
-
 
 // The run directories a command-line path stands for: a run directory, a run.h5 file, a
 // sweep directory (its points' runs) or a glob pattern of those.
@@ -140,7 +143,10 @@ std::vector<std::string> run_dirs_of(const std::string& arg) {
     const int rc = ::glob(arg.c_str(), 0, nullptr, &g);
     for (size_t i = 0; rc == 0 && i < g.gl_pathc; ++i) paths.emplace_back(g.gl_pathv[i]);
     globfree(&g);
-    if (paths.empty()) throw Error("'" + arg + "' matches no file or directory; give run directories (runs/a runs/b) or a pattern that matches some (runs/lr*)");
+    if (paths.empty())
+      throw Error("'" + arg +
+                  "' matches no file or directory; give run directories (runs/a runs/b) or a "
+                  "pattern that matches some (runs/lr*)");
   } else {
     paths.push_back(arg);
   }
@@ -149,8 +155,9 @@ std::vector<std::string> run_dirs_of(const std::string& arg) {
     while (p.size() > 1 && p.back() == '/') p.pop_back();
     if (fs::is_regular_file(p) && fs::path(p).filename() == "run.h5") {
       dirs.push_back(fs::path(p).has_parent_path() ? fs::path(p).parent_path().string() : ".");
-    } else if (fs::is_directory(p) && (fs::exists(run_file_path(p)) || fs::exists(fs::path(p) / "config.yaml") ||
-                                       fs::exists(fs::path(p) / "failed.txt"))) {
+    } else if (fs::is_directory(p) &&
+               (fs::exists(run_file_path(p)) || fs::exists(fs::path(p) / "config.yaml") ||
+                fs::exists(fs::path(p) / "failed.txt"))) {
       // A run directory, also one whose run died before its run file existed: listed as
       // missing or failed, not dropped.
       dirs.push_back(p);
@@ -158,8 +165,10 @@ std::vector<std::string> run_dirs_of(const std::string& arg) {
       for (const auto& pt : read_manifest(p).points) dirs.push_back(pt.run_dir);
     } else {
       throw Error("'" + p + "'" + (arg != p ? " (from '" + arg + "')" : "") + ": " +
-                  (fs::exists(p) ? "not a run (no run.h5 in it) nor a sweep (no manifest.yaml)" : "no such file or directory") +
-                  "; give run directories written by 'ablate run' (runs/<name>), their run.h5 files, or sweep directories");
+                  (fs::exists(p) ? "not a run (no run.h5 in it) nor a sweep (no manifest.yaml)"
+                                 : "no such file or directory") +
+                  "; give run directories written by 'ablate run' (runs/<name>), their run.h5 "
+                  "files, or sweep directories");
     }
   }
   return dirs;
@@ -170,7 +179,8 @@ std::vector<std::string> short_names(const std::vector<std::string>& dirs) {
   std::vector<std::vector<std::string>> parts;
   for (const auto& d : dirs) {
     std::vector<std::string> c;
-    for (const auto& e : fs::path(d).lexically_normal()) if (!e.empty() && e != ".") c.push_back(e.string());
+    for (const auto& e : fs::path(d).lexically_normal())
+      if (!e.empty() && e != ".") c.push_back(e.string());
     if (c.empty()) c.push_back(d);
     parts.push_back(c);
   }
@@ -213,7 +223,9 @@ std::map<std::string, std::string> run_options(const RunData& d) {
 double run_value(const SweepRun& run, const Comparison& c, int64_t at_step, std::string& why) {
   const std::string& st = run.state.status;
   if (!run.readable) {
-    why = st == "missing" ? "missing (not run yet)" : st + (run.state.error.empty() ? "" : ": " + first_line(run.state.error));
+    why = st == "missing"
+              ? "missing (not run yet)"
+              : st + (run.state.error.empty() ? "" : ": " + first_line(run.state.error));
     return kNaN;
   }
   if (at_step < 0 && st != "done") {
@@ -223,7 +235,8 @@ double run_value(const SweepRun& run, const Comparison& c, int64_t at_step, std:
   auto [steps, vals] = metric_series(run.data, c.table, c.metric);
   if (vals.empty()) {
     why = st == "failed" ? "failed: " + first_line(run.state.error)
-                         : (st == "done" ? "no " : st + ": no ") + c.table + "/" + c.metric + " values" + (st == "done" ? "" : " yet");
+                         : (st == "done" ? "no " : st + ": no ") + c.table + "/" + c.metric +
+                               " values" + (st == "done" ? "" : " yet");
     return kNaN;
   }
   double v = kNaN;
@@ -236,8 +249,9 @@ double run_value(const SweepRun& run, const Comparison& c, int64_t at_step, std:
     for (size_t i = 0; i < steps.size(); ++i)
       if (steps[i] == static_cast<double>(at_step)) v = vals[i];
     if (std::isnan(v)) {
-      why = "no " + c.table + " row at step " + std::to_string(at_step) + " (its steps: " + fmt(steps.front(), "%.0f") + " to " +
-            fmt(steps.back(), "%.0f") + ")" + (st == "failed" ? "; failed: " + first_line(run.state.error) : "");
+      why = "no " + c.table + " row at step " + std::to_string(at_step) +
+            " (its steps: " + fmt(steps.front(), "%.0f") + " to " + fmt(steps.back(), "%.0f") +
+            ")" + (st == "failed" ? "; failed: " + first_line(run.state.error) : "");
       return kNaN;
     }
   }
@@ -254,35 +268,45 @@ int64_t parse_at(const std::string& at) {
       if (used != at.size() - 5 || step < 0) throw std::invalid_argument("");
       return step;
     } catch (const std::exception&) {
-      throw Error("--at '" + at + "': expected final, best or step=N with N a step number (e.g. step=2500)");
+      throw Error("--at '" + at +
+                  "': expected final, best or step=N with N a step number (e.g. step=2500)");
     }
   }
   if (at != "final" && at != "best") {
     std::string dym = did_you_mean(at, {"final", "best"});
-    throw Error("--at '" + at + "': expected final, best or step=N" + (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
+    throw Error("--at '" + at + "': expected final, best or step=N" +
+                (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
   }
   return -1;
 }
 
 // --by: variant, point, run, or a swept key (default: variant if any, else the one swept
 // dimension, else point; runs given one by one with nothing differing: run).
-std::string resolve_by(const SweepResults& r, const std::string& by, const std::vector<std::string>& swept) {
+std::string resolve_by(const SweepResults& r, const std::string& by,
+                       const std::vector<std::string>& swept) {
   const Sweep& s = r.sweep;
   std::string chosen = by;
   if (chosen.empty()) {
     std::vector<std::string> dims = s.grid_keys;
     dims.insert(dims.end(), s.zip_keys.begin(), s.zip_keys.end());
-    chosen = !s.variants.empty() ? "variant" : (dims.size() == 1 ? dims[0] : (r.any_runs && dims.empty() ? "run" : "point"));
+    chosen = !s.variants.empty()
+                 ? "variant"
+                 : (dims.size() == 1 ? dims[0] : (r.any_runs && dims.empty() ? "run" : "point"));
   }
-  if (chosen != "variant" && chosen != "point" && chosen != "run" && std::find(swept.begin(), swept.end(), chosen) == swept.end()) {
+  if (chosen != "variant" && chosen != "point" && chosen != "run" &&
+      std::find(swept.begin(), swept.end(), chosen) == swept.end()) {
     std::vector<std::string> allowed = {"variant", "point", "run"};
     allowed.insert(allowed.end(), swept.begin(), swept.end());
     if (s.variants.empty()) allowed.erase(allowed.begin());
     std::string dym = did_you_mean(chosen, allowed);
-    throw Error("--by '" + chosen + "': not " + (r.any_runs ? "an option that differs between " : "a swept key of ") + s.dir + ". Allowed: " + join(allowed) +
+    throw Error("--by '" + chosen + "': not " +
+                (r.any_runs ? "an option that differs between " : "a swept key of ") + s.dir +
+                ". Allowed: " + join(allowed) +
                 (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
   }
-  if (chosen == "variant" && s.variants.empty()) throw Error("--by variant: the sweep " + s.dir + " has no variants; use --by point or a swept key");
+  if (chosen == "variant" && s.variants.empty())
+    throw Error("--by variant: the sweep " + s.dir +
+                " has no variants; use --by point or a swept key");
   return chosen;
 }
 
@@ -296,7 +320,8 @@ std::vector<std::string> pooled_dims(const SweepResults& r, const Comparison& c)
   for (const auto& d : dims)
     for (const auto& g : c.groups) {
       std::set<std::string> vals;
-      for (const SweepRun* run : g.runs) vals.insert(d == "variant" ? run->point->variant : run->point->value_of(d));
+      for (const SweepRun* run : g.runs)
+        vals.insert(d == "variant" ? run->point->variant : run->point->value_of(d));
       if (vals.size() > 1) {
         pooled.push_back(d);
         break;
@@ -307,16 +332,17 @@ std::vector<std::string> pooled_dims(const SweepResults& r, const Comparison& c)
 
 // The baseline group (`baseline`, "" = the first group), each group's summary, and each
 // other group's paired t-test against it over the pairs both have.
-void test_against_baseline(Comparison& c, const std::vector<std::map<std::string, double>>& pair_values, const std::string& baseline,
-                           double level) {
+void test_against_baseline(Comparison& c,
+                           const std::vector<std::map<std::string, double>>& pair_values,
+                           const std::string& baseline, double level) {
   std::vector<std::string> labels;
   for (const auto& g : c.groups) labels.push_back(g.label);
   c.baseline = baseline.empty() ? labels.front() : baseline;
   auto bit = std::find(labels.begin(), labels.end(), c.baseline);
   if (bit == labels.end()) {
     std::string dym = did_you_mean(c.baseline, labels);
-    throw Error("--baseline '" + c.baseline + "' is not a group of --by " + c.by + ". Groups: " + join(labels) +
-                (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
+    throw Error("--baseline '" + c.baseline + "' is not a group of --by " + c.by +
+                ". Groups: " + join(labels) + (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
   }
   const size_t base = static_cast<size_t>(bit - labels.begin());
   for (size_t gi = 0; gi < c.groups.size(); ++gi) {
@@ -338,7 +364,8 @@ void test_against_baseline(Comparison& c, const std::vector<std::map<std::string
 }
 
 std::string lowercase(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
   return s;
 }
 
@@ -378,15 +405,17 @@ int metric_higher_is_better(const std::string& metric) {
   return -1;
 }
 
-std::pair<std::vector<double>, std::vector<double>> metric_series(const RunData& d, const std::string& table,
+std::pair<std::vector<double>, std::vector<double>> metric_series(const RunData& d,
+                                                                  const std::string& table,
                                                                   const std::string& metric) {
   auto t = d.tables.find(table);
   if (t == d.tables.end()) return {};
   auto s = t->second.find("step"), m = t->second.find(metric);
   if (s == t->second.end() || m == t->second.end()) return {};
   size_t n = std::min(s->second.size(), m->second.size());
-  return {std::vector<double>(s->second.begin(), s->second.begin() + static_cast<std::ptrdiff_t>(n)),
-          std::vector<double>(m->second.begin(), m->second.begin() + static_cast<std::ptrdiff_t>(n))};
+  return {
+      std::vector<double>(s->second.begin(), s->second.begin() + static_cast<std::ptrdiff_t>(n)),
+      std::vector<double>(m->second.begin(), m->second.begin() + static_cast<std::ptrdiff_t>(n))};
 }
 
 SweepResults load_sweep_results(const std::string& sweep_dir) {
@@ -423,7 +452,10 @@ SweepResults load_run_results(const std::vector<std::string>& paths) {
       auto canon = fs::weakly_canonical(d, ec).string();
       if (seen.insert(ec ? d : canon).second) dirs.push_back(d);
     }
-  if (dirs.empty()) throw Error("no runs given; give run directories (runs/a runs/b), a pattern (\"runs/lr*\") or a sweep directory");
+  if (dirs.empty())
+    throw Error(
+        "no runs given; give run directories (runs/a runs/b), a pattern (\"runs/lr*\") or a sweep "
+        "directory");
   SweepResults r;
   r.any_runs = true;
   Sweep& s = r.sweep;
@@ -486,27 +518,34 @@ namespace {
 // Runs made on different CPUs or kernel paths compute differently rounded floats, so a
 // paired seed is not the same computation twice: say so when the valued runs differ.
 std::string machines_note(const Comparison& c) {
-  std::vector<std::pair<std::string, std::vector<std::string>>> kinds;  // "cpu, path" -> run ids, first-seen order
+  std::vector<std::pair<std::string, std::vector<std::string>>>
+      kinds;  // "cpu, path" -> run ids, first-seen order
   for (const auto& g : c.groups)
     for (const SweepRun* run : g.valued) {
       auto attr = [&](const char* k) {
         auto it = run->data.str_attrs.find(k);
-        return it == run->data.str_attrs.end() || it->second.empty() ? std::string("unknown") : it->second;
+        return it == run->data.str_attrs.end() || it->second.empty() ? std::string("unknown")
+                                                                     : it->second;
       };
       const std::string kind = attr("cpu") + ", kernel path " + attr("kernel_path");
-      auto it = std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) { return k.first == kind; });
+      auto it =
+          std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) { return k.first == kind; });
       if (it == kinds.end()) kinds.push_back({kind, {}}), it = kinds.end() - 1;
       it->second.push_back(run->point->id);
     }
   if (kinds.size() < 2) return "";
   std::vector<std::string> parts;
   for (const auto& [kind, ids] : kinds) {
-    std::vector<std::string> shown(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(ids.size(), 3)));
-    parts.push_back(kind + ": " + std::to_string(ids.size()) + (ids.size() == 1 ? " run (" : " runs (") + join(shown) +
+    std::vector<std::string> shown(
+        ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(ids.size(), 3)));
+    parts.push_back(kind + ": " + std::to_string(ids.size()) +
+                    (ids.size() == 1 ? " run (" : " runs (") + join(shown) +
                     (ids.size() > 3 ? ", ..." : "") + ")");
   }
-  return "The runs were made on " + std::to_string(kinds.size()) + " kinds of machine: " + join(parts, "; ") +
-         ". Their kernels round differently, so runs paired by seed are not the same computation on both.";
+  return "The runs were made on " + std::to_string(kinds.size()) +
+         " kinds of machine: " + join(parts, "; ") +
+         ". Their kernels round differently, so runs paired by seed are not the same computation "
+         "on both.";
 }
 
 }  // namespace
@@ -516,12 +555,15 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
   Comparison c;
   c.metric = o.metric;
   c.level = o.level;
-  const int direction = o.higher_is_better < 0 ? metric_higher_is_better(o.metric) : o.higher_is_better;
+  const int direction =
+      o.higher_is_better < 0 ? metric_higher_is_better(o.metric) : o.higher_is_better;
   c.direction_known = direction >= 0;
   c.higher_is_better = direction > 0;
   if (!c.direction_known && o.at == "best")
-    throw Error("--at best needs to know whether '" + o.metric + "' is better higher or lower, and its name does not tell "
-                "(known: loss, ppl, error, bpc, bpb, bits are lower; acc, exact, match, em, f1, score are higher). "
+    throw Error("--at best needs to know whether '" + o.metric +
+                "' is better higher or lower, and its name does not tell "
+                "(known: loss, ppl, error, bpc, bpb, bits are lower; acc, exact, match, em, f1, "
+                "score are higher). "
                 "Fix: add --higher-is-better or --lower-is-better");
   c.table = find_table(r, o.metric, o.table);
 
@@ -533,12 +575,14 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
   std::set<std::string> variant_keys;  // keys whose value the variant decides
   for (const auto& p : s.points)
     for (const auto& ov : p.overrides)
-      if (ov.key != "seed" && std::find(s.grid_keys.begin(), s.grid_keys.end(), ov.key) == s.grid_keys.end() &&
+      if (ov.key != "seed" &&
+          std::find(s.grid_keys.begin(), s.grid_keys.end(), ov.key) == s.grid_keys.end() &&
           std::find(s.zip_keys.begin(), s.zip_keys.end(), ov.key) == s.zip_keys.end())
         variant_keys.insert(ov.key);
   c.by = resolve_by(r, o.by, swept);
-  const bool by_grid = std::find(s.grid_keys.begin(), s.grid_keys.end(), c.by) != s.grid_keys.end() ||
-                       std::find(s.zip_keys.begin(), s.zip_keys.end(), c.by) != s.zip_keys.end();
+  const bool by_grid =
+      std::find(s.grid_keys.begin(), s.grid_keys.end(), c.by) != s.grid_keys.end() ||
+      std::find(s.zip_keys.begin(), s.zip_keys.end(), c.by) != s.zip_keys.end();
   const bool by_variant_key = !by_grid && variant_keys.count(c.by);
 
   // Label of a run's group, and the key that pairs it with a run of the baseline group.
@@ -571,7 +615,8 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
   std::vector<std::map<std::string, double>> pair_values;  // per group: pair key -> value
   for (const auto& run : r.runs) {
     const std::string label = label_of(*run.point);
-    auto it = std::find_if(c.groups.begin(), c.groups.end(), [&](const GroupResult& g) { return g.label == label; });
+    auto it = std::find_if(c.groups.begin(), c.groups.end(),
+                           [&](const GroupResult& g) { return g.label == label; });
     if (it == c.groups.end()) {
       c.groups.emplace_back();
       c.groups.back().label = label;
@@ -599,7 +644,8 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
     pv[pair_key_of(*run.point)] = v;
   }
 
-  test_against_baseline(c, pair_values, o.baseline.empty() && c.by == "variant" ? s.baseline : o.baseline, o.level);
+  test_against_baseline(c, pair_values,
+                        o.baseline.empty() && c.by == "variant" ? s.baseline : o.baseline, o.level);
   c.pooled = pooled_dims(r, c);
   // A proportion (an accuracy or exact match, every value in [0, 1]): its mean lies in
   // [0, 1] and a difference of two in [-1, 1], so the t intervals are cut there (a
@@ -628,21 +674,31 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
 
   char lvl[40];
   std::snprintf(lvl, sizeof lvl, "%g%%", o.level * 100);
-  const std::string pairing = c.by == "point" || c.by == "run" ? "the same seed"
-                              : "the same seed" + std::string(value_keys.empty() || (value_keys.size() == 1 && by_grid) ? "" : " and the same other swept values");
+  const std::string pairing =
+      c.by == "point" || c.by == "run"
+          ? "the same seed"
+          : "the same seed" + std::string(value_keys.empty() || (value_keys.size() == 1 && by_grid)
+                                              ? ""
+                                              : " and the same other swept values");
   if (c.direction_known)
     c.notes.push_back(std::string(c.higher_is_better ? "higher" : "lower") + " is better (" +
-                      (o.higher_is_better < 0 ? "from the metric name" : "as given") + "); wins: pairs where the group beats " +
-                      c.baseline + ".");
+                      (o.higher_is_better < 0 ? "from the metric name" : "as given") +
+                      "); wins: pairs where the group beats " + c.baseline + ".");
   else
-    c.notes.push_back("whether '" + c.metric + "' is better higher or lower: not known from its name, so no wins are counted; "
-                      "add --higher-is-better or --lower-is-better.");
+    c.notes.push_back(
+        "whether '" + c.metric +
+        "' is better higher or lower: not known from its name, so no wins are counted; "
+        "add --higher-is-better or --lower-is-better.");
   c.intervals_cut = cut;
   if (cut)
-    c.notes.push_back("'" + c.metric + "' is a proportion (every value in [0, 1]): intervals are cut to [0, 1] for a mean, "
-                      "[-1, 1] for a difference.");
-  c.notes.push_back("p: two-sided paired t-test (Student's t, n-1 degrees of freedom) on the per-pair differences (group - " +
-                    c.baseline + "), runs paired by " + pairing + ". " + lvl + " CIs from the t distribution.");
+    c.notes.push_back(
+        "'" + c.metric +
+        "' is a proportion (every value in [0, 1]): intervals are cut to [0, 1] for a mean, "
+        "[-1, 1] for a difference.");
+  c.notes.push_back(
+      "p: two-sided paired t-test (Student's t, n-1 degrees of freedom) on the per-pair "
+      "differences (group - " +
+      c.baseline + "), runs paired by " + pairing + ". " + lvl + " CIs from the t distribution.");
   // Quantized metrics can differ by the same amount in every pair (one problem more right):
   // no spread, so no t-test; the sign test's p for n pairs all one way is 2^(1-n).
   std::vector<std::string> flat;
@@ -652,21 +708,29 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
                      fmt(std::ldexp(1.0, static_cast<int>(1 - g.test.n)), "%.3g") + ")");
   if (!flat.empty())
     c.notes.push_back("Every pair differs by the same amount in " + join(flat) +
-                      ": the t-test has no spread to judge that by, so p is n/a and the CI has zero width; the sign test "
+                      ": the t-test has no spread to judge that by, so p is n/a and the CI has "
+                      "zero width; the sign test "
                       "(which needs no spread) gives the p shown in brackets.");
   if (!c.pooled.empty())
-    c.notes.push_back("Each group pools runs with different " + join(c.pooled) + " (besides the seed): n, mean and CI are over all of them; "
+    c.notes.push_back("Each group pools runs with different " + join(c.pooled) +
+                      " (besides the seed): n, mean and CI are over all of them; "
                       "--by point keeps them apart.");
   // Groups with values of which none pairs with the baseline's (e.g. --by run, each run of
   // its own seed): say why every row reads "no pairs", and what compares them.
-  const bool others = std::any_of(c.groups.begin(), c.groups.end(), [](const GroupResult& g) { return !g.is_baseline && g.summary.n > 0; });
-  if (others && std::none_of(c.groups.begin(), c.groups.end(), [](const GroupResult& g) { return g.has_test; }))
-    c.notes.push_back("No group has a run paired with one of " + c.baseline + "'s (runs pair by " + pairing +
-                      "), so there is no difference, p or wins: each row shows its own runs' mean" +
-                      (c.by == "run" || (c.by == "point" && !s.variants.empty())
-                           ? s.variants.empty() ? ". To pool runs of one config on different seeds, --by point gives their mean and CI over the seeds."
-                                                : ". To pool runs of one variant on different seeds, --by variant gives their mean and CI over the seeds."
-                           : "; run the baseline on the same seeds to pair them."));
+  const bool others = std::any_of(c.groups.begin(), c.groups.end(), [](const GroupResult& g) {
+    return !g.is_baseline && g.summary.n > 0;
+  });
+  if (others && std::none_of(c.groups.begin(), c.groups.end(),
+                             [](const GroupResult& g) { return g.has_test; }))
+    c.notes.push_back(
+        "No group has a run paired with one of " + c.baseline + "'s (runs pair by " + pairing +
+        "), so there is no difference, p or wins: each row shows its own runs' mean" +
+        (c.by == "run" || (c.by == "point" && !s.variants.empty())
+             ? s.variants.empty() ? ". To pool runs of one config on different seeds, --by point "
+                                    "gives their mean and CI over the seeds."
+                                  : ". To pool runs of one variant on different seeds, --by "
+                                    "variant gives their mean and CI over the seeds."
+             : "; run the baseline on the same seeds to pair them."));
   c.machines = machines_note(c);
   if (!c.machines.empty()) c.notes.push_back(c.machines);
   return c;
@@ -675,8 +739,9 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
 namespace {
 
 // rows[0] is the header; `right`: the columns aligned right in the text form.
-std::string render_rows(const std::string& title, const std::vector<std::vector<std::string>>& rows, const std::vector<bool>& right,
-                        const std::vector<std::string>& notes, const std::vector<std::string>& problems, bool markdown) {
+std::string render_rows(const std::string& title, const std::vector<std::vector<std::string>>& rows,
+                        const std::vector<bool>& right, const std::vector<std::string>& notes,
+                        const std::vector<std::string>& problems, bool markdown) {
   std::ostringstream out;
   if (markdown) {
     out << "**" << title << "**\n\n";
@@ -716,7 +781,9 @@ std::string render_rows(const std::string& title, const std::vector<std::vector<
     std::string line;
     for (size_t i = 0; i < r.size(); ++i) {
       const size_t padn = w[i] - width(r[i]);
-      line += (i ? "  " : "") + (right[i] ? std::string(padn, ' ') + r[i] : r[i] + (i + 1 < r.size() ? std::string(padn, ' ') : ""));
+      line +=
+          (i ? "  " : "") + (right[i] ? std::string(padn, ' ') + r[i]
+                                      : r[i] + (i + 1 < r.size() ? std::string(padn, ' ') : ""));
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out << line << "\n";
@@ -733,14 +800,17 @@ std::string render_rows(const std::string& title, const std::vector<std::vector<
 void check_format(const std::string& format) {
   if (format != "table" && format != "markdown" && format != "csv") {
     std::string dym = did_you_mean(format, {"table", "markdown", "csv"});
-    throw Error("--format '" + format + "': expected table, markdown or csv" + (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
+    throw Error("--format '" + format + "': expected table, markdown or csv" +
+                (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
   }
 }
 
 }  // namespace
 
 std::string direction_text(const Comparison& c) {
-  return !c.direction_known ? "direction not known" : c.higher_is_better ? "higher is better" : "lower is better";
+  return !c.direction_known   ? "direction not known"
+         : c.higher_is_better ? "higher is better"
+                              : "lower is better";
 }
 
 std::string format_comparison(const Comparison& c, const std::string& format) {
@@ -748,9 +818,11 @@ std::string format_comparison(const Comparison& c, const std::string& format) {
   std::ostringstream out;
   char lvl[40];
   std::snprintf(lvl, sizeof lvl, "%g%% CI", c.level * 100);
-  const std::string at = c.at == "final" ? "final value" : (c.at == "best" ? "best value" : "value at " + c.at);
+  const std::string at =
+      c.at == "final" ? "final value" : (c.at == "best" ? "best value" : "value at " + c.at);
   if (format == "csv") {
-    out << "group,n,runs,mean,std,ci_low,ci_high,baseline,diff_mean,diff_ci_low,diff_ci_high,p_value,test,pairs,wins,n_params,"
+    out << "group,n,runs,mean,std,ci_low,ci_high,baseline,diff_mean,diff_ci_low,diff_ci_high,p_"
+           "value,test,pairs,wins,n_params,"
            "metric,table,at,by,higher_is_better,problems\n";
     for (const auto& g : c.groups) {
       auto num = [](double v) {
@@ -759,30 +831,40 @@ std::string format_comparison(const Comparison& c, const std::string& format) {
         std::snprintf(b, sizeof b, "%.10g", v);
         return std::string(b);
       };
-      out << csv_field(g.label) << "," << g.summary.n << "," << g.runs.size() << "," << num(g.summary.mean) << "," << num(g.summary.std)
-          << "," << num(g.summary.ci_low) << "," << num(g.summary.ci_high) << "," << csv_field(c.baseline) << ",";
+      out << csv_field(g.label) << "," << g.summary.n << "," << g.runs.size() << ","
+          << num(g.summary.mean) << "," << num(g.summary.std) << "," << num(g.summary.ci_low) << ","
+          << num(g.summary.ci_high) << "," << csv_field(c.baseline) << ",";
       if (g.has_test)
-        out << num(g.test.mean_diff) << "," << num(g.test.ci_low) << "," << num(g.test.ci_high) << "," << num(g.test.p)
-            << ",paired t-test," << g.test.n << "," << (c.direction_known ? std::to_string(g.wins) : "");
-      else
-        out << ",,,,,,";
-      out << "," << (std::isnan(g.params_min) ? "" : fmt_params(g)) << "," << csv_field(c.metric) << "," << csv_field(c.table) << ","
-          << csv_field(c.at) << "," << csv_field(c.by) << "," << (c.direction_known ? (c.higher_is_better ? "true" : "false") : "") << ","
+        out << num(g.test.mean_diff) << "," << num(g.test.ci_low) << "," << num(g.test.ci_high)
+            << "," << num(g.test.p) << ",paired t-test," << g.test.n << ","
+            << (c.direction_known ? std::to_string(g.wins) : "");
+      else out << ",,,,,,";
+      out << "," << (std::isnan(g.params_min) ? "" : fmt_params(g)) << "," << csv_field(c.metric)
+          << "," << csv_field(c.table) << "," << csv_field(c.at) << "," << csv_field(c.by) << ","
+          << (c.direction_known ? (c.higher_is_better ? "true" : "false") : "") << ","
           << csv_field(join(g.problems, "; ")) << "\n";
     }
     return out.str();
   }
 
   std::vector<std::vector<std::string>> rows;
-  rows.push_back({c.by, "n", "mean ± std", lvl, "Δ vs " + c.baseline + " [" + lvl + "]", "p (paired t)", "wins", "params"});
+  rows.push_back({c.by, "n", "mean ± std", lvl, "Δ vs " + c.baseline + " [" + lvl + "]",
+                  "p (paired t)", "wins", "params"});
   for (const auto& g : c.groups) {
-    std::string n = std::to_string(g.summary.n) + (g.summary.n != static_cast<int64_t>(g.runs.size()) ? "/" + std::to_string(g.runs.size()) : "");
+    std::string n =
+        std::to_string(g.summary.n) + (g.summary.n != static_cast<int64_t>(g.runs.size())
+                                           ? "/" + std::to_string(g.runs.size())
+                                           : "");
     std::string ms = fmt(g.summary.mean) + (g.summary.n > 1 ? " ± " + fmt(g.summary.std) : "");
-    std::string ci = g.summary.n > 1 ? "[" + fmt(g.summary.ci_low) + ", " + fmt(g.summary.ci_high) + "]" : "n/a";
+    std::string ci =
+        g.summary.n > 1 ? "[" + fmt(g.summary.ci_low) + ", " + fmt(g.summary.ci_high) + "]" : "n/a";
     std::string d = "baseline", p = "", w = "";
     if (!g.is_baseline) {
       if (g.has_test) {
-        d = fmt(g.test.mean_diff, "%+.4f") + (g.test.n > 1 ? " [" + fmt(g.test.ci_low, "%+.4f") + ", " + fmt(g.test.ci_high, "%+.4f") + "]" : "");
+        d = fmt(g.test.mean_diff, "%+.4f") +
+            (g.test.n > 1
+                 ? " [" + fmt(g.test.ci_low, "%+.4f") + ", " + fmt(g.test.ci_high, "%+.4f") + "]"
+                 : "");
         p = fmt_p(g.test.p);
         w = c.direction_known ? std::to_string(g.wins) + "/" + std::to_string(g.test.n) : "n/a";
       } else {
@@ -794,11 +876,13 @@ std::string format_comparison(const Comparison& c, const std::string& format) {
     if (g.summary.n == 0) ms = "n/a";
     rows.push_back({g.label, n, ms, ci, d, p, w, fmt_params(g)});
   }
-  const std::string title = c.metric + " (" + c.table + ", " + at + "; " + direction_text(c) + ") by " + c.by + ", baseline " + c.baseline;
+  const std::string title = c.metric + " (" + c.table + ", " + at + "; " + direction_text(c) +
+                            ") by " + c.by + ", baseline " + c.baseline;
   std::vector<std::string> problems;
   for (const auto& g : c.groups)
     for (const auto& pr : g.problems) problems.push_back(pr);
-  return render_rows(title, rows, {false, true, false, false, false, true, true, true}, c.notes, problems, format == "markdown");
+  return render_rows(title, rows, {false, true, false, false, false, true, true, true}, c.notes,
+                     problems, format == "markdown");
 }
 
 std::string format_comparisons(const std::vector<Comparison>& cs, const std::string& format) {
@@ -816,53 +900,72 @@ std::string format_comparisons(const std::vector<Comparison>& cs, const std::str
   const Comparison& first = cs[0];
   for (const auto& c : cs)
     if (c.groups.size() != first.groups.size() || c.by != first.by || c.baseline != first.baseline)
-      throw Error("format_comparisons: '" + c.metric + "' was compared with other groups than '" + first.metric + "'");
+      throw Error("format_comparisons: '" + c.metric + "' was compared with other groups than '" +
+                  first.metric + "'");
   char lvl[40];
   std::snprintf(lvl, sizeof lvl, "%g%% CI", first.level * 100);
   std::set<std::string> tables;
   for (const auto& c : cs) tables.insert(c.table);
   std::vector<std::vector<std::string>> rows(1, std::vector<std::string>{first.by, "n"});
-  for (const auto& c : cs) rows[0].push_back(tables.size() > 1 ? c.table + "/" + c.metric : c.metric);
+  for (const auto& c : cs)
+    rows[0].push_back(tables.size() > 1 ? c.table + "/" + c.metric : c.metric);
   std::vector<std::string> problems;
   for (size_t gi = 0; gi < first.groups.size(); ++gi) {
     const GroupResult& g0 = first.groups[gi];
     std::vector<std::string> row{g0.label, std::to_string(g0.summary.n) +
-                                               (g0.summary.n != static_cast<int64_t>(g0.runs.size()) ? "/" + std::to_string(g0.runs.size()) : "")};
+                                               (g0.summary.n != static_cast<int64_t>(g0.runs.size())
+                                                    ? "/" + std::to_string(g0.runs.size())
+                                                    : "")};
     for (const auto& c : cs) {
       const GroupResult& g = c.groups[gi];  // the same groups, in the same order, for every metric
       std::string cell;
-      if (g.is_baseline) cell = g.summary.n == 0 ? "n/a" : fmt(g.summary.mean) + (g.summary.n > 1 ? " ± " + fmt(g.summary.std) : "");
-      else if (!g.has_test) cell = g.summary.n == 0 ? "no pairs" : "mean " + fmt(g.summary.mean) + ", no pairs";
+      if (g.is_baseline)
+        cell = g.summary.n == 0
+                   ? "n/a"
+                   : fmt(g.summary.mean) + (g.summary.n > 1 ? " ± " + fmt(g.summary.std) : "");
+      else if (!g.has_test)
+        cell = g.summary.n == 0 ? "no pairs" : "mean " + fmt(g.summary.mean) + ", no pairs";
       else if (g.test.same_in_every_pair())  // no interval or test (see the single-metric notes)
         cell = fmt(g.test.mean_diff, "%+.4f") + " in all " + std::to_string(g.test.n) + " pairs";
       else
-        cell = fmt(g.test.mean_diff, "%+.4f") +
-               (g.test.n > 1 ? " [" + fmt(g.test.ci_low, "%+.4f") + ", " + fmt(g.test.ci_high, "%+.4f") + "]" + (g.test.p < 0.05 ? " *" : "")
-                             : " (1 pair)");
+        cell =
+            fmt(g.test.mean_diff, "%+.4f") +
+            (g.test.n > 1 ? " [" + fmt(g.test.ci_low, "%+.4f") + ", " +
+                                fmt(g.test.ci_high, "%+.4f") + "]" + (g.test.p < 0.05 ? " *" : "")
+                          : " (1 pair)");
       if (g.summary.n != g0.summary.n) cell += " (n " + std::to_string(g.summary.n) + ")";
       row.push_back(cell);
       for (const auto& pr : g.problems)
-        if (std::find(problems.begin(), problems.end(), pr) == problems.end()) problems.push_back(pr);
+        if (std::find(problems.begin(), problems.end(), pr) == problems.end())
+          problems.push_back(pr);
     }
     rows.push_back(row);
   }
-  const std::string at = first.at == "final" ? "final value" : (first.at == "best" ? "best value" : "value at " + first.at);
+  const std::string at = first.at == "final"
+                             ? "final value"
+                             : (first.at == "best" ? "best value" : "value at " + first.at);
   std::vector<std::string> directions;
   for (const auto& c : cs) directions.push_back(c.metric + ": " + direction_text(c));
-  if (std::all_of(cs.begin(), cs.end(), [&](const Comparison& c) { return direction_text(c) == direction_text(first); }))
+  if (std::all_of(cs.begin(), cs.end(),
+                  [&](const Comparison& c) { return direction_text(c) == direction_text(first); }))
     directions = {"every metric: " + direction_text(first)};
-  const std::string title = "(" + join(std::vector<std::string>(tables.begin(), tables.end())) + ", " + at + ") by " + first.by +
-                            ": the baseline " + first.baseline + "'s mean ± std, each other group's difference from it";
+  const std::string title = "(" + join(std::vector<std::string>(tables.begin(), tables.end())) +
+                            ", " + at + ") by " + first.by + ": the baseline " + first.baseline +
+                            "'s mean ± std, each other group's difference from it";
   std::vector<std::string> notes{
-      "Cells: the mean paired difference (group - " + first.baseline + ") with its " + lvl + " from Student's t; * p < 0.05 "
-      "(two-sided paired t-test on the per-pair differences, runs paired as in one metric's table); `ablate compare --metric M` gives each "
-      "metric's full table (wins, p-values, params).",
+      "Cells: the mean paired difference (group - " + first.baseline + ") with its " + lvl +
+          " from Student's t; * p < 0.05 "
+          "(two-sided paired t-test on the per-pair differences, runs paired as in one metric's "
+          "table); `ablate compare --metric M` gives each "
+          "metric's full table (wins, p-values, params).",
       join(directions, "; ") + "."};
   std::vector<std::string> cut;
   for (const auto& c : cs)
-    if (c.differences_cut) cut.push_back(c.metric);  // the table shows differences' intervals, not means'
+    if (c.differences_cut)
+      cut.push_back(c.metric);  // the table shows differences' intervals, not means'
 
-  if (!cut.empty()) notes.push_back("Proportions (" + join(cut) + "): differences' intervals cut to [-1, 1].");
+  if (!cut.empty())
+    notes.push_back("Proportions (" + join(cut) + "): differences' intervals cut to [-1, 1].");
   if (!first.machines.empty()) notes.push_back(first.machines);
   std::vector<bool> right(rows[0].size(), true);
   right[0] = false;
@@ -914,12 +1017,14 @@ std::string metrics_csv(const RunData& d, const std::string& table, const std::s
     auto it = d.tables.find(table);
     if (it == d.tables.end()) {
       std::string dym = did_you_mean(table, tables);
-      throw Error(what + ": no table '" + table + "'. Tables: " + join(tables) + (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
+      throw Error(what + ": no table '" + table + "'. Tables: " + join(tables) +
+                  (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
     }
     const auto cols = column_order(it->second);
     out << join(cols, ",") << "\n";
     for (size_t i = 0, n = table_rows(it->second); i < n; ++i) {
-      for (size_t c = 0; c < cols.size(); ++c) out << (c ? "," : "") << csv_number(it->second.at(cols[c])[i]);
+      for (size_t c = 0; c < cols.size(); ++c)
+        out << (c ? "," : "") << csv_number(it->second.at(cols[c])[i]);
       out << "\n";
     }
     return out.str();
@@ -936,7 +1041,8 @@ std::string metrics_csv(const RunData& d, const std::string& table, const std::s
     for (const auto& c : column_order(tab))
       if (c != "step") cols[t].push_back(c), out << "," << csv_field(tables[t] + "/" + c);
     for (size_t i = 0, n = table_rows(tab); i < n; ++i) rows_at[t][s->second[i]].push_back(i);
-    for (const auto& [step, rows] : rows_at[t]) lines_at[step] = std::max(lines_at[step], rows.size());
+    for (const auto& [step, rows] : rows_at[t])
+      lines_at[step] = std::max(lines_at[step], rows.size());
   }
   out << "\n";
   for (const auto& [step, lines] : lines_at)
@@ -945,7 +1051,8 @@ std::string metrics_csv(const RunData& d, const std::string& table, const std::s
       for (size_t t = 0; t < tables.size(); ++t) {
         auto r = rows_at[t].find(step);
         const bool has = r != rows_at[t].end() && k < r->second.size();
-        for (const auto& c : cols[t]) out << "," << (has ? csv_number(d.tables.at(tables[t]).at(c)[r->second[k]]) : "");
+        for (const auto& c : cols[t])
+          out << "," << (has ? csv_number(d.tables.at(tables[t]).at(c)[r->second[k]]) : "");
       }
       out << "\n";
     }

@@ -67,7 +67,8 @@ double tokens_per_step(const RunData& d) {
   if (it == d.str_attrs.end()) return kNaN;
   try {
     YAML::Node c = YAML::Load(it->second);
-    return c["train"]["batch_size"].as<double>() * c["train"]["grad_accum"].as<double>(1.0) * c["model"]["context"].as<double>();
+    return c["train"]["batch_size"].as<double>() * c["train"]["grad_accum"].as<double>(1.0) *
+           c["model"]["context"].as<double>();
   } catch (const YAML::Exception&) {
     return kNaN;
   }
@@ -75,7 +76,8 @@ double tokens_per_step(const RunData& d) {
 
 }  // namespace
 
-std::vector<double> curve_x(const RunData& d, const std::vector<double>& steps, const std::string& x) {
+std::vector<double> curve_x(const RunData& d, const std::vector<double>& steps,
+                            const std::string& x) {
   if (x == "step") return steps;
   std::vector<double> out(steps.size(), kNaN);
   const double tps = tokens_per_step(d);
@@ -87,12 +89,16 @@ std::vector<double> curve_x(const RunData& d, const std::vector<double>& steps, 
   auto [ts, rate] = metric_series(d, "train", "tokens_per_s");
   std::vector<double> at{0}, secs{0};  // seconds at train rows, from step 0
   for (size_t i = 0; i < ts.size(); ++i)
-    if (rate[i] > 0 && ts[i] > at.back()) at.push_back(ts[i]), secs.push_back(ts[i] * tps / rate[i]);
+    if (rate[i] > 0 && ts[i] > at.back())
+      at.push_back(ts[i]), secs.push_back(ts[i] * tps / rate[i]);
   for (size_t i = 0; i < steps.size(); ++i) {
     auto hi = std::lower_bound(at.begin(), at.end(), steps[i]);
     if (hi == at.end()) continue;
     const size_t k = static_cast<size_t>(hi - at.begin());
-    out[i] = k == 0 || *hi == steps[i] ? secs[k] : secs[k - 1] + (secs[k] - secs[k - 1]) * (steps[i] - at[k - 1]) / (at[k] - at[k - 1]);
+    out[i] =
+        k == 0 || *hi == steps[i]
+            ? secs[k]
+            : secs[k - 1] + (secs[k] - secs[k - 1]) * (steps[i] - at[k - 1]) / (at[k] - at[k - 1]);
   }
   return out;
 }
@@ -101,8 +107,9 @@ namespace {
 
 // Mean and min-max over the runs of a group at every step any of them has (x: the mean of
 // the runs' x values at that step); `seeds` gets one faint line per run.
-svg::Series group_series(const std::string& label, const std::vector<const SweepRun*>& runs, const std::string& table,
-                         const std::string& metric, const std::string& x, std::vector<svg::Series>* seeds) {
+svg::Series group_series(const std::string& label, const std::vector<const SweepRun*>& runs,
+                         const std::string& table, const std::string& metric, const std::string& x,
+                         std::vector<svg::Series>* seeds) {
   std::map<double, std::vector<double>> at, xs;
   for (const SweepRun* r : runs) {
     auto [steps, vals] = metric_series(r->data, table, metric);
@@ -199,7 +206,10 @@ std::string curve_figure(const CurveGroups& cg, const CurveSpec& spec, const Rep
   p.width = opt.plot_width;
   p.height = static_cast<int>(0.62 * opt.plot_width);
   p.title = spec.title;
-  p.x.label = opt.x == "step" ? "step" : (opt.x == "tokens" ? "tokens (steps x batch_size x grad_accum x context)" : "training seconds (estimated)");
+  p.x.label = opt.x == "step"
+                  ? "step"
+                  : (opt.x == "tokens" ? "tokens (steps x batch_size x grad_accum x context)"
+                                       : "training seconds (estimated)");
   p.x.log = opt.log_x;
   p.y.log = opt.log_y;
   p.y.label = spec.y_label;
@@ -208,7 +218,8 @@ std::string curve_figure(const CurveGroups& cg, const CurveSpec& spec, const Rep
   std::vector<svg::Series> mains, thin;
   for (size_t gi = 0; gi < cg.groups.size(); ++gi) {
     std::vector<svg::Series> seeds;
-    svg::Series s = group_series(cg.groups[gi].label, curve_runs(cg.groups[gi]), spec.table, spec.metric, opt.x, &seeds);
+    svg::Series s = group_series(cg.groups[gi].label, curve_runs(cg.groups[gi]), spec.table,
+                                 spec.metric, opt.x, &seeds);
     s.color = svg::palette(gi);
     if (!s.x.empty()) ++drawn, step0 |= s.x.front() == 0;
     else s.label += " (no data)";
@@ -222,15 +233,25 @@ std::string curve_figure(const CurveGroups& cg, const CurveSpec& spec, const Rep
   p.series.insert(p.series.end(), mains.begin(), mains.end());
   bool cut = false;
   if (spec.loss_like && !opt.log_y) robust_top(p, cut);
-  std::string cap = "Mean over seeds per " + (cg.by == "point" ? std::string("point (variant and swept values)") : cg.by) + "." +
-                    (banded ? " Shaded: min to max over the seeds of each line." : "") + (opt.seed_lines ? " Faint lines: each run." : "") +
-                    (cg.pooled.empty() ? "" : " Lines are per point, not per " + cg.main_by + ": that grouping pools " + cg.pooled +
-                                                  " (its table above pools them too).") +
-                    " Table " + spec.table + ", column " + spec.metric + "." +
-                    (step0 ? (opt.log_x ? " Step 0 (before training) is not drawn on a log x axis." : " The first point is step 0, before training.") : "") +
-                    (cut ? " The y axis is cut above the values after the first 5% of steps." : "") +
-                    (opt.x == "seconds" ? " Seconds: steps x tokens per step / the run's mean tokens_per_s; evaluations excluded." : "");
-  return "<figure>" + svg::line_plot(p) + "<figcaption style=\"max-width: " + std::to_string(p.width) + "px\">" + escape(cap) +
+  std::string cap =
+      "Mean over seeds per " +
+      (cg.by == "point" ? std::string("point (variant and swept values)") : cg.by) + "." +
+      (banded ? " Shaded: min to max over the seeds of each line." : "") +
+      (opt.seed_lines ? " Faint lines: each run." : "") +
+      (cg.pooled.empty()
+           ? ""
+           : " Lines are per point, not per " + cg.main_by + ": that grouping pools " + cg.pooled +
+                 " (its table above pools them too).") +
+      " Table " + spec.table + ", column " + spec.metric + "." +
+      (step0 ? (opt.log_x ? " Step 0 (before training) is not drawn on a log x axis."
+                          : " The first point is step 0, before training.")
+             : "") +
+      (cut ? " The y axis is cut above the values after the first 5% of steps." : "") +
+      (opt.x == "seconds" ? " Seconds: steps x tokens per step / the run's mean tokens_per_s; "
+                            "evaluations excluded."
+                          : "");
+  return "<figure>" + svg::line_plot(p) +
+         "<figcaption style=\"max-width: " + std::to_string(p.width) + "px\">" + escape(cap) +
          "</figcaption></figure>\n";
 }
 
@@ -255,29 +276,41 @@ std::string comparison_html(const Comparison& c, const Comparison* first = nullp
   std::ostringstream o;
   char lvl[40];
   std::snprintf(lvl, sizeof lvl, "%g%%", c.level * 100);
-  const std::string at = c.at == "final" ? "final value" : (c.at == "best" ? "best value" : "value at " + c.at);
-  o << "<h3 id=\"" << escape(anchor(c.table, c.metric)) << "\">" << escape(c.metric) << " <span class=\"notes\">(" << escape(c.table) << ", " << escape(at) << "; "
+  const std::string at =
+      c.at == "final" ? "final value" : (c.at == "best" ? "best value" : "value at " + c.at);
+  o << "<h3 id=\"" << escape(anchor(c.table, c.metric)) << "\">" << escape(c.metric)
+    << " <span class=\"notes\">(" << escape(c.table) << ", " << escape(at) << "; "
     << direction_text(c) << "; by " << escape(c.by) << ", baseline " << escape(c.baseline)
-    << ")</span></h3>\n<table class=\"comparison\">\n<tr><th>" << escape(c.by) << "</th><th>n</th><th>mean ± std</th><th>" << lvl
-    << " CI</th><th>Δ vs " << escape(c.baseline) << " [" << lvl << " CI]</th><th>p (paired t-test)</th><th>wins</th><th>params</th></tr>\n";
+    << ")</span></h3>\n<table class=\"comparison\">\n<tr><th>" << escape(c.by)
+    << "</th><th>n</th><th>mean ± std</th><th>" << lvl << " CI</th><th>Δ vs " << escape(c.baseline)
+    << " [" << lvl << " CI]</th><th>p (paired t-test)</th><th>wins</th><th>params</th></tr>\n";
   for (const auto& g : c.groups) {
-    o << "<tr" << (g.is_baseline ? " class=\"baseline\"" : "") << "><td>" << escape(g.label) << "</td><td class=\"n\">" << g.summary.n;
+    o << "<tr" << (g.is_baseline ? " class=\"baseline\"" : "") << "><td>" << escape(g.label)
+      << "</td><td class=\"n\">" << g.summary.n;
     if (g.summary.n != static_cast<int64_t>(g.runs.size())) o << "/" << g.runs.size();
-    o << "</td><td class=\"n\">" << (g.summary.n ? fixed(g.summary.mean) : "n/a") << (g.summary.n > 1 ? " ± " + fixed(g.summary.std) : "")
-      << "</td><td class=\"n\">" << (g.summary.n > 1 ? "[" + fixed(g.summary.ci_low) + ", " + fixed(g.summary.ci_high) + "]" : "n/a") << "</td>";
+    o << "</td><td class=\"n\">" << (g.summary.n ? fixed(g.summary.mean) : "n/a")
+      << (g.summary.n > 1 ? " ± " + fixed(g.summary.std) : "") << "</td><td class=\"n\">"
+      << (g.summary.n > 1 ? "[" + fixed(g.summary.ci_low) + ", " + fixed(g.summary.ci_high) + "]"
+                          : "n/a")
+      << "</td>";
     if (g.is_baseline) {
       o << "<td>baseline</td><td></td><td></td>";
     } else if (!g.has_test) {
       o << "<td>no pairs</td><td class=\"n\">n/a</td><td class=\"n\">n/a</td>";
     } else {
       const bool better = c.higher_is_better ? g.test.mean_diff > 0 : g.test.mean_diff < 0;
-      const bool sig = c.direction_known && g.test.p < 0.05;  // coloured better/worse only when the direction is known
-      o << "<td class=\"n" << (sig ? (better ? " better" : " worse") : "") << "\">" << fixed(g.test.mean_diff, "%+.4f");
+      const bool sig = c.direction_known &&
+                       g.test.p < 0.05;  // coloured better/worse only when the direction is known
+      o << "<td class=\"n" << (sig ? (better ? " better" : " worse") : "") << "\">"
+        << fixed(g.test.mean_diff, "%+.4f");
       // The same difference in every pair: no spread, so no interval (as compare's tables).
       if (g.test.same_in_every_pair()) o << " in all " << g.test.n << " pairs";
-      else if (g.test.n > 1) o << " [" << fixed(g.test.ci_low, "%+.4f") << ", " << fixed(g.test.ci_high, "%+.4f") << "]";
+      else if (g.test.n > 1)
+        o << " [" << fixed(g.test.ci_low, "%+.4f") << ", " << fixed(g.test.ci_high, "%+.4f") << "]";
       o << "</td><td class=\"n\">" << p_text(g.test.p) << "</td><td class=\"n\">"
-        << (c.direction_known ? std::to_string(g.wins) + "/" + std::to_string(g.test.n) : std::string("n/a")) << "</td>";
+        << (c.direction_known ? std::to_string(g.wins) + "/" + std::to_string(g.test.n)
+                              : std::string("n/a"))
+        << "</td>";
     }
     o << "<td class=\"n\">";
     if (std::isnan(g.params_min)) o << "n/a";
@@ -295,7 +328,8 @@ std::string comparison_html(const Comparison& c, const Comparison* first = nullp
   if (!problems.empty() || !repeated.empty()) {
     o << "<div class=\"problems\">Not included (" << problems.size() + repeated.size() << ")";
     if (!repeated.empty())
-      o << ": " << repeated.size() << (repeated.size() == 1 ? " run" : " runs") << " listed under the first table";
+      o << ": " << repeated.size() << (repeated.size() == 1 ? " run" : " runs")
+        << " listed under the first table";
     o << (problems.empty() ? "" : ":") << "<ul>";
     for (const auto& p : problems) o << "<li>" << escape(p) << "</li>";
     o << "</ul></div>\n";
@@ -316,7 +350,9 @@ std::string heat_map_html(const SweepResults& r, const Comparison& c) {
     if (d == "variant") return p.variant;
     if (d != zip_dim) return p.value_of(d);
     std::vector<std::string> parts;
-    for (const auto& k : s.zip_keys) parts.push_back((s.zip_keys.size() > 1 ? k.substr(k.rfind('.') + 1) + "=" : "") + p.value_of(k));
+    for (const auto& k : s.zip_keys)
+      parts.push_back((s.zip_keys.size() > 1 ? k.substr(k.rfind('.') + 1) + "=" : "") +
+                      p.value_of(k));
     return join(parts, " ");
   };
   std::vector<std::string> varying;
@@ -336,7 +372,8 @@ std::string heat_map_html(const SweepResults& r, const Comparison& c) {
   std::map<std::pair<std::string, std::string>, std::vector<double>> cell;
   for (const auto& g : c.groups)
     for (size_t i = 0; i < g.valued.size(); ++i)
-      cell[{value(*g.valued[i]->point, varying[0]), value(*g.valued[i]->point, varying[1])}].push_back(g.values[i]);
+      cell[{value(*g.valued[i]->point, varying[0]), value(*g.valued[i]->point, varying[1])}]
+          .push_back(g.values[i]);
   svg::HeatMap h;
   h.title = c.metric + " (" + (c.at == "final" ? "final" : c.at) + ", mean over seeds)";
   h.y_label = varying[0];
@@ -358,7 +395,8 @@ std::string heat_map_html(const SweepResults& r, const Comparison& c) {
     }
     h.values.push_back(row);
   }
-  return "<h2>Heat map</h2>\n<figure>" + svg::heat_map(h) + "<figcaption>Brightest: best. Grey: no finished run.</figcaption></figure>\n";
+  return "<h2>Heat map</h2>\n<figure>" + svg::heat_map(h) +
+         "<figcaption>Brightest: best. Grey: no finished run.</figcaption></figure>\n";
 }
 
 // The columns (step aside) any run has in a table.
@@ -374,8 +412,11 @@ std::vector<std::string> table_columns(const SweepResults& r, const std::string&
         if (col != "step") cols.insert(col);
   }
   std::vector<std::string> out(cols.begin(), cols.end());
-  auto key = [](const std::string& c) { return std::make_pair(metric_higher_is_better(c) < 0, std::count(c.begin(), c.end(), '_')); };
-  std::stable_sort(out.begin(), out.end(), [&](const std::string& a, const std::string& b) { return key(a) < key(b); });
+  auto key = [](const std::string& c) {
+    return std::make_pair(metric_higher_is_better(c) < 0, std::count(c.begin(), c.end(), '_'));
+  };
+  std::stable_sort(out.begin(), out.end(),
+                   [&](const std::string& a, const std::string& b) { return key(a) < key(b); });
   return out;
 }
 
@@ -384,7 +425,8 @@ using EvaluatorColumns = std::map<std::string, std::vector<std::string>>;
 
 // Every eval/<name> table's columns, those matching one of `patterns` (fnmatch: "em_*") if
 // any are given. Error: a pattern that matches nothing, with the columns there are.
-EvaluatorColumns evaluator_columns(const SweepResults& r, const std::vector<std::string>& patterns) {
+EvaluatorColumns evaluator_columns(const SweepResults& r,
+                                   const std::vector<std::string>& patterns) {
   std::set<std::string> tables;
   for (const auto& run : r.runs)
     for (const auto& [t, cols] : run.data.tables)
@@ -406,7 +448,9 @@ EvaluatorColumns evaluator_columns(const SweepResults& r, const std::vector<std:
     if (!used.count(p)) {
       const std::string dym = did_you_mean(p, std::vector<std::string>(all.begin(), all.end()));
       throw Error("--columns '" + p + "': no evaluator metric matches it" +
-                  (all.empty() ? " (the runs have no eval/ tables)" : "; the runs have " + join(std::vector<std::string>(all.begin(), all.end()))) +
+                  (all.empty() ? " (the runs have no eval/ tables)"
+                               : "; the runs have " +
+                                     join(std::vector<std::string>(all.begin(), all.end()))) +
                   (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
     }
   return out;
@@ -427,43 +471,55 @@ void header_html(std::ostringstream& o, const SweepResults& r, const std::string
   const std::map<std::string, size_t> counts = runs_by_state(r);
   std::string version, commit;
   for (const auto& run : r.runs)
-    if (run.readable && version.empty()) version = attr(run, "ablate_version"), commit = attr(run, "git_commit");
+    if (run.readable && version.empty())
+      version = attr(run, "ablate_version"), commit = attr(run, "git_commit");
   std::time_t now = std::time(nullptr);
   char when[32];
   std::strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
 
-  o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" << escape(title) << "</title>\n<style>" << kStyle
-    << "</style>\n</head>\n<body>\n<h1>" << escape(title) << "</h1>\n<div class=\"meta\">";
+  o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>"
+    << escape(title) << "</title>\n<style>" << kStyle << "</style>\n</head>\n<body>\n<h1>"
+    << escape(title) << "</h1>\n<div class=\"meta\">";
   if (r.any_runs) {
     o << "runs";
     for (const auto& p : s.points) o << " <code>" << escape(p.run_dir) << "</code>";
-    o << "<br>" << s.points.size() << " runs, differing in " << (s.grid_keys.empty() ? "nothing but the seed" : escape(join(s.grid_keys)));
+    o << "<br>" << s.points.size() << " runs, differing in "
+      << (s.grid_keys.empty() ? "nothing but the seed" : escape(join(s.grid_keys)));
   } else {
-    o << "sweep file <code>" << escape(s.file) << "</code>, base <code>" << escape(s.base) << "</code>, results <code>" << escape(s.dir)
-      << "</code><br>" << s.points.size() << " points";
-    if (!s.variants.empty()) o << ", variants " << escape(join(s.variants)) << " (baseline " << escape(s.baseline) << ")";
+    o << "sweep file <code>" << escape(s.file) << "</code>, base <code>" << escape(s.base)
+      << "</code>, results <code>" << escape(s.dir) << "</code><br>" << s.points.size()
+      << " points";
+    if (!s.variants.empty())
+      o << ", variants " << escape(join(s.variants)) << " (baseline " << escape(s.baseline) << ")";
     if (!s.grid_keys.empty()) o << ", grid " << escape(join(s.grid_keys));
     if (!s.zip_keys.empty()) o << ", zipped " << escape(join(s.zip_keys));
   }
   o << ", " << s.seeds.size() << " seed" << (s.seeds.size() == 1 ? "" : "s") << "<br>status:";
-  for (const auto& [st, n] : counts) o << " <span class=\"status-" << escape(st) << "\">" << n << " " << escape(st) << "</span>";
-  o << "<br>generated " << when << (version.empty() ? "" : " from runs of ablate " + escape(version)) << (commit.empty() ? "" : " (" + escape(commit) + ")")
-    << (r.any_runs ? "" : "; reproduce: <code>ablate sweep " + escape(s.file) + " --jobs N</code>, <code>ablate compare " + escape(s.dir) + "</code>")
+  for (const auto& [st, n] : counts)
+    o << " <span class=\"status-" << escape(st) << "\">" << n << " " << escape(st) << "</span>";
+  o << "<br>generated " << when
+    << (version.empty() ? "" : " from runs of ablate " + escape(version))
+    << (commit.empty() ? "" : " (" + escape(commit) + ")")
+    << (r.any_runs ? ""
+                   : "; reproduce: <code>ablate sweep " + escape(s.file) +
+                         " --jobs N</code>, <code>ablate compare " + escape(s.dir) + "</code>")
     << "</div>\n";
 }
 
 // The main comparison, then every metric of every evaluator table, and the heat map.
-void comparisons_html(std::ostringstream& o, const SweepResults& r, const Comparison& main, const ReportOptions& opt,
-                      const EvaluatorColumns& extra_tables) {
+void comparisons_html(std::ostringstream& o, const SweepResults& r, const Comparison& main,
+                      const ReportOptions& opt, const EvaluatorColumns& extra_tables) {
   // Comparisons: the main one, then every metric of every evaluator table.
   o << "<h2>Comparison</h2>\n" << comparison_html(main);
   for (const auto& [t, cols] : extra_tables) {
     // An index of the table's metrics (an evaluator may write dozens).
     o << "<p class=\"notes\">" << escape(t) << ":";
-    for (const auto& col : cols) o << " <a href=\"#" << escape(anchor(t, col)) << "\">" << escape(col) << "</a>";
+    for (const auto& col : cols)
+      o << " <a href=\"#" << escape(anchor(t, col)) << "\">" << escape(col) << "</a>";
     o << "</p>\n";
     for (const auto& col : cols) {
-      if (t == main.table && col == main.metric) continue;  // the main table above (its heading has the anchor)
+      if (t == main.table && col == main.metric)
+        continue;  // the main table above (its heading has the anchor)
       CompareOptions co = opt.compare;
       co.table = t;
       co.metric = col;
@@ -479,15 +535,16 @@ void comparisons_html(std::ostringstream& o, const SweepResults& r, const Compar
 }
 
 // Curves of the losses, learning rate, gradient norm and evaluator metrics.
-void curves_html(std::ostringstream& o, const SweepResults& r, const Comparison& main, const ReportOptions& opt,
-                 const EvaluatorColumns& extra_tables) {
+void curves_html(std::ostringstream& o, const SweepResults& r, const Comparison& main,
+                 const ReportOptions& opt, const EvaluatorColumns& extra_tables) {
   const CurveGroups cg = curve_groups(r, main, opt.compare);
-  std::vector<CurveSpec> specs = {{"eval", "val_loss", "Validation loss", "val_loss", false},
-                                  {"eval", "val_bpb", "Validation bits per byte", "val_bpb", false},
-                                  {"train", "loss", "Training loss", "loss (mean since the last row)", true},
-                                  {"eval", "train_loss", "Training loss (evaluation batches)", "train_loss", false},
-                                  {"train", "lr", "Learning rate", "lr", false},
-                                  {"train", "grad_norm", "Gradient norm (before clipping)", "grad_norm", true}};
+  std::vector<CurveSpec> specs = {
+      {"eval", "val_loss", "Validation loss", "val_loss", false},
+      {"eval", "val_bpb", "Validation bits per byte", "val_bpb", false},
+      {"train", "loss", "Training loss", "loss (mean since the last row)", true},
+      {"eval", "train_loss", "Training loss (evaluation batches)", "train_loss", false},
+      {"train", "lr", "Learning rate", "lr", false},
+      {"train", "grad_norm", "Gradient norm (before clipping)", "grad_norm", true}};
   for (const auto& [t, cols] : extra_tables)
     for (const auto& col : cols) specs.push_back({t, col, t + ": " + col, col, false});
   o << "<h2>Curves</h2>\n<div class=\"plots\">\n";
@@ -498,7 +555,8 @@ void curves_html(std::ostringstream& o, const SweepResults& r, const Comparison&
 // Sizes and speed per group.
 void speed_html(std::ostringstream& o, const Comparison& main) {
   o << "<h2>Parameters and speed</h2>\n<table>\n<tr><th>" << escape(main.by)
-    << "</th><th>params</th><th>FLOPs/token</th><th>tokens/s (mean)</th><th>train time (mean)</th><th>CPU time (mean)</th><th>threads</th></tr>\n";
+    << "</th><th>params</th><th>FLOPs/token</th><th>tokens/s (mean)</th><th>train time "
+       "(mean)</th><th>CPU time (mean)</th><th>threads</th></tr>\n";
   for (const auto& g : main.groups) {
     double np = kNaN, fpt = kNaN, tps = 0, secs = 0, cpu = 0, threads = kNaN;
     int n = 0, ncpu = 0;
@@ -513,10 +571,12 @@ void speed_html(std::ostringstream& o, const Comparison& main) {
       const double c = num_attr(*run, "cpu_seconds");  // absent in older runs
       if (std::isfinite(c)) cpu += c, ++ncpu;
     }
-    o << "<tr><td>" << escape(g.label) << "</td><td class=\"n\">" << fixed(np, "%.0f") << "</td><td class=\"n\">" << num(fpt, 4)
-      << "</td><td class=\"n\">" << (n ? fixed(tps / n, "%.0f") : "n/a") << "</td><td class=\"n\">" << (n ? fixed(secs / n, "%.1f") + " s" : "n/a")
-      << "</td><td class=\"n\">" << (ncpu ? fixed(cpu / ncpu / 60.0, "%.1f") + " min" : "n/a")
-      << "</td><td class=\"n\">" << fixed(threads, "%.0f") << "</td></tr>\n";
+    o << "<tr><td>" << escape(g.label) << "</td><td class=\"n\">" << fixed(np, "%.0f")
+      << "</td><td class=\"n\">" << num(fpt, 4) << "</td><td class=\"n\">"
+      << (n ? fixed(tps / n, "%.0f") : "n/a") << "</td><td class=\"n\">"
+      << (n ? fixed(secs / n, "%.1f") + " s" : "n/a") << "</td><td class=\"n\">"
+      << (ncpu ? fixed(cpu / ncpu / 60.0, "%.1f") + " min" : "n/a") << "</td><td class=\"n\">"
+      << fixed(threads, "%.0f") << "</td></tr>\n";
   }
   o << "</table>\n";
 }
@@ -524,7 +584,8 @@ void speed_html(std::ostringstream& o, const Comparison& main) {
 // Every run: status, steps, final loss, error.
 void runs_html(std::ostringstream& o, const SweepResults& r, const Comparison& main) {
   o << "<h2>Runs</h2>\n<table>\n<tr><th>#</th><th>id</th><th>" << escape(main.by)
-    << "</th><th>seed</th><th>status</th><th>steps</th><th>final val_loss</th><th>params</th><th>error</th></tr>\n";
+    << "</th><th>seed</th><th>status</th><th>steps</th><th>final "
+       "val_loss</th><th>params</th><th>error</th></tr>\n";
   for (const auto& run : r.runs) {
     const SweepPoint& p = *run.point;
     std::string group;
@@ -533,10 +594,12 @@ void runs_html(std::ostringstream& o, const SweepResults& r, const Comparison& m
         if (x == &run) group = g.label;
     auto [steps, vals] = metric_series(run.data, "train", "loss");
     auto [es, ev] = metric_series(run.data, "eval", "val_loss");
-    o << "<tr><td class=\"n\">" << p.index << "</td><td class=\"id\">" << escape(p.id) << "</td><td>" << escape(group) << "</td><td class=\"n\">" << p.seed
-      << "</td><td class=\"status-" << escape(run.state.status) << "\">" << escape(run.state.status) << "</td><td class=\"n\">"
-      << (steps.empty() ? "-" : fixed(steps.back(), "%.0f")) << "</td><td class=\"n\">" << (ev.empty() ? "-" : fixed(ev.back()))
-      << "</td><td class=\"n\">" << (run.readable ? fixed(num_attr(run, "n_params"), "%.0f") : "-") << "</td><td>"
+    o << "<tr><td class=\"n\">" << p.index << "</td><td class=\"id\">" << escape(p.id)
+      << "</td><td>" << escape(group) << "</td><td class=\"n\">" << p.seed
+      << "</td><td class=\"status-" << escape(run.state.status) << "\">" << escape(run.state.status)
+      << "</td><td class=\"n\">" << (steps.empty() ? "-" : fixed(steps.back(), "%.0f"))
+      << "</td><td class=\"n\">" << (ev.empty() ? "-" : fixed(ev.back())) << "</td><td class=\"n\">"
+      << (run.readable ? fixed(num_attr(run, "n_params"), "%.0f") : "-") << "</td><td>"
       << escape(run.state.error.substr(0, 300)) << "</td></tr>\n";
   }
   o << "</table>\n";
@@ -597,7 +660,8 @@ void configs_html(std::ostringstream& o, const SweepResults& r, const Comparison
   for (const auto& run : r.runs) {
     const SweepPoint& p = *run.point;
     std::string cfg = attr(run, "config");
-    o << "<details><summary><b>" << escape(p.id) << "</b> &mdash; <code>" << escape(join(p.override_texts(), "  ")) << "</code></summary>\n<pre>"
+    o << "<details><summary><b>" << escape(p.id) << "</b> &mdash; <code>"
+      << escape(join(p.override_texts(), "  ")) << "</code></summary>\n<pre>"
       << escape(cfg.empty() ? "(no run file yet)" : cfg) << "</pre></details>\n";
   }
   bool any_sample = false;
@@ -606,8 +670,9 @@ void configs_html(std::ostringstream& o, const SweepResults& r, const Comparison
       if (run->data.texts.count("samples/final")) {
         if (!any_sample) o << "<h2>Samples</h2>\n";
         any_sample = true;
-        o << "<details><summary>" << escape(g.label) << " (" << escape(run->point->id) << ")</summary>\n<pre>"
-          << escape(run->data.texts.at("samples/final")) << "</pre></details>\n";
+        o << "<details><summary>" << escape(g.label) << " (" << escape(run->point->id)
+          << ")</summary>\n<pre>" << escape(run->data.texts.at("samples/final"))
+          << "</pre></details>\n";
         break;
       }
 }
@@ -620,14 +685,17 @@ std::string render_report(const SweepResults& r, const ReportOptions& opt) {
   const Sweep& s = r.sweep;
   if (opt.x != "step" && opt.x != "tokens" && opt.x != "seconds") {
     const std::string dym = did_you_mean(opt.x, {"step", "tokens", "seconds"});
-    throw Error("--x '" + opt.x + "': expected step, tokens or seconds" + (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
+    throw Error("--x '" + opt.x + "': expected step, tokens or seconds" +
+                (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
   }
   if (opt.plot_width < 240 || opt.plot_width > 4000)
-    throw Error("--plot-width " + std::to_string(opt.plot_width) + ": expected 240 to 4000 pixels (default 640)");
+    throw Error("--plot-width " + std::to_string(opt.plot_width) +
+                ": expected 240 to 4000 pixels (default 640)");
   const Comparison main = compare_sweep(r, opt.compare);
   std::vector<std::string> ids;
   for (const auto& p : s.points) ids.push_back(p.id);
-  const std::string title = !opt.title.empty() ? opt.title : (r.any_runs ? "Runs " + join(ids) : "Sweep " + s.name);
+  const std::string title =
+      !opt.title.empty() ? opt.title : (r.any_runs ? "Runs " + join(ids) : "Sweep " + s.name);
   const EvaluatorColumns extra_tables = evaluator_columns(r, opt.columns);
 
   std::ostringstream o;

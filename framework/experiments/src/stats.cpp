@@ -48,11 +48,13 @@ double beta_fraction(double a, double b, double x) {
 }  // namespace
 
 double incomplete_beta(double a, double b, double x) {
-  if (!(a > 0) || !(b > 0) || std::isnan(x)) throw Error("incomplete_beta: needs a > 0, b > 0 and x in [0, 1]");
+  if (!(a > 0) || !(b > 0) || std::isnan(x))
+    throw Error("incomplete_beta: needs a > 0, b > 0 and x in [0, 1]");
   if (x <= 0) return 0.0;
   if (x >= 1) return 1.0;
   // x^a (1-x)^b / B(a,b) in logs, so that large a, b do not overflow.
-  const double front = std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) + b * std::log1p(-x));
+  const double front = std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) +
+                                a * std::log(x) + b * std::log1p(-x));
   // Symmetry I_x(a,b) = 1 - I_{1-x}(b,a) keeps the fraction in its fast region.
   if (x < (a + 1.0) / (a + b + 2.0)) return front * beta_fraction(a, b, x) / a;
   return 1.0 - front * beta_fraction(b, a, 1.0 - x) / b;
@@ -104,7 +106,8 @@ Summary summarize(const std::vector<double>& x, double level) {
   double ss = 0;
   for (double v : x) ss += (v - s.mean) * (v - s.mean);
   s.std = std::sqrt(ss / static_cast<double>(s.n - 1));
-  const double half = t_quantile(0.5 + level / 2.0, static_cast<double>(s.n - 1)) * s.std / std::sqrt(static_cast<double>(s.n));
+  const double half = t_quantile(0.5 + level / 2.0, static_cast<double>(s.n - 1)) * s.std /
+                      std::sqrt(static_cast<double>(s.n));
   s.ci_low = s.mean - half;
   s.ci_high = s.mean + half;
   return s;

@@ -1,5 +1,5 @@
-// SVG line plots, heat maps, bar charts and scatter plots (see svg.hpp). Coordinates are written with one decimal,
-// which is below a pixel at any zoom a report is read at.
+// SVG line plots, heat maps, bar charts and scatter plots (see svg.hpp). Coordinates are written
+// with one decimal, which is below a pixel at any zoom a report is read at.
 #include "ablate/svg.hpp"
 
 #include <algorithm>
@@ -23,7 +23,8 @@ std::string px(double v) {
 
 std::string strip_zeros(std::string s) {
   auto e = s.find_first_of("eE");
-  std::string mant = e == std::string::npos ? s : s.substr(0, e), exp = e == std::string::npos ? "" : s.substr(e);
+  std::string mant = e == std::string::npos ? s : s.substr(0, e),
+              exp = e == std::string::npos ? "" : s.substr(e);
   if (mant.find('.') != std::string::npos) {
     while (!mant.empty() && mant.back() == '0') mant.pop_back();
     if (!mant.empty() && mant.back() == '.') mant.pop_back();
@@ -43,14 +44,16 @@ std::string tick_label(double v, double step) {
   const double mag = std::max(std::fabs(v), step);
   if (mag >= 1e6 || step < 1e-4) return format_number(v, 3);
   int dec = std::max(0, static_cast<int>(std::ceil(-std::log10(step) - 1e-9)));
-  if (std::fabs(step * std::pow(10.0, dec) - std::round(step * std::pow(10.0, dec))) > 1e-6) ++dec;  // 2.5 steps
+  if (std::fabs(step * std::pow(10.0, dec) - std::round(step * std::pow(10.0, dec))) > 1e-6)
+    ++dec;  // 2.5 steps
   char b[48];
   std::snprintf(b, sizeof b, "%.*f", dec, v);
   return strip_zeros(b);
 }
 
 struct Range {
-  double lo = std::numeric_limits<double>::infinity(), hi = -std::numeric_limits<double>::infinity();
+  double lo = std::numeric_limits<double>::infinity(),
+         hi = -std::numeric_limits<double>::infinity();
   void add(double v) {
     if (!std::isfinite(v)) return;
     lo = std::min(lo, v);
@@ -109,7 +112,8 @@ std::vector<std::pair<double, std::string>> axis_ticks(const Range& r, bool log,
 }
 
 // "M x y L x y ..." segments over the finite points.
-std::string polyline(const std::vector<double>& xs, const std::vector<double>& ys, const Scale& sx, const Scale& sy) {
+std::string polyline(const std::vector<double>& xs, const std::vector<double>& ys, const Scale& sx,
+                     const Scale& sy) {
   std::string d;
   bool pen = false;
   for (size_t i = 0; i < xs.size() && i < ys.size(); ++i) {
@@ -124,8 +128,8 @@ std::string polyline(const std::vector<double>& xs, const std::vector<double>& y
 }
 
 // Closed band polygons between lo and hi, one per run of finite points.
-std::string band(const std::vector<double>& xs, const std::vector<double>& lo, const std::vector<double>& hi,
-                 const Scale& sx, const Scale& sy) {
+std::string band(const std::vector<double>& xs, const std::vector<double>& lo,
+                 const std::vector<double>& hi, const Scale& sx, const Scale& sy) {
   std::string d;
   size_t n = std::min({xs.size(), lo.size(), hi.size()});
   size_t i = 0;
@@ -134,7 +138,8 @@ std::string band(const std::vector<double>& xs, const std::vector<double>& lo, c
     size_t j = i;
     while (j < n && std::isfinite(xs[j]) && std::isfinite(lo[j]) && std::isfinite(hi[j])) ++j;
     if (j > i) {
-      for (size_t k = i; k < j; ++k) d += (k == i ? (d.empty() ? "M" : " M") : " L") + px(sx(xs[k])) + " " + px(sy(hi[k]));
+      for (size_t k = i; k < j; ++k)
+        d += (k == i ? (d.empty() ? "M" : " M") : " L") + px(sx(xs[k])) + " " + px(sy(hi[k]));
       for (size_t k = j; k-- > i;) d += " L" + px(sx(xs[k])) + " " + px(sy(lo[k]));
       d += " Z";
     }
@@ -142,7 +147,6 @@ std::string band(const std::vector<double>& xs, const std::vector<double>& lo, c
   }
   return d;
 }
-
 
 // Where the plot area sits in the picture: left and top offsets, width, height, and the
 // height of the margin below it.
@@ -152,36 +156,45 @@ struct Frame {
 
 // Everything of an x-y plot but its marks: title, grid, tick labels, border, axis labels
 // (log axes say so) and "no data" when there is nothing to draw.
-void draw_frame(std::ostringstream& o, const std::string& title, const Axis& x, const Axis& y, const Range& xr, const Range& yr,
-                const Scale& sx, const Scale& sy, const Frame& f, bool no_data) {
+void draw_frame(std::ostringstream& o, const std::string& title, const Axis& x, const Axis& y,
+                const Range& xr, const Range& yr, const Scale& sx, const Scale& sy, const Frame& f,
+                bool no_data) {
   const double L = f.L, T = f.T, pw = f.pw, ph = f.ph, B = f.B;
   if (!title.empty())
-    o << "<text x=\"" << px(L + pw / 2) << "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\" font-weight=\"bold\">"
+    o << "<text x=\"" << px(L + pw / 2)
+      << "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\" font-weight=\"bold\">"
       << escape(title) << "</text>\n";
   // Grid and ticks.
-  const int xt = std::max(2, static_cast<int>(pw / 90)), yt = std::max(2, static_cast<int>(ph / 50));
+  const int xt = std::max(2, static_cast<int>(pw / 90)),
+            yt = std::max(2, static_cast<int>(ph / 50));
   o << "<g class=\"grid\" stroke=\"#e6e6e6\" stroke-width=\"1\">\n";
   auto xticks = axis_ticks(xr, x.log, xt), yticks = axis_ticks(yr, y.log, yt);
   for (const auto& [v, label] : xticks)
-    o << "<line x1=\"" << px(sx(v)) << "\" y1=\"" << px(T) << "\" x2=\"" << px(sx(v)) << "\" y2=\"" << px(T + ph) << "\"/>\n";
+    o << "<line x1=\"" << px(sx(v)) << "\" y1=\"" << px(T) << "\" x2=\"" << px(sx(v)) << "\" y2=\""
+      << px(T + ph) << "\"/>\n";
   for (const auto& [v, label] : yticks)
-    o << "<line x1=\"" << px(L) << "\" y1=\"" << px(sy(v)) << "\" x2=\"" << px(L + pw) << "\" y2=\"" << px(sy(v)) << "\"/>\n";
+    o << "<line x1=\"" << px(L) << "\" y1=\"" << px(sy(v)) << "\" x2=\"" << px(L + pw) << "\" y2=\""
+      << px(sy(v)) << "\"/>\n";
   o << "</g>\n<g class=\"ticks\" fill=\"#444444\">\n";
   for (const auto& [v, label] : xticks)
-    o << "<text x=\"" << px(sx(v)) << "\" y=\"" << px(T + ph + 16) << "\" text-anchor=\"middle\">" << escape(label) << "</text>\n";
+    o << "<text x=\"" << px(sx(v)) << "\" y=\"" << px(T + ph + 16) << "\" text-anchor=\"middle\">"
+      << escape(label) << "</text>\n";
   for (const auto& [v, label] : yticks)
-    o << "<text x=\"" << px(L - 6) << "\" y=\"" << px(sy(v) + 4) << "\" text-anchor=\"end\">" << escape(label) << "</text>\n";
+    o << "<text x=\"" << px(L - 6) << "\" y=\"" << px(sy(v) + 4) << "\" text-anchor=\"end\">"
+      << escape(label) << "</text>\n";
   o << "</g>\n";
-  o << "<rect x=\"" << px(L) << "\" y=\"" << px(T) << "\" width=\"" << px(pw) << "\" height=\"" << px(ph)
-    << "\" fill=\"none\" stroke=\"#888888\"/>\n";
+  o << "<rect x=\"" << px(L) << "\" y=\"" << px(T) << "\" width=\"" << px(pw) << "\" height=\""
+    << px(ph) << "\" fill=\"none\" stroke=\"#888888\"/>\n";
   if (!x.label.empty())
-    o << "<text x=\"" << px(L + pw / 2) << "\" y=\"" << px(T + ph + B - 10) << "\" text-anchor=\"middle\">" << escape(x.label)
-      << (x.log ? " (log)" : "") << "</text>\n";
+    o << "<text x=\"" << px(L + pw / 2) << "\" y=\"" << px(T + ph + B - 10)
+      << "\" text-anchor=\"middle\">" << escape(x.label) << (x.log ? " (log)" : "") << "</text>\n";
   if (!y.label.empty())
-    o << "<text transform=\"translate(16 " << px(T + ph / 2) << ") rotate(-90)\" text-anchor=\"middle\">" << escape(y.label)
-      << (y.log ? " (log)" : "") << "</text>\n";
+    o << "<text transform=\"translate(16 " << px(T + ph / 2)
+      << ") rotate(-90)\" text-anchor=\"middle\">" << escape(y.label) << (y.log ? " (log)" : "")
+      << "</text>\n";
   if (no_data)
-    o << "<text x=\"" << px(L + pw / 2) << "\" y=\"" << px(T + ph / 2) << "\" text-anchor=\"middle\" fill=\"#888888\">no data</text>\n";
+    o << "<text x=\"" << px(L + pw / 2) << "\" y=\"" << px(T + ph / 2)
+      << "\" text-anchor=\"middle\" fill=\"#888888\">no data</text>\n";
 }
 
 }  // namespace
@@ -220,7 +233,8 @@ std::vector<double> nice_ticks(double lo, double hi, int target) {
       step = m * mag;
       break;
     }
-  for (double k = std::ceil(lo / step - 1e-9); k * step <= hi + step * 1e-9; k += 1) t.push_back(k * step);
+  for (double k = std::ceil(lo / step - 1e-9); k * step <= hi + step * 1e-9; k += 1)
+    t.push_back(k * step);
   return t;
 }
 
@@ -240,15 +254,17 @@ std::string format_number(double v, int digits) {
 }
 
 std::string viridis(double t) {
-  static const double kStops[9][3] = {{68, 1, 84},    {71, 45, 123},  {59, 82, 139},  {44, 114, 142}, {33, 145, 140},
-                                      {39, 173, 129}, {94, 201, 98},  {170, 220, 50}, {253, 231, 37}};
+  static const double kStops[9][3] = {{68, 1, 84},    {71, 45, 123},  {59, 82, 139},
+                                      {44, 114, 142}, {33, 145, 140}, {39, 173, 129},
+                                      {94, 201, 98},  {170, 220, 50}, {253, 231, 37}};
   if (!std::isfinite(t)) t = 0;
   t = std::clamp(t, 0.0, 1.0) * 8.0;
   int i = std::min(7, static_cast<int>(t));
   double f = t - i;
   char b[8];
   int c[3];
-  for (int k = 0; k < 3; ++k) c[k] = static_cast<int>(std::lround(kStops[i][k] * (1 - f) + kStops[i + 1][k] * f));
+  for (int k = 0; k < 3; ++k)
+    c[k] = static_cast<int>(std::lround(kStops[i][k] * (1 - f) + kStops[i + 1][k] * f));
   std::snprintf(b, sizeof b, "#%02x%02x%02x", c[0], c[1], c[2]);
   return b;
 }
@@ -259,14 +275,17 @@ std::string line_plot(const LinePlot& p) {
   size_t longest = 0;
   std::vector<size_t> listed;  // the series with a legend entry
   for (size_t i = 0; i < p.series.size(); ++i)
-    if (!p.series[i].thin) longest = std::max(longest, p.series[i].label.size()), listed.push_back(i);
+    if (!p.series[i].thin)
+      longest = std::max(longest, p.series[i].label.size()), listed.push_back(i);
   const bool legend = p.legend && !listed.empty() && longest > 0;
   // Short labels go right of the plot; long ones below it, in rows, so the plot keeps its width.
   const bool legend_right = legend && longest <= 18;
   const double legend_w = legend_right ? 36.0 + 7.0 * static_cast<double>(longest) : 0;
-  const double L = 64, R = 16 + legend_w, T = p.title.empty() ? 14 : 36, B0 = p.x.label.empty() ? 30 : 48;
+  const double L = 64, R = 16 + legend_w, T = p.title.empty() ? 14 : 36,
+               B0 = p.x.label.empty() ? 30 : 48;
   const double pw = std::max(20.0, W - L - R);
-  std::vector<std::pair<double, double>> below;  // legend entry positions (x, y offset below the axis label)
+  std::vector<std::pair<double, double>>
+      below;  // legend entry positions (x, y offset below the axis label)
   double legend_h = 0;
   if (legend && !legend_right) {
     double x = 0, row = 0;
@@ -301,12 +320,14 @@ std::string line_plot(const LinePlot& p) {
   Scale sx{xr.lo, xr.hi, L, L + pw}, sy{yr.lo, yr.hi, T + ph, T};
 
   std::ostringstream o;
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"ablate-plot\" width=\"" << p.width << "\" height=\"" << p.height
-    << "\" viewBox=\"0 0 " << p.width << " " << p.height << "\" font-family=\"sans-serif\" font-size=\"12\" role=\"img\">\n";
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"ablate-plot\" width=\"" << p.width
+    << "\" height=\"" << p.height << "\" viewBox=\"0 0 " << p.width << " " << p.height
+    << "\" font-family=\"sans-serif\" font-size=\"12\" role=\"img\">\n";
   o << "<title>" << escape(p.title.empty() ? "plot" : p.title) << "</title>\n";
-  o << "<defs><clipPath id=\"" << escape(id) << "-clip\"><rect x=\"" << px(L) << "\" y=\"" << px(T) << "\" width=\"" << px(pw)
-    << "\" height=\"" << px(ph) << "\"/></clipPath></defs>\n";
-  o << "<rect x=\"0\" y=\"0\" width=\"" << p.width << "\" height=\"" << p.height << "\" fill=\"#ffffff\"/>\n";
+  o << "<defs><clipPath id=\"" << escape(id) << "-clip\"><rect x=\"" << px(L) << "\" y=\"" << px(T)
+    << "\" width=\"" << px(pw) << "\" height=\"" << px(ph) << "\"/></clipPath></defs>\n";
+  o << "<rect x=\"0\" y=\"0\" width=\"" << p.width << "\" height=\"" << p.height
+    << "\" fill=\"#ffffff\"/>\n";
   draw_frame(o, p.title, p.x, p.y, xr, yr, sx, sy, {L, T, pw, ph, B0}, no_data);
 
   // Bands under all lines, then the lines.
@@ -319,18 +340,22 @@ std::string line_plot(const LinePlot& p) {
   for (size_t i = 0; i < p.series.size(); ++i) {
     const Series& s = p.series[i];
     if (s.lo.empty() || s.hi.empty()) continue;
-    std::string d = band(axis_values(s.x, p.x.log), axis_values(s.lo, p.y.log), axis_values(s.hi, p.y.log), sx, sy);
+    std::string d = band(axis_values(s.x, p.x.log), axis_values(s.lo, p.y.log),
+                         axis_values(s.hi, p.y.log), sx, sy);
     if (!d.empty())
-      o << "<path class=\"band\" d=\"" << d << "\" fill=\"" << (s.color.empty() ? palette(i) : s.color)
+      o << "<path class=\"band\" d=\"" << d << "\" fill=\""
+        << (s.color.empty() ? palette(i) : s.color)
         << "\" fill-opacity=\"0.2\" stroke=\"none\"/>\n";
   }
   for (size_t i = 0; i < p.series.size(); ++i) {
     const Series& s = p.series[i];
     std::string d = polyline(axis_values(s.x, p.x.log), axis_values(s.y, p.y.log), sx, sy);
     if (d.empty()) continue;
-    o << "<path class=\"" << (s.thin ? "thin" : "line") << "\" d=\"" << d << "\" fill=\"none\" stroke=\"" << (s.color.empty() ? palette(i) : s.color)
-      << (s.thin ? "\" stroke-width=\"1\" stroke-opacity=\"0.45" : "\" stroke-width=\"1.8") << "\" stroke-linejoin=\"round\"" << (s.dashed ? " stroke-dasharray=\"6 4\"" : "") << "><title>"
-      << escape(s.label) << "</title></path>\n";
+    o << "<path class=\"" << (s.thin ? "thin" : "line") << "\" d=\"" << d
+      << "\" fill=\"none\" stroke=\"" << (s.color.empty() ? palette(i) : s.color)
+      << (s.thin ? "\" stroke-width=\"1\" stroke-opacity=\"0.45" : "\" stroke-width=\"1.8")
+      << "\" stroke-linejoin=\"round\"" << (s.dashed ? " stroke-dasharray=\"6 4\"" : "")
+      << "><title>" << escape(s.label) << "</title></path>\n";
   }
   o << "</g>\n";
 
@@ -341,13 +366,16 @@ std::string line_plot(const LinePlot& p) {
       const Series& s = p.series[i];
       const std::string c = s.color.empty() ? palette(i) : s.color;
       const double lx = legend_right ? L + pw + 14 : L + below[k].first;
-      const double ly = legend_right ? T + 8 + 20.0 * static_cast<double>(k) : T + ph + B0 + 4 + below[k].second;
+      const double ly =
+          legend_right ? T + 8 + 20.0 * static_cast<double>(k) : T + ph + B0 + 4 + below[k].second;
       if (!s.lo.empty())
-        o << "<rect x=\"" << px(lx) << "\" y=\"" << px(ly - 6) << "\" width=\"24\" height=\"12\" fill=\"" << c
-          << "\" fill-opacity=\"0.2\"/>\n";
-      o << "<line x1=\"" << px(lx) << "\" y1=\"" << px(ly) << "\" x2=\"" << px(lx + 24) << "\" y2=\"" << px(ly) << "\" stroke=\"" << c
-        << "\" stroke-width=\"2\"" << (s.dashed ? " stroke-dasharray=\"6 4\"" : "") << "/>\n";
-      o << "<text x=\"" << px(lx + 30) << "\" y=\"" << px(ly + 4) << "\">" << escape(s.label) << "</text>\n";
+        o << "<rect x=\"" << px(lx) << "\" y=\"" << px(ly - 6)
+          << "\" width=\"24\" height=\"12\" fill=\"" << c << "\" fill-opacity=\"0.2\"/>\n";
+      o << "<line x1=\"" << px(lx) << "\" y1=\"" << px(ly) << "\" x2=\"" << px(lx + 24)
+        << "\" y2=\"" << px(ly) << "\" stroke=\"" << c << "\" stroke-width=\"2\""
+        << (s.dashed ? " stroke-dasharray=\"6 4\"" : "") << "/>\n";
+      o << "<text x=\"" << px(lx + 30) << "\" y=\"" << px(ly + 4) << "\">" << escape(s.label)
+        << "</text>\n";
     }
     o << "</g>\n";
   }
@@ -360,14 +388,16 @@ std::string heat_map(const HeatMap& h) {
   const size_t rows = h.row_labels.size(), cols = h.col_labels.size();
   const double cw = h.cell_width, ch = h.cell_height;
   // Small cells get small labels; a 1-px gap keeps them apart, 2 px for the large ones.
-  const double fs = std::clamp(std::min(cw, ch) * 0.75, 7.0, 12.0), gap = std::min(cw, ch) >= 20 ? 2.0 : (std::min(cw, ch) >= 8 ? 1.0 : 0.0);
+  const double fs = std::clamp(std::min(cw, ch) * 0.75, 7.0, 12.0),
+               gap = std::min(cw, ch) >= 20 ? 2.0 : (std::min(cw, ch) >= 8 ? 1.0 : 0.0);
   size_t row_chars = 0, col_chars = 0;
   for (const auto& r : h.row_labels) row_chars = std::max(row_chars, r.size());
   for (const auto& c : h.col_labels) col_chars = std::max(col_chars, c.size());
   // Column labels wider than their cell are written vertically.
   const bool vertical = static_cast<double>(col_chars) * fs * 0.62 + 3 > cw;
   const double col_label_h = vertical ? 8 + static_cast<double>(col_chars) * fs * 0.6 : fs + 6;
-  const double L = 20 + (h.y_label.empty() ? 0 : 20) + fs * 0.6 * static_cast<double>(row_chars), T = h.title.empty() ? 12 : 36;
+  const double L = 20 + (h.y_label.empty() ? 0 : 20) + fs * 0.6 * static_cast<double>(row_chars),
+               T = h.title.empty() ? 12 : 36;
   const double gw = cw * static_cast<double>(cols), gh = ch * static_cast<double>(rows);
   const double bar_h = std::max(gh - gap, 40.0);
   Range r;
@@ -375,9 +405,13 @@ std::string heat_map(const HeatMap& h) {
     for (double v : row) r.add(v);
   if (std::isfinite(h.min)) r.lo = h.min;
   if (std::isfinite(h.max)) r.hi = h.max;
-  const std::string hi_label = r.empty() ? "" : format_number(r.hi, h.digits), lo_label = r.empty() ? "" : format_number(r.lo, h.digits);
-  const double bar_labels_w = 7.0 * static_cast<double>(std::max(hi_label.size(), lo_label.size())) + 8;
-  const double bar_x = L + gw + 24, W = std::max(bar_x + 18 + bar_labels_w, L + 20 + 8.0 * static_cast<double>(h.title.size()));
+  const std::string hi_label = r.empty() ? "" : format_number(r.hi, h.digits),
+                    lo_label = r.empty() ? "" : format_number(r.lo, h.digits);
+  const double bar_labels_w =
+      7.0 * static_cast<double>(std::max(hi_label.size(), lo_label.size())) + 8;
+  const double bar_x = L + gw + 24,
+               W = std::max(bar_x + 18 + bar_labels_w,
+                            L + 20 + 8.0 * static_cast<double>(h.title.size()));
   const double H = T + std::max(gh, bar_h) + col_label_h + 8 + (h.x_label.empty() ? 4 : 22);
   auto t_of = [&](double v) {
     double t = r.hi > r.lo ? std::clamp((v - r.lo) / (r.hi - r.lo), 0.0, 1.0) : 0.5;
@@ -385,63 +419,77 @@ std::string heat_map(const HeatMap& h) {
   };
 
   std::ostringstream o;
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"ablate-heatmap\" width=\"" << px(W) << "\" height=\"" << px(H)
-    << "\" viewBox=\"0 0 " << px(W) << " " << px(H) << "\" font-family=\"sans-serif\" font-size=\"12\" role=\"img\">\n";
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"ablate-heatmap\" width=\"" << px(W)
+    << "\" height=\"" << px(H) << "\" viewBox=\"0 0 " << px(W) << " " << px(H)
+    << "\" font-family=\"sans-serif\" font-size=\"12\" role=\"img\">\n";
   o << "<title>" << escape(h.title.empty() ? "heat map" : h.title) << "</title>\n";
   o << "<defs><linearGradient id=\"" << escape(id) << "-bar\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">";
   for (int k = 0; k <= 10; ++k) {
     double t = k / 10.0;
-    o << "<stop offset=\"" << t << "\" stop-color=\"" << viridis(h.low_is_bright ? 1.0 - t : t) << "\"/>";
+    o << "<stop offset=\"" << t << "\" stop-color=\"" << viridis(h.low_is_bright ? 1.0 - t : t)
+      << "\"/>";
   }
   o << "</linearGradient></defs>\n";
-  o << "<rect x=\"0\" y=\"0\" width=\"" << px(W) << "\" height=\"" << px(H) << "\" fill=\"#ffffff\"/>\n";
-  if (!h.title.empty())  // over the grid, or further right when it is wider than the grid and its labels
-    o << "<text x=\"" << px(std::max(L + gw / 2, 8 + 4.0 * static_cast<double>(h.title.size()))) << "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\" font-weight=\"bold\">"
+  o << "<rect x=\"0\" y=\"0\" width=\"" << px(W) << "\" height=\"" << px(H)
+    << "\" fill=\"#ffffff\"/>\n";
+  if (!h.title.empty())  // over the grid, or further right when it is wider than the grid and its
+                         // labels
+    o << "<text x=\"" << px(std::max(L + gw / 2, 8 + 4.0 * static_cast<double>(h.title.size())))
+      << "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\" font-weight=\"bold\">"
       << escape(h.title) << "</text>\n";
   for (size_t i = 0; i < rows; ++i) {
     const double y = T + ch * static_cast<double>(i);
-    o << "<text x=\"" << px(L - 6) << "\" y=\"" << px(y + ch / 2 + fs * 0.35) << "\" text-anchor=\"end\" font-size=\"" << px(fs) << "\">"
-      << escape(h.row_labels[i]) << "</text>\n";
+    o << "<text x=\"" << px(L - 6) << "\" y=\"" << px(y + ch / 2 + fs * 0.35)
+      << "\" text-anchor=\"end\" font-size=\"" << px(fs) << "\">" << escape(h.row_labels[i])
+      << "</text>\n";
     for (size_t j = 0; j < cols; ++j) {
       const double x = L + cw * static_cast<double>(j);
-      double v = (i < h.values.size() && j < h.values[i].size()) ? h.values[i][j] : std::numeric_limits<double>::quiet_NaN();
+      double v = (i < h.values.size() && j < h.values[i].size())
+                     ? h.values[i][j]
+                     : std::numeric_limits<double>::quiet_NaN();
       const bool ok = std::isfinite(v), blank = ok && h.zero_is_blank && v == 0.0;
       const double t = ok ? t_of(v) : 0;
       const std::string fill = blank ? "#ffffff" : ok ? viridis(t) : "#dddddd";
       o << "<rect class=\"cell\" data-row=\"" << i << "\" data-col=\"" << j << "\" data-value=\""
-        << (ok ? format_number(v, 6) : std::string("nan")) << "\" x=\"" << px(x) << "\" y=\"" << px(y) << "\" width=\"" << px(cw - gap)
-        << "\" height=\"" << px(ch - gap) << "\" fill=\"" << fill << "\"";
+        << (ok ? format_number(v, 6) : std::string("nan")) << "\" x=\"" << px(x) << "\" y=\""
+        << px(y) << "\" width=\"" << px(cw - gap) << "\" height=\"" << px(ch - gap) << "\" fill=\""
+        << fill << "\"";
       // Blank cells are most of a causal attention map: no tooltip, to keep pages small.
-      if (blank)
-        o << "/>\n";
+      if (blank) o << "/>\n";
       else
-        o << "><title>" << escape(h.row_labels[i]) << ", " << escape(h.col_labels[j]) << ": " << format_number(v, h.digits)
-          << "</title></rect>\n";
+        o << "><title>" << escape(h.row_labels[i]) << ", " << escape(h.col_labels[j]) << ": "
+          << format_number(v, h.digits) << "</title></rect>\n";
       if (h.show_values && !blank)
-        o << "<text x=\"" << px(x + cw / 2 - gap / 2) << "\" y=\"" << px(y + ch / 2 + 3) << "\" text-anchor=\"middle\" fill=\""
-          << (ok && t < 0.6 ? "#ffffff" : "#111111") << "\">" << escape(ok ? format_number(v, h.digits) : "n/a") << "</text>\n";
+        o << "<text x=\"" << px(x + cw / 2 - gap / 2) << "\" y=\"" << px(y + ch / 2 + 3)
+          << "\" text-anchor=\"middle\" fill=\"" << (ok && t < 0.6 ? "#ffffff" : "#111111") << "\">"
+          << escape(ok ? format_number(v, h.digits) : "n/a") << "</text>\n";
     }
   }
   for (size_t j = 0; j < cols; ++j) {
     const double cx = L + cw * static_cast<double>(j) + cw / 2 - gap / 2;
     if (vertical)
-      o << "<text transform=\"translate(" << px(cx + fs * 0.35) << " " << px(T + gh + 6) << ") rotate(-90)\" text-anchor=\"end\" font-size=\""
-        << px(fs) << "\">" << escape(h.col_labels[j]) << "</text>\n";
-    else
-      o << "<text x=\"" << px(cx) << "\" y=\"" << px(T + gh + fs + 2) << "\" text-anchor=\"middle\" font-size=\"" << px(fs) << "\">"
+      o << "<text transform=\"translate(" << px(cx + fs * 0.35) << " " << px(T + gh + 6)
+        << ") rotate(-90)\" text-anchor=\"end\" font-size=\"" << px(fs) << "\">"
         << escape(h.col_labels[j]) << "</text>\n";
+    else
+      o << "<text x=\"" << px(cx) << "\" y=\"" << px(T + gh + fs + 2)
+        << "\" text-anchor=\"middle\" font-size=\"" << px(fs) << "\">" << escape(h.col_labels[j])
+        << "</text>\n";
   }
   if (!h.x_label.empty())
-    o << "<text x=\"" << px(L + gw / 2) << "\" y=\"" << px(T + gh + col_label_h + 16) << "\" text-anchor=\"middle\" font-weight=\"bold\">"
-      << escape(h.x_label) << "</text>\n";
+    o << "<text x=\"" << px(L + gw / 2) << "\" y=\"" << px(T + gh + col_label_h + 16)
+      << "\" text-anchor=\"middle\" font-weight=\"bold\">" << escape(h.x_label) << "</text>\n";
   if (!h.y_label.empty())
-    o << "<text transform=\"translate(14 " << px(T + gh / 2) << ") rotate(-90)\" text-anchor=\"middle\" font-weight=\"bold\">"
-      << escape(h.y_label) << "</text>\n";
+    o << "<text transform=\"translate(14 " << px(T + gh / 2)
+      << ") rotate(-90)\" text-anchor=\"middle\" font-weight=\"bold\">" << escape(h.y_label)
+      << "</text>\n";
   if (!r.empty()) {
-    o << "<rect x=\"" << px(bar_x) << "\" y=\"" << px(T) << "\" width=\"14\" height=\"" << px(bar_h) << "\" fill=\"url(#" << escape(id)
-      << "-bar)\"/>\n";
-    o << "<text x=\"" << px(bar_x + 18) << "\" y=\"" << px(T + 10) << "\">" << hi_label << "</text>\n";
-    o << "<text x=\"" << px(bar_x + 18) << "\" y=\"" << px(T + bar_h - 2) << "\">" << lo_label << "</text>\n";
+    o << "<rect x=\"" << px(bar_x) << "\" y=\"" << px(T) << "\" width=\"14\" height=\"" << px(bar_h)
+      << "\" fill=\"url(#" << escape(id) << "-bar)\"/>\n";
+    o << "<text x=\"" << px(bar_x + 18) << "\" y=\"" << px(T + 10) << "\">" << hi_label
+      << "</text>\n";
+    o << "<text x=\"" << px(bar_x + 18) << "\" y=\"" << px(T + bar_h - 2) << "\">" << lo_label
+      << "</text>\n";
   }
   o << "</svg>\n";
   return o.str();
@@ -451,7 +499,8 @@ std::string bar_chart(const BarChart& b) {
   const size_t n = std::min(b.labels.size(), b.values.size());
   size_t label_chars = 0;
   for (size_t i = 0; i < n; ++i) label_chars = std::max(label_chars, b.labels[i].size());
-  const double L = 16 + 7.5 * static_cast<double>(label_chars), R = 64, T = b.title.empty() ? 12 : 36;
+  const double L = 16 + 7.5 * static_cast<double>(label_chars), R = 64,
+               T = b.title.empty() ? 12 : 36;
   const double bh = b.bar_height, W = b.width, pw = std::max(40.0, W - L - R);
   const double H = T + bh * static_cast<double>(n) + (b.value_label.empty() ? 28 : 46);
   Range r;
@@ -462,34 +511,46 @@ std::string bar_chart(const BarChart& b) {
   const std::string color = b.color.empty() ? palette(0) : b.color;
 
   std::ostringstream o;
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"ablate-bars\" width=\"" << px(W) << "\" height=\"" << px(H) << "\" viewBox=\"0 0 "
-    << px(W) << " " << px(H) << "\" font-family=\"sans-serif\" font-size=\"12\" role=\"img\">\n";
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"ablate-bars\" width=\"" << px(W)
+    << "\" height=\"" << px(H) << "\" viewBox=\"0 0 " << px(W) << " " << px(H)
+    << "\" font-family=\"sans-serif\" font-size=\"12\" role=\"img\">\n";
   o << "<title>" << escape(b.title.empty() ? "bar chart" : b.title) << "</title>\n";
-  o << "<rect x=\"0\" y=\"0\" width=\"" << px(W) << "\" height=\"" << px(H) << "\" fill=\"#ffffff\"/>\n";
+  o << "<rect x=\"0\" y=\"0\" width=\"" << px(W) << "\" height=\"" << px(H)
+    << "\" fill=\"#ffffff\"/>\n";
   if (!b.title.empty())
-    o << "<text x=\"" << px(L + pw / 2) << "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\" font-weight=\"bold\">" << escape(b.title)
-      << "</text>\n";
+    o << "<text x=\"" << px(L + pw / 2)
+      << "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\" font-weight=\"bold\">"
+      << escape(b.title) << "</text>\n";
   const double bottom = T + bh * static_cast<double>(n);
   auto ticks = axis_ticks(r, false, std::max(2, static_cast<int>(pw / 90)));
   o << "<g class=\"grid\" stroke=\"#e6e6e6\">\n";
   for (const auto& [v, label] : ticks)
-    o << "<line x1=\"" << px(sx(v)) << "\" y1=\"" << px(T) << "\" x2=\"" << px(sx(v)) << "\" y2=\"" << px(bottom) << "\"/>\n";
+    o << "<line x1=\"" << px(sx(v)) << "\" y1=\"" << px(T) << "\" x2=\"" << px(sx(v)) << "\" y2=\""
+      << px(bottom) << "\"/>\n";
   o << "</g>\n<g class=\"ticks\" fill=\"#444444\">\n";
   for (const auto& [v, label] : ticks)
-    o << "<text x=\"" << px(sx(v)) << "\" y=\"" << px(bottom + 15) << "\" text-anchor=\"middle\">" << escape(label) << "</text>\n";
+    o << "<text x=\"" << px(sx(v)) << "\" y=\"" << px(bottom + 15) << "\" text-anchor=\"middle\">"
+      << escape(label) << "</text>\n";
   o << "</g>\n";
   for (size_t i = 0; i < n; ++i) {
     const double y = T + bh * static_cast<double>(i), v = b.values[i];
-    const double x0 = sx(std::isfinite(v) ? std::min(0.0, v) : 0), x1 = sx(std::isfinite(v) ? std::max(0.0, v) : 0);
-    o << "<text x=\"" << px(L - 6) << "\" y=\"" << px(y + bh / 2 + 4) << "\" text-anchor=\"end\">" << escape(b.labels[i]) << "</text>\n";
-    o << "<rect class=\"bar\" data-label=\"" << escape(b.labels[i]) << "\" data-value=\"" << format_number(v, 6) << "\" x=\"" << px(x0)
-      << "\" y=\"" << px(y + 2) << "\" width=\"" << px(std::max(0.0, x1 - x0)) << "\" height=\"" << px(bh - 4) << "\" fill=\"" << color
-      << "\"><title>" << escape(b.labels[i]) << ": " << format_number(v, b.digits) << "</title></rect>\n";
-    o << "<text x=\"" << px(x1 + 4) << "\" y=\"" << px(y + bh / 2 + 4) << "\" fill=\"#444444\">" << format_number(v, b.digits) << "</text>\n";
+    const double x0 = sx(std::isfinite(v) ? std::min(0.0, v) : 0),
+                 x1 = sx(std::isfinite(v) ? std::max(0.0, v) : 0);
+    o << "<text x=\"" << px(L - 6) << "\" y=\"" << px(y + bh / 2 + 4) << "\" text-anchor=\"end\">"
+      << escape(b.labels[i]) << "</text>\n";
+    o << "<rect class=\"bar\" data-label=\"" << escape(b.labels[i]) << "\" data-value=\""
+      << format_number(v, 6) << "\" x=\"" << px(x0) << "\" y=\"" << px(y + 2) << "\" width=\""
+      << px(std::max(0.0, x1 - x0)) << "\" height=\"" << px(bh - 4) << "\" fill=\"" << color
+      << "\"><title>" << escape(b.labels[i]) << ": " << format_number(v, b.digits)
+      << "</title></rect>\n";
+    o << "<text x=\"" << px(x1 + 4) << "\" y=\"" << px(y + bh / 2 + 4) << "\" fill=\"#444444\">"
+      << format_number(v, b.digits) << "</text>\n";
   }
-  o << "<line x1=\"" << px(sx(0)) << "\" y1=\"" << px(T) << "\" x2=\"" << px(sx(0)) << "\" y2=\"" << px(bottom) << "\" stroke=\"#888888\"/>\n";
+  o << "<line x1=\"" << px(sx(0)) << "\" y1=\"" << px(T) << "\" x2=\"" << px(sx(0)) << "\" y2=\""
+    << px(bottom) << "\" stroke=\"#888888\"/>\n";
   if (!b.value_label.empty())
-    o << "<text x=\"" << px(L + pw / 2) << "\" y=\"" << px(bottom + 36) << "\" text-anchor=\"middle\">" << escape(b.value_label) << "</text>\n";
+    o << "<text x=\"" << px(L + pw / 2) << "\" y=\"" << px(bottom + 36)
+      << "\" text-anchor=\"middle\">" << escape(b.value_label) << "</text>\n";
   o << "</svg>\n";
   return o.str();
 }
@@ -508,10 +569,12 @@ std::string scatter_plot(const ScatterPlot& p) {
   const Scale sx{xr.lo, xr.hi, L, L + pw}, sy{yr.lo, yr.hi, T + ph, T};
 
   std::ostringstream o;
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"ablate-scatter\" width=\"" << p.width << "\" height=\"" << p.height
-    << "\" viewBox=\"0 0 " << p.width << " " << p.height << "\" font-family=\"sans-serif\" font-size=\"12\" role=\"img\">\n";
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"ablate-scatter\" width=\"" << p.width
+    << "\" height=\"" << p.height << "\" viewBox=\"0 0 " << p.width << " " << p.height
+    << "\" font-family=\"sans-serif\" font-size=\"12\" role=\"img\">\n";
   o << "<title>" << escape(p.title.empty() ? "scatter plot" : p.title) << "</title>\n";
-  o << "<rect x=\"0\" y=\"0\" width=\"" << p.width << "\" height=\"" << p.height << "\" fill=\"#ffffff\"/>\n";
+  o << "<rect x=\"0\" y=\"0\" width=\"" << p.width << "\" height=\"" << p.height
+    << "\" fill=\"#ffffff\"/>\n";
   draw_frame(o, p.title, p.x, p.y, xr, yr, sx, sy, {L, T, pw, ph, B}, no_data);
   o << "<g class=\"points\">\n";
   for (size_t i = 0; i < n; ++i) {
@@ -519,11 +582,13 @@ std::string scatter_plot(const ScatterPlot& p) {
     const std::string label = i < p.labels.size() ? p.labels[i] : "";
     const std::string c = i < p.colors.size() && !p.colors[i].empty() ? p.colors[i] : palette(0);
     const double x = sx(p.xs[i]), y = sy(p.ys[i]);
-    o << "<circle class=\"point\" data-label=\"" << escape(label) << "\" cx=\"" << px(x) << "\" cy=\"" << px(y) << "\" r=\"2.5\" fill=\"" << c
-      << "\" fill-opacity=\"0.7\"><title>" << escape(label) << " (" << format_number(p.xs[i], 4) << ", " << format_number(p.ys[i], 4)
+    o << "<circle class=\"point\" data-label=\"" << escape(label) << "\" cx=\"" << px(x)
+      << "\" cy=\"" << px(y) << "\" r=\"2.5\" fill=\"" << c << "\" fill-opacity=\"0.7\"><title>"
+      << escape(label) << " (" << format_number(p.xs[i], 4) << ", " << format_number(p.ys[i], 4)
       << ")</title></circle>\n";
     if (!label.empty())
-      o << "<text x=\"" << px(x + 3.5) << "\" y=\"" << px(y - 3) << "\" font-size=\"11\" fill=\"#222222\">" << escape(label) << "</text>\n";
+      o << "<text x=\"" << px(x + 3.5) << "\" y=\"" << px(y - 3)
+        << "\" font-size=\"11\" fill=\"#222222\">" << escape(label) << "</text>\n";
   }
   o << "</g>\n</svg>\n";
   return o.str();

@@ -40,12 +40,15 @@ std::string override_value(const YAML::Node& n) {
 }
 
 // Short text for ids, tables and plots: the scalar itself, else its flow form.
-std::string display_value(const YAML::Node& n) { return n.IsScalar() ? n.Scalar() : override_value(n); }
+std::string display_value(const YAML::Node& n) {
+  return n.IsScalar() ? n.Scalar() : override_value(n);
+}
 
 bool safe_name(const std::string& s) {
   if (s.empty() || s == "." || s == "..") return false;
   for (char c : s)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) return false;
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'))
+      return false;
   return true;
 }
 
@@ -53,7 +56,8 @@ bool safe_name(const std::string& s) {
 std::string id_part(const std::string& s) {
   std::string o;
   for (char c : s) {
-    bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '=' || c == '+' || c == '-';
+    bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '=' ||
+              c == '+' || c == '-';
     char w = ok ? c : '_';
     if (w == '_' && !o.empty() && o.back() == '_') continue;
     o += w;
@@ -68,9 +72,12 @@ void check_key_path(const Options& parent, const std::string& key) {
     parent.fail(key, "key path '" + key + "' has an empty component; write it like model.ffn.type");
   for (char c : key)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'))
-      parent.fail(key, "key path '" + key + "' contains '" + std::string(1, c) + "'; key paths are names joined by dots (model.d_model)");
+      parent.fail(key, "key path '" + key + "' contains '" + std::string(1, c) +
+                           "'; key paths are names joined by dots (model.d_model)");
   if (key == "seed")
-    parent.fail(key, "the seed is set by sweep.seeds (a count or a list) and sweep.seed, not by an override");
+    parent.fail(
+        key,
+        "the seed is set by sweep.seeds (a count or a list) and sweep.seed, not by an override");
 }
 
 // The inline `base:` map as a YAML document whose nodes keep the line and column they
@@ -196,15 +203,18 @@ std::string located_error(const SweepPoint& p, const std::string& message) {
   for (auto it = p.overrides.rbegin(); it != p.overrides.rend(); ++it) {
     if (it->where.empty()) continue;
     const std::string needle = "command-line override '" + it->text() + "'";
-    for (size_t pos; (pos = msg.find(needle)) != std::string::npos;) msg.replace(pos, needle.size(), it->where);
+    for (size_t pos; (pos = msg.find(needle)) != std::string::npos;)
+      msg.replace(pos, needle.size(), it->where);
   }
   return "point " + std::to_string(p.index) + " (" + p.id + "): " + msg;
 }
 
 // yaml-cpp keeps both of two equal keys and a lookup sees the first: refuse them, naming
 // both lines (`baseline:` twice would otherwise silently compare against the first).
-static void reject_duplicate_keys(const YAML::Node& n, const std::string& file, const std::string& path, size_t& nodes, int depth = 0) {
-  if (depth > 64 || ++nodes > 100000) return;  // alias bombs: refused by the experiment checks, not walked here
+static void reject_duplicate_keys(const YAML::Node& n, const std::string& file,
+                                  const std::string& path, size_t& nodes, int depth = 0) {
+  if (depth > 64 || ++nodes > 100000)
+    return;  // alias bombs: refused by the experiment checks, not walked here
   if (n.IsMap()) {
     std::map<std::string, YAML::Mark> seen;
     for (auto it = n.begin(); it != n.end(); ++it) {
@@ -213,10 +223,14 @@ static void reject_duplicate_keys(const YAML::Node& n, const std::string& file, 
       auto [first, fresh] = seen.emplace(it->first.Scalar(), it->first.Mark());
       if (!fresh) {
         const YAML::Mark a = first->second, b = it->first.Mark();
-        const std::string both = a.line == b.line ? "on line " + std::to_string(a.line + 1) + ", columns " + std::to_string(a.column + 1) +
-                                                        " and " + std::to_string(b.column + 1)
-                                                  : "on line " + std::to_string(a.line + 1) + " and on line " + std::to_string(b.line + 1);
-        throw ConfigError(where_of(file, it->first) + ": " + key + ": given twice, " + both + "; keep one of them");
+        const std::string both = a.line == b.line
+                                     ? "on line " + std::to_string(a.line + 1) + ", columns " +
+                                           std::to_string(a.column + 1) + " and " +
+                                           std::to_string(b.column + 1)
+                                     : "on line " + std::to_string(a.line + 1) + " and on line " +
+                                           std::to_string(b.line + 1);
+        throw ConfigError(where_of(file, it->first) + ": " + key + ": given twice, " + both +
+                          "; keep one of them");
       }
       reject_duplicate_keys(it->second, file, key, nodes, depth + 1);
     }
@@ -227,7 +241,9 @@ static void reject_duplicate_keys(const YAML::Node& n, const std::string& file, 
 
 Sweep load_sweep(const std::string& path, const std::string& dir_override) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open sweep file (" + (fs::exists(path) ? "permission denied" : "no such file") + ")");
+  if (!in)
+    throw Error(path + ": cannot open sweep file (" +
+                (fs::exists(path) ? "permission denied" : "no such file") + ")");
   std::stringstream ss;
   ss << in.rdbuf();
   return parse_sweep(ss.str(), path, fs::absolute(path).parent_path().string(), dir_override);
@@ -239,11 +255,12 @@ Sweep parse_sweep(const std::string& text, const std::string& file, const std::s
   try {
     doc = YAML::Load(text);
   } catch (const YAML::ParserException& ex) {
-    throw ConfigError(file + ":" + std::to_string(ex.mark.line + 1) + ":" + std::to_string(ex.mark.column + 1) +
-                      ": YAML syntax error: " + ex.msg);
+    throw ConfigError(file + ":" + std::to_string(ex.mark.line + 1) + ":" +
+                      std::to_string(ex.mark.column + 1) + ": YAML syntax error: " + ex.msg);
   }
   if (!doc.IsMap())
-    throw ConfigError(file + ":1:1: a sweep must be a YAML map with base: and sweep: (see docs/SWEEPS.md)");
+    throw ConfigError(
+        file + ":1:1: a sweep must be a YAML map with base: and sweep: (see docs/SWEEPS.md)");
   size_t nodes = 0;
   reject_duplicate_keys(doc, file, "", nodes);
   auto src = std::make_shared<ConfigSource>();
@@ -253,24 +270,30 @@ Sweep parse_sweep(const std::string& text, const std::string& file, const std::s
   Sweep s;
   s.file = file;
   s.name = root.get<std::string>("name", fs::path(file).stem().string(), "sweep name");
-  if (!safe_name(s.name)) root.fail("name", "'" + s.name + "' is not a safe directory name; use letters, digits, '_', '-' and '.'");
+  if (!safe_name(s.name))
+    root.fail("name", "'" + s.name +
+                          "' is not a safe directory name; use letters, digits, '_', '-' and '.'");
 
   // The base experiment: a file next to the sweep file, or an inline map.
   root.mark_used("base");
   const YAML::Node base = doc["base"];
   if (!base.IsDefined() || base.IsNull())
-    root.fail("base", "missing; expected the base experiment: a path (relative to this file) or an inline experiment map");
+    root.fail("base",
+              "missing; expected the base experiment: a path (relative to this file) or an inline "
+              "experiment map");
   if (base.IsScalar()) {
     fs::path p(base.Scalar());
     fs::path resolved = p.is_absolute() ? p : fs::path(file_dir) / p;
     std::ifstream in(resolved, std::ios::binary);
     if (!in)
-      root.fail("base", "cannot open '" + base.Scalar() + "' (resolved to " + resolved.lexically_normal().string() + "): " +
-                            (fs::exists(resolved) ? "permission denied" : "no such file"));
+      root.fail("base", "cannot open '" + base.Scalar() + "' (resolved to " +
+                            resolved.lexically_normal().string() +
+                            "): " + (fs::exists(resolved) ? "permission denied" : "no such file"));
     std::stringstream bs;
     bs << in.rdbuf();
     s.base_text = bs.str();
-    s.base_label = p.is_absolute() ? p.string() : (fs::path(file).parent_path() / p).lexically_normal().string();
+    s.base_label = p.is_absolute() ? p.string()
+                                   : (fs::path(file).parent_path() / p).lexically_normal().string();
     s.base_dir = fs::absolute(resolved).parent_path().lexically_normal().string();
     s.base = s.base_label;
   } else if (base.IsMap()) {
@@ -284,10 +307,12 @@ Sweep parse_sweep(const std::string& text, const std::string& file, const std::s
     s.base_dir = file_dir;
     s.base = "(inline)";
   } else {
-    root.fail("base", "expected a path to an experiment YAML file or an inline experiment map, got a list");
+    root.fail("base",
+              "expected a path to an experiment YAML file or an inline experiment map, got a list");
   }
 
-  s.dir = root.get<std::string>("dir", "sweeps/" + s.name, "result directory (relative to the working directory)");
+  s.dir = root.get<std::string>("dir", "sweeps/" + s.name,
+                                "result directory (relative to the working directory)");
   if (!dir_override.empty()) s.dir = dir_override;
 
   // overrides: applied to every point, before the sweep's own values.
@@ -295,7 +320,8 @@ Sweep parse_sweep(const std::string& text, const std::string& file, const std::s
   root.mark_used("overrides");
   const YAML::Node ov = doc["overrides"];
   if (ov.IsDefined() && !ov.IsNull()) {
-    if (!ov.IsMap()) root.fail("overrides", "expected a map of key.path: value (e.g. train.steps: 500)");
+    if (!ov.IsMap())
+      root.fail("overrides", "expected a map of key.path: value (e.g. train.steps: 500)");
     Options o(ov, src, "overrides");
     for (auto it = ov.begin(); it != ov.end(); ++it) {
       std::string k = it->first.as<std::string>();
@@ -306,7 +332,8 @@ Sweep parse_sweep(const std::string& text, const std::string& file, const std::s
 
   const YAML::Node swn = doc["sweep"];
   Options sw = root.child("sweep");
-  if (swn.IsDefined() && !swn.IsNull() && !swn.IsMap()) root.fail("sweep", "expected a map with grid:, zip:, variants:, seeds:");
+  if (swn.IsDefined() && !swn.IsNull() && !swn.IsMap())
+    root.fail("sweep", "expected a map with grid:, zip:, variants:, seeds:");
 
   // variants: name -> map of key.path: value.
   std::vector<std::vector<SweepOverride>> variant_ovs;
@@ -315,14 +342,20 @@ Sweep parse_sweep(const std::string& text, const std::string& file, const std::s
   const YAML::Node vn = swn.IsMap() ? swn["variants"] : YAML::Node();
   if (vn.IsDefined() && !vn.IsNull()) {
     if (!vn.IsMap() || vn.size() == 0)
-      sw.fail("variants", "expected a map of variant name -> {key.path: value, ...} (e.g. relu: {model.ffn: relu})");
+      sw.fail("variants",
+              "expected a map of variant name -> {key.path: value, ...} (e.g. relu: {model.ffn: "
+              "relu})");
     Options vo(vn, src, "sweep.variants");
     for (auto it = vn.begin(); it != vn.end(); ++it) {
       std::string name = it->first.as<std::string>();
-      if (!safe_name(name)) vo.fail(name, "variant name '" + name + "' is not filesystem-safe; use letters, digits, '_', '-' and '.'");
+      if (!safe_name(name))
+        vo.fail(name, "variant name '" + name +
+                          "' is not filesystem-safe; use letters, digits, '_', '-' and '.'");
       const YAML::Node body = it->second;
       if (!body.IsNull() && !body.IsMap())
-        vo.fail(name, "expected a map of key.path: value (e.g. {model.ffn: swiglu}); {} for the base as it is");
+        vo.fail(name,
+                "expected a map of key.path: value (e.g. {model.ffn: swiglu}); {} for the base as "
+                "it is");
       std::vector<SweepOverride> ovs;
       Options bo(body, src, "sweep.variants." + name);
       if (body.IsMap())
@@ -336,9 +369,13 @@ Sweep parse_sweep(const std::string& text, const std::string& file, const std::s
       variant_ovs.push_back(ovs);
     }
   }
-  if (sw.has("baseline") && s.variants.empty()) sw.fail("baseline", "names a variant, but the sweep has no variants");
-  s.baseline = s.variants.empty() ? "" : sw.get<std::string>("baseline", s.variants.front(), "the variant others are compared to");
-  if (!s.variants.empty() && std::find(s.variants.begin(), s.variants.end(), s.baseline) == s.variants.end()) {
+  if (sw.has("baseline") && s.variants.empty())
+    sw.fail("baseline", "names a variant, but the sweep has no variants");
+  s.baseline = s.variants.empty() ? ""
+                                  : sw.get<std::string>("baseline", s.variants.front(),
+                                                        "the variant others are compared to");
+  if (!s.variants.empty() &&
+      std::find(s.variants.begin(), s.variants.end(), s.baseline) == s.variants.end()) {
     std::string dym = did_you_mean(s.baseline, s.variants);
     sw.fail("baseline", "'" + s.baseline + "' is not a variant; variants: " + join(s.variants) +
                             (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
@@ -351,7 +388,10 @@ Sweep parse_sweep(const std::string& text, const std::string& file, const std::s
     sw.mark_used(section);
     const YAML::Node n = swn.IsMap() ? swn[section] : YAML::Node();
     if (!n.IsDefined() || n.IsNull()) return;
-    if (!n.IsMap()) sw.fail(section, std::string("expected a map of key.path: [value, ...] (e.g. model.d_model: [64, 96])"));
+    if (!n.IsMap())
+      sw.fail(
+          section,
+          std::string("expected a map of key.path: [value, ...] (e.g. model.d_model: [64, 96])"));
     Options o(n, src, std::string("sweep.") + section);
     Dim zip;
     std::string first_key;
@@ -361,9 +401,13 @@ Sweep parse_sweep(const std::string& text, const std::string& file, const std::s
       const YAML::Node list = it->second;
       if (!list.IsSequence() || list.size() == 0)
         o.fail(k, std::string("expected a non-empty list of values, e.g. [64, 96]") +
-                      (list.IsScalar() ? "; got the single value '" + list.Scalar() + "' (write [" + list.Scalar() + "])" : ""));
-      if (dim_of.count(k)) o.fail(k, "'" + k + "' is swept twice (also in sweep." + dim_of[k] + ")");
-      if (variant_keys.count(k)) o.fail(k, "'" + k + "' is also set by a variant; sweep it in one place only");
+                      (list.IsScalar() ? "; got the single value '" + list.Scalar() + "' (write [" +
+                                             list.Scalar() + "])"
+                                       : ""));
+      if (dim_of.count(k))
+        o.fail(k, "'" + k + "' is swept twice (also in sweep." + dim_of[k] + ")");
+      if (variant_keys.count(k))
+        o.fail(k, "'" + k + "' is also set by a variant; sweep it in one place only");
       dim_of[k] = section;
       if (zipped) {
         if (zip.keys.empty()) {
@@ -371,7 +415,8 @@ Sweep parse_sweep(const std::string& text, const std::string& file, const std::s
           zip.values.resize(list.size());
         } else if (list.size() != zip.values.size()) {
           o.fail(k, "has " + std::to_string(list.size()) + " values but " + first_key + " has " +
-                        std::to_string(zip.values.size()) + "; zipped lists advance together and must have equal length");
+                        std::to_string(zip.values.size()) +
+                        "; zipped lists advance together and must have equal length");
         }
         zip.keys.push_back(k);
         for (size_t i = 0; i < list.size(); ++i) zip.values[i].push_back(list[i]);
@@ -395,7 +440,8 @@ Sweep parse_sweep(const std::string& text, const std::string& file, const std::s
   bool derived = true;
   if (sn.IsDefined() && sn.IsSequence()) {
     derived = false;
-    if (sw.has("seed")) sw.fail("seed", "derives seeds for `seeds: N`; with an explicit list of seeds leave it out");
+    if (sw.has("seed"))
+      sw.fail("seed", "derives seeds for `seeds: N`; with an explicit list of seeds leave it out");
     if (sn.size() == 0) sw.fail("seeds", "expected at least one seed");
     std::set<int64_t> seen;
     for (size_t i = 0; i < sn.size(); ++i) {
@@ -408,12 +454,15 @@ Sweep parse_sweep(const std::string& text, const std::string& file, const std::s
         throw ConfigError(where_of(file, sn[i]) + ": sweep.seeds: '" + display_value(sn[i]) +
                           "' is not a seed; seeds are integers in [0, 2^62]");
       if (!seen.insert(v).second)
-        throw ConfigError(where_of(file, sn[i]) + ": sweep.seeds: seed " + std::to_string(v) + " is listed twice");
+        throw ConfigError(where_of(file, sn[i]) + ": sweep.seeds: seed " + std::to_string(v) +
+                          " is listed twice");
       s.seeds.push_back(v);
     }
   } else {
-    int64_t n = sw.get_in<int64_t>("seeds", 1, 1, kMaxSeeds, "number of seeds (or a list of seeds)");
-    int64_t sweep_seed = sw.get_in<int64_t>("seed", 0, 0, int64_t{1} << 62, "seeds: N derive N seeds from this");
+    int64_t n =
+        sw.get_in<int64_t>("seeds", 1, 1, kMaxSeeds, "number of seeds (or a list of seeds)");
+    int64_t sweep_seed =
+        sw.get_in<int64_t>("seed", 0, 0, int64_t{1} << 62, "seeds: N derive N seeds from this");
     s.seeds = derive_seeds(sweep_seed, n);
   }
   if (swn.IsMap()) sw.check_unused();
@@ -434,7 +483,8 @@ Sweep parse_sweep(const std::string& text, const std::string& file, const std::s
   const size_t V = std::max<size_t>(1, s.variants.size());
   size_t combos = 1;
   for (const auto& d : dims) combos *= d.values.size();
-  if (V * combos * s.seeds.size() > 1000000) root.fail("sweep", "expands to more than a million points");
+  if (V * combos * s.seeds.size() > 1000000)
+    root.fail("sweep", "expands to more than a million points");
   std::map<std::string, int64_t> ids;
   for (size_t v = 0; v < V; ++v)
     for (size_t c = 0; c < combos; ++c)
@@ -465,12 +515,16 @@ Sweep parse_sweep(const std::string& text, const std::string& file, const std::s
           }
         p.seed_index = static_cast<int64_t>(si);
         p.seed = s.seeds[si];
-        p.overrides.push_back({"seed", std::to_string(p.seed), where_of(file, sn.IsDefined() ? sn : doc)});
+        p.overrides.push_back(
+            {"seed", std::to_string(p.seed), where_of(file, sn.IsDefined() ? sn : doc)});
         parts.push_back("seed" + std::to_string(derived ? p.seed_index : p.seed));
         p.id = join(parts, "-");
         if (ids.count(p.id))
-          root.fail("sweep", "points " + std::to_string(ids[p.id]) + " and " + std::to_string(p.index) + " both get the id '" +
-                                 p.id + "' (values that differ only in punctuation); make the values distinguishable");
+          root.fail(
+              "sweep",
+              "points " + std::to_string(ids[p.id]) + " and " + std::to_string(p.index) +
+                  " both get the id '" + p.id +
+                  "' (values that differ only in punctuation); make the values distinguishable");
         ids[p.id] = p.index;
         p.run_dir = (fs::path(s.dir) / "runs" / p.id).string();
         s.points.push_back(std::move(p));
@@ -482,7 +536,9 @@ Sweep parse_sweep(const std::string& text, const std::string& file, const std::s
 
 std::string manifest_text(const Sweep& s) {
   YAML::Emitter e;
-  e << YAML::Comment("ablate sweep manifest, written by `ablate sweep`. Point i runs as `ablate sweep <sweep_file> --point i`.");
+  e << YAML::Comment(
+      "ablate sweep manifest, written by `ablate sweep`. Point i runs as `ablate sweep "
+      "<sweep_file> --point i`.");
   e << YAML::BeginMap;
   e << YAML::Key << "format" << YAML::Value << "ablate-sweep";
   e << YAML::Key << "format_version" << YAML::Value << 1;
@@ -536,17 +592,23 @@ void write_manifest(const Sweep& s) {
 Sweep read_manifest(const std::string& sweep_dir) {
   const std::string path = (fs::path(sweep_dir) / "manifest.yaml").string();
   if (!fs::exists(path))
-    throw Error(sweep_dir + ": no manifest.yaml here; give a sweep directory written by 'ablate sweep' (e.g. sweeps/<name>)");
+    throw Error(sweep_dir +
+                ": no manifest.yaml here; give a sweep directory written by 'ablate sweep' (e.g. "
+                "sweeps/<name>)");
   YAML::Node m;
   try {
     m = YAML::LoadFile(path);
   } catch (const YAML::Exception& e) {
     throw Error(path + ": not a readable sweep manifest (" + e.what() + ")");
   }
-  auto bad = [&](const std::string& why) -> Error { return Error(path + ": not a sweep manifest written by ablate (" + why + ")"); };
-  if (!m.IsMap() || !m["format"] || m["format"].as<std::string>("") != "ablate-sweep") throw bad("no 'format: ablate-sweep'");
+  auto bad = [&](const std::string& why) -> Error {
+    return Error(path + ": not a sweep manifest written by ablate (" + why + ")");
+  };
+  if (!m.IsMap() || !m["format"] || m["format"].as<std::string>("") != "ablate-sweep")
+    throw bad("no 'format: ablate-sweep'");
   if (m["format_version"].as<int64_t>(0) > 1)
-    throw Error(path + ": manifest format_version " + m["format_version"].as<std::string>() + " is newer than this ablate reads; update ablate");
+    throw Error(path + ": manifest format_version " + m["format_version"].as<std::string>() +
+                " is newer than this ablate reads; update ablate");
   Sweep s;
   try {
     s.file = m["sweep_file"].as<std::string>("");
@@ -573,7 +635,8 @@ Sweep read_manifest(const std::string& sweep_dir) {
         for (const auto& o : n["overrides"]) {
           std::string t = o.as<std::string>();
           auto eq = t.find('=');
-          p.overrides.push_back({t.substr(0, eq), eq == std::string::npos ? "" : t.substr(eq + 1), ""});
+          p.overrides.push_back(
+              {t.substr(0, eq), eq == std::string::npos ? "" : t.substr(eq + 1), ""});
         }
       p.run_dir = (fs::path(sweep_dir) / n["run_dir"].as<std::string>("runs/" + p.id)).string();
       s.points.push_back(std::move(p));
@@ -592,7 +655,8 @@ std::vector<int64_t> select_points(const Sweep& s, const std::string& list) {
   for (const auto& p : s.points) ids.push_back(p.id);
   auto help = [&] {
     std::vector<std::string> some(ids.begin(), ids.begin() + std::min<std::ptrdiff_t>(4, n));
-    return "allowed: indices 0 to " + std::to_string(n - 1) + ", ranges like 0-2, or globs over the point ids (" + join(some) +
+    return "allowed: indices 0 to " + std::to_string(n - 1) +
+           ", ranges like 0-2, or globs over the point ids (" + join(some) +
            (n > 4 ? ", ..." : "") + "; `ablate sweep " + s.file + " --dry-run` lists them)";
   };
   std::vector<bool> chosen(s.points.size(), false);
@@ -606,7 +670,8 @@ std::vector<int64_t> select_points(const Sweep& s, const std::string& list) {
     if (std::regex_match(item, m, range)) {
       const int64_t a = std::stoll(m[1]), b = m[2].matched ? std::stoll(m[2]) : a;
       if (b < a || b >= n)
-        throw Error("--points '" + list + "': '" + item + "' is not a range of this sweep's points; " + help());
+        throw Error("--points '" + list + "': '" + item +
+                    "' is not a range of this sweep's points; " + help());
       for (int64_t i = a; i <= b; ++i) chosen[static_cast<size_t>(i)] = true;
       continue;
     }
@@ -615,7 +680,8 @@ std::vector<int64_t> select_points(const Sweep& s, const std::string& list) {
       if (fnmatch(item.c_str(), ids[i].c_str(), 0) == 0) chosen[i] = any = true;
     if (!any) {
       const std::string near = did_you_mean(item, ids);
-      throw Error("--points '" + list + "': '" + item + "' matches no point id; " + help() + (near.empty() ? "" : ". Did you mean '" + near + "'?"));
+      throw Error("--points '" + list + "': '" + item + "' matches no point id; " + help() +
+                  (near.empty() ? "" : ". Did you mean '" + near + "'?"));
     }
   }
   std::vector<int64_t> out;
@@ -627,7 +693,8 @@ std::vector<int64_t> select_points(const Sweep& s, const std::string& list) {
 RunState run_state(const std::string& run_dir) {
   RunState st;
   st.checkpoint = fs::exists(checkpoint_path(run_dir));
-  const std::string h5 = run_file_path(run_dir), marker = (fs::path(run_dir) / "failed.txt").string();
+  const std::string h5 = run_file_path(run_dir),
+                    marker = (fs::path(run_dir) / "failed.txt").string();
   auto read_marker = [&] {
     std::ifstream in(marker);
     std::stringstream ss;
@@ -641,7 +708,9 @@ RunState run_state(const std::string& run_dir) {
   }
   try {
     RunData d = read_run_file(h5);
-    auto get = [&](const char* k) { return d.str_attrs.count(k) ? d.str_attrs.at(k) : std::string(); };
+    auto get = [&](const char* k) {
+      return d.str_attrs.count(k) ? d.str_attrs.at(k) : std::string();
+    };
     st.status = get("status").empty() ? "running" : get("status");
     st.error = get("error");
     st.config = get("config");
@@ -649,7 +718,8 @@ RunState run_state(const std::string& run_dir) {
     if (it != d.tables.end() && it->second.count("step") && !it->second.at("step").empty())
       st.last_step = static_cast<int64_t>(it->second.at("step").back());
     if (d.num_attrs.count("cpu_seconds")) st.cpu_seconds = d.num_attrs.at("cpu_seconds");
-    if (d.num_attrs.count("eval_cpu_seconds")) st.eval_cpu_seconds = d.num_attrs.at("eval_cpu_seconds");
+    if (d.num_attrs.count("eval_cpu_seconds"))
+      st.eval_cpu_seconds = d.num_attrs.at("eval_cpu_seconds");
     auto seg = d.tables.find("segments");
     if (seg != d.tables.end() && seg->second.count("steps") && !seg->second.at("steps").empty())
       st.total_steps = static_cast<int64_t>(seg->second.at("steps").back());
@@ -659,9 +729,11 @@ RunState run_state(const std::string& run_dir) {
         it->second.count("tokens_per_s") && it->second.at("tokens_per_s").back() > 0) {
       try {
         YAML::Node c = YAML::Load(get("config_resolved"));
-        const double tokens = c["train"]["batch_size"].as<double>() * c["train"]["grad_accum"].as<double>(1.0) *
+        const double tokens = c["train"]["batch_size"].as<double>() *
+                              c["train"]["grad_accum"].as<double>(1.0) *
                               c["model"]["context"].as<double>();
-        st.seconds_left = double(st.total_steps - st.last_step) * tokens / it->second.at("tokens_per_s").back();
+        st.seconds_left =
+            double(st.total_steps - st.last_step) * tokens / it->second.at("tokens_per_s").back();
       } catch (const YAML::Exception&) {
         // an older run file without a resolved config: no estimate
       }
@@ -683,10 +755,12 @@ std::vector<std::string> config_changes(const std::string& recorded_yaml, const 
   return config_changes(recorded, exp.node(), /*results_only=*/true);
 }
 
-std::vector<PointCheck> validate_sweep(const Sweep& s, const std::function<void(size_t, size_t)>& on_point) {
+std::vector<PointCheck> validate_sweep(const Sweep& s,
+                                       const std::function<void(size_t, size_t)>& on_point) {
   DataMemo memo;  // points that share their data read and encode it once
   std::vector<PointCheck> checks(s.points.size());
-  std::vector<std::pair<std::string, std::vector<const SweepPoint*>>> errors;  // message -> points, first-seen order
+  std::vector<std::pair<std::string, std::vector<const SweepPoint*>>>
+      errors;  // message -> points, first-seen order
   std::vector<std::string> changed;
   size_t checked = 0;
   for (const auto& p : s.points) {
@@ -704,7 +778,8 @@ std::vector<PointCheck> validate_sweep(const Sweep& s, const std::function<void(
     } catch (const Error& e) {
       std::string msg = located_error(p, e.what());
       msg = msg.substr(msg.find("): ") + 3);  // without the "point i (id): " prefix, to group
-      auto it = std::find_if(errors.begin(), errors.end(), [&](const auto& x) { return x.first == msg; });
+      auto it =
+          std::find_if(errors.begin(), errors.end(), [&](const auto& x) { return x.first == msg; });
       if (it == errors.end()) errors.push_back({msg, {&p}});
       else it->second.push_back(&p);
     }
@@ -713,14 +788,16 @@ std::vector<PointCheck> validate_sweep(const Sweep& s, const std::function<void(
   if (!errors.empty()) {
     size_t bad = 0;
     for (const auto& [m, ps] : errors) bad += ps.size();
-    std::string out = s.file + ": " + std::to_string(bad) + " of " + std::to_string(s.points.size()) + " points are invalid:";
+    std::string out = s.file + ": " + std::to_string(bad) + " of " +
+                      std::to_string(s.points.size()) + " points are invalid:";
     for (const auto& [m, ps] : errors) {
       std::string who;
       if (ps.size() == s.points.size() && ps.size() > 1) {
         who = "every point";
       } else {
         std::vector<std::string> names;
-        for (size_t k = 0; k < ps.size() && k < 3; ++k) names.push_back(std::to_string(ps[k]->index) + " (" + ps[k]->id + ")");
+        for (size_t k = 0; k < ps.size() && k < 3; ++k)
+          names.push_back(std::to_string(ps[k]->index) + " (" + ps[k]->id + ")");
         who = (ps.size() == 1 ? "point " : "points ") + join(names) +
               (ps.size() > 3 ? " and " + std::to_string(ps.size() - 3) + " more" : "");
       }
@@ -729,8 +806,11 @@ std::vector<PointCheck> validate_sweep(const Sweep& s, const std::function<void(
     throw ConfigError(out);
   }
   if (!changed.empty())
-    throw Error(s.dir + ": finished runs were made with a config that differs from the sweep's now:\n  " + join(changed, "\n  ") +
-                "\nDelete those run directories to rerun them, or give the sweep another directory (dir: or --dir)");
+    throw Error(s.dir +
+                ": finished runs were made with a config that differs from the sweep's now:\n  " +
+                join(changed, "\n  ") +
+                "\nDelete those run directories to rerun them, or give the sweep another directory "
+                "(dir: or --dir)");
   return checks;
 }
 
@@ -739,11 +819,13 @@ const char* const kKeptAside[] = {"run.h5", "run.log", "checkpoint.ckpt"};
 }  // namespace
 
 bool point_resumes(const std::string& run_dir, const std::vector<std::string>& changes) {
-  return changes.empty() && fs::exists(checkpoint_path(run_dir)) && fs::exists(run_file_path(run_dir));
+  return changes.empty() && fs::exists(checkpoint_path(run_dir)) &&
+         fs::exists(run_file_path(run_dir));
 }
 
 std::string kept_aside_suffix(const std::string& run_dir, const RunState& st) {
-  if (st.status == "done" || st.status == "unreadable" || (st.last_step <= 0 && !st.checkpoint)) return "";
+  if (st.status == "done" || st.status == "unreadable" || (st.last_step <= 0 && !st.checkpoint))
+    return "";
   const std::string base = ".stopped-at-" + std::to_string(std::max<int64_t>(st.last_step, 0));
   std::string suffix = base;
   auto taken = [&] {
@@ -765,11 +847,13 @@ bool run_point(const Sweep& s, const SweepPoint& p, RunOptions ro) {
   }
   write_manifest(s);
   RunState st = run_state(p.run_dir);
-  std::vector<std::string> changes = st.config.empty() ? std::vector<std::string>{} : config_changes(st.config, exp);
+  std::vector<std::string> changes =
+      st.config.empty() ? std::vector<std::string>{} : config_changes(st.config, exp);
   if (st.status == "done") {
     if (changes.empty()) return false;
-    throw Error(located_error(p, p.run_dir + " holds a finished run of a different config (" + join(changes, "; ") +
-                                     "). Delete it to rerun, or give the sweep another directory (dir: or --dir)"));
+    throw Error(located_error(
+        p, p.run_dir + " holds a finished run of a different config (" + join(changes, "; ") +
+               "). Delete it to rerun, or give the sweep another directory (dir: or --dir)"));
   }
   // Resume what can be resumed; anything else in the directory (another config's run, a
   // run killed before its first checkpoint, a run file broken by a crash) starts afresh.
@@ -792,12 +876,15 @@ bool run_point(const Sweep& s, const SweepPoint& p, RunOptions ro) {
         const fs::path from = fs::path(p.run_dir) / f;
         if (!fs::exists(from)) continue;
         fs::rename(from, from.string() + suffix, ec);
-        if (ec) throw Error(from.string() + ": cannot keep the earlier run's file aside as " + from.filename().string() + suffix +
-                            " (" + ec.message() + "); not starting the point over it");
+        if (ec)
+          throw Error(from.string() + ": cannot keep the earlier run's file aside as " +
+                      from.filename().string() + suffix + " (" + ec.message() +
+                      "); not starting the point over it");
         kept.push_back(from.filename().string() + suffix);
       }
-      std::cerr << p.run_dir << ": the earlier run (" << st.status << " at step " << std::max<int64_t>(st.last_step, 0)
-                << ") cannot resume (" << (changes.empty() ? "no checkpoint" : "another config: " + join(changes, "; "))
+      std::cerr << p.run_dir << ": the earlier run (" << st.status << " at step "
+                << std::max<int64_t>(st.last_step, 0) << ") cannot resume ("
+                << (changes.empty() ? "no checkpoint" : "another config: " + join(changes, "; "))
                 << "); starting afresh, its files kept as " << join(kept) << "\n";
     }
   }

@@ -37,7 +37,9 @@ using Clock = std::chrono::steady_clock;
 volatile std::sig_atomic_t g_signal = 0;
 extern "C" void on_stop_signal(int sig) { g_signal = sig; }
 
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 std::string now_iso() {
   std::time_t t = std::time(nullptr);
@@ -47,7 +49,8 @@ std::string now_iso() {
 }
 
 // The last lines a child wrote in this attempt (its log from `offset`).
-std::string log_tail(const std::string& path, std::uintmax_t offset, size_t max_lines = 12, size_t max_chars = 2000) {
+std::string log_tail(const std::string& path, std::uintmax_t offset, size_t max_lines = 12,
+                     size_t max_chars = 2000) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return "";
   in.seekg(static_cast<std::streamoff>(offset));
@@ -59,7 +62,8 @@ std::string log_tail(const std::string& path, std::uintmax_t offset, size_t max_
     if (!l.empty()) lines.push_back(l);
   }
   std::string out;
-  for (size_t i = lines.size() > max_lines ? lines.size() - max_lines : 0; i < lines.size(); ++i) out += (out.empty() ? "" : "\n") + lines[i];
+  for (size_t i = lines.size() > max_lines ? lines.size() - max_lines : 0; i < lines.size(); ++i)
+    out += (out.empty() ? "" : "\n") + lines[i];
   if (out.size() > max_chars) out = "..." + out.substr(out.size() - max_chars);
   return out;
 }
@@ -80,7 +84,8 @@ std::string signal_name(int sig) {
 // A child that ended without marking its run (killed, crashed, or failed before its run
 // file existed): record the failure in the run file so that compare and report see it;
 // a text marker when even that cannot be written.
-void mark_failed(const SweepPoint& p, const std::string& name, const std::string& config, const std::string& error) {
+void mark_failed(const SweepPoint& p, const std::string& name, const std::string& config,
+                 const std::string& error) {
   std::error_code ec;
   fs::create_directories(p.run_dir, ec);
   const std::string h5 = run_file_path(p.run_dir);
@@ -144,7 +149,8 @@ class Display {
   void draw(const std::vector<std::string>& lines) {
     if (!tty_ || quiet_) return;
     winsize ws{};
-    size_t width = (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 20) ? ws.ws_col - 1 : 119;
+    size_t width =
+        (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 20) ? ws.ws_col - 1 : 119;
     for (const auto& l : lines) std::cerr << (l.size() > width ? l.substr(0, width) : l) << "\n";
     drawn_ = static_cast<int>(lines.size());
     std::cerr << std::flush;
@@ -189,7 +195,9 @@ SweepRun::SweepRun(const Sweep& s, const std::vector<PointCheck>& checks, const 
   jobs_ = std::max<int64_t>(1, o.jobs);
   // The cores other ablate processes have claimed (a run or another sweep's points) are not
   // shared out again: each point gets its part of the rest.
-  threads_ = o.threads > 0 ? o.threads : std::max<int64_t>(1, (usable_cores() - CoreClaim::claimed_by_others()) / jobs_);
+  threads_ = o.threads > 0
+                 ? o.threads
+                 : std::max<int64_t>(1, (usable_cores() - CoreClaim::claimed_by_others()) / jobs_);
   if (o.binary.empty()) throw Error("run_sweep: no ablate binary to run the points with");
   fs::create_directories(fs::path(s.dir) / "logs");
   write_manifest(s);
@@ -198,7 +206,8 @@ SweepRun::SweepRun(const Sweep& s, const std::vector<PointCheck>& checks, const 
 
 void SweepRun::queue_points() {
   for (const auto& p : s_.points) {
-    if (!o_.only.empty() && std::find(o_.only.begin(), o_.only.end(), p.index) == o_.only.end()) continue;
+    if (!o_.only.empty() && std::find(o_.only.begin(), o_.only.end(), p.index) == o_.only.end())
+      continue;
     if (checks_[static_cast<size_t>(p.index)].state.status == "done") {
       result_.skipped.push_back(p.index);
       sweep_log_ << now_iso() << " skip point " << p.index << " (" << p.id << "): done\n";
@@ -211,16 +220,20 @@ void SweepRun::queue_points() {
   // its first variants.
   std::stable_sort(queue_.begin(), queue_.end(), [&](const SweepPoint* a, const SweepPoint* b) {
     auto key = [&](const SweepPoint* p) {
-      return std::make_pair(!checks_[static_cast<size_t>(p->index)].state.checkpoint, p->seed_index);
+      return std::make_pair(!checks_[static_cast<size_t>(p->index)].state.checkpoint,
+                            p->seed_index);
     };
     return key(a) < key(b);
   });
   event("sweep " + s_.name + ": " + std::to_string(s_.points.size()) + " points" +
-        (o_.only.empty() ? std::string() : " (" + std::to_string(o_.only.size()) + " chosen with --points: " + array_spec(o_.only) + ")") +
-        ", " + std::to_string(result_.skipped.size()) +
-        " already done, " + std::to_string(queue_.size()) + " to run, " +
-        std::to_string(std::min<int64_t>(jobs_, static_cast<int64_t>(queue_.size()))) + " at a time with " +
-        std::to_string(threads_) + " thread" + (threads_ == 1 ? "" : "s") + " each -> " + s_.dir);
+        (o_.only.empty() ? std::string()
+                         : " (" + std::to_string(o_.only.size()) +
+                               " chosen with --points: " + array_spec(o_.only) + ")") +
+        ", " + std::to_string(result_.skipped.size()) + " already done, " +
+        std::to_string(queue_.size()) + " to run, " +
+        std::to_string(std::min<int64_t>(jobs_, static_cast<int64_t>(queue_.size()))) +
+        " at a time with " + std::to_string(threads_) + " thread" + (threads_ == 1 ? "" : "s") +
+        " each -> " + s_.dir);
 }
 
 void SweepRun::launch(const SweepPoint& p) {
@@ -230,12 +243,23 @@ void SweepRun::launch(const SweepPoint& p) {
   const PointCheck& c = checks_[static_cast<size_t>(p.index)];
   const bool resumes = c.state.status != "unreadable" && point_resumes(p.run_dir, c.changes);
   std::string how = resumes ? " resuming from its checkpoint" : "";
-  if (const std::string suffix = resumes ? "" : kept_aside_suffix(p.run_dir, c.state); !suffix.empty())
-    how = " from step 0: its earlier run (" + c.state.status + " at step " + std::to_string(std::max<int64_t>(c.state.last_step, 0)) +
-          ") " + (c.changes.empty() ? "has no checkpoint" : "has another config") + "; its files are kept as *" + suffix;
+  if (const std::string suffix = resumes ? "" : kept_aside_suffix(p.run_dir, c.state);
+      !suffix.empty())
+    how = " from step 0: its earlier run (" + c.state.status + " at step " +
+          std::to_string(std::max<int64_t>(c.state.last_step, 0)) + ") " +
+          (c.changes.empty() ? "has no checkpoint" : "has another config") +
+          "; its files are kept as *" + suffix;
   j.log = (fs::path(s_.dir) / "logs" / (p.id + ".log")).string();
-  std::vector<std::string> argv = {o_.binary, "sweep", s_.file, "--point", std::to_string(p.index), "--dir", s_.dir,
-                                   "--threads", std::to_string(threads_), "--quiet"};
+  std::vector<std::string> argv = {o_.binary,
+                                   "sweep",
+                                   s_.file,
+                                   "--point",
+                                   std::to_string(p.index),
+                                   "--dir",
+                                   s_.dir,
+                                   "--threads",
+                                   std::to_string(threads_),
+                                   "--quiet"};
   argv.insert(argv.end(), o_.extra_args.begin(), o_.extra_args.end());
   int fd = ::open(j.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) throw Error(j.log + ": cannot open the point's log (" + std::strerror(errno) + ")");
@@ -253,9 +277,12 @@ void SweepRun::launch(const SweepPoint& p) {
   int rc = posix_spawn(&j.pid, o_.binary.c_str(), &fa, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
   ::close(fd);
-  if (rc != 0) throw Error("cannot start " + o_.binary + " for point " + std::to_string(p.index) + ": " + std::strerror(rc));
+  if (rc != 0)
+    throw Error("cannot start " + o_.binary + " for point " + std::to_string(p.index) + ": " +
+                std::strerror(rc));
   j.started = Clock::now();
-  event("start point " + std::to_string(p.index) + " (" + p.id + ")" + how + ", pid " + std::to_string(j.pid));
+  event("start point " + std::to_string(p.index) + " (" + p.id + ")" + how + ", pid " +
+        std::to_string(j.pid));
   running_.push_back(j);
 }
 
@@ -277,15 +304,18 @@ void SweepRun::finish(Job& j, int wstatus, const std::string& interrupted) {
     } catch (const std::exception&) {
     }
     result_.done.push_back(p.index);
-    event("done point " + std::to_string(p.index) + " (" + p.id + ") in " + hms(since(j.started)) + val);
+    event("done point " + std::to_string(p.index) + " (" + p.id + ") in " + hms(since(j.started)) +
+          val);
     return;
   }
-  std::string how = WIFSIGNALED(wstatus) ? "killed by " + signal_name(WTERMSIG(wstatus))
-                                         : "exited with status " + std::to_string(WEXITSTATUS(wstatus));
+  std::string how = WIFSIGNALED(wstatus)
+                        ? "killed by " + signal_name(WTERMSIG(wstatus))
+                        : "exited with status " + std::to_string(WEXITSTATUS(wstatus));
   if (!interrupted.empty()) how = interrupted + " (" + how + ")";
   if (st.status == "interrupted") {  // checkpointed at its last step: not a failure
     result_.stopped.push_back(p.index);
-    event("stopped point " + std::to_string(p.index) + " (" + p.id + ") after " + hms(since(j.started)) + ": " + how +
+    event("stopped point " + std::to_string(p.index) + " (" + p.id + ") after " +
+          hms(since(j.started)) + ": " + how +
           "; checkpointed, resumes on the next run of the sweep");
     return;
   }
@@ -300,8 +330,8 @@ void SweepRun::finish(Job& j, int wstatus, const std::string& interrupted) {
   result_.failed.push_back(p.index);
   result_.errors[p.index] = error;
   std::string first = error.substr(0, error.find('\n'));
-  event("FAILED point " + std::to_string(p.index) + " (" + p.id + ") after " + hms(since(j.started)) + ": " + first +
-        " (log: " + j.log + ")");
+  event("FAILED point " + std::to_string(p.index) + " (" + p.id + ") after " +
+        hms(since(j.started)) + ": " + first + " (log: " + j.log + ")");
 }
 
 std::vector<std::string> SweepRun::progress_lines() {
@@ -320,40 +350,49 @@ std::vector<std::string> SweepRun::progress_lines() {
       // not written yet, or caught mid-write: keep the last values
     }
     const ExperimentInfo& in = checks_[static_cast<size_t>(j.point->index)].info;
-    flops_left += (static_cast<double>(in.steps) - j.step) * static_cast<double>(in.tokens_per_step) * in.flops_per_token;
+    flops_left += (static_cast<double>(in.steps) - j.step) *
+                  static_cast<double>(in.tokens_per_step) * in.flops_per_token;
     flops_rate += j.tok_s * in.flops_per_token;
   }
   for (const SweepPoint* p : queue_) {
     const ExperimentInfo& in = checks_[static_cast<size_t>(p->index)].info;
-    flops_left += static_cast<double>(in.steps) * static_cast<double>(in.tokens_per_step) * in.flops_per_token;
+    flops_left += static_cast<double>(in.steps) * static_cast<double>(in.tokens_per_step) *
+                  in.flops_per_token;
   }
-  const double eta = flops_rate > 0 ? flops_left / flops_rate : std::numeric_limits<double>::quiet_NaN();
-  const size_t total = o_.only.empty() ? s_.points.size() : o_.only.size();  // the points this sweep run was asked for
+  const double eta =
+      flops_rate > 0 ? flops_left / flops_rate : std::numeric_limits<double>::quiet_NaN();
+  const size_t total = o_.only.empty() ? s_.points.size()
+                                       : o_.only.size();  // the points this sweep run was asked for
   const size_t finished = result_.done.size() + result_.skipped.size();
   char head[256];
-  std::snprintf(head, sizeof head, "[%s] %zu/%zu done, %zu failed, %zu running, %zu queued | ETA %s", hms(since(t0_)).c_str(),
-                finished, total, result_.failed.size(), running_.size(), queue_.size(), hms(eta).c_str());
+  std::snprintf(head, sizeof head,
+                "[%s] %zu/%zu done, %zu failed, %zu running, %zu queued | ETA %s",
+                hms(since(t0_)).c_str(), finished, total, result_.failed.size(), running_.size(),
+                queue_.size(), hms(eta).c_str());
   std::vector<std::string> lines{head};
   if (!display_.tty()) {
     std::string brief;
     for (const Job& j : running_) {
       const ExperimentInfo& in = checks_[static_cast<size_t>(j.point->index)].info;
-      brief += (brief.empty() ? " | " : ", ") + j.point->id + " " + std::to_string(static_cast<int64_t>(j.step)) + "/" +
-               std::to_string(in.steps);
+      brief += (brief.empty() ? " | " : ", ") + j.point->id + " " +
+               std::to_string(static_cast<int64_t>(j.step)) + "/" + std::to_string(in.steps);
     }
     lines[0] += brief;
     return lines;
   }
   for (const Job& j : running_) {
     const ExperimentInfo& in = checks_[static_cast<size_t>(j.point->index)].info;
-    const double steps_per_s = in.tokens_per_step > 0 ? j.tok_s / static_cast<double>(in.tokens_per_step) : 0;
-    const double left = steps_per_s > 0 ? (static_cast<double>(in.steps) - j.step) / steps_per_s : std::numeric_limits<double>::quiet_NaN();
+    const double steps_per_s =
+        in.tokens_per_step > 0 ? j.tok_s / static_cast<double>(in.tokens_per_step) : 0;
+    const double left = steps_per_s > 0 ? (static_cast<double>(in.steps) - j.step) / steps_per_s
+                                        : std::numeric_limits<double>::quiet_NaN();
     char loss[32] = "   -  ", buf[256];
     if (std::isfinite(j.loss)) std::snprintf(loss, sizeof loss, "%.4f", j.loss);
-    std::snprintf(buf, sizeof buf, "  %-28s step %6lld/%-6lld %3.0f%%  loss %s  %6.1fk tok/s  ETA %s", j.point->id.c_str(),
-                  static_cast<long long>(j.step), static_cast<long long>(in.steps),
-                  in.steps > 0 ? 100.0 * j.step / static_cast<double>(in.steps) : 0.0, loss, j.tok_s / 1000.0,
-                  hms(left).c_str());
+    std::snprintf(
+        buf, sizeof buf, "  %-28s step %6lld/%-6lld %3.0f%%  loss %s  %6.1fk tok/s  ETA %s",
+        j.point->id.c_str(), static_cast<long long>(j.step), static_cast<long long>(in.steps),
+        in.steps > 0 ? 100.0 * j.step / static_cast<double>(in.steps) : 0.0, loss, j.tok_s / 1000.0,
+        hms(left).c_str());
     lines.push_back(buf);
   }
   return lines;
@@ -379,8 +418,8 @@ bool SweepRun::reap() {
 // SIGINT/SIGTERM: the children get SIGTERM (each checkpoints its step and stops).
 void SweepRun::stop_all(int sig) {
   result_.interrupted = true;
-  event("interrupted by " + signal_name(sig) + ": stopping " + std::to_string(running_.size()) + " running point(s); " +
-        std::to_string(queue_.size()) + " not started");
+  event("interrupted by " + signal_name(sig) + ": stopping " + std::to_string(running_.size()) +
+        " running point(s); " + std::to_string(queue_.size()) + " not started");
   for (Job& j : running_) kill(j.pid, SIGTERM);
   for (Job& j : running_) {
     int ws = 0;
@@ -393,7 +432,8 @@ void SweepRun::stop_all(int sig) {
 
 SweepRunResult SweepRun::run() {
   queue_points();
-  struct sigaction sa {}, old_int{}, old_term{};
+  struct sigaction sa {
+  }, old_int{}, old_term{};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   g_signal = 0;
@@ -415,7 +455,8 @@ SweepRunResult SweepRun::run() {
     }
     if (running_.empty() && queue_.empty()) break;
     // A terminal redraws soon after a change; a log gets one line per interval.
-    if (since(last_progress) >= every || (changed && display_.tty() && since(last_progress) >= 0.5)) {
+    if (since(last_progress) >= every ||
+        (changed && display_.tty() && since(last_progress) >= 0.5)) {
       display_.block(progress_lines());
       last_progress = Clock::now();
       changed = false;
@@ -426,16 +467,18 @@ SweepRunResult SweepRun::run() {
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
   result_.seconds = since(t0_);
-  sweep_log_ << now_iso() << " finished: " << result_.done.size() << " done, " << result_.skipped.size() << " skipped, "
-             << result_.failed.size() << " failed, " << result_.stopped.size() << " stopped"
-             << (result_.interrupted ? " (interrupted)" : "") << " in "
-             << hms(result_.seconds) << "\n";
+  sweep_log_ << now_iso() << " finished: " << result_.done.size() << " done, "
+             << result_.skipped.size() << " skipped, " << result_.failed.size() << " failed, "
+             << result_.stopped.size() << " stopped"
+             << (result_.interrupted ? " (interrupted)" : "") << " in " << hms(result_.seconds)
+             << "\n";
   return result_;
 }
 
 }  // namespace
 
-SweepRunResult run_sweep(const Sweep& s, const std::vector<PointCheck>& checks, const SweepRunOptions& o) {
+SweepRunResult run_sweep(const Sweep& s, const std::vector<PointCheck>& checks,
+                         const SweepRunOptions& o) {
   SweepRun r(s, checks, o);
   return r.run();
 }

@@ -36,7 +36,9 @@ std::string now_iso() {
 
 // A word for a bash script: single-quoted unless it is plainly safe.
 std::string shell_quote(const std::string& s) {
-  if (!s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("/._-=+:,@%", c); }))
+  if (!s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("/._-=+:,@%", c);
+      }))
     return s;
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -84,7 +86,8 @@ std::vector<SubmittedJob> read_jobs(const Sweep& s) {
 
 // One array task as Slurm sees it.
 struct TaskView {
-  std::string job_id, state, reason, exit_code;  // state: PENDING, RUNNING, COMPLETED, FAILED, TIMEOUT, ...
+  std::string job_id, state, reason,
+      exit_code;  // state: PENDING, RUNNING, COMPLETED, FAILED, TIMEOUT, ...
 };
 
 // "Key=Value Key=Value ..." of one `scontrol -o show job` line.
@@ -113,7 +116,8 @@ std::map<int64_t, TaskView> slurm_tasks(const std::string& id) {
       } catch (const Error&) {
         continue;
       }
-      for (int64_t t : tasks) out[t] = {id + "_" + std::to_string(t), f["JobState"], f["Reason"], f["ExitCode"]};
+      for (int64_t t : tasks)
+        out[t] = {id + "_" + std::to_string(t), f["JobState"], f["Reason"], f["ExitCode"]};
     }
   }
   // squeue is authoritative for what is queued or running.
@@ -129,7 +133,8 @@ std::map<int64_t, TaskView> slurm_tasks(const std::string& id) {
       if (us == std::string::npos) continue;
       try {
         for (int64_t t : parse_array_spec(parts[0].substr(us + 1)))
-          out[t] = {id + "_" + std::to_string(t), parts[1], parts[2], out.count(t) ? out[t].exit_code : ""};
+          out[t] = {id + "_" + std::to_string(t), parts[1], parts[2],
+                    out.count(t) ? out[t].exit_code : ""};
       } catch (const Error&) {
       }
     }
@@ -138,8 +143,9 @@ std::map<int64_t, TaskView> slurm_tasks(const std::string& id) {
 }
 
 bool slurm_active(const std::string& state) {
-  return state == "PENDING" || state == "RUNNING" || state == "CONFIGURING" || state == "COMPLETING" || state == "REQUEUED" ||
-         state == "RESIZING" || state == "SUSPENDED";
+  return state == "PENDING" || state == "RUNNING" || state == "CONFIGURING" ||
+         state == "COMPLETING" || state == "REQUEUED" || state == "RESIZING" ||
+         state == "SUSPENDED";
 }
 
 }  // namespace
@@ -191,7 +197,8 @@ std::string array_spec(const std::vector<int64_t>& indices) {
   for (size_t i = 0; i < v.size();) {
     size_t j = i;
     while (j + 1 < v.size() && v[j + 1] == v[j] + 1) ++j;
-    out += (out.empty() ? "" : ",") + std::to_string(v[i]) + (j > i ? "-" + std::to_string(v[j]) : "");
+    out +=
+        (out.empty() ? "" : ",") + std::to_string(v[i]) + (j > i ? "-" + std::to_string(v[j]) : "");
     i = j + 1;
   }
   return out;
@@ -199,24 +206,31 @@ std::string array_spec(const std::vector<int64_t>& indices) {
 
 std::vector<int64_t> parse_array_spec(const std::string& text) {
   std::string spec = text.substr(0, text.find('%'));  // "0-9%2": at most 2 at once
-  if (!spec.empty() && spec.front() == '[' && spec.back() == ']') spec = spec.substr(1, spec.size() - 2);
+  if (!spec.empty() && spec.front() == '[' && spec.back() == ']')
+    spec = spec.substr(1, spec.size() - 2);
   static const std::regex part(R"((\d+)(?:-(\d+)(?::(\d+))?)?)");
   std::vector<int64_t> out;
   std::stringstream ss(spec);
   for (std::string p; std::getline(ss, p, ',');) {
     std::smatch m;
     if (!std::regex_match(p, m, part)) throw Error("not a Slurm array index list: '" + text + "'");
-    int64_t a = std::stoll(m[1]), b = m[2].matched ? std::stoll(m[2]) : a, step = m[3].matched ? std::stoll(m[3]) : 1;
-    if (step < 1 || b < a || b - a > 10000000) throw Error("not a Slurm array index list: '" + text + "'");
+    int64_t a = std::stoll(m[1]), b = m[2].matched ? std::stoll(m[2]) : a,
+            step = m[3].matched ? std::stoll(m[3]) : 1;
+    if (step < 1 || b < a || b - a > 10000000)
+      throw Error("not a Slurm array index list: '" + text + "'");
     for (int64_t i = a; i <= b; i += step) out.push_back(i);
   }
   return out;
 }
 
-SlurmSubmission submit_slurm(const Sweep& s, const std::vector<PointCheck>& checks, const SlurmOptions& o) {
+SlurmSubmission submit_slurm(const Sweep& s, const std::vector<PointCheck>& checks,
+                             const SlurmOptions& o) {
   if (!on_path("sbatch"))
-    throw Error("--launcher slurm: 'sbatch' is not on PATH. Run this on a Slurm login node (there: 'module load slurm' if "
-                "needed), or install Slurm's client commands (Debian: apt-get install slurm-client), or use --launcher local");
+    throw Error(
+        "--launcher slurm: 'sbatch' is not on PATH. Run this on a Slurm login node (there: 'module "
+        "load slurm' if "
+        "needed), or install Slurm's client commands (Debian: apt-get install slurm-client), or "
+        "use --launcher local");
   if (o.binary.empty()) throw Error("submit_slurm: no ablate binary for the tasks to run");
   SlurmSubmission sub;
 
@@ -226,7 +240,8 @@ SlurmSubmission submit_slurm(const Sweep& s, const std::vector<PointCheck>& chec
     for (const auto& [t, v] : slurm_tasks(j.id))
       if (slurm_active(v.state)) active.insert(t);
   for (const auto& p : s.points) {
-    if (!o.only.empty() && std::find(o.only.begin(), o.only.end(), p.index) == o.only.end()) continue;
+    if (!o.only.empty() && std::find(o.only.begin(), o.only.end(), p.index) == o.only.end())
+      continue;
     if (checks[static_cast<size_t>(p.index)].state.status == "done") sub.done.push_back(p.index);
     else if (active.count(p.index)) sub.queued.push_back(p.index);
     else sub.submitted.push_back(p.index);
@@ -241,8 +256,16 @@ SlurmSubmission submit_slurm(const Sweep& s, const std::vector<PointCheck>& chec
   while (fs::exists(dir / "slurm" / ("submit-" + std::to_string(n) + ".sbatch"))) ++n;
   sub.script = (dir / "slurm" / ("submit-" + std::to_string(n) + ".sbatch")).string();
 
-  std::vector<std::string> task = {o.binary, "sweep", fs::absolute(s.file).string(), "--point", "$SLURM_ARRAY_TASK_ID",
-                                   "--dir", dir.string(), "--threads", "${SLURM_CPUS_PER_TASK:-1}", "--quiet"};
+  std::vector<std::string> task = {o.binary,
+                                   "sweep",
+                                   fs::absolute(s.file).string(),
+                                   "--point",
+                                   "$SLURM_ARRAY_TASK_ID",
+                                   "--dir",
+                                   dir.string(),
+                                   "--threads",
+                                   "${SLURM_CPUS_PER_TASK:-1}",
+                                   "--quiet"};
   task.insert(task.end(), o.extra_args.begin(), o.extra_args.end());
   std::string cmd;
   for (size_t i = 0; i < task.size(); ++i)
@@ -250,11 +273,13 @@ SlurmSubmission submit_slurm(const Sweep& s, const std::vector<PointCheck>& chec
 
   std::ostringstream sc;
   sc << "#!/bin/bash\n"
-     << "# Sweep " << s.name << " (" << s.file << "): " << sub.submitted.size() << " of " << s.points.size()
-     << " points as one Slurm array job,\n# written by 'ablate sweep --launcher slurm' at " << now_iso()
-     << ". Array task i runs point i (" << (dir / "manifest.yaml").string() << ").\n"
+     << "# Sweep " << s.name << " (" << s.file << "): " << sub.submitted.size() << " of "
+     << s.points.size()
+     << " points as one Slurm array job,\n# written by 'ablate sweep --launcher slurm' at "
+     << now_iso() << ". Array task i runs point i (" << (dir / "manifest.yaml").string() << ").\n"
      << "#SBATCH --job-name=" << shell_quote("ablate-" + s.name) << "\n"
-     << "#SBATCH --array=" << array_spec(sub.submitted) << (o.max_running > 0 ? "%" + std::to_string(o.max_running) : "") << "\n"
+     << "#SBATCH --array=" << array_spec(sub.submitted)
+     << (o.max_running > 0 ? "%" + std::to_string(o.max_running) : "") << "\n"
      << "#SBATCH --output=" << (dir / "logs" / "slurm-%A_%a.log").string() << "\n"
      << "#SBATCH --ntasks=1\n";
   if (!o.partition.empty()) sc << "#SBATCH --partition=" << o.partition << "\n";
@@ -263,7 +288,8 @@ SlurmSubmission submit_slurm(const Sweep& s, const std::vector<PointCheck>& chec
   if (!o.mem.empty()) sc << "#SBATCH --mem=" << o.mem << "\n";
   for (const auto& a : o.sbatch_args) sc << "#SBATCH " << a << "\n";
   sc << "set -eu\ncd " << shell_quote(fs::current_path().string()) << "\n"
-     << "echo \"$(date -u +%FT%TZ) array task $SLURM_ARRAY_TASK_ID of job $SLURM_ARRAY_JOB_ID on $(hostname)\"\n"
+     << "echo \"$(date -u +%FT%TZ) array task $SLURM_ARRAY_TASK_ID of job $SLURM_ARRAY_JOB_ID on "
+        "$(hostname)\"\n"
      << "exec " << cmd << "\n";
   {
     std::ofstream f(sub.script);
@@ -274,15 +300,19 @@ SlurmSubmission submit_slurm(const Sweep& s, const std::vector<PointCheck>& chec
 
   ProcessResult r = run_process({"sbatch", "--parsable", sub.script});
   if (r.status != 0)
-    throw Error("sbatch " + sub.script + " failed (exit " + std::to_string(r.status) + "): " + trim(r.output));
+    throw Error("sbatch " + sub.script + " failed (exit " + std::to_string(r.status) +
+                "): " + trim(r.output));
   // --parsable prints "<job id>" or "<job id>;<cluster>", possibly after warnings.
   static const std::regex id_line(R"((?:^|\n)(\d+)(?:;[^\n]*)?\s*$)");
   std::smatch m;
-  if (!std::regex_search(r.output, m, id_line)) throw Error("sbatch printed no job id: '" + trim(r.output) + "'");
+  if (!std::regex_search(r.output, m, id_line))
+    throw Error("sbatch printed no job id: '" + trim(r.output) + "'");
   sub.job_id = m[1];
-  std::ofstream(jobs_file(s), std::ios::app) << sub.job_id << " " << array_spec(sub.submitted) << " " << now_iso() << "\n";
-  std::ofstream(dir / "sweep.log", std::ios::app) << now_iso() << " submitted Slurm array job " << sub.job_id << " ("
-                                                   << array_spec(sub.submitted) << ") with " << sub.script << "\n";
+  std::ofstream(jobs_file(s), std::ios::app)
+      << sub.job_id << " " << array_spec(sub.submitted) << " " << now_iso() << "\n";
+  std::ofstream(dir / "sweep.log", std::ios::app)
+      << now_iso() << " submitted Slurm array job " << sub.job_id << " ("
+      << array_spec(sub.submitted) << ") with " << sub.script << "\n";
   return sub;
 }
 
@@ -314,7 +344,8 @@ std::vector<PointStatus> sweep_status(const Sweep& s) {
       if (rs.cpu_seconds >= 0) {
         char buf[64];
         const int n = std::snprintf(buf, sizeof buf, "%.1f CPU-minutes", rs.cpu_seconds / 60.0);
-        if (rs.eval_cpu_seconds >= 0) std::snprintf(buf + n, sizeof buf - n, " (%.1f evaluating)", rs.eval_cpu_seconds / 60.0);
+        if (rs.eval_cpu_seconds >= 0)
+          std::snprintf(buf + n, sizeof buf - n, " (%.1f evaluating)", rs.eval_cpu_seconds / 60.0);
         st.detail = buf;
       }
     } else if (tv && slurm_active(tv->state)) {
@@ -325,20 +356,23 @@ std::vector<PointStatus> sweep_status(const Sweep& s) {
       st.detail = (progress.empty() ? "" : "at " + progress + ": ") + first_line;
     } else if (tv && tv->state != "COMPLETED") {
       st.state = "failed";
-      st.detail = "Slurm: " + tv->state + (tv->exit_code.empty() ? "" : " exit " + tv->exit_code) +
-                  " (log: " + (fs::path(s.dir) / "logs" / ("slurm-" + tv->job_id + ".log")).string() + ")";
+      st.detail =
+          "Slurm: " + tv->state + (tv->exit_code.empty() ? "" : " exit " + tv->exit_code) +
+          " (log: " + (fs::path(s.dir) / "logs" / ("slurm-" + tv->job_id + ".log")).string() + ")";
     } else if (rs.status == "running" && submitted.count(p.index)) {
       // Its task is gone but the run never finished: killed without a chance to record it.
       st.state = "failed";
-      st.detail = "the run file says running but its Slurm task is gone" + (progress.empty() ? "" : " (" + progress + ")");
+      st.detail = "the run file says running but its Slurm task is gone" +
+                  (progress.empty() ? "" : " (" + progress + ")");
     } else if (rs.status == "interrupted") {
       st.state = "interrupted";
       st.detail = (progress.empty() ? "" : "at " + progress + "; ") + resumes;
     } else if (rs.status == "running" && !tv && !run_lock_owner_alive(p.run_dir)) {
       // Killed without a chance to record it (kill -9, out of memory, a machine's reboot).
       st.state = "stopped";
-      st.detail = "its process is gone" + (progress.empty() ? "" : " (at " + progress + ")") +
-                  "; " + (rs.checkpoint ? resumes : "starts afresh on the next run of the sweep (no checkpoint)");
+      st.detail =
+          "its process is gone" + (progress.empty() ? "" : " (at " + progress + ")") + "; " +
+          (rs.checkpoint ? resumes : "starts afresh on the next run of the sweep (no checkpoint)");
     } else if (rs.status == "running") {
       st.state = "running";
       st.detail = progress;

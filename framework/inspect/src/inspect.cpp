@@ -46,7 +46,8 @@ Eigen::MatrixXd cosine(const Eigen::MatrixXd& a, const Eigen::MatrixXd& b) {
   const Eigen::VectorXd na = a.rowwise().norm(), nb = b.rowwise().norm();
   for (Eigen::Index i = 0; i < s.rows(); ++i)
     for (Eigen::Index j = 0; j < s.cols(); ++j)
-      s(i, j) = na(i) > 0 && nb(j) > 0 ? s(i, j) / (na(i) * nb(j)) : std::numeric_limits<double>::quiet_NaN();
+      s(i, j) = na(i) > 0 && nb(j) > 0 ? s(i, j) / (na(i) * nb(j))
+                                       : std::numeric_limits<double>::quiet_NaN();
   return s;
 }
 
@@ -56,7 +57,8 @@ std::vector<std::string> numbers(int64_t n, const std::string& prefix = "") {
   return v;
 }
 
-PositionalView view(const std::string& key, const std::string& variant, const std::string& title, const std::string& caption) {
+PositionalView view(const std::string& key, const std::string& variant, const std::string& title,
+                    const std::string& caption) {
   PositionalView pv;
   pv.key = key;
   pv.variant = variant;
@@ -67,7 +69,8 @@ PositionalView view(const std::string& key, const std::string& variant, const st
 
 // The vectors embed() adds to zero rows at positions 0..T-1; with ids (and the prefix
 // `prompt`) as an encoding that reads the tokens sees them, else without any.
-Eigen::MatrixXd added_vectors(PositionalEncoding& pe, int64_t T, int64_t C, const int32_t* ids, const int32_t* prompt) {
+Eigen::MatrixXd added_vectors(PositionalEncoding& pe, int64_t T, int64_t C, const int32_t* ids,
+                              const int32_t* prompt) {
   Graph g;
   NoGrad no_grad(g);
   const PosContext pc{1, T, 0, ids, prompt};
@@ -81,8 +84,10 @@ Eigen::MatrixXd added_vectors(PositionalEncoding& pe, int64_t T, int64_t C, cons
 // for a rotary encoding depends on i - j only; attention_slopes() gives the biases.
 // An encoding whose vectors depend on the tokens (PosContext::ids) is probed once more
 // on the text `ids` (labels: its tokens), given whole as the prompt, as generation does.
-std::vector<PositionalView> probe(PositionalEncoding& pe, const std::string& variant, int64_t P, int64_t C, int64_t NH,
-                                  int64_t HS, const std::vector<int32_t>& ids, const std::vector<std::string>& id_labels) {
+std::vector<PositionalView> probe(PositionalEncoding& pe, const std::string& variant, int64_t P,
+                                  int64_t C, int64_t NH, int64_t HS,
+                                  const std::vector<int32_t>& ids,
+                                  const std::vector<std::string>& id_labels) {
   std::vector<PositionalView> views;
   const std::string name = variant.empty() ? "the encoding" : variant;
   const auto positions = numbers(P);
@@ -92,9 +97,10 @@ std::vector<PositionalView> probe(PositionalEncoding& pe, const std::string& var
   {
     Eigen::MatrixXd v = added_vectors(pe, P, C, nullptr, nullptr);
     if (v.rows() == P && v.cols() == C && v.cwiseAbs().maxCoeff() > 0) {
-      PositionalView pv = view("cosine", variant, name + ": cosine similarity of position vectors",
-                               "Cosine similarity between the vectors " + name +
-                                   " adds to the token embeddings at positions i (rows) and j (columns).");
+      PositionalView pv =
+          view("cosine", variant, name + ": cosine similarity of position vectors",
+               "Cosine similarity between the vectors " + name +
+                   " adds to the token embeddings at positions i (rows) and j (columns).");
       pv.row_labels = pv.col_labels = positions;
       pv.values = cosine(v, v);
       pv.vectors = v;
@@ -107,10 +113,14 @@ std::vector<PositionalView> probe(PositionalEncoding& pe, const std::string& var
     Eigen::MatrixXd text = added_vectors(pe, T, C, ids.data(), &prompt);
     Eigen::MatrixXd bare = added_vectors(pe, T, C, nullptr, nullptr);
     if (text.rows() == T && text.cols() == C && text.cwiseAbs().maxCoeff() > 0 && text != bare) {
-      PositionalView pv = view("cosine_text", variant, name + ": cosine similarity of position vectors on the text",
-                               name + " reads the tokens: cosine similarity between the vectors it adds at positions i (rows) and "
-                                      "j (columns) of the text, given whole as a prompt (as generation gives one), labelled with "
-                                      "the text's tokens.");
+      PositionalView pv =
+          view("cosine_text", variant, name + ": cosine similarity of position vectors on the text",
+               name +
+                   " reads the tokens: cosine similarity between the vectors it adds at positions "
+                   "i (rows) and "
+                   "j (columns) of the text, given whole as a prompt (as generation gives one), "
+                   "labelled with "
+                   "the text's tokens.");
       for (int32_t id : ids) pv.row_labels.push_back(id_labels[static_cast<size_t>(id)]);
       pv.col_labels = pv.row_labels;
       pv.values = cosine(text, text);
@@ -125,10 +135,14 @@ std::vector<PositionalView> probe(PositionalEncoding& pe, const std::string& var
     pe.rotate(g, q, k, pc, 1, 1, HS);
     Eigen::MatrixXd qm = to_matrix(g.value(q), false), km = to_matrix(g.value(k), false);
     if ((qm.array() != 1.0).any() || (km.array() != 1.0).any()) {
-      PositionalView pv = view("rotary_kernel", variant, name + ": implied relative kernel cos(q_i, k_j)",
-                               "The same all-ones query and key (head size " + std::to_string(HS) + ") rotated by " + name +
-                                   " at query position i (rows) and key position j (columns); their cosine is the kernel the "
-                                   "encoding multiplies into attention scores. Constant along diagonals when it depends on i - j only.");
+      PositionalView pv =
+          view("rotary_kernel", variant, name + ": implied relative kernel cos(q_i, k_j)",
+               "The same all-ones query and key (head size " + std::to_string(HS) +
+                   ") rotated by " + name +
+                   " at query position i (rows) and key position j (columns); their cosine is the "
+                   "kernel the "
+                   "encoding multiplies into attention scores. Constant along diagonals when it "
+                   "depends on i - j only.");
       pv.row_labels = pv.col_labels = positions;
       pv.values = cosine(qm, km);
       views.push_back(std::move(pv));
@@ -136,12 +150,16 @@ std::vector<PositionalView> probe(PositionalEncoding& pe, const std::string& var
   }
   if (const float* slopes = pe.attention_slopes()) {
     PositionalView pv = view("bias", variant, name + ": attention-logit bias -m_h (i - j)",
-                             name + " adds no position vectors; it biases the logit of query i, key j by -m_h (i - j). Rows: "
-                                    "heads with their slopes m_h; columns: distance i - j.");
+                             name +
+                                 " adds no position vectors; it biases the logit of query i, key j "
+                                 "by -m_h (i - j). Rows: "
+                                 "heads with their slopes m_h; columns: distance i - j.");
     pv.values.resize(NH, P);
     for (int64_t h = 0; h < NH; ++h) {
-      pv.row_labels.push_back("head " + std::to_string(h) + " (m=" + svg::format_number(slopes[h], 3) + ")");
-      for (int64_t d = 0; d < P; ++d) pv.values(h, d) = -static_cast<double>(slopes[h]) * static_cast<double>(d);
+      pv.row_labels.push_back("head " + std::to_string(h) +
+                              " (m=" + svg::format_number(slopes[h], 3) + ")");
+      for (int64_t d = 0; d < P; ++d)
+        pv.values(h, d) = -static_cast<double>(slopes[h]) * static_cast<double>(d);
     }
     pv.col_labels = positions;
     views.push_back(std::move(pv));
@@ -149,13 +167,16 @@ std::vector<PositionalView> probe(PositionalEncoding& pe, const std::string& var
   return views;
 }
 
-void map_tokens(TokenMap& m, const std::vector<int32_t>& shown, const InspectOptions& o, std::vector<std::string>& notes) {
+void map_tokens(TokenMap& m, const std::vector<int32_t>& shown, const InspectOptions& o,
+                std::vector<std::string>& notes) {
   m.shown = shown;
   m.pca = pca_2d(m.matrix);
   Eigen::MatrixXd sub(static_cast<Eigen::Index>(shown.size()), m.matrix.cols());
-  for (size_t i = 0; i < shown.size(); ++i) sub.row(static_cast<Eigen::Index>(i)) = m.matrix.row(shown[i]);
+  for (size_t i = 0; i < shown.size(); ++i)
+    sub.row(static_cast<Eigen::Index>(i)) = m.matrix.row(shown[i]);
   if (shown.size() < 4 || o.perplexity > tsne_max_perplexity(static_cast<int64_t>(shown.size()))) {
-    notes.push_back(m.name + ": t-SNE skipped: " + std::to_string(shown.size()) + " tokens allow a perplexity of at most " +
+    notes.push_back(m.name + ": t-SNE skipped: " + std::to_string(shown.size()) +
+                    " tokens allow a perplexity of at most " +
                     std::to_string(tsne_max_perplexity(static_cast<int64_t>(shown.size()))));
     return;
   }
@@ -226,21 +247,23 @@ Inspection inspect_run(LoadedRun& run, const InspectOptions& o) {
   if (!unknown.empty()) {
     std::string list;
     for (const auto& c : unknown) list += (list.empty() ? "'" : ", '") + visible_token(c) + "'";
-    throw Error("the text has " + std::to_string(unknown.size()) + " character" + (unknown.size() == 1 ? "" : "s") +
-                " the run's tokenizer does not know: " + list + "; use only characters of the training data");
+    throw Error("the text has " + std::to_string(unknown.size()) + " character" +
+                (unknown.size() == 1 ? "" : "s") + " the run's tokenizer does not know: " + list +
+                "; use only characters of the training data");
   }
   in.ids = tok.encode(o.text);
   const int64_t T = static_cast<int64_t>(in.ids.size());
   if (T == 0) throw Error("the text encodes to no tokens");
   if (T > d.context)
-    throw Error("the text is " + std::to_string(T) + " tokens long, longer than the model's context of " + std::to_string(d.context) +
+    throw Error("the text is " + std::to_string(T) +
+                " tokens long, longer than the model's context of " + std::to_string(d.context) +
                 " (model.context); shorten it to at most " + std::to_string(d.context) + " tokens");
   if (o.top < 1) throw Error("top must be >= 1, got " + std::to_string(o.top));
   if (o.map_tokens < 4) throw Error("map_tokens must be >= 4, got " + std::to_string(o.map_tokens));
   const int64_t P = o.positions > 0 ? o.positions : std::min<int64_t>(d.context, 64);
   if (P > d.context)
-    throw Error("positions " + std::to_string(P) + " exceeds the model's context of " + std::to_string(d.context) +
-                "; choose at most " + std::to_string(d.context));
+    throw Error("positions " + std::to_string(P) + " exceeds the model's context of " +
+                std::to_string(d.context) + "; choose at most " + std::to_string(d.context));
   in.time = T;
   const int64_t V = d.vocab_size, L = d.n_layers, NH = d.n_heads;
   for (int64_t v = 0; v < V; ++v) {
@@ -268,7 +291,8 @@ Inspection inspect_run(LoadedRun& run, const InspectOptions& o) {
     const double mx = *std::max_element(last, last + V);
     std::vector<double> e(static_cast<size_t>(V));
     double sum = 0;
-    for (int64_t v = 0; v < V; ++v) sum += e[static_cast<size_t>(v)] = std::exp(static_cast<double>(last[v]) - mx);
+    for (int64_t v = 0; v < V; ++v)
+      sum += e[static_cast<size_t>(v)] = std::exp(static_cast<double>(last[v]) - mx);
     for (double x : e) in.next_probs.push_back(static_cast<float>(x / sum));
   }
 
@@ -282,10 +306,13 @@ Inspection inspect_run(LoadedRun& run, const InspectOptions& o) {
     while (static_cast<int64_t>(s.size()) > o.map_tokens) s.erase(std::prev(s.end()));
     const int64_t room = o.map_tokens - static_cast<int64_t>(s.size());
     for (int64_t k = 0; k < room; ++k) s.insert(static_cast<int32_t>(k * V / room));
-    for (int64_t v = 0; v < V && static_cast<int64_t>(s.size()) < o.map_tokens; ++v) s.insert(static_cast<int32_t>(v));
+    for (int64_t v = 0; v < V && static_cast<int64_t>(s.size()) < o.map_tokens; ++v)
+      s.insert(static_cast<int32_t>(v));
     shown.assign(s.begin(), s.end());
-    in.notes.push_back("the vocabulary has " + std::to_string(V) + " tokens: the maps draw " + std::to_string(shown.size()) +
-                       " (the text's tokens, then evenly spaced ids; --map-tokens), PCA is fitted on all of them");
+    in.notes.push_back(
+        "the vocabulary has " + std::to_string(V) + " tokens: the maps draw " +
+        std::to_string(shown.size()) +
+        " (the text's tokens, then evenly spaced ids; --map-tokens), PCA is fitted on all of them");
   }
   in.embedding.name = "token embedding";
   in.embedding.matrix = to_matrix(model.token_embedding(), false);
@@ -304,11 +331,14 @@ Inspection inspect_run(LoadedRun& run, const InspectOptions& o) {
   // this model's sizes for comparison (a variant with parameters would show its random
   // initialisation, which says nothing).
   const int64_t HS = NH > 0 ? d.d_model / NH : 0;
-  auto own = probe(model.positional(), in.positional_type, P, d.d_model, NH, HS, in.ids, in.vocab_labels);
+  auto own =
+      probe(model.positional(), in.positional_type, P, d.d_model, NH, HS, in.ids, in.vocab_labels);
   if (own.empty())
-    in.notes.push_back((in.positional_type.empty() ? std::string("the positional encoding") : in.positional_type) +
-                       ": no positional vectors (it adds nothing to the embeddings, rotates no queries or keys and "
-                       "biases no logits; with a causal mask, position can still be inferred)");
+    in.notes.push_back(
+        (in.positional_type.empty() ? std::string("the positional encoding") : in.positional_type) +
+        ": no positional vectors (it adds nothing to the embeddings, rotates no queries or keys "
+        "and "
+        "biases no logits; with a causal mask, position can still be inferred)");
   for (auto& v : own) in.positional.push_back(std::move(v));
   auto& reg = PluginRegistry::instance();
   for (const PluginEntry* e : reg.variants(PositionalEncoding::kFamily)) {
@@ -321,17 +351,24 @@ Inspection inspect_run(LoadedRun& run, const InspectOptions& o) {
     node["type"] = name;
     std::unique_ptr<PositionalEncoding> pe;
     try {
-      pe = reg.create<PositionalEncoding>(Options(node, std::make_shared<ConfigSource>(), "model.positional"), ctx);
+      pe = reg.create<PositionalEncoding>(
+          Options(node, std::make_shared<ConfigSource>(), "model.positional"), ctx);
     } catch (const Error& err) {
-      in.notes.push_back("reference " + name + ": left out, it cannot be built at this model's sizes (" + err.what() + ")");
+      in.notes.push_back("reference " + name +
+                         ": left out, it cannot be built at this model's sizes (" + err.what() +
+                         ")");
       continue;
     }
     if (scratch.count() > 0) {
-      in.notes.push_back("reference " + name + ": left out, its positions are parameters, untrained here (inspect a run trained with it)");
+      in.notes.push_back("reference " + name +
+                         ": left out, its positions are parameters, untrained here (inspect a run "
+                         "trained with it)");
       continue;
     }
     auto views = probe(*pe, name, P, d.d_model, NH, HS, in.ids, in.vocab_labels);
-    if (views.empty()) in.notes.push_back("reference " + name + ": no positional vectors (it adds, rotates and biases nothing)");
+    if (views.empty())
+      in.notes.push_back("reference " + name +
+                         ": no positional vectors (it adds, rotates and biases nothing)");
     for (auto& v : views) {
       v.reference = true;
       in.positional.push_back(std::move(v));

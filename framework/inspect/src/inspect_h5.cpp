@@ -22,14 +22,17 @@ void attr(Loc& loc, const std::string& name, const std::string& v) {
 }
 template <class Loc>
 void attr(Loc& loc, const std::string& name, int64_t v) {
-  loc.createAttribute(name, H5::PredType::STD_I64LE, H5::DataSpace(H5S_SCALAR)).write(H5::PredType::NATIVE_INT64, &v);
+  loc.createAttribute(name, H5::PredType::STD_I64LE, H5::DataSpace(H5S_SCALAR))
+      .write(H5::PredType::NATIVE_INT64, &v);
 }
 template <class Loc>
 void attr(Loc& loc, const std::string& name, double v) {
-  loc.createAttribute(name, H5::PredType::IEEE_F64LE, H5::DataSpace(H5S_SCALAR)).write(H5::PredType::NATIVE_DOUBLE, &v);
+  loc.createAttribute(name, H5::PredType::IEEE_F64LE, H5::DataSpace(H5S_SCALAR))
+      .write(H5::PredType::NATIVE_DOUBLE, &v);
 }
 
-void floats(H5::Group& g, const std::string& name, const std::vector<hsize_t>& dims, const float* data) {
+void floats(H5::Group& g, const std::string& name, const std::vector<hsize_t>& dims,
+            const float* data) {
   H5::DataSpace space(static_cast<int>(dims.size()), dims.data());
   g.createDataSet(name, H5::PredType::IEEE_F32LE, space).write(data, H5::PredType::NATIVE_FLOAT);
 }
@@ -39,7 +42,8 @@ void matrix(H5::Group& g, const std::string& name, const Eigen::MatrixXd& m) {
   const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> r = m;
   const hsize_t dims[2] = {static_cast<hsize_t>(m.rows()), static_cast<hsize_t>(m.cols())};
   H5::DataSpace space(2, dims);
-  g.createDataSet(name, H5::PredType::IEEE_F64LE, space).write(r.data(), H5::PredType::NATIVE_DOUBLE);
+  g.createDataSet(name, H5::PredType::IEEE_F64LE, space)
+      .write(r.data(), H5::PredType::NATIVE_DOUBLE);
 }
 
 void doubles(H5::Group& g, const std::string& name, const std::vector<double>& v) {
@@ -104,7 +108,8 @@ void write_inspection_h5(const Inspection& in, const std::string& path) {
     strings(vocab, "labels", in.vocab_labels);
 
     floats(root, "attention",
-           {static_cast<hsize_t>(in.n_layers), static_cast<hsize_t>(in.n_heads), static_cast<hsize_t>(in.time), static_cast<hsize_t>(in.time)},
+           {static_cast<hsize_t>(in.n_layers), static_cast<hsize_t>(in.n_heads),
+            static_cast<hsize_t>(in.time), static_cast<hsize_t>(in.time)},
            in.attention.data());
     H5::DataSet att = f.openDataSet("attention");
     attr(att, "axes", std::string("layer, head, query position, key position"));
@@ -124,11 +129,13 @@ void write_inspection_h5(const Inspection& in, const std::string& path) {
       matrix(g, v.key, v.values);
       H5::DataSet ds = g.openDataSet(v.key);
       attr(ds, "title", v.title);
-      if (v.vectors.size() > 0) matrix(g, v.key == "cosine" ? std::string("vectors") : v.key + "_vectors", v.vectors);
+      if (v.vectors.size() > 0)
+        matrix(g, v.key == "cosine" ? std::string("vectors") : v.key + "_vectors", v.vectors);
     }
     f.close();
   } catch (const H5::Exception& e) {
-    throw Error(path + ": cannot write the inspection file (" + e.getDetailMsg() + "); check that the directory exists and is writable");
+    throw Error(path + ": cannot write the inspection file (" + e.getDetailMsg() +
+                "); check that the directory exists and is writable");
   }
 }
 

@@ -20,7 +20,8 @@ Projection pca_2d(const Eigen::MatrixXd& x) {
   if (n == 0 || d == 0) return p;
   const Eigen::RowVectorXd mean = x.colwise().mean();
   const Eigen::MatrixXd c = x.rowwise() - mean;
-  const Eigen::MatrixXd cov = (c.transpose() * c) / static_cast<double>(std::max<Eigen::Index>(1, n - 1));
+  const Eigen::MatrixXd cov =
+      (c.transpose() * c) / static_cast<double>(std::max<Eigen::Index>(1, n - 1));
   Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es(cov);
   const double total = std::max(0.0, es.eigenvalues().sum());
   for (int k = 0; k < 2 && k < d; ++k) {
@@ -30,7 +31,8 @@ Projection pca_2d(const Eigen::MatrixXd& x) {
     v.cwiseAbs().maxCoeff(&arg);
     if (v(arg) < 0) v = -v;
     p.points.col(k) = c * v;
-    p.explained[static_cast<size_t>(k)] = total > 0 ? std::max(0.0, es.eigenvalues()(col)) / total : 0;
+    p.explained[static_cast<size_t>(k)] =
+        total > 0 ? std::max(0.0, es.eigenvalues()(col)) / total : 0;
   }
   return p;
 }
@@ -42,7 +44,8 @@ namespace {
 // Row i of the conditional affinities P(j|i) with the bandwidth whose entropy is
 // log(perplexity); distances are shifted by their minimum so exp() cannot underflow to
 // an all-zero row.
-void conditional_row(const Eigen::MatrixXd& d2, Eigen::Index i, double perplexity, Eigen::MatrixXd& p) {
+void conditional_row(const Eigen::MatrixXd& d2, Eigen::Index i, double perplexity,
+                     Eigen::MatrixXd& p) {
   const Eigen::Index n = d2.rows();
   const double target = std::log(perplexity);
   double dmin = std::numeric_limits<double>::infinity();
@@ -81,9 +84,11 @@ Projection tsne_2d(const Eigen::MatrixXd& x, const TsneOptions& o) {
   if (n < 4) throw Error("t-SNE needs at least 4 points, got " + std::to_string(n));
   const double max_perp = tsne_max_perplexity(n);
   if (!(o.perplexity >= 1 && o.perplexity <= max_perp))
-    throw Error("t-SNE perplexity " + std::to_string(o.perplexity) + " is out of range for " + std::to_string(n) +
-                " points: choose a value in [1, " + std::to_string(max_perp) + "] ((N - 1) / 3)");
-  if (o.iterations < 1) throw Error("t-SNE needs at least 1 iteration, got " + std::to_string(o.iterations));
+    throw Error("t-SNE perplexity " + std::to_string(o.perplexity) + " is out of range for " +
+                std::to_string(n) + " points: choose a value in [1, " + std::to_string(max_perp) +
+                "] ((N - 1) / 3)");
+  if (o.iterations < 1)
+    throw Error("t-SNE needs at least 1 iteration, got " + std::to_string(o.iterations));
 
   Eigen::VectorXd sq = x.rowwise().squaredNorm();
   Eigen::MatrixXd d2 = (-2.0 * x * x.transpose()).colwise() + sq;
@@ -96,7 +101,8 @@ Projection tsne_2d(const Eigen::MatrixXd& x, const TsneOptions& o) {
   p.diagonal().setZero();
 
   Rng rng(o.seed);
-  Eigen::MatrixXd y(n, 2), update = Eigen::MatrixXd::Zero(n, 2), gains = Eigen::MatrixXd::Ones(n, 2), grad(n, 2);
+  Eigen::MatrixXd y(n, 2), update = Eigen::MatrixXd::Zero(n, 2),
+                           gains = Eigen::MatrixXd::Ones(n, 2), grad(n, 2);
   for (Eigen::Index i = 0; i < n; ++i)
     for (int k = 0; k < 2; ++k) y(i, k) = 1e-4 * rng.normal();
   const double lr = std::max(static_cast<double>(n) / 48.0, 50.0);
@@ -104,7 +110,8 @@ Projection tsne_2d(const Eigen::MatrixXd& x, const TsneOptions& o) {
   Eigen::MatrixXd num(n, n);
   double qsum = 0;
   for (int it = 0; it < o.iterations; ++it) {
-    const double ex = it < exaggerate_until ? 12.0 : 1.0, momentum = it < exaggerate_until ? 0.5 : 0.8;
+    const double ex = it < exaggerate_until ? 12.0 : 1.0,
+                 momentum = it < exaggerate_until ? 0.5 : 0.8;
     Eigen::VectorXd ysq = y.rowwise().squaredNorm();
     num = (-2.0 * y * y.transpose()).colwise() + ysq;
     num.rowwise() += ysq.transpose();

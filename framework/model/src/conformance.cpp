@@ -22,7 +22,8 @@
 namespace ablate::conformance {
 
 int Report::failed() const {
-  return static_cast<int>(std::count_if(checks.begin(), checks.end(), [](const CheckResult& c) { return !c.passed; }));
+  return static_cast<int>(
+      std::count_if(checks.begin(), checks.end(), [](const CheckResult& c) { return !c.passed; }));
 }
 
 std::string format_check(const CheckResult& c) {
@@ -30,7 +31,8 @@ std::string format_check(const CheckResult& c) {
   if (!c.detail.empty()) {
     // Multi-line details are indented under their check.
     std::string d = c.detail;
-    for (size_t p = d.find('\n'); p != std::string::npos; p = d.find('\n', p + 9)) d.replace(p, 1, "\n        ");
+    for (size_t p = d.find('\n'); p != std::string::npos; p = d.find('\n', p + 9))
+      d.replace(p, 1, "\n        ");
     line += c.passed ? " (" + d + ")" : "\n        " + d;
   }
   return line + "\n";
@@ -40,7 +42,8 @@ std::string Report::text() const {
   std::string s;
   for (const CheckResult& c : checks) s += format_check(c);
   const int f = failed();
-  return s + std::to_string(checks.size()) + " checks: " + std::to_string(checks.size() - static_cast<size_t>(f)) + " passed, " +
+  return s + std::to_string(checks.size()) +
+         " checks: " + std::to_string(checks.size() - static_cast<size_t>(f)) + " passed, " +
          std::to_string(f) + " failed\n";
 }
 
@@ -80,21 +83,23 @@ void randomize(ParamStore& s, uint64_t seed, float std) {
     for (int64_t i = 0; i < p->value.numel(); ++i) p->value.data[i] = std * r.normal();
 }
 
-Parameter& add_input(ParamStore& store, const std::string& name, int64_t rows, int64_t cols, float std) {
+Parameter& add_input(ParamStore& store, const std::string& name, int64_t rows, int64_t cols,
+                     float std) {
   Parameter& p = store.add(name, rows, cols, Role::kCustom);
   fill_normal(p.value, store.rng(), std);
   return p;
 }
 
-GradCheckResult check_gradients(const ForwardFn& forward, const std::vector<Parameter*>& wrt, int per_tensor, double h,
-                                double rtol, double atol) {
+GradCheckResult check_gradients(const ForwardFn& forward, const std::vector<Parameter*>& wrt,
+                                int per_tensor, double h, double rtol, double atol) {
   GradCheckResult res;
   Graph g;
   std::vector<std::vector<float>> R;
   Outputs ys = forward(g);
   for (int id = 0; id < static_cast<int>(g.num_nodes()); ++id) {
     const std::string op = g.node(id).op;
-    if (is_custom_op(op) && std::find(res.custom_ops.begin(), res.custom_ops.end(), op) == res.custom_ops.end())
+    if (is_custom_op(op) &&
+        std::find(res.custom_ops.begin(), res.custom_ops.end(), op) == res.custom_ops.end())
       res.custom_ops.push_back(op);
   }
   Var loss;
@@ -105,7 +110,8 @@ GradCheckResult check_gradients(const ForwardFn& forward, const std::vector<Para
     Var s = sum(g, mul(g, ys[k], r));
     loss = loss.valid() ? add(g, loss, s) : s;
   }
-  for (Parameter* p : wrt) std::memset(p->grad.data, 0, sizeof(float) * static_cast<size_t>(p->grad.numel()));
+  for (Parameter* p : wrt)
+    std::memset(p->grad.data, 0, sizeof(float) * static_cast<size_t>(p->grad.numel()));
   g.backward(loss);
   std::vector<std::vector<float>> analytic;
   for (Parameter* p : wrt) analytic.emplace_back(p->grad.data, p->grad.data + p->grad.numel());
@@ -117,7 +123,8 @@ GradCheckResult check_gradients(const ForwardFn& forward, const std::vector<Para
     double L = 0;
     for (size_t k = 0; k < out.size(); ++k) {
       const Tensor& t = g.value(out[k]);
-      for (int64_t i = 0; i < t.numel(); ++i) L += static_cast<double>(R[k][static_cast<size_t>(i)]) * t.data[i];
+      for (int64_t i = 0; i < t.numel(); ++i)
+        L += static_cast<double>(R[k][static_cast<size_t>(i)]) * t.data[i];
     }
     return L;
   };
@@ -134,7 +141,9 @@ GradCheckResult check_gradients(const ForwardFn& forward, const std::vector<Para
     for (int64_t i = 0; i < n; ++i) idx[static_cast<size_t>(i)] = i;
     const int64_t m = std::min<int64_t>(n, per_tensor);
     for (int64_t i = 0; i < m; ++i)
-      std::swap(idx[static_cast<size_t>(i)], idx[static_cast<size_t>(i + static_cast<int64_t>(pick.below(static_cast<uint64_t>(n - i))))]);
+      std::swap(idx[static_cast<size_t>(i)],
+                idx[static_cast<size_t>(
+                    i + static_cast<int64_t>(pick.below(static_cast<uint64_t>(n - i))))]);
     idx.resize(static_cast<size_t>(m));
     for (int64_t i : idx) {
       float& v = p.value.data[i];
@@ -156,8 +165,8 @@ GradCheckResult check_gradients(const ForwardFn& forward, const std::vector<Para
       ++res.checked;
       if (std::fabs(a - central) > tol) {
         ++res.failed;
-        res.report += p.name + "[" + std::to_string(i) + "]: analytic " + std::to_string(a) + ", numeric " +
-                      std::to_string(central) + "\n";
+        res.report += p.name + "[" + std::to_string(i) + "]: analytic " + std::to_string(a) +
+                      ", numeric " + std::to_string(central) + "\n";
       }
     }
   }
@@ -166,13 +175,14 @@ GradCheckResult check_gradients(const ForwardFn& forward, const std::vector<Para
 
 namespace {
 
-
 // The plugin's own record: a YAML-friendly name and a summary for `ablate plugins`.
 void check_info(Checker& ck, const PluginEntry& e) {
   ck.run("plugin info: lower-case name usable in YAML, non-empty summary", [&](std::string&) {
     const std::string name = e.info->name;
-    expect(!name.empty() && name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string::npos,
-           "name '" + name + "' should be lower case letters, digits and underscores (it is written in YAML)");
+    expect(!name.empty() &&
+               name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string::npos,
+           "name '" + name +
+               "' should be lower case letters, digits and underscores (it is written in YAML)");
     expect(e.info->summary && *e.info->summary, "the summary is empty; `ablate plugins` shows it");
   });
 }
@@ -191,14 +201,16 @@ bool has_checks(const std::string& family) {
   return std::find(f.begin(), f.end(), family) != f.end();
 }
 
-std::vector<OptionDoc> describe(const std::string& family, const std::string& name, const ModelDims& dims, const std::string& path) {
+std::vector<OptionDoc> describe(const std::string& family, const std::string& name,
+                                const ModelDims& dims, const std::string& path) {
   const PluginEntry* e = PluginRegistry::instance().find(family, name);
   if (!e) throw Error("no " + family + " variant named '" + name + "' is registered");
   Options o = Options::describe(path);
   ParamStore store(1);
   try {
     const std::vector<std::string> vocab = small_vocab(dims.vocab_size);
-    e->info->destroy(e->info->create(o, BuildContext{dims, ParamScope(store, "p."), 1, nullptr, &vocab}));
+    e->info->destroy(
+        e->info->create(o, BuildContext{dims, ParamScope(store, "p."), 1, nullptr, &vocab}));
   } catch (const std::exception&) {
     // Variants with required options may refuse an empty map; what was read is listed.
   }
@@ -210,12 +222,15 @@ Report check_variant(const std::string& family, const std::string& name, const S
   if (!e) throw Error("no " + family + " variant named '" + name + "' is registered");
   YAML::Node opts;
   try {
-    opts = settings.options_yaml.empty() ? YAML::Node(YAML::NodeType::Map) : YAML::Load(settings.options_yaml);
+    opts = settings.options_yaml.empty() ? YAML::Node(YAML::NodeType::Map)
+                                         : YAML::Load(settings.options_yaml);
   } catch (const YAML::Exception& ex) {
     throw Error("the options '" + settings.options_yaml + "' are not valid YAML: " + ex.what());
   }
   if (opts.IsNull()) opts = YAML::Node(YAML::NodeType::Map);
-  if (!opts.IsMap()) throw Error("the options must be a YAML map such as '{hidden: 32}', got '" + settings.options_yaml + "'");
+  if (!opts.IsMap())
+    throw Error("the options must be a YAML map such as '{hidden: 32}', got '" +
+                settings.options_yaml + "'");
   opts["type"] = name;
   Report r;
   r.family = family;
@@ -225,7 +240,8 @@ Report check_variant(const std::string& family, const std::string& name, const S
   const Subject s{family, name, opts, settings};
   const FamilyDescriptor* fd = find_family(family);
   if (!fd || !fd->checks)
-    throw Error("no conformance checks for plugin family '" + family + "'. Families with checks: " + join(checked_families()));
+    throw Error("no conformance checks for plugin family '" + family +
+                "'. Families with checks: " + join(checked_families()));
   check_info(ck, *e);
   fd->checks(ck, s);
   return r;

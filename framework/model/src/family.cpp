@@ -17,7 +17,8 @@ std::vector<std::unique_ptr<FamilyDescriptor>>& all() {
 
 bool register_family(const FamilyDescriptor& d) {
   if (d.name.empty() || d.key.empty() || find_family(d.name)) {
-    std::fprintf(stderr, "ablate: plugin family '%s' registered twice or without a name or key\n", d.name.c_str());
+    std::fprintf(stderr, "ablate: plugin family '%s' registered twice or without a name or key\n",
+                 d.name.c_str());
     std::abort();
   }
   all().push_back(std::make_unique<FamilyDescriptor>(d));
@@ -47,12 +48,14 @@ const FamilyDescriptor& family(const std::string& name) {
   if (const FamilyDescriptor* d = find_family(name)) return *d;
   const std::vector<std::string> names = family_names();
   const std::string dym = did_you_mean(name, names);
-  throw Error("unknown plugin family '" + name + "'. Families: " + join(names) + (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
+  throw Error("unknown plugin family '" + name + "'. Families: " + join(names) +
+              (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
 }
 
 Options family_options(const Options& parent, const std::string& name) {
   const FamilyDescriptor& d = family(name);
-  const std::string child = d.key.substr(d.key.rfind('.') == std::string::npos ? 0 : d.key.rfind('.') + 1);
+  const std::string child =
+      d.key.substr(d.key.rfind('.') == std::string::npos ? 0 : d.key.rfind('.') + 1);
   Options c = parent.child(child);
   if (!c.has("type") && !d.default_variant.empty()) {
     YAML::Node n = c.node();

@@ -46,9 +46,11 @@ int32_t sample_token(const float* logits, int64_t V, const Sampling& s, Rng& rng
   return idx[keep - 1];
 }
 
-std::vector<int32_t> generate(Model& model, const std::vector<int32_t>& prompt, int64_t n, const Sampling& s,
-                              Rng& rng, const std::function<void(int32_t)>& on_token) {
-  if (prompt.empty()) throw Error("generate: the prompt encodes to no tokens; give a non-empty prompt");
+std::vector<int32_t> generate(Model& model, const std::vector<int32_t>& prompt, int64_t n,
+                              const Sampling& s, Rng& rng,
+                              const std::function<void(int32_t)>& on_token) {
+  if (prompt.empty())
+    throw Error("generate: the prompt encodes to no tokens; give a non-empty prompt");
   const int64_t ctx = model.dims().context, V = model.dims().vocab_size;
   std::vector<KVCache> caches = model.make_caches(1, ctx);
   Graph g;
@@ -70,7 +72,8 @@ std::vector<int32_t> generate(Model& model, const std::vector<int32_t>& prompt, 
     Var logits = model.forward(g, a);
     return g.value(logits).row(a.time - 1);
   };
-  size_t window_start = seq.size() > static_cast<size_t>(ctx) ? seq.size() - static_cast<size_t>(ctx) : 0;
+  size_t window_start =
+      seq.size() > static_cast<size_t>(ctx) ? seq.size() - static_cast<size_t>(ctx) : 0;
   const float* last = prefill(window_start);
   for (int64_t i = 0; i < n; ++i) {
     int32_t t = sample_token(last, V, s, rng, scratch.data());
@@ -92,16 +95,21 @@ std::vector<int32_t> generate(Model& model, const std::vector<int32_t>& prompt, 
   return out;
 }
 
-std::vector<std::string> decode_prompts(Model& model, const Tokenizer& tok, const std::vector<std::string>& prompts,
-                                         const std::vector<int64_t>& max_chars, const DecodeOptions& o, const std::string& stop) {
-  if (prompts.size() != max_chars.size()) throw Error("decode_prompts: prompts and max_chars differ in length");
-  if (o.batch < 1) throw Error("decode_prompts: batch must be >= 1, got " + std::to_string(o.batch));
+std::vector<std::string> decode_prompts(Model& model, const Tokenizer& tok,
+                                        const std::vector<std::string>& prompts,
+                                        const std::vector<int64_t>& max_chars,
+                                        const DecodeOptions& o, const std::string& stop) {
+  if (prompts.size() != max_chars.size())
+    throw Error("decode_prompts: prompts and max_chars differ in length");
+  if (o.batch < 1)
+    throw Error("decode_prompts: batch must be >= 1, got " + std::to_string(o.batch));
   const int64_t ctx = model.dims().context, V = model.dims().vocab_size;
   std::vector<std::vector<int32_t>> ids(prompts.size());
   std::map<size_t, std::vector<size_t>> by_length;  // equal prompt lengths decode together
   for (size_t i = 0; i < prompts.size(); ++i) {
     ids[i] = tok.encode(prompts[i]);
-    if (ids[i].empty()) throw Error("decode_prompts: prompt '" + prompts[i] + "' encodes to no tokens");
+    if (ids[i].empty())
+      throw Error("decode_prompts: prompt '" + prompts[i] + "' encodes to no tokens");
     by_length[ids[i].size()].push_back(i);
   }
   std::vector<std::string> out(prompts.size());
@@ -120,17 +128,21 @@ std::vector<std::string> decode_prompts(Model& model, const Tokenizer& tok, cons
       for (size_t b = 0; b < n; ++b) steps = std::max(steps, max_chars[idx[b]]);
       if (steps <= 0) continue;
       if (P + steps - 1 > ctx)
-        throw Error("decode_prompts: a prompt of " + std::to_string(P) + " tokens plus an answer of up to " +
-                    std::to_string(steps - 1) + " tokens does not fit the model's context of " + std::to_string(ctx) +
-                    " tokens ('" + prompts[idx[0]] + "'); train with a longer model.context or use shorter problems");
+        throw Error("decode_prompts: a prompt of " + std::to_string(P) +
+                    " tokens plus an answer of up to " + std::to_string(steps - 1) +
+                    " tokens does not fit the model's context of " + std::to_string(ctx) +
+                    " tokens ('" + prompts[idx[0]] +
+                    "'); train with a longer model.context or use shorter problems");
       // The last token drawn is never fed back, so the cache needs P + steps - 1 slots.
       if (caches.empty() || caches[0].batch != B || caches[0].capacity < P + steps - 1)
         caches = model.make_caches(B, P + steps - 1);
       for (auto& kv : caches) kv.length = 0;
       std::vector<int32_t> x(static_cast<size_t>(B * P)), next(static_cast<size_t>(B));
-      for (size_t b = 0; b < n; ++b) std::copy(ids[idx[b]].begin(), ids[idx[b]].end(), x.begin() + static_cast<int64_t>(b) * P);
+      for (size_t b = 0; b < n; ++b)
+        std::copy(ids[idx[b]].begin(), ids[idx[b]].end(), x.begin() + static_cast<int64_t>(b) * P);
       std::vector<Rng> rngs;
-      for (size_t b = 0; b < n; ++b) rngs.emplace_back(o.seed * 0x9E3779B97F4A7C15ull + idx[b] * 0xBF58476D1CE4E5B9ull + 1);
+      for (size_t b = 0; b < n; ++b)
+        rngs.emplace_back(o.seed * 0x9E3779B97F4A7C15ull + idx[b] * 0xBF58476D1CE4E5B9ull + 1);
       std::vector<uint8_t> done(n, 0);
       g.reset();
       ForwardArgs a;
@@ -138,7 +150,8 @@ std::vector<std::string> decode_prompts(Model& model, const Tokenizer& tok, cons
       a.batch = B;
       a.time = P;
       a.caches = &caches;
-      const std::vector<int32_t> prefix(n, static_cast<int32_t>(P));  // the prompts (prefix_lm reads them whole)
+      const std::vector<int32_t> prefix(
+          n, static_cast<int32_t>(P));  // the prompts (prefix_lm reads them whole)
       a.prefix = prefix.data();
       Var logits = model.forward(g, a);  // (B*P, V): the last position of each row predicts
       int64_t row_stride = P, row_offset = P - 1;
@@ -152,10 +165,10 @@ std::vector<std::string> decode_prompts(Model& model, const Tokenizer& tok, cons
           std::string& text = out[idx[b]];
           size_t from = text.size() >= stop.size() ? text.size() - stop.size() + 1 : 0;
           text += tok.decode({t});
-          if (text.find(stop, from) != std::string::npos || static_cast<int64_t>(text.size()) >= max_chars[idx[b]])
+          if (text.find(stop, from) != std::string::npos ||
+              static_cast<int64_t>(text.size()) >= max_chars[idx[b]])
             done[b] = 1;
-          else
-            ++open;
+          else ++open;
         }
         if (open == 0 || s + 1 == steps) break;
         g.reset();

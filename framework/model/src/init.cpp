@@ -15,7 +15,8 @@ void initialise_default(ParamStore& store, const ModelDims& dims) {
   YAML::Node n;
   n["type"] = family(Initializer::kFamily).default_variant;
   Options o(n, std::make_shared<ConfigSource>(), "model.init");
-  auto init = PluginRegistry::instance().create<Initializer>(o, BuildContext{dims, ParamScope(store, ""), 0});
+  auto init = PluginRegistry::instance().create<Initializer>(
+      o, BuildContext{dims, ParamScope(store, ""), 0});
   initialise(store, *init);
 }
 

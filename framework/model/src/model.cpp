@@ -17,7 +17,9 @@ std::vector<Options> block_pattern(const Options& o) {
   const YAML::Node list = o.node()["blocks"];
   o.mark_used("blocks");
   if (!list.IsSequence() || list.size() == 0)
-    o.fail("blocks", "expected a non-empty list of blocks, one entry per layer or NAME*COUNT, e.g. [prenorm*4, parallel*2]");
+    o.fail("blocks",
+           "expected a non-empty list of blocks, one entry per layer or NAME*COUNT, e.g. "
+           "[prenorm*4, parallel*2]");
   for (size_t i = 0; i < list.size(); ++i) {
     const std::string path = o.key_path("blocks") + "." + std::to_string(i);
     const std::string s = list[i].IsScalar() ? list[i].Scalar() : "";
@@ -28,10 +30,13 @@ std::vector<Options> block_pattern(const Options& o) {
     }
     const std::string count = s.substr(star + 1);
     int64_t k = 0;
-    for (char ch : count) k = std::isdigit(static_cast<unsigned char>(ch)) && k < 100000 ? 10 * k + (ch - '0') : -1;
+    for (char ch : count)
+      k = std::isdigit(static_cast<unsigned char>(ch)) && k < 100000 ? 10 * k + (ch - '0') : -1;
     if (count.empty() || k <= 0)
-      o.fail("blocks", "entry " + std::to_string(i) + " '" + s + "': the count after '*' must be a positive integer, e.g. prenorm*4");
-    for (int64_t r = 0; r < k; ++r) layers.emplace_back(YAML::Node(s.substr(0, star)), o.source(), path);
+      o.fail("blocks", "entry " + std::to_string(i) + " '" + s +
+                           "': the count after '*' must be a positive integer, e.g. prenorm*4");
+    for (int64_t r = 0; r < k; ++r)
+      layers.emplace_back(YAML::Node(s.substr(0, star)), o.source(), path);
   }
   return layers;
 }
@@ -41,9 +46,11 @@ std::vector<Options> block_pattern(const Options& o) {
 // What blocks create their attention, FFN and norms from: the model's options.
 class Model::Parts final : public BlockParts {
  public:
-  Parts(Options attn, Options ffn, Options norm) : attn_opts(std::move(attn)), ffn_opts(std::move(ffn)), norm_opts(std::move(norm)) {}
+  Parts(Options attn, Options ffn, Options norm)
+      : attn_opts(std::move(attn)), ffn_opts(std::move(ffn)), norm_opts(std::move(norm)) {}
   Options attn_opts, ffn_opts, norm_opts;
-  std::unique_ptr<Attention> attention(const BuildContext& b, const std::string& scope) const override {
+  std::unique_ptr<Attention> attention(const BuildContext& b,
+                                       const std::string& scope) const override {
     return PluginRegistry::instance().create<Attention>(attn_opts, under(b, scope));
   }
   std::unique_ptr<Ffn> ffn(const BuildContext& b, const std::string& scope) const override {
@@ -62,9 +69,12 @@ class Model::Parts final : public BlockParts {
   }
 };
 
-Model::Model(const Options& o, int64_t vocab_size, uint64_t seed, const std::vector<std::string>& vocab) : params_(seed) {
+Model::Model(const Options& o, int64_t vocab_size, uint64_t seed,
+             const std::vector<std::string>& vocab)
+    : params_(seed) {
   if (static_cast<int64_t>(vocab.size()) > vocab_size)
-    throw Error("Model: " + std::to_string(vocab.size()) + " token texts for a vocabulary of " + std::to_string(vocab_size) + " ids");
+    throw Error("Model: " + std::to_string(vocab.size()) + " token texts for a vocabulary of " +
+                std::to_string(vocab_size) + " ids");
   // Plugins see vocab_size texts (BuildContext::vocab): the objective's extra ids are "".
   std::vector<std::string> texts = vocab;
   if (!texts.empty()) texts.resize(static_cast<size_t>(vocab_size));
@@ -73,34 +83,46 @@ Model::Model(const Options& o, int64_t vocab_size, uint64_t seed, const std::vec
   dims_.vocab_size = vocab_size;
   dims_.d_model = o.get_in<int64_t>("d_model", 64, 1, 65536, "embedding width C");
   dims_.n_heads = o.get_in<int64_t>("n_heads", 4, 1, 4096, "attention heads NH");
-  dims_.n_layers = o.get_in<int64_t>("n_layers", pattern ? static_cast<int64_t>(layers.size()) : 4, 1, 1024,
-                                     "transformer blocks (default with model.blocks: its length)");
+  dims_.n_layers =
+      o.get_in<int64_t>("n_layers", pattern ? static_cast<int64_t>(layers.size()) : 4, 1, 1024,
+                        "transformer blocks (default with model.blocks: its length)");
   dims_.context = o.get_in<int64_t>("context", 64, 1, 1 << 20, "context length T (tokens)");
-  dims_.ffn_multiplier = o.get_in<int64_t>("ffn_multiplier", 4, 1, 64, "FFN hidden width = multiplier * d_model");
+  dims_.ffn_multiplier =
+      o.get_in<int64_t>("ffn_multiplier", 4, 1, 64, "FFN hidden width = multiplier * d_model");
   dims_.bias = o.get<bool>("bias", false, "biases in linear layers");
-  dims_.dropout = o.get_in<float>("dropout", 0.0f, 0.0f, 0.99f, "dropout probability on embeddings and residual branches");
-  tie_embeddings_ = o.get<bool>("tie_embeddings", false, "LM head shares the token embedding matrix");
+  dims_.dropout = o.get_in<float>("dropout", 0.0f, 0.0f, 0.99f,
+                                  "dropout probability on embeddings and residual branches");
+  tie_embeddings_ =
+      o.get<bool>("tie_embeddings", false, "LM head shares the token embedding matrix");
   bool head_bias = o.get<bool>("head_bias", dims_.bias, "bias on the LM head");
   if (dims_.d_model % dims_.n_heads != 0)
-    o.fail("n_heads", std::to_string(dims_.n_heads) + " does not divide d_model = " + std::to_string(dims_.d_model) +
+    o.fail("n_heads", std::to_string(dims_.n_heads) +
+                          " does not divide d_model = " + std::to_string(dims_.d_model) +
                           "; choose n_heads among the divisors of d_model");
   if (pattern && static_cast<int64_t>(layers.size()) != dims_.n_layers)
-    o.fail("blocks", "gives " + std::to_string(layers.size()) + " layers but n_layers is " + std::to_string(dims_.n_layers) +
-                         "; make them agree (or leave n_layers out: it defaults to the pattern's length)");
-  if (pattern && o.has("block")) o.fail("block", "give either block (every layer) or blocks (one per layer), not both");
+    o.fail("blocks",
+           "gives " + std::to_string(layers.size()) + " layers but n_layers is " +
+               std::to_string(dims_.n_layers) +
+               "; make them agree (or leave n_layers out: it defaults to the pattern's length)");
+  if (pattern && o.has("block"))
+    o.fail("block", "give either block (every layer) or blocks (one per layer), not both");
 
   // What the blocks build their leaves from; lives while they are built (BuildContext::parts).
-  Parts parts(family_options(o, Attention::kFamily), family_options(o, Ffn::kFamily), family_options(o, Norm::kFamily));
+  Parts parts(family_options(o, Attention::kFamily), family_options(o, Ffn::kFamily),
+              family_options(o, Norm::kFamily));
   if (parts.norm_opts.has("placement"))
-    parts.norm_opts.fail("placement", "was replaced by the block family: write model.block: prenorm (placement: pre) or "
-                                 "model.block: postnorm (placement: post), and remove norm.placement (docs/MODELS.md)");
+    parts.norm_opts.fail(
+        "placement",
+        "was replaced by the block family: write model.block: prenorm (placement: pre) or "
+        "model.block: postnorm (placement: post), and remove norm.placement (docs/MODELS.md)");
   parts.norm_opts.mark_used("final");  // read below, once the blocks say what it defaults to
 
   auto& reg = PluginRegistry::instance();
   auto ctx = [&](const std::string& scope, int64_t layer) {
     ModelDims d = dims_;
     d.layer = layer;
-    return BuildContext{d, ParamScope(params_, scope), seed, &parts, texts.empty() ? nullptr : &texts};
+    return BuildContext{d, ParamScope(params_, scope), seed, &parts,
+                        texts.empty() ? nullptr : &texts};
   };
   tok_emb_ = &params_.add("tok_emb.weight", vocab_size, dims_.d_model, Role::kEmbedding);
   Options pos_opts = family_options(o, PositionalEncoding::kFamily);
@@ -109,25 +131,32 @@ Model::Model(const Options& o, int64_t vocab_size, uint64_t seed, const std::vec
   position_params_ = params_.count() - tok_emb_->value.numel();
   int64_t max_pos = positional_->max_positions();
   if (max_pos >= 0 && dims_.context > max_pos)
-    o.fail("context", std::to_string(dims_.context) + " is longer than the positional encoding supports (" +
+    o.fail("context", std::to_string(dims_.context) +
+                          " is longer than the positional encoding supports (" +
                           std::to_string(max_pos) + ")");
 
-  if (!pattern) layers.assign(static_cast<size_t>(dims_.n_layers), family_options(o, Block::kFamily));
+  if (!pattern)
+    layers.assign(static_cast<size_t>(dims_.n_layers), family_options(o, Block::kFamily));
   for (int64_t l = 0; l < dims_.n_layers; ++l)
-    blocks_.push_back(reg.create<Block>(layers[static_cast<size_t>(l)], ctx("blocks." + std::to_string(l) + ".", l)));
+    blocks_.push_back(reg.create<Block>(layers[static_cast<size_t>(l)],
+                                        ctx("blocks." + std::to_string(l) + ".", l)));
   const bool final_norm =
-      parts.norm_opts.get<bool>("final", blocks_.back()->final_norm(), "a norm before the LM head (default: as the last block says)");
+      parts.norm_opts.get<bool>("final", blocks_.back()->final_norm(),
+                                "a norm before the LM head (default: as the last block says)");
   if (final_norm) final_norm_ = reg.create<Norm>(parts.norm_opts, ctx("final_norm.", -1));
-  if (!tie_embeddings_) head_w_ = &params_.add("head.weight", dims_.d_model, vocab_size, Role::kHead);
+  if (!tie_embeddings_)
+    head_w_ = &params_.add("head.weight", dims_.d_model, vocab_size, Role::kHead);
   if (head_bias) head_b_ = &params_.add("head.bias", 1, vocab_size, Role::kBias);
   // Values by role, drawn in creation order: the init variant (model.init) decides them.
-  initialise(params_, *reg.create<Initializer>(family_options(o, Initializer::kFamily), ctx("", -1)));
+  initialise(params_,
+             *reg.create<Initializer>(family_options(o, Initializer::kFamily), ctx("", -1)));
   o.check_unused();
 }
 
 Model::~Model() = default;
 
-void scored_prefix(const int32_t* targets, int64_t batch, int64_t time, std::vector<int32_t>& prefix) {
+void scored_prefix(const int32_t* targets, int64_t batch, int64_t time,
+                   std::vector<int32_t>& prefix) {
   prefix.assign(static_cast<size_t>(batch), static_cast<int32_t>(time));
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t t = 0; t < time; ++t)
@@ -152,7 +181,8 @@ double Model::flops_per_token() const {
 
 std::vector<KVCache> Model::make_caches(int64_t batch, int64_t capacity) const {
   std::vector<KVCache> c(blocks_.size());
-  for (size_t l = 0; l < blocks_.size(); ++l) c[l].init(batch, capacity, blocks_[l]->attention().kv_width());
+  for (size_t l = 0; l < blocks_.size(); ++l)
+    c[l].init(batch, capacity, blocks_[l]->attention().kv_width());
   return c;
 }
 
@@ -163,7 +193,8 @@ Var Model::forward(Graph& g, const ForwardArgs& a) {
   constexpr int64_t kDecodeRows = 4;
   // Only where its products split (a d x d one does): a smaller model decodes faster on
   // one core than on a team, whose exchanges cost more than its products.
-  if (a.caches && a.batch * a.time <= kDecodeRows && !a.attention_weights && !(g.training && dims_.dropout > 0)) {
+  if (a.caches && a.batch * a.time <= kDecodeRows && !a.attention_weights &&
+      !(g.training && dims_.dropout > 0)) {
     if (!team_graph_) team_graph_ = std::make_unique<Graph>();
     Var logits;
     const bool ran = run_decoding_team(dims_.d_model, [&](int64_t rank) {

@@ -40,7 +40,8 @@ PluginRegistry::Impl& PluginRegistry::impl() {
 
 void PluginRegistry::add_directory(const std::string& dir) {
   if (!fs::is_directory(dir))
-    throw Error("plugin directory '" + dir + "' does not exist (given with --plugin-dir or add_directory)");
+    throw Error("plugin directory '" + dir +
+                "' does not exist (given with --plugin-dir or add_directory)");
   auto& d = impl().extra_dirs;
   if (std::find(d.begin(), d.end(), dir) == d.end()) d.push_back(dir);
   impl().loaded_all = false;
@@ -86,7 +87,8 @@ const PluginEntry& PluginRegistry::load_file(const std::string& path_in) {
     boost::dll::library_info info(path);
     auto syms = info.symbols("ablate");
     if (std::find(syms.begin(), syms.end(), "ablate_plugin") == syms.end())
-      throw Error(path + ": not an ablate plugin (no symbol 'ablate_plugin' in section 'ablate'; "
+      throw Error(path +
+                  ": not an ablate plugin (no symbol 'ablate_plugin' in section 'ablate'; "
                   "register the variant with ABLATE_PLUGIN(...))");
   } catch (const Error&) {
     throw;
@@ -107,20 +109,24 @@ const PluginEntry& PluginRegistry::load_file(const std::string& path_in) {
     }
     throw Error(path + ": cannot load plugin library: " + why +
                 (why.find("undefined symbol") != std::string::npos
-                     ? " (a missing symbol usually means it was built against another ablate version: rebuild it)"
+                     ? " (a missing symbol usually means it was built against another ablate "
+                       "version: rebuild it)"
                      : ""));
   }
   if (!lib.has("ablate_plugin"))
     throw Error(path + ": not an ablate plugin (no exported symbol 'ablate_plugin')");
   const PluginInfo& pi = lib.get_alias<const PluginInfo>("ablate_plugin");
   if (pi.api_version != kPluginApiVersion)
-    throw Error(path + ": plugin API version " + std::to_string(pi.api_version) + ", but this ablate expects " +
-                std::to_string(kPluginApiVersion) + "; rebuild the plugin against this ablate");
+    throw Error(path + ": plugin API version " + std::to_string(pi.api_version) +
+                ", but this ablate expects " + std::to_string(kPluginApiVersion) +
+                "; rebuild the plugin against this ablate");
   if (!pi.family || !pi.name || !pi.create || !pi.destroy)
-    throw Error(path + ": plugin info is incomplete (register the variant with ABLATE_PLUGIN(...))");
+    throw Error(path +
+                ": plugin info is incomplete (register the variant with ABLATE_PLUGIN(...))");
   for (const auto& e : im.entries)
     if (e->info->family == std::string(pi.family) && e->info->name == std::string(pi.name))
-      throw Error(path + ": duplicate plugin: " + pi.family + " '" + pi.name + "' is already provided by " + e->file +
+      throw Error(path + ": duplicate plugin: " + pi.family + " '" + pi.name +
+                  "' is already provided by " + e->file +
                   "; remove one of them from the plugin path");
   im.libraries.push_back(std::move(lib));
   auto entry = std::make_unique<PluginEntry>();
@@ -173,7 +179,8 @@ void PluginRegistry::load_all() {
 void PluginRegistry::unregister(const PluginEntry& entry) {
   auto& im = impl();
   im.by_file.erase(entry.file);
-  im.entries.erase(std::remove_if(im.entries.begin(), im.entries.end(), [&](const auto& e) { return e.get() == &entry; }),
+  im.entries.erase(std::remove_if(im.entries.begin(), im.entries.end(),
+                                  [&](const auto& e) { return e.get() == &entry; }),
                    im.entries.end());
 }
 
@@ -191,7 +198,8 @@ std::vector<const PluginEntry*> PluginRegistry::variants(const std::string& fami
   std::vector<const PluginEntry*> v;
   for (const auto& e : impl().entries)
     if (e->info->family == family) v.push_back(e.get());
-  std::sort(v.begin(), v.end(), [](auto* a, auto* b) { return std::string(a->info->name) < b->info->name; });
+  std::sort(v.begin(), v.end(),
+            [](auto* a, auto* b) { return std::string(a->info->name) < b->info->name; });
   return v;
 }
 
@@ -207,7 +215,8 @@ std::string PluginRegistry::type_of(const Options& opts) {
   return opts.get<std::string>("type", "");
 }
 
-void* PluginRegistry::create_raw(const std::string& family, const Options& opts, const BuildContext& ctx) {
+void* PluginRegistry::create_raw(const std::string& family, const Options& opts,
+                                 const BuildContext& ctx) {
   std::string name = opts.describing() ? "" : type_of(opts);
   opts.mark_used("type");
   const PluginEntry* e = find(family, name);
@@ -215,11 +224,13 @@ void* PluginRegistry::create_raw(const std::string& family, const Options& opts,
     std::vector<std::string> names;
     for (auto* v : variants(family)) names.push_back(v->info->name);
     std::string dym = did_you_mean(name, names);
-    opts.fail("type", "unknown " + family + " '" + name + "'. Available: " +
-                          (names.empty() ? "(none found)" : join(names)) +
+    opts.fail("type", "unknown " + family + " '" + name +
+                          "'. Available: " + (names.empty() ? "(none found)" : join(names)) +
                           (dym.empty() ? "" : ". Did you mean '" + dym + "'?") +
-                          (names.empty() || !dym.empty() ? "" : " (plugin directories searched: " + join(directories()) +
-                                                                "; add more with --plugin-dir or ABLATE_PLUGIN_PATH)"));
+                          (names.empty() || !dym.empty()
+                               ? ""
+                               : " (plugin directories searched: " + join(directories()) +
+                                     "; add more with --plugin-dir or ABLATE_PLUGIN_PATH)"));
   }
   void* obj = nullptr;
   try {
@@ -227,7 +238,8 @@ void* PluginRegistry::create_raw(const std::string& family, const Options& opts,
   } catch (const ConfigError&) {
     throw;
   } catch (const std::exception& ex) {
-    opts.fail("type", family + " '" + name + "' (" + e->file + ") failed to initialise: " + ex.what());
+    opts.fail("type",
+              family + " '" + name + "' (" + e->file + ") failed to initialise: " + ex.what());
   }
   return obj;
 }

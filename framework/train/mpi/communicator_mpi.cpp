@@ -64,34 +64,40 @@ class MpiCommunicator final : public Communicator {
 
   void allreduce_sum(double* data, size_t n) override {
     for (size_t i = 0; i < n; i += kMaxCount)
-      check(MPI_Allreduce(MPI_IN_PLACE, data + i, static_cast<int>(std::min(kMaxCount, n - i)), MPI_DOUBLE, MPI_SUM,
-                          MPI_COMM_WORLD),
+      check(MPI_Allreduce(MPI_IN_PLACE, data + i, static_cast<int>(std::min(kMaxCount, n - i)),
+                          MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
             "MPI_Allreduce");
   }
   void start_sum(float* data, size_t n) override {
     for (size_t i = 0; i < n; i += kMaxCount) {
       reqs_.emplace_back();
-      check(MPI_Iallreduce(MPI_IN_PLACE, data + i, static_cast<int>(std::min(kMaxCount, n - i)), MPI_FLOAT, MPI_SUM,
-                           MPI_COMM_WORLD, &reqs_.back()),
+      check(MPI_Iallreduce(MPI_IN_PLACE, data + i, static_cast<int>(std::min(kMaxCount, n - i)),
+                           MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &reqs_.back()),
             "MPI_Iallreduce");
     }
   }
   void poll() override {
     if (reqs_.empty()) return;
     int done = 0;
-    check(MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+    check(MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &done, MPI_STATUSES_IGNORE),
+          "MPI_Testall");
   }
   void wait_all() override {
-    check(MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+    check(MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE),
+          "MPI_Waitall");
     reqs_.clear();
   }
   void broadcast(float* data, size_t n, int root) override {
     for (size_t i = 0; i < n; i += kMaxCount)
-      check(MPI_Bcast(data + i, static_cast<int>(std::min(kMaxCount, n - i)), MPI_FLOAT, root, MPI_COMM_WORLD), "MPI_Bcast");
+      check(MPI_Bcast(data + i, static_cast<int>(std::min(kMaxCount, n - i)), MPI_FLOAT, root,
+                      MPI_COMM_WORLD),
+            "MPI_Bcast");
   }
   void broadcast(uint64_t* data, size_t n, int root) override {
     for (size_t i = 0; i < n; i += kMaxCount)
-      check(MPI_Bcast(data + i, static_cast<int>(std::min(kMaxCount, n - i)), MPI_UINT64_T, root, MPI_COMM_WORLD), "MPI_Bcast");
+      check(MPI_Bcast(data + i, static_cast<int>(std::min(kMaxCount, n - i)), MPI_UINT64_T, root,
+                      MPI_COMM_WORLD),
+            "MPI_Bcast");
   }
   void abort(int exit_code) override {
     if (size_ > 1) MPI_Abort(MPI_COMM_WORLD, exit_code);

@@ -41,12 +41,14 @@ void count_into(std::string_view text, const std::vector<std::string>& specials,
   size_t i = 0;
   const size_t n = text.size();
   std::vector<size_t> next(specials.size(), 0);  // each special's next occurrence at or after i
-  for (size_t k = 0; k < specials.size(); ++k) next[k] = specials[k].empty() ? std::string_view::npos : text.find(specials[k]);
+  for (size_t k = 0; k < specials.size(); ++k)
+    next[k] = specials[k].empty() ? std::string_view::npos : text.find(specials[k]);
   while (i < n) {
     size_t at = std::string_view::npos, len = 0;
     for (size_t k = 0; k < specials.size(); ++k) {
       if (next[k] != std::string_view::npos && next[k] < i) next[k] = text.find(specials[k], i);
-      if (next[k] < at || (next[k] == at && specials[k].size() > len)) at = next[k], len = specials[k].size();
+      if (next[k] < at || (next[k] == at && specials[k].size() > len))
+        at = next[k], len = specials[k].size();
     }
     if (at == std::string_view::npos) {
       plain(i, n);
@@ -74,7 +76,9 @@ WordCounts sorted_words(Map&& m) {
 
 // ---- the merges ------------------------------------------------------------------------------
 
-uint64_t pair_key(int32_t a, int32_t b) { return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b); }
+uint64_t pair_key(int32_t a, int32_t b) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+}
 
 // Open addressing: pair key -> index into the pair table.
 class PairIndex {
@@ -107,7 +111,9 @@ class PairIndex {
 
  private:
   static constexpr uint64_t kEmpty = ~uint64_t{0};  // ids are below 2^31: no pair has this key
-  static size_t slot(uint64_t key) { return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> 17); }
+  static size_t slot(uint64_t key) {
+    return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> 17);
+  }
   void grow() {
     std::vector<uint64_t> k(keys_.size() * 2, kEmpty);
     std::vector<int32_t> v(vals_.size() * 2, -1);
@@ -147,7 +153,8 @@ class Learner {
     }
     for (const auto& [w, n] : words) {
       if (w.size() < 2 || n == 0) continue;  // no pair to count
-      if (count_.size() >= UINT32_MAX) throw Error("train-tokenizer: more than 4 billion distinct words");
+      if (count_.size() >= UINT32_MAX)
+        throw Error("train-tokenizer: more than 4 billion distinct words");
       off_.push_back(syms_.size());
       len_.push_back(static_cast<uint32_t>(w.size()));
       count_.push_back(n);
@@ -167,10 +174,11 @@ class Learner {
     heap_ = Heap(Less{&tokens_}, std::move(entries));
   }
 
-  ByteBpe run(size_t n_merges, uint64_t min_frequency, const std::function<void(size_t)>& progress) {
+  ByteBpe run(size_t n_merges, uint64_t min_frequency,
+              const std::function<void(size_t)>& progress) {
     ByteBpe out;
     std::vector<uint32_t> stamp(count_.size(), UINT32_MAX);  // the merge that last visited a word
-    std::vector<int32_t> touched;                             // pairs whose count grew in this merge
+    std::vector<int32_t> touched;                            // pairs whose count grew in this merge
     std::vector<uint32_t> touched_stamp;
     while (out.merges.size() < n_merges && !heap_.empty()) {
       const Entry top = heap_.top();
@@ -214,9 +222,11 @@ class Learner {
   // The pair (a, b), created with count 0 when new.
   Pair& pair(int32_t a, int32_t b) {
     bool inserted = false;
-    const int32_t pid = index_.find_or_insert(pair_key(a, b), static_cast<int32_t>(pairs_.size()), inserted);
+    const int32_t pid =
+        index_.find_or_insert(pair_key(a, b), static_cast<int32_t>(pairs_.size()), inserted);
     if (inserted) {
-      if (pairs_.size() >= static_cast<size_t>(INT32_MAX)) throw Error("train-tokenizer: too many distinct pairs");
+      if (pairs_.size() >= static_cast<size_t>(INT32_MAX))
+        throw Error("train-tokenizer: too many distinct pairs");
       pairs_.push_back(Pair{a, b, 0, {}});
     }
     return pairs_[static_cast<size_t>(pid)];
@@ -224,8 +234,8 @@ class Learner {
 
   // Replaces each (a, b) of word w, left to right, with c, and updates the counts of the pairs
   // around each replacement (the others are unchanged).
-  void merge_word(uint32_t w, int32_t a, int32_t b, int32_t c, std::vector<int32_t>& touched, std::vector<uint32_t>& touched_stamp,
-                  uint32_t m) {
+  void merge_word(uint32_t w, int32_t a, int32_t b, int32_t c, std::vector<int32_t>& touched,
+                  std::vector<uint32_t>& touched_stamp, uint32_t m) {
     int32_t* s = syms_.data() + off_[w];
     const uint32_t L = len_[w];
     const uint64_t n = count_[w];
@@ -262,15 +272,18 @@ class Learner {
       ++j;
     }
     len_[w] = j;
-    if (touched_stamp.size() < pairs_.size() + L) touched_stamp.resize(pairs_.size() + L + 1024, UINT32_MAX);
+    if (touched_stamp.size() < pairs_.size() + L)
+      touched_stamp.resize(pairs_.size() + L + 1024, UINT32_MAX);
     for (uint32_t k = 0; k + 1 < j; ++k) {
       if (!is_new_[k] && !is_new_[k + 1]) continue;
       const size_t before = pairs_.size();
       Pair& p = pair(s[k], s[k + 1]);
       p.count += n;
       p.where.push_back(w);
-      const int32_t pid = pairs_.size() > before ? static_cast<int32_t>(before) : index_.find(pair_key(s[k], s[k + 1]));
-      if (touched_stamp.size() <= static_cast<size_t>(pid)) touched_stamp.resize(pairs_.size() + 1024, UINT32_MAX);
+      const int32_t pid = pairs_.size() > before ? static_cast<int32_t>(before)
+                                                 : index_.find(pair_key(s[k], s[k + 1]));
+      if (touched_stamp.size() <= static_cast<size_t>(pid))
+        touched_stamp.resize(pairs_.size() + 1024, UINT32_MAX);
       if (touched_stamp[static_cast<size_t>(pid)] != m) {
         touched_stamp[static_cast<size_t>(pid)] = m;
         touched.push_back(pid);
@@ -333,8 +346,8 @@ CorpusCount count_corpus_words(const BpeCorpusOptions& opt) {
     last = now;
     const double s = std::chrono::duration<double>(now - t0).count();
     const double mb = static_cast<double>(bytes.load()) / 1e6;
-    std::fprintf(stderr, "%strain-tokenizer: counted %.1f MB in %.1f s (%.1f MB/s)%s", tty ? "\r" : "", mb, s, s > 0 ? mb / s : 0.0,
-                 final_line || !tty ? "\n" : "");
+    std::fprintf(stderr, "%strain-tokenizer: counted %.1f MB in %.1f s (%.1f MB/s)%s",
+                 tty ? "\r" : "", mb, s, s > 0 ? mb / s : 0.0, final_line || !tty ? "\n" : "");
     std::fflush(stderr);
   };
   constexpr size_t kChunk = size_t{1} << 20;
@@ -351,7 +364,8 @@ CorpusCount count_corpus_words(const BpeCorpusOptions& opt) {
             while (size < kChunk) {
               if (!reader) {
                 if (file == files.size()) break;
-                reader = std::make_unique<DocumentReader>(files[file], is_jsonl_name(files[file]), opt.field, "", kChunk);
+                reader = std::make_unique<DocumentReader>(files[file], is_jsonl_name(files[file]),
+                                                          opt.field, "", kChunk);
               }
               Piece p;
               if (!reader->next(p)) {
@@ -380,7 +394,8 @@ CorpusCount count_corpus_words(const BpeCorpusOptions& opt) {
   for (Map& m : local) maps.push_back(&m);
   Map all;
   if (!maps.empty()) {
-    std::sort(maps.begin(), maps.end(), [](const Map* x, const Map* y) { return x->size() > y->size(); });
+    std::sort(maps.begin(), maps.end(),
+              [](const Map* x, const Map* y) { return x->size() > y->size(); });
     all = std::move(*maps[0]);
     for (size_t k = 1; k < maps.size(); ++k) {
       for (auto& kv : *maps[k]) all[kv.first] += kv.second;
@@ -395,18 +410,22 @@ CorpusCount count_corpus_words(const BpeCorpusOptions& opt) {
   return out;
 }
 
-ByteBpe learn_byte_bpe(const WordCounts& words, int64_t vocab_size, const std::vector<std::string>& specials, uint64_t min_frequency,
+ByteBpe learn_byte_bpe(const WordCounts& words, int64_t vocab_size,
+                       const std::vector<std::string>& specials, uint64_t min_frequency,
                        const std::function<void(size_t)>& progress) {
   const int64_t fixed = 256 + static_cast<int64_t>(specials.size());
   if (vocab_size < fixed)
-    throw Error("train-tokenizer: a vocabulary of " + std::to_string(vocab_size) + " is too small: the 256 bytes and " +
-                std::to_string(specials.size()) + " special token(s) need " + std::to_string(fixed) + ": give at least " +
+    throw Error("train-tokenizer: a vocabulary of " + std::to_string(vocab_size) +
+                " is too small: the 256 bytes and " + std::to_string(specials.size()) +
+                " special token(s) need " + std::to_string(fixed) + ": give at least " +
                 std::to_string(fixed));
-  if (vocab_size > (int64_t{1} << 30)) throw Error("train-tokenizer: a vocabulary of " + std::to_string(vocab_size) + " is too large");
+  if (vocab_size > (int64_t{1} << 30))
+    throw Error("train-tokenizer: a vocabulary of " + std::to_string(vocab_size) + " is too large");
   for (const std::string& s : specials)
     if (s.empty()) throw Error("train-tokenizer: an empty special token");
   Learner l(words, specials);
-  return l.run(static_cast<size_t>(vocab_size - fixed), std::max<uint64_t>(min_frequency, 1), progress);
+  return l.run(static_cast<size_t>(vocab_size - fixed), std::max<uint64_t>(min_frequency, 1),
+               progress);
 }
 
 std::string hf_tokenizer_json(const ByteBpe& bpe) {
@@ -417,33 +436,43 @@ std::string hf_tokenizer_json(const ByteBpe& bpe) {
   // by a linear search, too slow for 50,000 tokens.
   std::string added = "[";
   for (size_t k = 0; k < bpe.specials.size(); ++k)
-    added += std::string(k ? "," : "") + "\n    {\"id\": " + std::to_string(first_special + static_cast<int32_t>(k)) +
+    added += std::string(k ? "," : "") +
+             "\n    {\"id\": " + std::to_string(first_special + static_cast<int32_t>(k)) +
              ", \"content\": " + quoted(bpe.specials[k]) +
-             ", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": false, \"special\": true}";
+             ", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": "
+             "false, \"special\": true}";
   added += bpe.specials.empty() ? "]" : "\n  ]";
   std::string vocab = "{";
   for (int32_t id = 0; id < static_cast<int32_t>(bpe.tokens.size()); ++id) {
     const std::string& t = bpe.tokens[static_cast<size_t>(id)];
-    vocab += std::string(id ? "," : "") + "\n      " + quoted(id >= first_special ? t : byte_bpe::to_chars(t)) + ": " + std::to_string(id);
+    vocab += std::string(id ? "," : "") + "\n      " +
+             quoted(id >= first_special ? t : byte_bpe::to_chars(t)) + ": " + std::to_string(id);
   }
   vocab += "\n    }";
   std::string merges = "[";
   for (size_t k = 0; k < bpe.merges.size(); ++k) {
     const auto& [a, b] = bpe.merges[k];
     merges += std::string(k ? "," : "") + "\n      " +
-              quoted(byte_bpe::to_chars(bpe.tokens[static_cast<size_t>(a)]) + " " + byte_bpe::to_chars(bpe.tokens[static_cast<size_t>(b)]));
+              quoted(byte_bpe::to_chars(bpe.tokens[static_cast<size_t>(a)]) + " " +
+                     byte_bpe::to_chars(bpe.tokens[static_cast<size_t>(b)]));
   }
   merges += bpe.merges.empty() ? "]" : "\n    ]";
   auto byte_level = [](bool prefix, bool trim) {
-    return std::string("{\"type\": \"ByteLevel\", \"add_prefix_space\": ") + (prefix ? "true" : "false") +
-           ", \"trim_offsets\": " + (trim ? "true" : "false") + ", \"use_regex\": true}";
+    return std::string("{\"type\": \"ByteLevel\", \"add_prefix_space\": ") +
+           (prefix ? "true" : "false") + ", \"trim_offsets\": " + (trim ? "true" : "false") +
+           ", \"use_regex\": true}";
   };
-  return "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n  \"added_tokens\": " + added +
-         ",\n  \"normalizer\": null,\n  \"pre_tokenizer\": " + byte_level(false, true) + ",\n  \"post_processor\": " +
-         byte_level(true, false) + ",\n  \"decoder\": " + byte_level(true, true) +
-         ",\n  \"model\": {\n    \"type\": \"BPE\",\n    \"dropout\": null,\n    \"unk_token\": null,\n"
-         "    \"continuing_subword_prefix\": \"\",\n    \"end_of_word_suffix\": \"\",\n    \"fuse_unk\": false,\n"
-         "    \"byte_fallback\": false,\n    \"vocab\": " + vocab + ",\n    \"merges\": " + merges + "\n  }\n}\n";
+  return "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n  "
+         "\"added_tokens\": " +
+         added + ",\n  \"normalizer\": null,\n  \"pre_tokenizer\": " + byte_level(false, true) +
+         ",\n  \"post_processor\": " + byte_level(true, false) +
+         ",\n  \"decoder\": " + byte_level(true, true) +
+         ",\n  \"model\": {\n    \"type\": \"BPE\",\n    \"dropout\": null,\n    \"unk_token\": "
+         "null,\n"
+         "    \"continuing_subword_prefix\": \"\",\n    \"end_of_word_suffix\": \"\",\n    "
+         "\"fuse_unk\": false,\n"
+         "    \"byte_fallback\": false,\n    \"vocab\": " +
+         vocab + ",\n    \"merges\": " + merges + "\n  }\n}\n";
 }
 
 }  // namespace ablate

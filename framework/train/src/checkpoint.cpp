@@ -37,7 +37,9 @@ std::array<uint32_t, 256> make_crc_table() {
 uint32_t load_u32(const uint8_t* p) {
   return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
 }
-uint64_t load_u64(const uint8_t* p) { return uint64_t(load_u32(p)) | uint64_t(load_u32(p + 4)) << 32; }
+uint64_t load_u64(const uint8_t* p) {
+  return uint64_t(load_u32(p)) | uint64_t(load_u32(p + 4)) << 32;
+}
 
 // Appends little-endian values to a byte sink, keeping a running CRC of everything written.
 template <class Sink>
@@ -130,8 +132,9 @@ class Reader {
   size_t pos() const { return pos_; }
   size_t remaining() const { return end_ - pos_; }
   [[noreturn]] void fail(uint64_t n, const char* what) const {
-    throw Error(name_ + ": corrupt checkpoint (" + what + " at byte " + std::to_string(pos_) + " needs " +
-                std::to_string(n) + " bytes, only " + std::to_string(remaining()) + " remain before the CRC)");
+    throw Error(name_ + ": corrupt checkpoint (" + what + " at byte " + std::to_string(pos_) +
+                " needs " + std::to_string(n) + " bytes, only " + std::to_string(remaining()) +
+                " remain before the CRC)");
   }
   const uint8_t* take(uint64_t n, const char* what) {
     if (n > remaining()) fail(n, what);
@@ -178,8 +181,10 @@ uint32_t crc32(const uint8_t* data, size_t size, uint32_t crc) {
 static void check_shapes(const Checkpoint& ck, const std::string& what) {
   for (const auto& [k, v] : ck.shapes) {
     auto t = ck.tensors.find(k);
-    if (t == ck.tensors.end()) throw Error(what + ": shape of '" + k + "' without a tensor of that name");
-    if (v.size() > kMaxDims) throw Error(what + ": shape of '" + k + "' has " + std::to_string(v.size()) + " dimensions");
+    if (t == ck.tensors.end())
+      throw Error(what + ": shape of '" + k + "' without a tensor of that name");
+    if (v.size() > kMaxDims)
+      throw Error(what + ": shape of '" + k + "' has " + std::to_string(v.size()) + " dimensions");
     uint64_t n = 1;
     bool ok = true;
     std::string dims;
@@ -189,8 +194,9 @@ static void check_shapes(const Checkpoint& ck, const std::string& what) {
       else n *= static_cast<uint64_t>(d);
     }
     if (!ok || n != t->second.size())
-      throw Error(what + ": tensor '" + k + "' has " + std::to_string(t->second.size()) + " values, but its shape (" + dims +
-                  ") has " + (ok ? std::to_string(n) : std::string("an impossible number of")) + " elements");
+      throw Error(what + ": tensor '" + k + "' has " + std::to_string(t->second.size()) +
+                  " values, but its shape (" + dims + ") has " +
+                  (ok ? std::to_string(n) : std::string("an impossible number of")) + " elements");
   }
 }
 
@@ -209,25 +215,30 @@ Checkpoint parse_checkpoint(const uint8_t* data, size_t size, const std::string&
   if (std::memcmp(data, kMagic, magic_n) != 0)
     throw Error(name + ": not an ablate checkpoint (it does not start with \"ABLATECK\")");
   if (size < kHeaderSize)
-    throw Error(name + ": checkpoint truncated at byte " + std::to_string(size) + " (the header alone is " +
-                std::to_string(kHeaderSize) + " bytes)");
+    throw Error(name + ": checkpoint truncated at byte " + std::to_string(size) +
+                " (the header alone is " + std::to_string(kHeaderSize) + " bytes)");
   const uint32_t version = load_u32(data + 8);
   const uint64_t total = load_u64(data + 12);
-  if (crc32(data, 20) != load_u32(data + 20)) throw Error(name + ": corrupt checkpoint (header CRC mismatch)");
+  if (crc32(data, 20) != load_u32(data + 20))
+    throw Error(name + ": corrupt checkpoint (header CRC mismatch)");
   if (version < 1 || version > kCheckpointVersion)
-    throw Error(name + ": checkpoint version " + std::to_string(version) + " is not supported (this ablate reads " +
-                "versions 1 to " + std::to_string(kCheckpointVersion) + "); use the ablate that wrote it");
+    throw Error(name + ": checkpoint version " + std::to_string(version) +
+                " is not supported (this ablate reads " + "versions 1 to " +
+                std::to_string(kCheckpointVersion) + "); use the ablate that wrote it");
   if (total < kHeaderSize + kTrailerSize)
-    throw Error(name + ": corrupt checkpoint (header gives an impossible size of " + std::to_string(total) + " bytes)");
+    throw Error(name + ": corrupt checkpoint (header gives an impossible size of " +
+                std::to_string(total) + " bytes)");
   if (size < total)
     throw Error(name + ": checkpoint truncated at byte " + std::to_string(size) + " (header says " +
-                std::to_string(total) + " bytes): an interrupted write or incomplete copy; use an earlier checkpoint");
+                std::to_string(total) +
+                " bytes): an interrupted write or incomplete copy; use an earlier checkpoint");
   if (size > total)
-    throw Error(name + ": corrupt checkpoint (" + std::to_string(size - total) + " unexpected bytes after byte " +
-                std::to_string(total) + ")");
+    throw Error(name + ": corrupt checkpoint (" + std::to_string(size - total) +
+                " unexpected bytes after byte " + std::to_string(total) + ")");
   const size_t body_end = static_cast<size_t>(total) - kTrailerSize;
   if (crc32(data, body_end) != load_u32(data + body_end))
-    throw Error(name + ": corrupt checkpoint (CRC mismatch): the file was damaged after it was written");
+    throw Error(name +
+                ": corrupt checkpoint (CRC mismatch): the file was damaged after it was written");
 
   Checkpoint ck;
   Reader r(data, body_end, kHeaderSize, name);
@@ -241,13 +252,17 @@ Checkpoint parse_checkpoint(const uint8_t* data, size_t size, const std::string&
     if (kind == kText) {
       const uint64_t n = r.u64("text length");
       const uint8_t* p = r.take(n, "text");
-      fresh = ck.texts.emplace(key, std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(n))).second;
+      fresh =
+          ck.texts
+              .emplace(key, std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(n)))
+              .second;
     } else if (kind == kTensor) {
       const uint64_t n = r.u64("tensor length");
       // Compare element counts, not bytes: 4 * n may overflow.
       if (n > r.remaining() / 4)  // compare counts: 4 * n may overflow
-        throw Error(name + ": corrupt checkpoint (tensor '" + key + "' at byte " + std::to_string(at) + " claims " +
-                    std::to_string(n) + " floats, only " + std::to_string(r.remaining()) + " bytes remain)");
+        throw Error(name + ": corrupt checkpoint (tensor '" + key + "' at byte " +
+                    std::to_string(at) + " claims " + std::to_string(n) + " floats, only " +
+                    std::to_string(r.remaining()) + " bytes remain)");
       const uint8_t* p = r.take(n * 4, "tensor data");
       std::vector<float> v(static_cast<size_t>(n));
       for (size_t i = 0; i < v.size(); ++i) {
@@ -260,22 +275,25 @@ Checkpoint parse_checkpoint(const uint8_t* data, size_t size, const std::string&
     } else if (kind == kShape && version >= 2) {
       const uint32_t ndim = r.u32("shape rank");
       if (ndim > kMaxDims)
-        throw Error(name + ": corrupt checkpoint (shape of '" + key + "' at byte " + std::to_string(at) + " has " +
-                    std::to_string(ndim) + " dimensions, at most " + std::to_string(kMaxDims) + ")");
+        throw Error(name + ": corrupt checkpoint (shape of '" + key + "' at byte " +
+                    std::to_string(at) + " has " + std::to_string(ndim) + " dimensions, at most " +
+                    std::to_string(kMaxDims) + ")");
       std::vector<int64_t> dims(ndim);
       for (auto& d : dims) {
         const uint64_t v = r.u64("shape dimension");
-        if (v > (uint64_t{1} << 62)) throw Error(name + ": corrupt checkpoint (shape of '" + key + "' has a dimension of " + std::to_string(v) + ")");
+        if (v > (uint64_t{1} << 62))
+          throw Error(name + ": corrupt checkpoint (shape of '" + key + "' has a dimension of " +
+                      std::to_string(v) + ")");
         d = static_cast<int64_t>(v);
       }
       fresh = ck.shapes.emplace(key, std::move(dims)).second;
     } else {
-      throw Error(name + ": corrupt checkpoint (unknown entry kind " + std::to_string(kind) + " at byte " +
-                  std::to_string(at) + ")");
+      throw Error(name + ": corrupt checkpoint (unknown entry kind " + std::to_string(kind) +
+                  " at byte " + std::to_string(at) + ")");
     }
     if (!fresh)
-      throw Error(name + ": corrupt checkpoint (entry '" + key + "' appears twice, second at byte " +
-                  std::to_string(at) + ")");
+      throw Error(name + ": corrupt checkpoint (entry '" + key +
+                  "' appears twice, second at byte " + std::to_string(at) + ")");
   }
   check_shapes(ck, name + ": corrupt checkpoint");
   return ck;
@@ -320,10 +338,8 @@ void write_checkpoint(const std::string& path, const Checkpoint& ck) {
         write_all(fd, buf.data(), buf.size(), tmp);
         buf.clear();
       }
-      if (n >= buf.capacity())
-        write_all(fd, p, n, tmp);
-      else
-        buf.insert(buf.end(), p, p + n);
+      if (n >= buf.capacity()) write_all(fd, p, n, tmp);
+      else buf.insert(buf.end(), p, p + n);
     };
     serialize_to(ck, sink);
     // In two halves: the crash tests kill the process in between (fault.hpp).
@@ -338,7 +354,8 @@ void write_checkpoint(const std::string& path, const Checkpoint& ck) {
     }
     fd = -1;
     fault_point("checkpoint.rename");
-    if (::rename(tmp.c_str(), path.c_str()) != 0) throw Error(sys_error(path, "cannot rename " + tmp + " to it"));
+    if (::rename(tmp.c_str(), path.c_str()) != 0)
+      throw Error(sys_error(path, "cannot rename " + tmp + " to it"));
   } catch (...) {
     if (fd >= 0) ::close(fd);
     ::unlink(tmp.c_str());

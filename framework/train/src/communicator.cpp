@@ -27,9 +27,11 @@ Communicator& world() {
 #else
       const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
       if (size && std::string(size) != "1")
-        throw Error("started by mpirun with " + std::string(size) +
-                    " processes, but this ablate was built without MPI: each would train the whole run alone. Install "
-                    "libopenmpi-dev (Debian) and rebuild (cmake -DABLATE_MPI=ON), or run without mpirun");
+        throw Error(
+            "started by mpirun with " + std::string(size) +
+            " processes, but this ablate was built without MPI: each would train the whole run "
+            "alone. Install "
+            "libopenmpi-dev (Debian) and rebuild (cmake -DABLATE_MPI=ON), or run without mpirun");
 #endif
     }
     return std::make_unique<Communicator>();

@@ -27,9 +27,12 @@ bool ends_with(const std::string& s, const std::string& end) {
   return s.size() >= end.size() && s.compare(s.size() - end.size(), end.size(), end) == 0;
 }
 
-constexpr size_t kCleanCutSearch = size_t{64} << 10;  // how far back a piece's end looks for a clean cut
+constexpr size_t kCleanCutSearch = size_t{64}
+                                   << 10;  // how far back a piece's end looks for a clean cut
 
-bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
 
 bool has_glob_chars(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
 
@@ -60,7 +63,8 @@ std::vector<std::string> expand_inputs(const std::string& input, const std::stri
   std::error_code ec;
   if (fs::is_regular_file(input, ec)) return {input};
   if (fs::is_directory(input, ec)) {
-    for (auto it = fs::recursive_directory_iterator(input, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    for (auto it = fs::recursive_directory_iterator(input, ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
       const fs::path& p = it->path();
       const std::string name = p.filename().string();
       if (!name.empty() && name[0] == '.') {
@@ -79,11 +83,14 @@ std::vector<std::string> expand_inputs(const std::string& input, const std::stri
     glob_t g{};
     if (::glob(input.c_str(), 0, nullptr, &g) == 0)
       for (size_t i = 0; i < g.gl_pathc; ++i)
-        if (fs::is_regular_file(g.gl_pathv[i], ec) && !is_under(canonical_or_same(g.gl_pathv[i]), skip))
+        if (fs::is_regular_file(g.gl_pathv[i], ec) &&
+            !is_under(canonical_or_same(g.gl_pathv[i]), skip))
           out.emplace_back(g.gl_pathv[i]);
     ::globfree(&g);
     std::sort(out.begin(), out.end());
-    if (out.empty()) throw Error("'" + input + "' matches no file; give files, a directory or a glob that matches some");
+    if (out.empty())
+      throw Error("'" + input +
+                  "' matches no file; give files, a directory or a glob that matches some");
     return out;
   }
   throw Error(input + ": no such file or directory");
@@ -92,7 +99,9 @@ std::vector<std::string> expand_inputs(const std::string& input, const std::stri
 // ---- ByteStream --------------------------------------------------------------------------
 
 ByteStream::ByteStream(const std::string& path) : path_(path), raw_(kRawBlock) {
-  kind_ = ends_with(path, ".gz") ? Kind::kGzip : ends_with(path, ".zst") ? Kind::kZstd : Kind::kPlain;
+  kind_ = ends_with(path, ".gz")    ? Kind::kGzip
+          : ends_with(path, ".zst") ? Kind::kZstd
+                                    : Kind::kPlain;
   f_ = std::fopen(path.c_str(), "rb");
   if (!f_) throw Error(path + ": cannot open: " + std::strerror(errno));
   if (kind_ == Kind::kGzip) {
@@ -128,7 +137,8 @@ ByteStream::~ByteStream() {
 size_t ByteStream::fill_raw() {
   if (raw_eof_) return 0;
   const size_t n = std::fread(raw_.data(), 1, raw_.size(), f_);
-  if (n < raw_.size() && std::ferror(f_)) throw Error(path_ + ": read error: " + std::strerror(errno));
+  if (n < raw_.size() && std::ferror(f_))
+    throw Error(path_ + ": read error: " + std::strerror(errno));
   if (n == 0) raw_eof_ = true;
   sha_.update(raw_.data(), n);
   consumed_ += n;
@@ -174,7 +184,8 @@ size_t ByteStream::read(char* out, size_t n) {
         }
         inflateReset(z);
       } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
-        throw Error(path_ + ": not valid gzip data near byte " + std::to_string(consumed_ - (raw_len_ - raw_pos_)) + ": " +
+        throw Error(path_ + ": not valid gzip data near byte " +
+                    std::to_string(consumed_ - (raw_len_ - raw_pos_)) + ": " +
                     (z->msg ? z->msg : "zlib error " + std::to_string(rc)));
       }
     }
@@ -185,8 +196,9 @@ size_t ByteStream::read(char* out, size_t n) {
   while (ob.pos == 0) {
     if (raw_pos_ == raw_len_ && fill_raw() == 0) {
       if (consumed_ == 0) throw Error(path_ + ": an empty file, not zstd data");
-      if (!frame_done_) throw Error(path_ + ": zstd data cut short at byte " + std::to_string(consumed_) +
-                                    " (the file ends inside a frame): copy or compress it again");
+      if (!frame_done_)
+        throw Error(path_ + ": zstd data cut short at byte " + std::to_string(consumed_) +
+                    " (the file ends inside a frame): copy or compress it again");
       done_ = true;
       return 0;
     }
@@ -194,8 +206,8 @@ size_t ByteStream::read(char* out, size_t n) {
     const size_t rc = ZSTD_decompressStream(d, &ob, &ib);
     raw_pos_ += ib.pos;
     if (ZSTD_isError(rc))
-      throw Error(path_ + ": not valid zstd data near byte " + std::to_string(consumed_ - (raw_len_ - raw_pos_)) + ": " +
-                  ZSTD_getErrorName(rc));
+      throw Error(path_ + ": not valid zstd data near byte " +
+                  std::to_string(consumed_ - (raw_len_ - raw_pos_)) + ": " + ZSTD_getErrorName(rc));
     frame_done_ = rc == 0;
   }
   return ob.pos;
@@ -203,9 +215,13 @@ size_t ByteStream::read(char* out, size_t n) {
 
 // ---- DocumentReader ----------------------------------------------------------------------
 
-DocumentReader::DocumentReader(const std::string& path, bool jsonl, const std::string& field, const std::string& separator,
-                               size_t piece_bytes)
-    : in_(path), jsonl_(jsonl), field_(field), sep_(separator), piece_(std::max<size_t>(piece_bytes, 16)) {}
+DocumentReader::DocumentReader(const std::string& path, bool jsonl, const std::string& field,
+                               const std::string& separator, size_t piece_bytes)
+    : in_(path),
+      jsonl_(jsonl),
+      field_(field),
+      sep_(separator),
+      piece_(std::max<size_t>(piece_bytes, 16)) {}
 
 bool DocumentReader::more() {
   if (eof_) return false;
@@ -243,18 +259,23 @@ bool DocumentReader::next(Piece& p) {
       try {
         j = nlohmann::json::parse(line);
       } catch (const nlohmann::json::exception& e) {
-        throw Error(where + ": not a JSON line: " + e.what() + ". JSONL holds one JSON object per line");
+        throw Error(where + ": not a JSON line: " + e.what() +
+                    ". JSONL holds one JSON object per line");
       }
-      if (!j.is_object()) throw Error(where + ": a JSON " + std::string(j.type_name()) + ", not an object {\"" + field_ + "\": \"...\"}");
+      if (!j.is_object())
+        throw Error(where + ": a JSON " + std::string(j.type_name()) + ", not an object {\"" +
+                    field_ + "\": \"...\"}");
       auto it = j.find(field_);
       if (it == j.end()) {
         std::vector<std::string> keys;
         for (const auto& kv : j.items()) keys.push_back(kv.key());
-        throw Error(where + ": no field '" + field_ + "'; this object has " + (keys.empty() ? "no fields" : "fields " + join(keys)) +
+        throw Error(where + ": no field '" + field_ + "'; this object has " +
+                    (keys.empty() ? "no fields" : "fields " + join(keys)) +
                     ". Name the field that holds the text: --field NAME");
       }
       if (!it->is_string())
-        throw Error(where + ": field '" + field_ + "' is a JSON " + std::string(it->type_name()) + ", not a string of text");
+        throw Error(where + ": field '" + field_ + "' is a JSON " + std::string(it->type_name()) +
+                    ", not a string of text");
       std::string text = it->get<std::string>();
       if (text.empty()) continue;
       p.text = std::move(text);

@@ -44,7 +44,7 @@ class ByteStream {
   size_t raw_pos_ = 0, raw_len_ = 0;
   bool raw_eof_ = false, done_ = false;
   bool frame_done_ = false;  // zstd: the last frame read is complete
-  void* z_ = nullptr;  // z_stream or ZSTD_DStream
+  void* z_ = nullptr;        // z_stream or ZSTD_DStream
 };
 
 // A piece of a document: a whole document, or a part of a long one cut after a newline
@@ -60,8 +60,8 @@ class DocumentReader {
  public:
   // `jsonl`: a document per line, its text in `field`; else `separator` cuts a text file into
   // documents ("" : the file is one document). Empty documents are left out.
-  DocumentReader(const std::string& path, bool jsonl, const std::string& field, const std::string& separator,
-                 size_t piece_bytes);
+  DocumentReader(const std::string& path, bool jsonl, const std::string& field,
+                 const std::string& separator, size_t piece_bytes);
   // The next piece; false at the end of the file.
   bool next(Piece& p);
   ByteStream& stream() { return in_; }
@@ -73,9 +73,9 @@ class DocumentReader {
   std::string field_, sep_;
   size_t piece_;
   std::string buf_;
-  size_t pos_ = 0;          // unread bytes start here
-  uint64_t offset_ = 0;     // decompressed offset of buf_[pos_]
-  int64_t line_ = 0;        // JSONL lines read
+  size_t pos_ = 0;       // unread bytes start here
+  uint64_t offset_ = 0;  // decompressed offset of buf_[pos_]
+  int64_t line_ = 0;     // JSONL lines read
   bool eof_ = false, in_document_ = false;
 };
 

@@ -21,7 +21,8 @@ namespace {
 // Encodes text line by line (each line with its '\n'), so that every line starts a token
 // and its offset is known whatever the tokenizer merges. Returns the offsets; `spans` (if
 // given) gets each encoded line's offset and length in the text, without its newline.
-std::vector<int64_t> encode_lines(const Tokenizer& tok, const std::string& text, std::vector<int32_t>& ids,
+std::vector<int64_t> encode_lines(const Tokenizer& tok, const std::string& text,
+                                  std::vector<int32_t>& ids,
                                   std::vector<std::pair<size_t, size_t>>* spans = nullptr) {
   std::vector<int64_t> starts;
   ids.clear();
@@ -47,17 +48,23 @@ std::vector<LineWeights::Rule> read_line_rules(const Options& o, std::vector<Opt
   const YAML::Node list = o.node()["line_weights"];
   o.mark_used("line_weights");
   if (!list.IsDefined() || list.IsNull()) return rules;
-  const char* example = "e.g. line_weights: [{match: '\\*', weight: 0}, {match: '^[^=]*\\.', weight: 3, until: 2000}]";
+  const char* example =
+      "e.g. line_weights: [{match: '\\*', weight: 0}, {match: '^[^=]*\\.', weight: 3, until: "
+      "2000}]";
   if (!list.IsSequence() || list.size() > kMaxLineRules)
-    o.fail("line_weights", "expected a list of up to " + std::to_string(kMaxLineRules) +
-                               " rules {match: REGEX, weight: W, from: STEP, until: STEP} ([]: none), " + example);
+    o.fail("line_weights",
+           "expected a list of up to " + std::to_string(kMaxLineRules) +
+               " rules {match: REGEX, weight: W, from: STEP, until: STEP} ([]: none), " + example);
   for (size_t i = 0; i < list.size(); ++i) {
     Options r(list[i], o.source(), o.key_path("line_weights") + "." + std::to_string(i));
     LineWeights::Rule rule;
-    rule.match = r.require<std::string>("match", "ECMAScript regular expression searched in each line (without its newline)");
-    rule.weight = r.get_in<double>("weight", 1.0, 0.0, 1e6, "how many times as often a matching line is drawn (0: never)");
+    rule.match = r.require<std::string>(
+        "match", "ECMAScript regular expression searched in each line (without its newline)");
+    rule.weight = r.get_in<double>("weight", 1.0, 0.0, 1e6,
+                                   "how many times as often a matching line is drawn (0: never)");
     rule.from = r.get_in<int64_t>("from", 1, 1, int64_t{1} << 62, "first step the rule holds");
-    rule.until = r.get_in<int64_t>("until", -1, -1, int64_t{1} << 62, "last step the rule holds (-1: to the end)");
+    rule.until = r.get_in<int64_t>("until", -1, -1, int64_t{1} << 62,
+                                   "last step the rule holds (-1: to the end)");
     if (rule.until >= 0 && rule.until < rule.from)
       r.fail("until", std::to_string(rule.until) + " is before from (" + std::to_string(rule.from) +
                           "); give until >= from, or -1 for to the end of training");
@@ -81,22 +88,24 @@ void group_lines(const Options& o, const std::vector<Options>& rule_opts, TextDa
     try {
       re = std::regex(lw.rules[r].match, std::regex::ECMAScript | std::regex::optimize);
     } catch (const std::regex_error& e) {
-      ro.fail("match", "'" + lw.rules[r].match + "' is not a regular expression (ECMAScript): " + e.what() +
-                      "; escape special characters, e.g. '\\*' for a literal '*'");
+      ro.fail("match", "'" + lw.rules[r].match + "' is not a regular expression (ECMAScript): " +
+                           e.what() + "; escape special characters, e.g. '\\*' for a literal '*'");
     }
     const uint8_t bit = static_cast<uint8_t>(1u << r);
     parallel_for(static_cast<int64_t>(n), 4096, [&](int64_t lo, int64_t hi) {
       for (int64_t k = lo; k < hi; ++k) {
         const char* first = d.train_text.data() + spans[static_cast<size_t>(k)].first;
-        if (std::regex_search(first, first + spans[static_cast<size_t>(k)].second, re)) mask[static_cast<size_t>(k)] |= bit;
+        if (std::regex_search(first, first + spans[static_cast<size_t>(k)].second, re))
+          mask[static_cast<size_t>(k)] |= bit;
       }
     });
     size_t hits = 0;
     for (uint8_t m : mask) hits += (m & bit) != 0;
     if (hits == 0 || hits == n)
-      ro.fail("match", "'" + lw.rules[r].match + "' matches " + (hits ? "every one" : "none") + " of the " + std::to_string(n) +
-                      " training lines of " + d.path + ", so its weight changes nothing; give a pattern that picks out some "
-                      "lines (ECMAScript, searched anywhere in a line)");
+      ro.fail("match", "'" + lw.rules[r].match + "' matches " + (hits ? "every one" : "none") +
+                           " of the " + std::to_string(n) + " training lines of " + d.path +
+                           ", so its weight changes nothing; give a pattern that picks out some "
+                           "lines (ECMAScript, searched anywhere in a line)");
   }
   lw.groups.assign(size_t{1} << n_rules, {});
   for (size_t k = 0; k < n; ++k) lw.groups[mask[k]].push_back(static_cast<int64_t>(k));
@@ -109,8 +118,9 @@ void group_lines(const Options& o, const std::vector<Options>& rule_opts, TextDa
   double w[size_t{1} << kMaxLineRules];
   for (int64_t s : steps) {
     if (lw.group_weights(s, w) <= 0)
-      o.fail("line_weights", "at step " + std::to_string(s) + " every training line has weight 0, so no window can be drawn; "
-                             "give some lines a weight above 0 there");
+      o.fail("line_weights", "at step " + std::to_string(s) +
+                                 " every training line has weight 0, so no window can be drawn; "
+                                 "give some lines a weight above 0 there");
   }
 }
 
@@ -145,27 +155,36 @@ struct DataSpec {
 
 DataSpec read_data_spec(const Options& o, TextData& d) {
   DataSpec spec;
-  spec.name = o.require<std::string>("path", "text file: a path, or a file name found in the data directories");
-  spec.frac = o.get_in<double>("train_fraction", 0.9, 0.01, 0.999, "leading fraction of the file used for training");
-  std::string windows = o.get_choice("windows", "random", {"random", "lines"},
-                                     "where windows start: anywhere (random) or at line starts (lines: whole problems)");
+  spec.name = o.require<std::string>(
+      "path", "text file: a path, or a file name found in the data directories");
+  spec.frac = o.get_in<double>("train_fraction", 0.9, 0.01, 0.999,
+                               "leading fraction of the file used for training");
+  std::string windows = o.get_choice(
+      "windows", "random", {"random", "lines"},
+      "where windows start: anywhere (random) or at line starts (lines: whole problems)");
   d.line_windows = windows == "lines";
   d.pad_lines = o.get_choice("fill", "pack", {"pack", "pad"},
-                             "with windows: lines, the rest of a window holds the following lines (pack) or padding after the "
+                             "with windows: lines, the rest of a window holds the following lines "
+                             "(pack) or padding after the "
                              "last whole line (pad); random windows are always packed") == "pad";
   if (d.pad_lines && !d.line_windows)
     o.fail("fill", "pad applies only to line windows; add data.windows: lines or remove data.fill");
-  const std::string& after = spec.after = o.get<std::string>(
-      "score_after", "",
-      "score only the tokens after this text in each line, e.g. \"=\": the answers of prompt/answer lines (needs "
-      "windows: lines); empty: every token");
+  const std::string& after = spec.after =
+      o.get<std::string>("score_after", "",
+                         "score only the tokens after this text in each line, e.g. \"=\": the "
+                         "answers of prompt/answer lines (needs "
+                         "windows: lines); empty: every token");
   if (!after.empty() && !d.line_windows)
-    o.fail("score_after", "'" + after + "' marks where each line's answer starts, which needs windows that start at "
-                          "lines; add data.windows: lines or remove data.score_after");
+    o.fail("score_after",
+           "'" + after +
+               "' marks where each line's answer starts, which needs windows that start at "
+               "lines; add data.windows: lines or remove data.score_after");
   d.line_weights.rules = read_line_rules(o, spec.rule_opts);
   if (!d.line_weights.rules.empty() && !d.line_windows)
-    o.fail("line_weights", "weights lines, which needs windows that start at lines; add data.windows: lines or remove "
-                           "data.line_weights");
+    o.fail(
+        "line_weights",
+        "weights lines, which needs windows that start at lines; add data.windows: lines or remove "
+        "data.line_weights");
   o.check_unused();
   return spec;
 }
@@ -181,7 +200,8 @@ std::string resolve_data_path(const Options& o, const DataSpec& spec, const std:
 }
 
 // Reads d.path as the spec says into d (whose options read_data_spec filled in).
-void read_text_data(const Options& o, const DataSpec& spec, Tokenizer& tok, int64_t context, bool fit, TextData& d) {
+void read_text_data(const Options& o, const DataSpec& spec, Tokenizer& tok, int64_t context,
+                    bool fit, TextData& d) {
   const std::string& after = spec.after;
   try {
     std::string text = read_text_file(d.path);
@@ -207,9 +227,10 @@ void read_text_data(const Options& o, const DataSpec& spec, Tokenizer& tok, int6
     d.val = tok.encode(d.val_text);
     auto check = [&](const std::vector<int32_t>& t, const char* part) {
       if (static_cast<int64_t>(t.size()) < context + 1)
-        o.fail("path", d.path + ": the " + std::string(part) + " part has " + std::to_string(t.size()) +
-                           " tokens, fewer than one window (context + 1 = " + std::to_string(context + 1) +
-                           "); use a longer file, a smaller model.context, or change data.train_fraction");
+        o.fail("path",
+               d.path + ": the " + std::string(part) + " part has " + std::to_string(t.size()) +
+                   " tokens, fewer than one window (context + 1 = " + std::to_string(context + 1) +
+                   "); use a longer file, a smaller model.context, or change data.train_fraction");
     };
     check(d.train, "training");
     check(d.val, "validation");
@@ -223,28 +244,33 @@ void read_text_data(const Options& o, const DataSpec& spec, Tokenizer& tok, int6
     const std::vector<int32_t> ids = tok.encode(after);
     if (ids.size() != 1)
       o.fail("score_after", "'" + after + "' is " + std::to_string(ids.size()) +
-                                " tokens for this tokenizer; give text that is one token (with the char tokenizer: one "
+                                " tokens for this tokenizer; give text that is one token (with the "
+                                "char tokenizer: one "
                                 "character that ends every prompt, e.g. \"=\")");
     if (d.train_text.find(after) == std::string::npos)
-      o.fail("score_after", "no line of " + d.path + "'s training part contains '" + after +
-                                "', so nothing would be scored; give the text that ends each prompt");
+      o.fail("score_after",
+             "no line of " + d.path + "'s training part contains '" + after +
+                 "', so nothing would be scored; give the text that ends each prompt");
     d.score_after = ids[0];
   }
-  auto check = [&](const std::vector<int64_t>& starts, const std::vector<int32_t>& t, const char* part,
-                   const std::string& text, int64_t first_line) {
+  auto check = [&](const std::vector<int64_t>& starts, const std::vector<int32_t>& t,
+                   const char* part, const std::string& text, int64_t first_line) {
     if (starts.empty())
-      o.fail("path", d.path + ": the " + std::string(part) + " part has no lines; use a longer file or change data.train_fraction");
+      o.fail("path", d.path + ": the " + std::string(part) +
+                         " part has no lines; use a longer file or change data.train_fraction");
     // A line longer than a window would never have its end (the answer) trained on.
     for (size_t k = 0; k < starts.size(); ++k) {
-      int64_t len = (k + 1 < starts.size() ? starts[k + 1] : static_cast<int64_t>(t.size())) - starts[k];
+      int64_t len =
+          (k + 1 < starts.size() ? starts[k + 1] : static_cast<int64_t>(t.size())) - starts[k];
       if (len > context + 1) {
         int64_t line = first_line;
         for (size_t i = 0, seen = 0; i < text.size() && seen < k; ++i)
           if (text[i] == '\n') ++seen, ++line;
-        o.fail("windows", d.path + ":" + std::to_string(line) + ": a line of " + std::to_string(len) +
-                              " tokens does not fit a window of context + 1 = " + std::to_string(context + 1) +
-                              " tokens; raise model.context to at least " + std::to_string(len - 1) +
-                              " or use data.windows: random");
+        o.fail("windows",
+               d.path + ":" + std::to_string(line) + ": a line of " + std::to_string(len) +
+                   " tokens does not fit a window of context + 1 = " + std::to_string(context + 1) +
+                   " tokens; raise model.context to at least " + std::to_string(len - 1) +
+                   " or use data.windows: random");
       }
     }
   };
@@ -275,7 +301,8 @@ DataMemo::~DataMemo() {
   g_memo = nullptr;
 }
 
-TextData load_text_data(const Options& o, const std::string& yaml_dir, Tokenizer& tok, int64_t context, bool fit) {
+TextData load_text_data(const Options& o, const std::string& yaml_dir, Tokenizer& tok,
+                        int64_t context, bool fit) {
   TextData d;
   if (names_dataset(o)) {
     load_dataset_data(o, yaml_dir, tok, "", context, fit, d);
@@ -291,16 +318,18 @@ TextData load_text_data(const Options& o, const std::string& yaml_dir, Tokenizer
   return d;
 }
 
-std::shared_ptr<const TextData> load_shared_text_data(const Options& o, const std::string& yaml_dir, Tokenizer& tok,
-                                                      const std::string& tokenizer_key, int64_t context, bool fit) {
+std::shared_ptr<const TextData> load_shared_text_data(const Options& o, const std::string& yaml_dir,
+                                                      Tokenizer& tok,
+                                                      const std::string& tokenizer_key,
+                                                      int64_t context, bool fit) {
   auto d = std::make_shared<TextData>();
   if (names_dataset(o)) {
     std::string key;
     if (g_memo) {
       YAML::Emitter section;
       section << o.node();
-      key = std::string("dataset\n") + section.c_str() + '\n' + tokenizer_key + '\n' + std::to_string(context) +
-            (fit ? "\nfit" : "\nloaded " + tok.save());
+      key = std::string("dataset\n") + section.c_str() + '\n' + tokenizer_key + '\n' +
+            std::to_string(context) + (fit ? "\nfit" : "\nloaded " + tok.save());
       if (g_memo->data && g_memo->key == key) {
         if (fit) tok.load(g_memo->tokenizer_state);
         return g_memo->data;
@@ -316,8 +345,8 @@ std::shared_ptr<const TextData> load_shared_text_data(const Options& o, const st
     if (g_memo) {
       YAML::Emitter section;
       section << o.node();
-      key = "shards\n" + shard_files_key(spec) + section.c_str() + '\n' + tokenizer_key + '\n' + std::to_string(context) +
-            (fit ? "\nfit" : "\nloaded " + tok.save());
+      key = "shards\n" + shard_files_key(spec) + section.c_str() + '\n' + tokenizer_key + '\n' +
+            std::to_string(context) + (fit ? "\nfit" : "\nloaded " + tok.save());
       if (g_memo->data && g_memo->key == key) {
         if (fit) tok.load(g_memo->tokenizer_state);
         return g_memo->data;
@@ -336,8 +365,9 @@ std::shared_ptr<const TextData> load_shared_text_data(const Options& o, const st
     const auto time = fs::last_write_time(d->path, ec).time_since_epoch().count();
     YAML::Emitter section;
     section << o.node();
-    key = d->path + '\n' + std::to_string(size) + ' ' + std::to_string(time) + '\n' + section.c_str() + '\n' +
-          tokenizer_key + '\n' + std::to_string(context) + (fit ? "\nfit" : "\nloaded " + tok.save());
+    key = d->path + '\n' + std::to_string(size) + ' ' + std::to_string(time) + '\n' +
+          section.c_str() + '\n' + tokenizer_key + '\n' + std::to_string(context) +
+          (fit ? "\nfit" : "\nloaded " + tok.save());
     if (g_memo->data && g_memo->key == key) {
       if (fit) tok.load(g_memo->tokenizer_state);
       return g_memo->data;
@@ -370,7 +400,8 @@ int64_t TextData::tokens(bool train_part) const {
   return static_cast<int64_t>((train_part ? train : val).size());
 }
 
-void sample_batch(const TextData& data, bool train, int64_t B, int64_t T, Rng& rng, int32_t* x, int32_t* y, int64_t step) {
+void sample_batch(const TextData& data, bool train, int64_t B, int64_t T, Rng& rng, int32_t* x,
+                  int32_t* y, int64_t step) {
   if (data.from_shards()) {
     sample_shard_windows(train ? *data.train_shards : *data.val_shards, B, T, rng, x, y);
     return;
@@ -388,7 +419,8 @@ void sample_batch(const TextData& data, bool train, int64_t B, int64_t T, Rng& r
     return;
   }
   const std::vector<int64_t>& starts = train ? data.train_lines : data.val_lines;
-  const int64_t size = static_cast<int64_t>(tokens.size()), n_lines = static_cast<int64_t>(starts.size());
+  const int64_t size = static_cast<int64_t>(tokens.size()),
+                n_lines = static_cast<int64_t>(starts.size());
   const bool weighted = train && step >= 1 && data.line_weights.active(step);
   double w[size_t{1} << kMaxLineRules], total = 0;  // the step's group weights, once a batch
   if (weighted) total = data.line_weights.group_weights(step, w);
@@ -439,7 +471,9 @@ struct Streams {
     else tokens = train ? &d.train : &d.val;
   }
   size_t count() const { return shards ? shards->shards.size() : 1; }
-  int64_t size(size_t k) const { return shards ? shards->shards[k].size() : static_cast<int64_t>(tokens->size()); }
+  int64_t size(size_t k) const {
+    return shards ? shards->shards[k].size() : static_cast<int64_t>(tokens->size());
+  }
   void copy(size_t k, int64_t begin, int64_t n, int32_t* out) const {
     if (shards) shards->shards[k].copy(begin, n, out);
     else std::copy(tokens->begin() + begin, tokens->begin() + begin + n, out);
@@ -457,7 +491,8 @@ int64_t consecutive_windows(const TextData& data, bool train, int64_t T) {
   return w;
 }
 
-void consecutive_batch(const TextData& data, bool train, int64_t first, int64_t B, int64_t T, int32_t* x, int32_t* y) {
+void consecutive_batch(const TextData& data, bool train, int64_t first, int64_t B, int64_t T,
+                       int32_t* x, int32_t* y) {
   const Streams st(data, train);
   std::fill(x, x + B * T, 0);
   std::fill(y, y + B * T, -1);
@@ -465,9 +500,11 @@ void consecutive_batch(const TextData& data, bool train, int64_t first, int64_t 
   int64_t before = 0;  // windows of the streams before k
   for (int64_t b = 0; b < B; ++b) {
     const int64_t w = first + b;
-    while (k < st.count() && w >= before + Streams::windows(st.size(k), T)) before += Streams::windows(st.size(k++), T);
+    while (k < st.count() && w >= before + Streams::windows(st.size(k), T))
+      before += Streams::windows(st.size(k++), T);
     if (k == st.count()) return;  // past the last window: padding
-    const int64_t i = (w - before) * T, m = std::min(T, st.size(k) - 1 - i);  // targets in this window
+    const int64_t i = (w - before) * T,
+                  m = std::min(T, st.size(k) - 1 - i);  // targets in this window
     st.copy(k, i, m, x + b * T);
     st.copy(k, i + 1, m, y + b * T);
   }

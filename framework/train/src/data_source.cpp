@@ -47,7 +47,8 @@ inline uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
 void sha256_block(std::array<uint32_t, 8>& h, const uint8_t* p) {
   uint32_t w[64];
   for (int i = 0; i < 16; ++i)
-    w[i] = uint32_t(p[4 * i]) << 24 | uint32_t(p[4 * i + 1]) << 16 | uint32_t(p[4 * i + 2]) << 8 | p[4 * i + 3];
+    w[i] = uint32_t(p[4 * i]) << 24 | uint32_t(p[4 * i + 1]) << 16 | uint32_t(p[4 * i + 2]) << 8 |
+           p[4 * i + 3];
   for (int i = 16; i < 64; ++i) {
     uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
     uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
@@ -55,7 +56,8 @@ void sha256_block(std::array<uint32_t, 8>& h, const uint8_t* p) {
   }
   uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7];
   for (int i = 0; i < 64; ++i) {
-    uint32_t t1 = hh + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + kSha256K[i] + w[i];
+    uint32_t t1 =
+        hh + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + kSha256K[i] + w[i];
     uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
     hh = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
   }
@@ -72,7 +74,8 @@ struct KnownDataset {
 };
 
 constexpr KnownDataset kKnownDatasets[] = {
-    {"tinyshakespeare.txt", "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",
+    {"tinyshakespeare.txt",
+     "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",
      "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed", 1115394},
     // GPT-2's tokenizer files (the gpt2 tokenizer; REFERENCE.md "GPT-2's tokenizer").
     {"encoder.json", "https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/encoder.json",
@@ -82,15 +85,19 @@ constexpr KnownDataset kKnownDatasets[] = {
     // The named datasets' archives and files (datasets.hpp, docs/DATA.md "Named datasets").
     // Matt Mahoney's enwik8 and text8 (the Hutter Prize pages); the digests are the ones
     // published code pins for them.
-    {"enwik8.zip", "http://mattmahoney.net/dc/enwik8.zip", "547994d9980ebed1288380d652999f38a14fe291a6247c157c3d33d4932534bc",
-     36445475},
-    {"text8.zip", "http://mattmahoney.net/dc/text8.zip", "a6640522afe85d1963ad56c05b0ede0a0c000dddc9671758a6cc09b7a38e5232",
-     31344016},
+    {"enwik8.zip", "http://mattmahoney.net/dc/enwik8.zip",
+     "547994d9980ebed1288380d652999f38a14fe291a6247c157c3d33d4932534bc", 36445475},
+    {"text8.zip", "http://mattmahoney.net/dc/text8.zip",
+     "a6640522afe85d1963ad56c05b0ede0a0c000dddc9671758a6cc09b7a38e5232", 31344016},
     // TinyStories (Eldan & Li 2023) as published on Hugging Face: no SHA-256 of these files
     // is published that we could find, so the download is checked by its size.
-    {"TinyStoriesV2-GPT4-train.txt", "https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main/TinyStoriesV2-GPT4-train.txt",
+    {"TinyStoriesV2-GPT4-train.txt",
+     "https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main/"
+     "TinyStoriesV2-GPT4-train.txt",
      "", 2227753162},
-    {"TinyStoriesV2-GPT4-valid.txt", "https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main/TinyStoriesV2-GPT4-valid.txt",
+    {"TinyStoriesV2-GPT4-valid.txt",
+     "https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main/"
+     "TinyStoriesV2-GPT4-valid.txt",
      "", 22502601},
 };
 
@@ -140,14 +147,16 @@ std::string last_line(const std::string& s) {
   size_t end = s.find_last_not_of("\r\n \t");
   if (end == std::string::npos) return "";
   size_t start = s.find_last_of('\n', end);
-  return s.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
+  return s.substr(start == std::string::npos ? 0 : start + 1,
+                  end - (start == std::string::npos ? 0 : start + 1) + 1);
 }
 
 // Runs argv with stdin/stdout on /dev/null, kills it after timeout_s. Returns "" on exit
 // status 0, otherwise why it failed (with the last line it printed on stderr).
 std::string run_with_deadline(const std::vector<std::string>& argv, int timeout_s) {
   int pipe_fd[2];
-  if (::pipe2(pipe_fd, O_CLOEXEC) != 0) return std::string("cannot create a pipe: ") + std::strerror(errno);
+  if (::pipe2(pipe_fd, O_CLOEXEC) != 0)
+    return std::string("cannot create a pipe: ") + std::strerror(errno);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
@@ -168,7 +177,8 @@ std::string run_with_deadline(const std::vector<std::string>& argv, int timeout_
   bool timed_out = false;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
   while (true) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       timed_out = true;
       ::kill(pid, SIGKILL);
@@ -188,10 +198,12 @@ std::string run_with_deadline(const std::vector<std::string>& argv, int timeout_
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (timed_out) return argv[0] + " did not finish within " + std::to_string(timeout_s) + " s (killed)";
+  if (timed_out)
+    return argv[0] + " did not finish within " + std::to_string(timeout_s) + " s (killed)";
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
-  std::string why = WIFEXITED(status) ? argv[0] + " exited with status " + std::to_string(WEXITSTATUS(status))
-                                      : argv[0] + " was killed by signal " + std::to_string(WTERMSIG(status));
+  std::string why = WIFEXITED(status)
+                        ? argv[0] + " exited with status " + std::to_string(WEXITSTATUS(status))
+                        : argv[0] + " was killed by signal " + std::to_string(WTERMSIG(status));
   std::string line = last_line(err);
   return line.empty() ? why : why + ": " + line;
 }
@@ -202,14 +214,14 @@ std::string download(const KnownDataset& ds, const fs::path& dest, int timeout_s
   fs::create_directories(dest.parent_path(), ec);
   if (ec) return "cannot create " + dest.parent_path().string() + ": " + ec.message();
   const std::string part = dest.string() + "." + std::to_string(::getpid()) + ".part";
-  const std::string t = std::to_string(std::max(1, timeout_s)), connect = std::to_string(std::clamp(timeout_s, 1, 30));
+  const std::string t = std::to_string(std::max(1, timeout_s)),
+                    connect = std::to_string(std::clamp(timeout_s, 1, 30));
   std::vector<std::string> argv;
   if (std::string curl = find_executable("curl"); !curl.empty())
     argv = {curl, "-fsSL", "--connect-timeout", connect, "--max-time", t, "-o", part, ds.url};
   else if (std::string wget = find_executable("wget"); !wget.empty())
     argv = {wget, "-q", "--tries=1", "--timeout=" + connect, "-O", part, ds.url};
-  else
-    return "neither curl nor wget is installed";
+  else return "neither curl nor wget is installed";
   // The downloader enforces the timeout itself; our deadline is the backstop.
   std::string why = run_with_deadline(argv, std::max(1, timeout_s) + 5);
   if (why.empty()) {
@@ -225,7 +237,8 @@ std::string download(const KnownDataset& ds, const fs::path& dest, int timeout_s
     if (*ds.sha256 && got != ds.sha256)
       why = "the downloaded file has sha256 " + got + ", expected " + ds.sha256;
     else if (ds.bytes > 0 && size != ds.bytes)
-      why = "the downloaded file has " + std::to_string(size) + " bytes, expected " + std::to_string(ds.bytes);
+      why = "the downloaded file has " + std::to_string(size) + " bytes, expected " +
+            std::to_string(ds.bytes);
     else if (::rename(part.c_str(), dest.c_str()) != 0)
       why = "cannot rename " + part + " to " + dest.string() + ": " + std::strerror(errno);
   }
@@ -323,7 +336,8 @@ std::vector<std::string> data_search_paths(const std::string& name, const std::s
   return out;
 }
 
-std::string resolve_data_file(const std::string& name, const std::string& yaml_dir, const DataSearchOptions& opt) {
+std::string resolve_data_file(const std::string& name, const std::string& yaml_dir,
+                              const DataSearchOptions& opt) {
   if (name.empty()) throw Error("data file: empty file name");
   std::vector<std::string> places = data_search_paths(name, yaml_dir, opt);
   for (const auto& p : places)
@@ -332,7 +346,8 @@ std::string resolve_data_file(const std::string& name, const std::string& yaml_d
   std::string msg = "data file '" + name + "' not found. Searched:\n";
   for (const auto& p : places) {
     std::error_code ec;
-    msg += "  " + p + (fs::is_directory(p, ec) ? "  (a directory: name the text file inside it)" : "") + "\n";
+    msg += "  " + p +
+           (fs::is_directory(p, ec) ? "  (a directory: name the text file inside it)" : "") + "\n";
   }
   const std::string file_name = fs::path(name).filename().string();
   const std::string cache = opt.cache_dir.empty() ? default_cache_dir() : opt.cache_dir;
@@ -342,12 +357,14 @@ std::string resolve_data_file(const std::string& name, const std::string& yaml_d
     std::string why = download(*known, dest, opt.download_timeout_seconds);
     if (why.empty()) return absolute_normal(dest);
     msg += "Downloading it from " + std::string(known->url) + " failed: " + why + "\n";
-    msg += "Fix: put " + file_name + " in one of the places above, or set ABLATE_DATA_PATH to a directory " +
-           "holding it (':'-separated), or download it yourself when online:\n  curl -fL -o " + dest.string() +
-           " " + known->url;
+    msg += "Fix: put " + file_name +
+           " in one of the places above, or set ABLATE_DATA_PATH to a directory " +
+           "holding it (':'-separated), or download it yourself when online:\n  curl -fL -o " +
+           dest.string() + " " + known->url;
     throw Error(msg);
   }
-  msg += "Fix: put " + file_name + " in one of these places, or set ABLATE_DATA_PATH to the directory holding " +
+  msg += "Fix: put " + file_name +
+         " in one of these places, or set ABLATE_DATA_PATH to the directory holding " +
          "it (':'-separated). Relative names are looked up first next to the experiment file.";
   throw Error(msg);
 }
@@ -392,8 +409,8 @@ std::string read_text_file(const std::string& path) {
       }
       char hex[8];
       std::snprintf(hex, sizeof hex, "0x%02X", c);
-      throw Error(path + ": not valid UTF-8 at byte offset " + std::to_string(i) + " (line " + std::to_string(line) +
-                  ", column " + std::to_string(col) + "): byte " + hex +
+      throw Error(path + ": not valid UTF-8 at byte offset " + std::to_string(i) + " (line " +
+                  std::to_string(line) + ", column " + std::to_string(col) + "): byte " + hex +
                   (len > 0 && i + len > n ? " starts a sequence cut off by the end of the file"
                                           : " does not start a valid character") +
                   ". Convert the file to UTF-8, e.g. iconv -f latin1 -t utf-8");

@@ -18,8 +18,9 @@ namespace fs = std::filesystem;
 namespace {
 
 // The keys of text files and token shards, which a dataset's own files and split replace.
-const char* const kOtherKeys[] = {"path", "train_fraction", "windows", "fill", "score_after", "line_weights",
-                                  "shards", "train", "val", "format"};
+const char* const kOtherKeys[] = {"path",        "train_fraction", "windows", "fill",
+                                  "score_after", "line_weights",   "shards",  "train",
+                                  "val",         "format"};
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -30,7 +31,8 @@ std::string read_bytes(const std::string& path) {
 }
 
 // The tokenizer's type and options as the experiment's section gives them (for the manifest).
-void tokenizer_identity(const std::string& key, std::string& name, std::vector<std::pair<std::string, std::string>>& options) {
+void tokenizer_identity(const std::string& key, std::string& name,
+                        std::vector<std::pair<std::string, std::string>>& options) {
   name = "(the experiment's tokenizer)";
   if (key.empty()) return;
   try {
@@ -52,30 +54,41 @@ void tokenizer_identity(const std::string& key, std::string& name, std::vector<s
 
 bool names_dataset(const Options& o) { return o.has("dataset"); }
 
-void load_dataset_data(const Options& o, const std::string& yaml_dir, Tokenizer& tok, const std::string& tokenizer_key,
-                       int64_t context, bool fit, TextData& d) {
+void load_dataset_data(const Options& o, const std::string& yaml_dir, Tokenizer& tok,
+                       const std::string& tokenizer_key, int64_t context, bool fit, TextData& d) {
   for (const char* k : kOtherKeys)
     if (o.has(k))
-      o.fail(k, std::string(k) + " does not apply to a named dataset (data.dataset), which brings its own files and "
-                                 "split (docs/DATA.md, \"Named datasets\"): remove " + k);
+      o.fail(
+          k,
+          std::string(k) +
+              " does not apply to a named dataset (data.dataset), which brings its own files and "
+              "split (docs/DATA.md, \"Named datasets\"): remove " +
+              k);
   std::vector<std::string> names;
   for (const auto& ds : named_datasets()) names.push_back(ds.name);
-  const std::string name = o.require<std::string>("dataset", "a named public dataset: " + join(names) +
-                                                                 " (downloaded, split and prepared in ~/.cache/ablate/data on first use)");
+  const std::string name = o.require<std::string>(
+      "dataset", "a named public dataset: " + join(names) +
+                     " (downloaded, split and prepared in ~/.cache/ablate/data on first use)");
   const NamedDataset* ds = find_named_dataset(name);
   if (!ds) {
     const std::string dym = did_you_mean(name, names);
-    o.fail("dataset", "unknown dataset '" + name + "'; known: " + join(names) + (dym.empty() ? "" : ". Did you mean '" + dym + "'?") +
+    o.fail("dataset", "unknown dataset '" + name + "'; known: " + join(names) +
+                          (dym.empty() ? "" : ". Did you mean '" + dym + "'?") +
                           " Another text file: data.path; token shards: data.shards");
   }
-  const bool align = o.get_choice("align", "none", {"none", "documents"},
-                                  "with a ready-made tokenizer (token shards): where windows start, anywhere (none) or at "
-                                  "an end-of-text id (documents)") == "documents";
-  const bool test = o.get_choice("eval_on", "val", {"val", "test"},
-                                 "the split the evaluations score as validation: val, or test (enwik8, text8: the last "
-                                 "5M bytes, for the final number to compare with published ones)") == "test";
+  const bool align =
+      o.get_choice(
+          "align", "none", {"none", "documents"},
+          "with a ready-made tokenizer (token shards): where windows start, anywhere (none) or at "
+          "an end-of-text id (documents)") == "documents";
+  const bool test =
+      o.get_choice(
+          "eval_on", "val", {"val", "test"},
+          "the split the evaluations score as validation: val, or test (enwik8, text8: the last "
+          "5M bytes, for the final number to compare with published ones)") == "test";
   if (test && ds->test_parts == 0)
-    o.fail("eval_on", "'" + name + "' has no test split (only enwik8 and text8 do); use eval_on: val");
+    o.fail("eval_on",
+           "'" + name + "' has no test split (only enwik8 and text8 do); use eval_on: val");
   o.check_unused();
 
   DatasetSplits splits;
@@ -102,7 +115,8 @@ void load_dataset_data(const Options& o, const std::string& yaml_dir, Tokenizer&
     for (const auto& e : fs::directory_iterator(spec.where)) {
       const std::string f = e.path().filename().string();
       if (f.size() > 4 && f.compare(f.size() - 4, 4, ".bin") == 0)
-        (f.find("_train_") != std::string::npos ? spec.train_files : spec.val_files).push_back(e.path().string());
+        (f.find("_train_") != std::string::npos ? spec.train_files : spec.val_files)
+            .push_back(e.path().string());
     }
     std::sort(spec.train_files.begin(), spec.train_files.end());
     std::sort(spec.val_files.begin(), spec.val_files.end());
@@ -114,9 +128,12 @@ void load_dataset_data(const Options& o, const std::string& yaml_dir, Tokenizer&
   }
 
   if (align)
-    o.fail("align", "documents starts windows at end-of-text ids of token shards, which a named dataset has only with a "
-                    "ready-made tokenizer (byte, gpt2); tokenizer '" + (tokenizer_key.empty() ? std::string("?") : tokenizer_key) +
-                    "' is fitted on the text, which is read as text: remove align");
+    o.fail("align",
+           "documents starts windows at end-of-text ids of token shards, which a named dataset has "
+           "only with a "
+           "ready-made tokenizer (byte, gpt2); tokenizer '" +
+               (tokenizer_key.empty() ? std::string("?") : tokenizer_key) +
+               "' is fitted on the text, which is read as text: remove align");
   d.path = splits.dir;
   d.sha256 = splits.sha256;
   // The splits' bytes as they are: enwik8's cuts fall where they fall (a character may be
@@ -128,10 +145,14 @@ void load_dataset_data(const Options& o, const std::string& yaml_dir, Tokenizer&
   d.val = tok.encode(d.val_text);
   for (const auto* part : {&d.train, &d.val})
     if (static_cast<int64_t>(part->size()) < context + 1)
-      o.fail("dataset", "'" + name + "': the " + (part == &d.train ? "training" : "validation") + " split (" +
-                            (part == &d.train ? splits.train : test ? splits.test : splits.val) + ") has " + std::to_string(part->size()) +
-                            " tokens, fewer than one window (context + 1 = " + std::to_string(context + 1) +
-                            "); use a smaller model.context");
+      o.fail("dataset",
+             "'" + name + "': the " + (part == &d.train ? "training" : "validation") + " split (" +
+                 (part == &d.train ? splits.train
+                  : test           ? splits.test
+                                   : splits.val) +
+                 ") has " + std::to_string(part->size()) +
+                 " tokens, fewer than one window (context + 1 = " + std::to_string(context + 1) +
+                 "); use a smaller model.context");
 }
 
 }  // namespace ablate

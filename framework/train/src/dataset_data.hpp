@@ -11,8 +11,8 @@ namespace ablate {
 // Whether a data section names a dataset (data.dataset).
 bool names_dataset(const Options& data_opts);
 
-// Reads the section (dataset, align, eval_on), prepares the dataset (datasets.hpp) and loads it into d:
-// a tokenizer that is pretrained() reads the token shards made with it (made on first use;
+// Reads the section (dataset, align, eval_on), prepares the dataset (datasets.hpp) and loads it
+// into d: a tokenizer that is pretrained() reads the token shards made with it (made on first use;
 // `tokenizer_key`, the experiment's tokenizer section as YAML, names it in their manifest),
 // any other is fitted (fit = true) on the training split and encodes both splits.
 void load_dataset_data(const Options& data_opts, const std::string& yaml_dir, Tokenizer& tok,

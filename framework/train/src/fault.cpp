@@ -17,7 +17,7 @@ namespace {
 
 struct Target {
   std::string point;
-  long at = 0;        // kill on this arrival
+  long at = 0;  // kill on this arrival
   long seen = 0;
   long sleep_ms = 0;  // "point:Nms": sleep this long at every arrival instead
 };
@@ -46,8 +46,7 @@ Plan& plan() {
         long n = std::strtol(item.c_str() + colon + 1, &rest, 10);
         if (n > 0 && std::strcmp(rest, "ms") == 0)
           pl->targets.push_back({item.substr(0, colon), 0, 0, n});
-        else if (n > 0 && *rest == '\0')
-          pl->targets.push_back({item.substr(0, colon), n, 0, 0});
+        else if (n > 0 && *rest == '\0') pl->targets.push_back({item.substr(0, colon), n, 0, 0});
       }
       start = end + 1;
     }

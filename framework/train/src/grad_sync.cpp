@@ -7,7 +7,8 @@
 
 namespace ablate {
 
-GradientSync::GradientSync(Communicator& comm, const std::vector<Parameter*>& params, bool overlap, size_t bucket_floats)
+GradientSync::GradientSync(Communicator& comm, const std::vector<Parameter*>& params, bool overlap,
+                           size_t bucket_floats)
     : comm_(comm), overlap_(overlap) {
   if (comm.size() == 1) return;
   size_t n = 0;
@@ -40,7 +41,8 @@ void GradientSync::attach(Graph& g) {
   for (Bucket& b : buckets_) {
     b.ready_after = INT_MAX;  // parameters this step does not use are final already
     for (Parameter* p : b.params)
-      if (auto it = first_leaf.find(p); it != first_leaf.end()) b.ready_after = std::min(b.ready_after, it->second);
+      if (auto it = first_leaf.find(p); it != first_leaf.end())
+        b.ready_after = std::min(b.ready_after, it->second);
   }
   early_ = 0;
   graph_ = &g;

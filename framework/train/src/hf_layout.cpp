@@ -38,7 +38,9 @@ double number(const Flat& f, const std::string& key, double def) {
 
 int64_t cols_of(Model& m, const std::string& param) {
   const Parameter* p = m.params().find(param);
-  if (!p) throw Error("export: the model has no parameter '" + param + "' (a variant's parameters were renamed?)");
+  if (!p)
+    throw Error("export: the model has no parameter '" + param +
+                "' (a variant's parameters were renamed?)");
   return p->value.cols;
 }
 
@@ -136,18 +138,24 @@ std::string gpt2_model(const nlohmann::json& c, std::vector<std::string>& proble
   // gelu_fast is the tanh formula written differently; gelu is the exact erf form.
   if (act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu_fast") approximate = "tanh";
   else if (act == "gelu") approximate = "none";
-  else problems.push_back("activation_function is '" + act + "'; ablate's GPT-2 FFN has gelu_new (tanh) and gelu (erf)");
+  else
+    problems.push_back("activation_function is '" + act +
+                       "'; ablate's GPT-2 FFN has gelu_new (tanh) and gelu (erf)");
   r.must("scale_attn_weights", true, "ablate's attention always scales by 1/sqrt(head size)");
   r.must("scale_attn_by_inverse_layer_idx", false, "ablate's attention does not scale by layer");
-  r.must("add_cross_attention", false, "a decoder with cross-attention is not a language model ablate builds");
+  r.must("add_cross_attention", false,
+         "a decoder with cross-attention is not a language model ablate builds");
   const double eps = r.real("layer_norm_epsilon", 1e-5);
   const double dropout = r.real("resid_pdrop", 0.1);
   const bool tie = r.flag("tie_word_embeddings", true);
   std::ostringstream y;
-  y << "model:\n  d_model: " << C << "\n  n_heads: " << NH << "\n  n_layers: " << L << "\n  context: " << T
-    << "\n  tie_embeddings: " << (tie ? "true" : "false") << "\n  head_bias: false\n  dropout: " << num(dropout)
-    << "\n  positional: {type: learned}\n  block: {type: prenorm}\n  norm: {type: layernorm, eps: " << num(eps)
-    << "}\n  attention: {type: causal, qkv_bias: true, out_bias: true}\n  ffn: {type: gelu, approximate: "
+  y << "model:\n  d_model: " << C << "\n  n_heads: " << NH << "\n  n_layers: " << L
+    << "\n  context: " << T << "\n  tie_embeddings: " << (tie ? "true" : "false")
+    << "\n  head_bias: false\n  dropout: " << num(dropout)
+    << "\n  positional: {type: learned}\n  block: {type: prenorm}\n  norm: {type: layernorm, eps: "
+    << num(eps)
+    << "}\n  attention: {type: causal, qkv_bias: true, out_bias: true}\n  ffn: {type: gelu, "
+       "approximate: "
     << (approximate.empty() ? "tanh" : approximate) << ", hidden: " << H << ", bias: true}\n";
   return y.str();
 }
@@ -187,23 +195,29 @@ Json llama_config(const Flat& f, Model& m, int32_t eot) {
 
 std::string llama_model(const nlohmann::json& c, std::vector<std::string>& problems) {
   Reader r{c, problems};
-  const int64_t C = r.integer("hidden_size"), H = r.integer("intermediate_size"), NH = r.integer("num_attention_heads");
+  const int64_t C = r.integer("hidden_size"), H = r.integer("intermediate_size"),
+                NH = r.integer("num_attention_heads");
   const int64_t L = r.integer("num_hidden_layers"), T = r.integer("max_position_embeddings", 2048);
   const int64_t KV = r.integer("num_key_value_heads", NH > 0 ? NH : 1);
-  if (C > 0 && NH > 0 && c.contains("head_dim") && !c["head_dim"].is_null() && c["head_dim"] != nlohmann::json(C / NH))
-    problems.push_back("head_dim is " + c["head_dim"].dump() + ", not hidden_size / num_attention_heads = " +
-                       std::to_string(C / NH) + ": ablate's heads split d_model");
+  if (C > 0 && NH > 0 && c.contains("head_dim") && !c["head_dim"].is_null() &&
+      c["head_dim"] != nlohmann::json(C / NH))
+    problems.push_back("head_dim is " + c["head_dim"].dump() +
+                       ", not hidden_size / num_attention_heads = " + std::to_string(C / NH) +
+                       ": ablate's heads split d_model");
   r.must("hidden_act", "silu", "ablate's Llama FFN is SwiGLU (silu)");
   r.must("attention_bias", false, "ablate's Llama attention has no biases");
   r.must("mlp_bias", false, "ablate's SwiGLU has no biases");
   if (c.contains("rope_scaling") && !c["rope_scaling"].is_null())
-    problems.push_back("rope_scaling is " + c["rope_scaling"].dump() + "; ablate's rope has no scaling");
+    problems.push_back("rope_scaling is " + c["rope_scaling"].dump() +
+                       "; ablate's rope has no scaling");
   const double eps = r.real("rms_norm_eps", 1e-6), theta = r.real("rope_theta", 10000.0);
   const bool tie = r.flag("tie_word_embeddings", false);
   std::ostringstream y;
-  y << "model:\n  d_model: " << C << "\n  n_heads: " << NH << "\n  n_layers: " << L << "\n  context: " << T
-    << "\n  tie_embeddings: " << (tie ? "true" : "false") << "\n  head_bias: false\n  dropout: 0"
-    << "\n  positional: {type: rope, base: " << num(theta) << "}\n  block: {type: prenorm}\n  norm: {type: rmsnorm, eps: " << num(eps)
+  y << "model:\n  d_model: " << C << "\n  n_heads: " << NH << "\n  n_layers: " << L
+    << "\n  context: " << T << "\n  tie_embeddings: " << (tie ? "true" : "false")
+    << "\n  head_bias: false\n  dropout: 0"
+    << "\n  positional: {type: rope, base: " << num(theta)
+    << "}\n  block: {type: prenorm}\n  norm: {type: rmsnorm, eps: " << num(eps)
     << "}\n  attention: {type: causal, qkv_bias: false, out_bias: false, n_kv_heads: " << KV
     << "}\n  ffn: {type: swiglu, hidden: " << H << ", bias: false}\n";
   return y.str();
@@ -217,7 +231,8 @@ uint32_t byte_char(uint8_t b) {
     std::vector<uint32_t> t(256);
     uint32_t next = 256;
     for (int i = 0; i < 256; ++i) {
-      const bool printable = (i >= '!' && i <= '~') || (i >= 0xA1 && i <= 0xAC) || (i >= 0xAE && i <= 0xFF);
+      const bool printable =
+          (i >= '!' && i <= '~') || (i >= 0xA1 && i <= 0xAC) || (i >= 0xAE && i <= 0xFF);
       t[static_cast<size_t>(i)] = printable ? static_cast<uint32_t>(i) : next++;
     }
     return t;
@@ -261,8 +276,8 @@ bool valid_utf8(const std::string& s) {
       if ((p[i + k] & 0xC0) != 0x80) return false;
       cp = (cp << 6) | (p[i + k] & 0x3F);
     }
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-        (cp >= 0xD800 && cp <= 0xDFFF))
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
+        (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF))
       return false;
     i += len;
   }
@@ -270,13 +285,19 @@ bool valid_utf8(const std::string& s) {
 }
 
 Json added_token(int64_t id, const std::string& content) {
-  return Json{{"id", id}, {"content", content}, {"single_word", false}, {"lstrip", false},
+  return Json{{"id", id},        {"content", content},  {"single_word", false}, {"lstrip", false},
               {"rstrip", false}, {"normalized", false}, {"special", true}};
 }
 
 Json bpe_model(const Json& vocab, const Json& unk) {
-  return Json{{"type", "BPE"},       {"dropout", nullptr},         {"unk_token", unk},  {"continuing_subword_prefix", nullptr},
-              {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", false}, {"vocab", vocab},
+  return Json{{"type", "BPE"},
+              {"dropout", nullptr},
+              {"unk_token", unk},
+              {"continuing_subword_prefix", nullptr},
+              {"end_of_word_suffix", nullptr},
+              {"fuse_unk", false},
+              {"byte_fallback", false},
+              {"vocab", vocab},
               {"merges", Json::array()}};
 }
 
@@ -290,26 +311,30 @@ std::string fast_tokenizer_config(int64_t context, const std::string& eos) {
 // then each id's bytes in hex and its merge rank, 'p' for a byte, 's' for a special token).
 // A merge is recovered as tiktoken's files are converted: the token's bytes merged with the
 // merges before its own leave exactly the pair its merge joins.
-std::map<std::string, std::string> gpt2_files(const Tokenizer& t, int64_t context, std::string& why) {
+std::map<std::string, std::string> gpt2_files(const Tokenizer& t, int64_t context,
+                                              std::string& why) {
   std::istringstream in(t.save());
   std::string magic, key;
   int version = 0;
   size_t n = 0;
-  if (!(in >> magic >> version >> key >> n) || magic != "ablate-gpt2-tokenizer" || version != 1 || key != "tokens") {
+  if (!(in >> magic >> version >> key >> n) || magic != "ablate-gpt2-tokenizer" || version != 1 ||
+      key != "tokens") {
     why = "its state is not the gpt2 tokenizer's version 1, which the export reads";
     return {};
   }
   std::vector<std::string> bytes(n);
   std::vector<int64_t> rank(n, -1);
   std::vector<bool> special(n, false);
-  std::unordered_map<std::string, int64_t> rank_of;  // bytes -> rank of mergeable tokens (-1: a byte)
+  std::unordered_map<std::string, int64_t>
+      rank_of;  // bytes -> rank of mergeable tokens (-1: a byte)
   for (size_t id = 0; id < n; ++id) {
     std::string hex, r;
     if (!(in >> hex >> r) || hex.size() % 2) {
       why = "its state is malformed at id " + std::to_string(id);
       return {};
     }
-    for (size_t i = 0; i < hex.size(); i += 2) bytes[id] += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+    for (size_t i = 0; i < hex.size(); i += 2)
+      bytes[id] += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
     if (r == "s") special[id] = true;
     else if (r != "p") rank[id] = std::stoll(r);
     if (!special[id]) rank_of[bytes[id]] = rank[id];
@@ -327,14 +352,16 @@ std::map<std::string, std::string> gpt2_files(const Tokenizer& t, int64_t contex
       int64_t best_rank = rank[id];
       for (size_t k = 0; k + 1 < parts.size(); ++k) {
         auto it = rank_of.find(parts[k] + parts[k + 1]);
-        if (it != rank_of.end() && it->second >= 0 && it->second < best_rank) best = k, best_rank = it->second;
+        if (it != rank_of.end() && it->second >= 0 && it->second < best_rank)
+          best = k, best_rank = it->second;
       }
       if (best == parts.size()) break;
       parts[best] += parts[best + 1];
       parts.erase(parts.begin() + static_cast<std::ptrdiff_t>(best) + 1);
     }
     if (parts.size() != 2) {
-      why = "token " + std::to_string(id) + " is not made by one merge of the tokens before it, so no merges.txt gives its ids";
+      why = "token " + std::to_string(id) +
+            " is not made by one merge of the tokens before it, so no merges.txt gives its ids";
       return {};
     }
     merges += chars_of(parts[0]) + " " + chars_of(parts[1]) + "\n";
@@ -344,7 +371,9 @@ std::map<std::string, std::string> gpt2_files(const Tokenizer& t, int64_t contex
   std::map<std::string, std::string> files;
   files["vocab.json"] = vocab.dump(-1, ' ', false) + "\n";
   files["merges.txt"] = merges;
-  Json cfg{{"tokenizer_class", "GPT2Tokenizer"}, {"model_max_length", context}, {"add_prefix_space", false}};
+  Json cfg{{"tokenizer_class", "GPT2Tokenizer"},
+           {"model_max_length", context},
+           {"add_prefix_space", false}};
   if (t.eot_id() >= 0) {
     const std::string eot = bytes[static_cast<size_t>(t.eot_id())];
     cfg["bos_token"] = eot, cfg["eos_token"] = eot, cfg["unk_token"] = eot;
@@ -365,23 +394,31 @@ std::map<std::string, std::string> byte_files(const Tokenizer& t, int64_t contex
   Json added = Json::array();
   if (t.pad_id() >= 0) added.push_back(added_token(t.pad_id(), "<|pad|>"));
   if (t.eot_id() >= 0) added.push_back(added_token(t.eot_id(), "<|endoftext|>"));
-  const Json byte_level{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
-  Json j{{"version", "1.0"},          {"truncation", nullptr},  {"padding", nullptr}, {"added_tokens", added},
-         {"normalizer", nullptr},     {"pre_tokenizer", byte_level}, {"post_processor", nullptr},
-         {"decoder", byte_level},     {"model", bpe_model(vocab, nullptr)}};
-  return {{"tokenizer.json", j.dump(2) + "\n"}, {"tokenizer_config.json", fast_tokenizer_config(context, t.eot_id() >= 0 ? "<|endoftext|>" : "")}};
+  const Json byte_level{{"type", "ByteLevel"},
+                        {"add_prefix_space", false},
+                        {"trim_offsets", true},
+                        {"use_regex", true}};
+  Json j{
+      {"version", "1.0"},          {"truncation", nullptr}, {"padding", nullptr},
+      {"added_tokens", added},     {"normalizer", nullptr}, {"pre_tokenizer", byte_level},
+      {"post_processor", nullptr}, {"decoder", byte_level}, {"model", bpe_model(vocab, nullptr)}};
+  return {{"tokenizer.json", j.dump(2) + "\n"},
+          {"tokenizer_config.json",
+           fast_tokenizer_config(context, t.eot_id() >= 0 ? "<|endoftext|>" : "")}};
 }
 
 // The char tokenizer as a BPE without merges or pre-tokenizer over its characters (a text is
 // one word, split into characters), the unknown id as BPE's unk_token, decoded by joining.
-std::map<std::string, std::string> char_files(const Tokenizer& t, const Flat& f, int64_t context, std::string& why) {
+std::map<std::string, std::string> char_files(const Tokenizer& t, const Flat& f, int64_t context,
+                                              std::string& why) {
   const bool add_unknown = get(f, "tokenizer.add_unknown", "true") == "true";
   const int64_t V = t.vocab_size(), chars = add_unknown ? V - 1 : V;
   Json vocab = Json::object();
   for (int64_t id = 0; id < chars; ++id) {
     const std::string c = t.decode({static_cast<int32_t>(id)});
     if (!valid_utf8(c)) {
-      why = "id " + std::to_string(id) + " is a byte that is not UTF-8 text, which tokenizer.json cannot hold";
+      why = "id " + std::to_string(id) +
+            " is a byte that is not UTF-8 text, which tokenizer.json cannot hold";
       return {};
     }
     vocab[c] = id;
@@ -390,22 +427,31 @@ std::map<std::string, std::string> char_files(const Tokenizer& t, const Flat& f,
   if (add_unknown) {
     const std::string u = t.decode({static_cast<int32_t>(V - 1)});
     if (vocab.contains(u) || !valid_utf8(u) || u.empty()) {
-      why = "its unknown symbol '" + u + "' is also one of its characters (or empty), so BPE's unk_token cannot stand for it";
+      why = "its unknown symbol '" + u +
+            "' is also one of its characters (or empty), so BPE's unk_token cannot stand for it";
       return {};
     }
     vocab[u] = V - 1;
     unk = u;
   }
-  Json j{{"version", "1.0"},      {"truncation", nullptr},    {"padding", nullptr},        {"added_tokens", Json::array()},
-         {"normalizer", nullptr}, {"pre_tokenizer", nullptr}, {"post_processor", nullptr}, {"decoder", Json{{"type", "Fuse"}}},
+  Json j{{"version", "1.0"},
+         {"truncation", nullptr},
+         {"padding", nullptr},
+         {"added_tokens", Json::array()},
+         {"normalizer", nullptr},
+         {"pre_tokenizer", nullptr},
+         {"post_processor", nullptr},
+         {"decoder", Json{{"type", "Fuse"}}},
          {"model", bpe_model(vocab, unk)}};
-  return {{"tokenizer.json", j.dump(2) + "\n"}, {"tokenizer_config.json", fast_tokenizer_config(context, "")}};
+  return {{"tokenizer.json", j.dump(2) + "\n"},
+          {"tokenizer_config.json", fast_tokenizer_config(context, "")}};
 }
 
 // SentencePiece's own model file, tokenizer.model, from the sentencepiece tokenizer's state
 // ("ablate-sentencepiece-tokenizer 1", "model N", then the N bytes of the model proto): the file
 // Llama's tokenizers read. Ids are SentencePiece's encode() without BOS or EOS, as ablate's.
-std::map<std::string, std::string> sentencepiece_files(const Tokenizer& t, int64_t context, std::string& why) {
+std::map<std::string, std::string> sentencepiece_files(const Tokenizer& t, int64_t context,
+                                                       std::string& why) {
   const std::string state = t.save();
   const std::string head = "ablate-sentencepiece-tokenizer 1\nmodel ";
   const size_t nl = state.find('\n', head.size());
@@ -414,8 +460,11 @@ std::map<std::string, std::string> sentencepiece_files(const Tokenizer& t, int64
     return {};
   }
   const std::string proto = state.substr(nl + 1);
-  Json cfg{{"tokenizer_class", "LlamaTokenizer"}, {"model_max_length", context}, {"add_bos_token", false},
-           {"add_eos_token", false}, {"legacy", true}};
+  Json cfg{{"tokenizer_class", "LlamaTokenizer"},
+           {"model_max_length", context},
+           {"add_bos_token", false},
+           {"add_eos_token", false},
+           {"legacy", true}};
   return {{"tokenizer.model", proto}, {"tokenizer_config.json", cfg.dump(2) + "\n"}};
 }
 
@@ -459,15 +508,19 @@ const std::vector<Architecture>& architectures() {
            {"pos.weight", "transformer.wpe.weight", Layout::kSame},
            {"blocks.{L}.norm1.weight", "transformer.h.{L}.ln_1.weight", Layout::kVector},
            {"blocks.{L}.norm1.bias", "transformer.h.{L}.ln_1.bias", Layout::kVector},
-           {"blocks.{L}.attn.qkv.weight", "transformer.h.{L}.attn.c_attn.weight", Layout::kSame, "Conv1D"},
+           {"blocks.{L}.attn.qkv.weight", "transformer.h.{L}.attn.c_attn.weight", Layout::kSame,
+            "Conv1D"},
            {"blocks.{L}.attn.qkv.bias", "transformer.h.{L}.attn.c_attn.bias", Layout::kVector},
-           {"blocks.{L}.attn.proj.weight", "transformer.h.{L}.attn.c_proj.weight", Layout::kSame, "Conv1D"},
+           {"blocks.{L}.attn.proj.weight", "transformer.h.{L}.attn.c_proj.weight", Layout::kSame,
+            "Conv1D"},
            {"blocks.{L}.attn.proj.bias", "transformer.h.{L}.attn.c_proj.bias", Layout::kVector},
            {"blocks.{L}.norm2.weight", "transformer.h.{L}.ln_2.weight", Layout::kVector},
            {"blocks.{L}.norm2.bias", "transformer.h.{L}.ln_2.bias", Layout::kVector},
-           {"blocks.{L}.ffn.up.weight", "transformer.h.{L}.mlp.c_fc.weight", Layout::kSame, "Conv1D"},
+           {"blocks.{L}.ffn.up.weight", "transformer.h.{L}.mlp.c_fc.weight", Layout::kSame,
+            "Conv1D"},
            {"blocks.{L}.ffn.up.bias", "transformer.h.{L}.mlp.c_fc.bias", Layout::kVector},
-           {"blocks.{L}.ffn.down.weight", "transformer.h.{L}.mlp.c_proj.weight", Layout::kSame, "Conv1D"},
+           {"blocks.{L}.ffn.down.weight", "transformer.h.{L}.mlp.c_proj.weight", Layout::kSame,
+            "Conv1D"},
            {"blocks.{L}.ffn.down.bias", "transformer.h.{L}.mlp.c_proj.bias", Layout::kVector},
            {"final_norm.weight", "transformer.ln_f.weight", Layout::kVector},
            {"final_norm.bias", "transformer.ln_f.bias", Layout::kVector},
@@ -488,7 +541,8 @@ const std::vector<Architecture>& architectures() {
            {"model.context", Rule::kHf, "max_position_embeddings"},
            {"model.ffn_multiplier", Rule::kHf, "intermediate_size"},
            {"model.bias", Rule::kFree, "its biases are the options below"},
-           {"model.dropout", Rule::kFree, "dropout acts in training only, and Llama has none there"},
+           {"model.dropout", Rule::kFree,
+            "dropout acts in training only, and Llama has none there"},
            {"model.tie_embeddings", Rule::kHf, "tie_word_embeddings"},
            {"model.head_bias", Rule::kRequire, "false"},
            {"model.positional.type", Rule::kRequire, "rope"},
@@ -511,12 +565,17 @@ const std::vector<Architecture>& architectures() {
        {
            {"tok_emb.weight", "model.embed_tokens.weight", Layout::kSame},
            {"blocks.{L}.norm1.weight", "model.layers.{L}.input_layernorm.weight", Layout::kVector},
-           {"blocks.{L}.attn.qkv.weight", "model.layers.{L}.self_attn.{qkv}_proj.weight", Layout::kQkv},
-           {"blocks.{L}.attn.proj.weight", "model.layers.{L}.self_attn.o_proj.weight", Layout::kTranspose},
-           {"blocks.{L}.norm2.weight", "model.layers.{L}.post_attention_layernorm.weight", Layout::kVector},
-           {"blocks.{L}.ffn.gate.weight", "model.layers.{L}.mlp.gate_proj.weight", Layout::kTranspose},
+           {"blocks.{L}.attn.qkv.weight", "model.layers.{L}.self_attn.{qkv}_proj.weight",
+            Layout::kQkv},
+           {"blocks.{L}.attn.proj.weight", "model.layers.{L}.self_attn.o_proj.weight",
+            Layout::kTranspose},
+           {"blocks.{L}.norm2.weight", "model.layers.{L}.post_attention_layernorm.weight",
+            Layout::kVector},
+           {"blocks.{L}.ffn.gate.weight", "model.layers.{L}.mlp.gate_proj.weight",
+            Layout::kTranspose},
            {"blocks.{L}.ffn.up.weight", "model.layers.{L}.mlp.up_proj.weight", Layout::kTranspose},
-           {"blocks.{L}.ffn.down.weight", "model.layers.{L}.mlp.down_proj.weight", Layout::kTranspose},
+           {"blocks.{L}.ffn.down.weight", "model.layers.{L}.mlp.down_proj.weight",
+            Layout::kTranspose},
            {"final_norm.weight", "model.norm.weight", Layout::kVector},
            {"head.weight", "lm_head.weight", Layout::kTranspose},
        },
@@ -534,13 +593,15 @@ const Architecture* find_architecture(const std::string& name) {
   return nullptr;
 }
 
-std::map<std::string, std::string> tokenizer_files(const std::string& type, const Tokenizer& t, const Flat& resolved,
-                                                   int64_t context, std::string& why) {
+std::map<std::string, std::string> tokenizer_files(const std::string& type, const Tokenizer& t,
+                                                   const Flat& resolved, int64_t context,
+                                                   std::string& why) {
   if (type == "gpt2") return gpt2_files(t, context, why);
   if (type == "byte") return byte_files(t, context, why);
   if (type == "char") return char_files(t, resolved, context, why);
   if (type == "sentencepiece") return sentencepiece_files(t, context, why);
-  why = "ablate has no Hugging Face form for tokenizer '" + type + "' (gpt2, byte, char and sentencepiece have one)";
+  why = "ablate has no Hugging Face form for tokenizer '" + type +
+        "' (gpt2, byte, char and sentencepiece have one)";
   return {};
 }
 

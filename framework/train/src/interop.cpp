@@ -34,7 +34,9 @@ Flat flat_of(const YAML::Node& resolved) {
   return f;
 }
 
-bool starts_with(const std::string& s, const std::string& p) { return s.compare(0, p.size(), p) == 0; }
+bool starts_with(const std::string& s, const std::string& p) {
+  return s.compare(0, p.size(), p) == 0;
+}
 
 std::string shape_str(const std::vector<int64_t>& s) {
   std::string out = "(";
@@ -52,7 +54,8 @@ bool match(const std::string& pattern, const std::string& name, int64_t& layer) 
       name.compare(name.size() - post.size(), post.size(), post) != 0)
     return false;
   const std::string mid = name.substr(pre.size(), name.size() - pre.size() - post.size());
-  if (mid.empty() || mid.size() > 6 || mid.find_first_not_of("0123456789") != std::string::npos) return false;
+  if (mid.empty() || mid.size() > 6 || mid.find_first_not_of("0123456789") != std::string::npos)
+    return false;
   layer = std::stoll(mid);
   return true;
 }
@@ -67,7 +70,9 @@ const ConfigRule* find_rule(const Architecture& a, const std::string& key) {
   for (const ConfigRule& r : a.config) {
     const std::string k = r.key;
     if (k == key) return &r;
-    if (k.size() > 2 && k.compare(k.size() - 2, 2, ".*") == 0 && starts_with(key, k.substr(0, k.size() - 1))) return &r;
+    if (k.size() > 2 && k.compare(k.size() - 2, 2, ".*") == 0 &&
+        starts_with(key, k.substr(0, k.size() - 1)))
+      return &r;
   }
   return nullptr;
 }
@@ -96,11 +101,13 @@ std::vector<std::string> mismatches(const Architecture& a, const Flat& f) {
   std::string arch = a.name;
   for (const ConfigRule& r : a.config) {
     const std::string k = r.key;
-    if (r.rule != Rule::kRequire || k.size() < 5 || k.compare(k.size() - 5, 5, ".type") != 0) continue;
+    if (r.rule != Rule::kRequire || k.size() < 5 || k.compare(k.size() - 5, 5, ".type") != 0)
+      continue;
     auto it = f.find(k);
     const std::vector<std::string> ok = allowed(r, f);
     if (it == f.end() || std::find(ok.begin(), ok.end(), it->second) == ok.end()) {
-      problems.push_back(k + " is " + (it == f.end() ? std::string("not set") : it->second) + "; " + arch + " needs " + join(ok, " or "));
+      problems.push_back(k + " is " + (it == f.end() ? std::string("not set") : it->second) + "; " +
+                         arch + " needs " + join(ok, " or "));
       wrong_type.insert(k.substr(0, k.size() - 4));
     }
   }
@@ -118,14 +125,16 @@ std::vector<std::string> mismatches(const Architecture& a, const Flat& f) {
       continue;
     }
     const std::string rk = r->key;
-    if (r->rule != Rule::kRequire || (rk.size() >= 5 && rk.compare(rk.size() - 5, 5, ".type") == 0)) continue;
+    if (r->rule != Rule::kRequire || (rk.size() >= 5 && rk.compare(rk.size() - 5, 5, ".type") == 0))
+      continue;
     const std::vector<std::string> ok = allowed(*r, f);
-    if (std::find(ok.begin(), ok.end(), v) == ok.end()) problems.push_back(k + " is " + v + "; " + arch + " needs " + join(ok, " or "));
+    if (std::find(ok.begin(), ok.end(), v) == ok.end())
+      problems.push_back(k + " is " + v + "; " + arch + " needs " + join(ok, " or "));
   }
   for (const ConfigRule& r : a.config) {
     const std::string k = r.key;
-    if (r.rule == Rule::kRequire && k.find('*') == std::string::npos && !f.count(k) && !under_wrong_type(k) &&
-        k.compare(k.size() - 5, 5, ".type") != 0)
+    if (r.rule == Rule::kRequire && k.find('*') == std::string::npos && !f.count(k) &&
+        !under_wrong_type(k) && k.compare(k.size() - 5, 5, ".type") != 0)
       problems.push_back(k + " is not set; " + arch + " needs " + join(allowed(r, f), " or "));
   }
   return problems;
@@ -173,7 +182,8 @@ int64_t qkv_col(char which, int64_t o, const Sizes& s) {
 }
 
 // The part's values from the ablate parameter (export).
-std::vector<float> to_hf(const TensorRule& r, const Part& part, const Parameter& p, const Sizes& s) {
+std::vector<float> to_hf(const TensorRule& r, const Part& part, const Parameter& p,
+                         const Sizes& s) {
   const int64_t R = p.value.rows, C = p.value.cols;
   const float* w = p.value.data;
   std::vector<float> out(static_cast<size_t>(R * C));
@@ -194,40 +204,51 @@ std::vector<float> to_hf(const TensorRule& r, const Part& part, const Parameter&
 }
 
 // Writes the part's values `v` (in the file's layout) into the staged parameter `dst` (import).
-void from_hf(const TensorRule& r, const Part& part, const std::vector<float>& v, const Parameter& p, const Sizes& s,
-             std::vector<float>& dst) {
+void from_hf(const TensorRule& r, const Part& part, const std::vector<float>& v, const Parameter& p,
+             const Sizes& s, std::vector<float>& dst) {
   const int64_t R = p.value.rows, C = p.value.cols;
   if (r.layout == Layout::kSame || r.layout == Layout::kVector) {
     std::copy(v.begin(), v.end(), dst.begin());
   } else if (r.layout == Layout::kTranspose) {
     for (int64_t i = 0; i < R; ++i)
-      for (int64_t j = 0; j < C; ++j) dst[static_cast<size_t>(i * C + j)] = v[static_cast<size_t>(j * R + i)];
+      for (int64_t j = 0; j < C; ++j)
+        dst[static_cast<size_t>(i * C + j)] = v[static_cast<size_t>(j * R + i)];
   } else {
     const int64_t rows = part.shape[0];
     for (int64_t o = 0; o < rows; ++o) {
       const int64_t col = qkv_col(part.qkv, o, s);
-      for (int64_t i = 0; i < R; ++i) dst[static_cast<size_t>(i * C + col)] = v[static_cast<size_t>(o * R + i)];
+      for (int64_t i = 0; i < R; ++i)
+        dst[static_cast<size_t>(i * C + col)] = v[static_cast<size_t>(o * R + i)];
     }
   }
 }
 
 // Why a tensor of shape `found` is not the `expected` one: transposed (and which layout the file
 // has), or simply another shape.
-std::string shape_problem(const std::string& name, const std::vector<int64_t>& found, const std::vector<int64_t>& expected,
-                          const TensorRule* r, const std::string& config) {
-  std::string s = "tensor '" + name + "' has shape " + shape_str(found) + " where " + shape_str(expected) + " is expected";
-  if (found.size() == 2 && expected.size() == 2 && found[0] == expected[1] && found[1] == expected[0]) {
-    if (r && r->kind) s += ": transposed: nn.Linear layout (out, in) where " + std::string(r->kind) + " (in, out) is expected";
+std::string shape_problem(const std::string& name, const std::vector<int64_t>& found,
+                          const std::vector<int64_t>& expected, const TensorRule* r,
+                          const std::string& config) {
+  std::string s = "tensor '" + name + "' has shape " + shape_str(found) + " where " +
+                  shape_str(expected) + " is expected";
+  if (found.size() == 2 && expected.size() == 2 && found[0] == expected[1] &&
+      found[1] == expected[0]) {
+    if (r && r->kind)
+      s += ": transposed: nn.Linear layout (out, in) where " + std::string(r->kind) +
+           " (in, out) is expected";
     else if (r && (r->layout == Layout::kTranspose || r->layout == Layout::kQkv))
-      s += ": transposed: (in, out) layout (Conv1D's, or ablate's) where nn.Linear (out, in) is expected";
+      s += ": transposed: (in, out) layout (Conv1D's, or ablate's) where nn.Linear (out, in) is "
+           "expected";
     else s += ": transposed";
   } else if (!config.empty()) {
-    s += " (from " + config + "): a file of another model size, or a config.json that does not belong to these weights";
+    s += " (from " + config +
+         "): a file of another model size, or a config.json that does not belong to these weights";
   }
   return s;
 }
 
-std::string model_dir_note(const ModelFile& mf) { return mf.architecture.empty() ? std::string() : mf.path + "/config.json"; }
+std::string model_dir_note(const ModelFile& mf) {
+  return mf.architecture.empty() ? std::string() : mf.path + "/config.json";
+}
 
 struct Staged {
   Parameter* param;
@@ -236,7 +257,9 @@ struct Staged {
 
 const Architecture& architecture_named(const std::string& name) {
   const Architecture* a = hf::find_architecture(name);
-  if (!a) throw Error("'" + name + "' is not an architecture ablate maps; it maps " + join(hf_architectures()));
+  if (!a)
+    throw Error("'" + name + "' is not an architecture ablate maps; it maps " +
+                join(hf_architectures()));
   return *a;
 }
 
@@ -294,7 +317,8 @@ std::string base64(const std::string& in) {
   std::string out;
   size_t i = 0;
   for (; i + 2 < in.size(); i += 3) {
-    const uint32_t v = uint32_t(uint8_t(in[i])) << 16 | uint32_t(uint8_t(in[i + 1])) << 8 | uint8_t(in[i + 2]);
+    const uint32_t v =
+        uint32_t(uint8_t(in[i])) << 16 | uint32_t(uint8_t(in[i + 1])) << 8 | uint8_t(in[i + 2]);
     for (int k = 18; k >= 0; k -= 6) out += kB64[(v >> k) & 63];
   }
   if (i < in.size()) {
@@ -341,7 +365,8 @@ std::map<std::string, std::string> ablate_metadata(LoadedRun& run, const std::st
 // configuration as given (a resolved configuration states every default, which a plugin may
 // refuse to be given, as an empty file name); files without ablate_experiment: ablate_config.
 std::string build_yaml(const std::map<std::string, std::string>& md) {
-  const std::string& cfg = md.count("ablate_experiment") ? md.at("ablate_experiment") : md.at("ablate_config");
+  const std::string& cfg =
+      md.count("ablate_experiment") ? md.at("ablate_experiment") : md.at("ablate_config");
   const YAML::Node n = YAML::Load(cfg);
   YAML::Node out;
   for (const char* key : {"seed", "tokenizer", "objective", "model"})
@@ -352,7 +377,8 @@ std::string build_yaml(const std::map<std::string, std::string>& md) {
 }
 
 // The tokenizer state in ablate's metadata, or "" when there is none.
-std::string tokenizer_state_of(const std::map<std::string, std::string>& md, const std::string& file) {
+std::string tokenizer_state_of(const std::map<std::string, std::string>& md,
+                               const std::string& file) {
   if (md.count("ablate_tokenizer")) return md.at("ablate_tokenizer");
   if (md.count("ablate_tokenizer_base64")) return unbase64(md.at("ablate_tokenizer_base64"), file);
   return "";
@@ -366,14 +392,16 @@ std::vector<std::string> hf_architectures() {
   return names;
 }
 
-std::vector<std::string> hf_mismatches(const std::string& architecture, const YAML::Node& resolved) {
+std::vector<std::string> hf_mismatches(const std::string& architecture,
+                                       const YAML::Node& resolved) {
   return mismatches(architecture_named(architecture), flat_of(resolved));
 }
 
 bool is_model_file(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec))
-    return fs::is_regular_file(fs::path(path) / "config.json", ec) && !fs::exists(fs::path(path) / "checkpoint.ckpt", ec);
+    return fs::is_regular_file(fs::path(path) / "config.json", ec) &&
+           !fs::exists(fs::path(path) / "checkpoint.ckpt", ec);
   if (!fs::is_regular_file(path, ec)) return false;
   return fs::path(path).extension() == ".safetensors" || SafetensorsFile::looks_like(path);
 }
@@ -399,7 +427,8 @@ ModelFile read_model_file(const std::string& path) {
     for (const Architecture& a : hf::architectures())
       for (const TensorRule& r : a.tensors) {
         const std::string full = replaced(r.hf, "{qkv}", "q");
-        const std::string bare = starts_with(full, a.base_prefix) ? full.substr(std::strlen(a.base_prefix)) : full;
+        const std::string bare =
+            starts_with(full, a.base_prefix) ? full.substr(std::strlen(a.base_prefix)) : full;
         for (const SafetensorsEntry& e : f.entries()) {
           int64_t layer;
           if (match(full, e.name, layer) || match(bare, e.name, layer)) mf.architecture = a.name;
@@ -412,10 +441,14 @@ ModelFile read_model_file(const std::string& path) {
   mf.weights = (dir / "model.safetensors").string();
   if (!fs::is_regular_file(mf.weights, ec)) {
     if (fs::exists(dir / "model.safetensors.index.json", ec))
-      throw Error(mf.path + ": the weights are sharded (model.safetensors.index.json); ablate reads one model.safetensors");
+      throw Error(mf.path +
+                  ": the weights are sharded (model.safetensors.index.json); ablate reads one "
+                  "model.safetensors");
     if (fs::exists(dir / "pytorch_model.bin", ec))
-      throw Error(mf.path + ": has pytorch_model.bin but no model.safetensors; ablate reads safetensors only (convert it, "
-                            "e.g. with transformers: model.save_pretrained(DIR, safe_serialization=True))");
+      throw Error(mf.path +
+                  ": has pytorch_model.bin but no model.safetensors; ablate reads safetensors only "
+                  "(convert it, "
+                  "e.g. with transformers: model.save_pretrained(DIR, safe_serialization=True))");
     throw Error(mf.path + ": no model.safetensors in this Hugging Face directory");
   }
   nlohmann::json cfg;
@@ -426,54 +459,70 @@ ModelFile read_model_file(const std::string& path) {
   }
   if (!cfg.is_object()) throw Error(cfg_path + ": not a JSON object");
   std::string arch;
-  if (cfg.contains("architectures") && cfg["architectures"].is_array() && !cfg["architectures"].empty() &&
-      cfg["architectures"][0].is_string())
+  if (cfg.contains("architectures") && cfg["architectures"].is_array() &&
+      !cfg["architectures"].empty() && cfg["architectures"][0].is_string())
     arch = cfg["architectures"][0].get<std::string>();
-  const std::string type = cfg.contains("model_type") && cfg["model_type"].is_string() ? cfg["model_type"].get<std::string>() : "";
+  const std::string type = cfg.contains("model_type") && cfg["model_type"].is_string()
+                               ? cfg["model_type"].get<std::string>()
+                               : "";
   const Architecture* a = hf::find_architecture(arch);
   if (!a && arch.empty())
     for (const Architecture& c : hf::architectures())
       if (type == c.model_type) a = &c;
   if (!a) {
     std::string known;
-    for (const Architecture& c : hf::architectures()) known += (known.empty() ? "" : ", ") + std::string(c.name) + " (model_type " + c.model_type + ")";
-    throw Error(cfg_path + ": describes " + (arch.empty() ? "model_type '" + type + "'" : "a " + arch) +
-                (type.empty() || arch.empty() ? "" : " (model_type " + type + ")") + "; ablate maps " + known);
+    for (const Architecture& c : hf::architectures())
+      known +=
+          (known.empty() ? "" : ", ") + std::string(c.name) + " (model_type " + c.model_type + ")";
+    throw Error(cfg_path + ": describes " +
+                (arch.empty() ? "model_type '" + type + "'" : "a " + arch) +
+                (type.empty() || arch.empty() ? "" : " (model_type " + type + ")") +
+                "; ablate maps " + known);
   }
   if (!type.empty() && type != a->model_type)
-    throw Error(cfg_path + ": architectures says " + a->name + " but model_type is '" + type + "' (expected '" + a->model_type + "')");
+    throw Error(cfg_path + ": architectures says " + a->name + " but model_type is '" + type +
+                "' (expected '" + a->model_type + "')");
   mf.architecture = a->name;
   std::vector<std::string> problems;
   const std::string model = a->model_yaml(cfg, problems);
-  if (!cfg.contains("vocab_size") || !cfg["vocab_size"].is_number_integer() || cfg["vocab_size"].get<int64_t>() <= 0)
+  if (!cfg.contains("vocab_size") || !cfg["vocab_size"].is_number_integer() ||
+      cfg["vocab_size"].get<int64_t>() <= 0)
     problems.push_back("vocab_size is missing or not a positive integer");
   else mf.vocab_size = cfg["vocab_size"].get<int64_t>();
   if (!problems.empty())
-    throw Error(cfg_path + ": ablate cannot build this " + std::string(a->name) + ": " + join(problems, "; "));
+    throw Error(cfg_path + ": ablate cannot build this " + std::string(a->name) + ": " +
+                join(problems, "; "));
   // The header is checked now; the values are read when the weights load.
   const SafetensorsFile f = SafetensorsFile::open(mf.weights);
   std::string tokenizer;
   const auto& md = f.metadata();
-  if (md.count("ablate_config") && (md.count("ablate_tokenizer") || md.count("ablate_tokenizer_base64"))) {
+  if (md.count("ablate_config") &&
+      (md.count("ablate_tokenizer") || md.count("ablate_tokenizer_base64"))) {
     tokenizer = section(build_yaml(md), "tokenizer");
     mf.tokenizer_state = tokenizer_state_of(md, mf.weights);
     mf.tokenizer_from = mf.weights + " (ablate's tokenizer state in its metadata)";
   }
   if (tokenizer.empty()) {
     mf.tokenizer_state.clear();
-    if (fs::is_regular_file(dir / "vocab.json", ec) && fs::is_regular_file(dir / "merges.txt", ec)) {
+    if (fs::is_regular_file(dir / "vocab.json", ec) &&
+        fs::is_regular_file(dir / "merges.txt", ec)) {
       tokenizer = "tokenizer: {type: gpt2, encoder: " + yaml_quoted((dir / "vocab.json").string()) +
                   ", merges: " + yaml_quoted((dir / "merges.txt").string()) + "}\n";
       mf.tokenizer_from = (dir / "vocab.json").string() + " and merges.txt";
-    } else if (fs::is_regular_file(dir / "tokenizer.model", ec)) {  // SentencePiece's (Llama 1 and 2, Mistral)
-      tokenizer = "tokenizer: {type: sentencepiece, model: " + yaml_quoted((dir / "tokenizer.model").string()) + "}\n";
+    } else if (fs::is_regular_file(dir / "tokenizer.model",
+                                   ec)) {  // SentencePiece's (Llama 1 and 2, Mistral)
+      tokenizer = "tokenizer: {type: sentencepiece, model: " +
+                  yaml_quoted((dir / "tokenizer.model").string()) + "}\n";
       mf.tokenizer_from = (dir / "tokenizer.model").string();
     } else if (fs::is_regular_file(dir / "tokenizer.json", ec)) {
-      tokenizer = "tokenizer: {type: gpt2, tokenizer_json: " + yaml_quoted((dir / "tokenizer.json").string()) + "}\n";
+      tokenizer = "tokenizer: {type: gpt2, tokenizer_json: " +
+                  yaml_quoted((dir / "tokenizer.json").string()) + "}\n";
       mf.tokenizer_from = (dir / "tokenizer.json").string();
     } else {
-      throw Error(mf.path + ": no tokenizer: ablate reads vocab.json with merges.txt, SentencePiece's tokenizer.model, or a "
-                            "tokenizer.json of a byte-level BPE");
+      throw Error(mf.path +
+                  ": no tokenizer: ablate reads vocab.json with merges.txt, SentencePiece's "
+                  "tokenizer.model, or a "
+                  "tokenizer.json of a byte-level BPE");
     }
   }
   mf.config_yaml = "seed: 1\nobjective: next_token\n" + tokenizer + model;
@@ -485,7 +534,8 @@ Experiment merge_model_file(const Experiment& exp, ModelFile& mf) {
   YAML::Node node = YAML::Clone(exp.node());
   if (mf.config_yaml.empty()) {
     if (!node["model"])
-      throw Error("init_from: " + mf.path + " holds weights without a configuration (no config.json, no ablate_config "
+      throw Error("init_from: " + mf.path +
+                  " holds weights without a configuration (no config.json, no ablate_config "
                   "metadata): describe the model in the experiment's model: section");
     return Experiment::parse(exp.yaml(), exp.file(), exp.dir());
   }
@@ -504,22 +554,27 @@ void load_model_file_weights(Model& model, const ModelFile& mf, const YAML::Node
   const std::string& file = mf.weights;
   const int64_t V = model.dims().vocab_size;
   if (mf.vocab_size >= 0 && mf.vocab_size != V)
-    throw Error(model_dir_note(mf) + ": vocab_size is " + std::to_string(mf.vocab_size) + " but the tokenizer (" +
-                mf.tokenizer_from + ") has " + std::to_string(V) +
-                " tokens: the tokenizer files do not belong to these weights (give the model's own tokenizer)");
+    throw Error(model_dir_note(mf) + ": vocab_size is " + std::to_string(mf.vocab_size) +
+                " but the tokenizer (" + mf.tokenizer_from + ") has " + std::to_string(V) +
+                " tokens: the tokenizer files do not belong to these weights (give the model's own "
+                "tokenizer)");
   // An experiment that starts from the file may change how it trains, not what it computes.
   if (!mf.resolved_yaml.empty()) {
     const Flat file = flat_of(YAML::Load(mf.resolved_yaml)), now = flat_of(resolved);
     std::vector<std::string> changed;
     for (const auto& [k, v] : file) {
-      if (!starts_with(k, "model.") || k == "model.dropout" || k == "model.context" || starts_with(k, "model.init.")) continue;
+      if (!starts_with(k, "model.") || k == "model.dropout" || k == "model.context" ||
+          starts_with(k, "model.init."))
+        continue;
       auto it = now.find(k);
       if (it == now.end()) changed.push_back(k + " is not set, the file's is " + v);
       else if (it->second != v) changed.push_back(k + " is " + it->second + ", the file's is " + v);
     }
     if (!changed.empty())
-      throw Error(mf.path + ": the experiment changes what the model of the file computes: " + join(changed, "; ") +
-                  ". Leave out the model options that change it (model.dropout and model.context may differ)");
+      throw Error(mf.path + ": the experiment changes what the model of the file computes: " +
+                  join(changed, "; ") +
+                  ". Leave out the model options that change it (model.dropout and model.context "
+                  "may differ)");
   }
   std::vector<std::string> problems;
   std::set<std::string> used;
@@ -535,7 +590,8 @@ void load_model_file_weights(Model& model, const ModelFile& mf, const YAML::Node
       return false;
     }
     if (!SafetensorsFile::readable(e->dtype)) {
-      problems.push_back("tensor '" + name + "' has dtype " + e->dtype + "; ablate reads " + safetensors_readable_dtypes());
+      problems.push_back("tensor '" + name + "' has dtype " + e->dtype + "; ablate reads " +
+                         safetensors_readable_dtypes());
       return false;
     }
     out.resize(static_cast<size_t>(e->numel()));
@@ -547,14 +603,17 @@ void load_model_file_weights(Model& model, const ModelFile& mf, const YAML::Node
     for (Parameter* p : model.params().all()) {
       const std::vector<int64_t> shape{p->value.rows, p->value.cols};
       Staged s{p, {}};
-      if (!f.find(p->name)) problems.push_back("missing tensor '" + p->name + "' " + shape_str(shape) + " (the model has it)");
+      if (!f.find(p->name))
+        problems.push_back("missing tensor '" + p->name + "' " + shape_str(shape) +
+                           " (the model has it)");
       else if (fetch(p->name, shape, nullptr, s.values)) staged.push_back(std::move(s));
     }
   } else {
     const Architecture& a = architecture_named(mf.architecture);
     const std::vector<std::string> differ = mismatches(a, flat_of(resolved));
     if (!differ.empty())
-      throw Error(file + ": holds a " + a.name + ", and the model configured does not compute what it computes: " +
+      throw Error(file + ": holds a " + a.name +
+                  ", and the model configured does not compute what it computes: " +
                   join(differ, "; ") + ". Leave out the model options that change it");
     const std::string prefix = a.base_prefix;
     // A name as the file writes it: with the base model's prefix, or without (GPT-2's own files).
@@ -585,8 +644,8 @@ void load_model_file_weights(Model& model, const ModelFile& mf, const YAML::Node
         const std::string name = in_file(part.name);
         std::vector<float> v;
         if (!f.find(name)) {
-          problems.push_back("missing tensor '" + part.name + "' " + shape_str(part.shape) + " (" + a.name + ", for ablate's " +
-                             p->name + ")");
+          problems.push_back("missing tensor '" + part.name + "' " + shape_str(part.shape) + " (" +
+                             a.name + ", for ablate's " + p->name + ")");
           ok = false;
         } else if (!fetch(name, part.shape, rule, v)) {
           ok = false;
@@ -604,28 +663,39 @@ void load_model_file_weights(Model& model, const ModelFile& mf, const YAML::Node
       for (const Staged& s : staged)
         if (s.param == emb) emb_values = &s;
       std::vector<float> v;
-      if (emb && emb_values && fetch(head, {emb->value.rows, emb->value.cols}, nullptr, v) && v != emb_values->values)
-        problems.push_back("tensor '" + head + "' differs from the token embedding, but config.json ties them "
-                           "(tie_word_embeddings): set tie_word_embeddings to false for a separate output projection");
+      if (emb && emb_values && fetch(head, {emb->value.rows, emb->value.cols}, nullptr, v) &&
+          v != emb_values->values)
+        problems.push_back("tensor '" + head +
+                           "' differs from the token embedding, but config.json ties them "
+                           "(tie_word_embeddings): set tie_word_embeddings to false for a separate "
+                           "output projection");
     }
     // Buffers some files carry (causal masks, rotary frequencies): not weights.
     for (const SafetensorsEntry& e : f.entries())
       for (const char* b : a.buffers) {
         int64_t layer;
-        const std::string full = b, bare = starts_with(full, prefix) ? full.substr(prefix.size()) : full;
+        const std::string full = b,
+                          bare = starts_with(full, prefix) ? full.substr(prefix.size()) : full;
         if (match(full, e.name, layer) || match(bare, e.name, layer)) used.insert(e.name);
       }
   }
   for (const SafetensorsEntry& e : f.entries())
     if (!used.count(e.name))
-      problems.push_back("unexpected tensor '" + e.name + "' " + shape_str(e.shape) + ": the model configured has no place for it" +
-                         (mf.architecture.empty() ? std::string("") : " (" + std::to_string(model.dims().n_layers) + " layers)"));
+      problems.push_back("unexpected tensor '" + e.name + "' " + shape_str(e.shape) +
+                         ": the model configured has no place for it" +
+                         (mf.architecture.empty()
+                              ? std::string("")
+                              : " (" + std::to_string(model.dims().n_layers) + " layers)"));
   if (!problems.empty()) {
     const size_t shown = std::min<size_t>(problems.size(), 12);
-    std::vector<std::string> head(problems.begin(), problems.begin() + static_cast<std::ptrdiff_t>(shown));
-    throw Error(file + ": " + std::to_string(problems.size()) + " tensor" + (problems.size() == 1 ? "" : "s") +
+    std::vector<std::string> head(problems.begin(),
+                                  problems.begin() + static_cast<std::ptrdiff_t>(shown));
+    throw Error(file + ": " + std::to_string(problems.size()) + " tensor" +
+                (problems.size() == 1 ? "" : "s") +
                 " do not fit the model (nothing was loaded):\n  " + join(head, "\n  ") +
-                (problems.size() > shown ? "\n  ... and " + std::to_string(problems.size() - shown) + " more" : ""));
+                (problems.size() > shown
+                     ? "\n  ... and " + std::to_string(problems.size() - shown) + " more"
+                     : ""));
   }
   for (Staged& s : staged) std::copy(s.values.begin(), s.values.end(), s.param->value.data);
 }
@@ -633,14 +703,18 @@ void load_model_file_weights(Model& model, const ModelFile& mf, const YAML::Node
 LoadedRun load_model_file(const std::string& path) {
   ModelFile mf = read_model_file(path);
   if (mf.config_yaml.empty())
-    throw Error(mf.path + ": a safetensors file without a configuration (no ablate_config in its metadata" +
-                (mf.architecture.empty() ? std::string() : "; its names are " + mf.architecture + "'s") +
-                "): give its Hugging Face directory (with config.json), or start a run from it (init_from) whose model: "
-                "section describes the model");
+    throw Error(
+        mf.path + ": a safetensors file without a configuration (no ablate_config in its metadata" +
+        (mf.architecture.empty() ? std::string() : "; its names are " + mf.architecture + "'s") +
+        "): give its Hugging Face directory (with config.json), or start a run from it (init_from) "
+        "whose model: "
+        "section describes the model");
   LoadedRun r;
   r.dir = mf.path;
-  const std::string dir = fs::is_directory(mf.path) ? mf.path : fs::path(mf.path).parent_path().string();
-  r.experiment = std::make_unique<Experiment>(Experiment::parse(mf.config_yaml, mf.path + " (configuration)", dir));
+  const std::string dir =
+      fs::is_directory(mf.path) ? mf.path : fs::path(mf.path).parent_path().string();
+  r.experiment = std::make_unique<Experiment>(
+      Experiment::parse(mf.config_yaml, mf.path + " (configuration)", dir));
   Options root = r.experiment->root();
   auto& reg = PluginRegistry::instance();
   ParamStore no_params;
@@ -650,7 +724,8 @@ LoadedRun load_model_file(const std::string& path) {
   else r.tokenizer->fit("");
   const uint64_t seed = static_cast<uint64_t>(root.get<int64_t>("seed", 1));
   auto objective = reg.create<Objective>(family_options(root, Objective::kFamily), none);
-  r.model = std::make_unique<Model>(root.child("model"), r.tokenizer->vocab_size() + objective->extra_tokens(), seed,
+  r.model = std::make_unique<Model>(root.child("model"),
+                                    r.tokenizer->vocab_size() + objective->extra_tokens(), seed,
                                     token_texts(*r.tokenizer));
   load_model_file_weights(*r.model, mf, YAML::Load(r.experiment->resolved_yaml()));
   r.step = 0;
@@ -663,7 +738,8 @@ LoadedRun load_model_file(const std::string& path) {
 
 void export_safetensors(LoadedRun& run, const std::string& path) {
   std::vector<SafetensorsTensor> tensors;
-  for (Parameter* p : run.model->params().all()) tensors.push_back({p->name, {p->value.rows, p->value.cols}, p->value.data});
+  for (Parameter* p : run.model->params().all())
+    tensors.push_back({p->name, {p->value.rows, p->value.cols}, p->value.data});
   write_safetensors(path, tensors, ablate_metadata(run, run.experiment->resolved_yaml()));
 }
 
@@ -681,8 +757,10 @@ std::vector<std::string> export_hf(LoadedRun& run, const std::string& dir) {
     why += "\n  not " + std::string(a.name) + ":\n    " + join(p, "\n    ");
   }
   if (!arch)
-    throw Error(run.dir + ": its model has no Hugging Face equivalent (ablate maps " + join(hf_architectures()) + "):" + why +
-                "\nExport its weights with ablate's names instead: ablate export " + run.dir + " --format safetensors -o FILE");
+    throw Error(run.dir + ": its model has no Hugging Face equivalent (ablate maps " +
+                join(hf_architectures()) + "):" + why +
+                "\nExport its weights with ablate's names instead: ablate export " + run.dir +
+                " --format safetensors -o FILE");
   Model& m = *run.model;
   Sizes sz;
   sz.C = m.dims().d_model;
@@ -697,7 +775,9 @@ std::vector<std::string> export_hf(LoadedRun& run, const std::string& dir) {
         rule = &r;
         break;
       }
-    if (!rule) throw Error(run.dir + ": parameter '" + p->name + "' has no place in " + arch->name + " (a variant's parameters were renamed?)");
+    if (!rule)
+      throw Error(run.dir + ": parameter '" + p->name + "' has no place in " + arch->name +
+                  " (a variant's parameters were renamed?)");
     sz.KV = (p->value.cols - sz.C) / 2;
     for (const Part& part : parts_of(*rule, layer, *p, sz)) {
       data.push_back(to_hf(*rule, part, *p, sz));
@@ -705,15 +785,18 @@ std::vector<std::string> export_hf(LoadedRun& run, const std::string& dir) {
     }
   }
   std::vector<SafetensorsTensor> tensors;
-  for (size_t i = 0; i < data.size(); ++i) tensors.push_back({names[i].first, names[i].second, data[i].data()});
+  for (size_t i = 0; i < data.size(); ++i)
+    tensors.push_back({names[i].first, names[i].second, data[i].data()});
   std::string type;
   if (auto it = flat.find("tokenizer.type"); it != flat.end()) type = it->second;
   std::string tok_why;
   const auto tok_files = hf::tokenizer_files(type, *run.tokenizer, flat, m.dims().context, tok_why);
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (!fs::is_directory(dir)) throw Error(dir + ": cannot create the directory" + (ec ? ": " + ec.message() : std::string()));
-  write_safetensors((fs::path(dir) / "model.safetensors").string(), tensors, ablate_metadata(run, resolved_text));
+  if (!fs::is_directory(dir))
+    throw Error(dir + ": cannot create the directory" + (ec ? ": " + ec.message() : std::string()));
+  write_safetensors((fs::path(dir) / "model.safetensors").string(), tensors,
+                    ablate_metadata(run, resolved_text));
   auto write = [&](const std::string& name, const std::string& text) {
     const std::string path = (fs::path(dir) / name).string();
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -723,9 +806,11 @@ std::vector<std::string> export_hf(LoadedRun& run, const std::string& dir) {
   write("config.json", arch->config_json(flat, m, run.tokenizer->eot_id()).dump(2) + "\n");
   for (const auto& [name, text] : tok_files) write(name, text);
   std::vector<std::string> notes;
-  notes.push_back(std::string(arch->name) + ": " + std::to_string(tensors.size()) + " tensors in model.safetensors, config.json");
+  notes.push_back(std::string(arch->name) + ": " + std::to_string(tensors.size()) +
+                  " tensors in model.safetensors, config.json");
   if (tok_files.empty())
-    notes.push_back("the tokenizer does not export (" + tok_why + "); ablate reads it back from model.safetensors' metadata, "
+    notes.push_back("the tokenizer does not export (" + tok_why +
+                    "); ablate reads it back from model.safetensors' metadata, "
                     "other programs need a tokenizer of their own");
   else {
     std::string list;

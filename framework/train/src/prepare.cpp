@@ -50,7 +50,9 @@ uint64_t text_hash(const std::string& s) {
   return h ^ (h >> 29);
 }
 
-uint64_t combine(uint64_t h, uint64_t piece) { return (h ^ piece) * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull; }
+uint64_t combine(uint64_t h, uint64_t piece) {
+  return (h ^ piece) * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
+}
 
 // Document k is validation when ceil((k+1) f) > ceil(k f): the first document, then one in
 // every 1/f, spread over the whole corpus whatever its order.
@@ -84,18 +86,21 @@ struct Item {
 // Reads the sources' documents in order, piece by piece.
 class CorpusReader {
  public:
-  CorpusReader(std::vector<Source>& sources, const PrepareOptions& o, std::atomic<int64_t>& consumed)
+  CorpusReader(std::vector<Source>& sources, const PrepareOptions& o,
+               std::atomic<int64_t>& consumed)
       : sources_(sources), o_(o), consumed_(consumed) {}
   // The next piece and its source; false after the last source.
   bool next(Piece& p, size_t& source) {
     for (;;) {
       if (!reader_) {
         if (k_ == sources_.size()) return false;
-        reader_ = std::make_unique<DocumentReader>(sources_[k_].path, is_jsonl_name(sources_[k_].path), o_.field,
-                                                   o_.separator, kPieceBytes);
+        reader_ =
+            std::make_unique<DocumentReader>(sources_[k_].path, is_jsonl_name(sources_[k_].path),
+                                             o_.field, o_.separator, kPieceBytes);
       }
       const bool got = reader_->next(p);
-      consumed_.store(before_ + static_cast<int64_t>(reader_->stream().consumed()), std::memory_order_relaxed);
+      consumed_.store(before_ + static_cast<int64_t>(reader_->stream().consumed()),
+                      std::memory_order_relaxed);
       if (got) {
         source = k_;
         return true;
@@ -120,7 +125,8 @@ class CorpusReader {
 // 10 s, as the training's progress line.
 class PrepareProgress {
  public:
-  PrepareProgress(bool quiet, int64_t total) : quiet_(quiet), tty_(isatty(STDERR_FILENO)), total_(total) {}
+  PrepareProgress(bool quiet, int64_t total)
+      : quiet_(quiet), tty_(isatty(STDERR_FILENO)), total_(total) {}
   void update(int64_t consumed, int64_t tokens, int64_t shards, bool last = false) {
     if (quiet_) return;
     const double t = std::chrono::duration<double>(clock_type::now() - t0_).count();
@@ -129,10 +135,14 @@ class PrepareProgress {
     const double rate = t > 0 ? static_cast<double>(consumed) / t : 0;
     const double eta = rate > 0 ? static_cast<double>(total_ - consumed) / rate : -1;
     char buf[256];
-    std::snprintf(buf, sizeof buf, "prepare: %s of %s read (%.0f%%) | %.1f MB/s | %lld tokens, %lld shards | %s elapsed, ETA %s",
-                  mb(static_cast<double>(consumed)).c_str(), mb(static_cast<double>(total_)).c_str(),
-                  total_ > 0 ? 100.0 * static_cast<double>(consumed) / static_cast<double>(total_) : 100.0, rate / 1e6,
-                  static_cast<long long>(tokens), static_cast<long long>(shards), hms(t).c_str(), hms(last ? 0 : eta).c_str());
+    std::snprintf(
+        buf, sizeof buf,
+        "prepare: %s of %s read (%.0f%%) | %.1f MB/s | %lld tokens, %lld shards | %s elapsed, ETA "
+        "%s",
+        mb(static_cast<double>(consumed)).c_str(), mb(static_cast<double>(total_)).c_str(),
+        total_ > 0 ? 100.0 * static_cast<double>(consumed) / static_cast<double>(total_) : 100.0,
+        rate / 1e6, static_cast<long long>(tokens), static_cast<long long>(shards), hms(t).c_str(),
+        hms(last ? 0 : eta).c_str());
     if (tty_) std::fprintf(stderr, "\r%-120s%s", buf, last ? "\n" : "");
     else std::fprintf(stderr, "%s\n", buf);
     std::fflush(stderr);
@@ -149,7 +159,8 @@ class PrepareProgress {
 // The writers of the two splits, each rolling over to a new shard at shard_tokens.
 class SplitWriters {
  public:
-  SplitWriters(const PrepareOptions& o, const std::string& name, ShardFormat format) : o_(o), name_(name), format_(format) {}
+  SplitWriters(const PrepareOptions& o, const std::string& name, ShardFormat format)
+      : o_(o), name_(name), format_(format) {}
   void write(int split, const int32_t* ids, size_t n) {
     while (n > 0) {
       auto& w = open_[split];
@@ -178,7 +189,9 @@ class SplitWriters {
     int64_t tokens;
   };
   const std::vector<Written>& written() const { return written_; }
-  int64_t shards() const { return static_cast<int64_t>(written_.size()) + (open_[0] ? 1 : 0) + (open_[1] ? 1 : 0); }
+  int64_t shards() const {
+    return static_cast<int64_t>(written_.size()) + (open_[0] ? 1 : 0) + (open_[1] ? 1 : 0);
+  }
   // After an error: the finished shards go (an unfinished one removes its temporary itself).
   void remove_written() {
     for (const auto& w : written_) std::remove(w.path.c_str());
@@ -200,7 +213,8 @@ void write_atomically(const std::string& path, const std::string& text) {
     out << text;
     if (!out.flush()) throw Error(tmp + ": cannot write: " + std::strerror(errno));
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw Error(path + ": cannot rename " + tmp + " to it: " + std::strerror(errno));
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw Error(path + ": cannot rename " + tmp + " to it: " + std::strerror(errno));
 }
 
 // An option's value as JSON: true/false and numbers as such, the rest as text.
@@ -215,18 +229,23 @@ nlohmann::ordered_json option_value(const std::string& v) {
   return v;
 }
 
-// The output directory, emptied of an earlier preparation with --overwrite; else refused if it holds one.
+// The output directory, emptied of an earlier preparation with --overwrite; else refused if it
+// holds one.
 void prepare_out_dir(const PrepareOptions& o) {
   std::error_code ec;
   fs::create_directories(o.out_dir, ec);
-  if (!fs::is_directory(o.out_dir, ec)) throw Error(o.out_dir + ": cannot create the output directory: " + ec.message());
+  if (!fs::is_directory(o.out_dir, ec))
+    throw Error(o.out_dir + ": cannot create the output directory: " + ec.message());
   std::vector<fs::path> old;
   for (const auto& e : fs::directory_iterator(o.out_dir)) {
     const std::string n = e.path().filename().string();
-    auto ends = [&](const char* e) { return n.size() >= std::strlen(e) && n.compare(n.size() - std::strlen(e), std::string::npos, e) == 0; };
-    const bool shard = (ends(".bin") || ends(".bin.tmp")) && (n.find("train") != std::string::npos || n.find("val") != std::string::npos);
-    if (n == "manifest.json" || n == "tokenizer.state" || shard)
-      old.push_back(e.path());
+    auto ends = [&](const char* e) {
+      return n.size() >= std::strlen(e) &&
+             n.compare(n.size() - std::strlen(e), std::string::npos, e) == 0;
+    };
+    const bool shard = (ends(".bin") || ends(".bin.tmp")) &&
+                       (n.find("train") != std::string::npos || n.find("val") != std::string::npos);
+    if (n == "manifest.json" || n == "tokenizer.state" || shard) old.push_back(e.path());
   }
   if (old.empty()) return;
   if (!o.overwrite) {
@@ -235,23 +254,28 @@ void prepare_out_dir(const PrepareOptions& o) {
     std::sort(names.begin(), names.end());
     if (names.size() > 6) names.resize(6), names.push_back("...");
     throw Error(o.out_dir + ": holds shards already (" + join(names) +
-                "); training would mix them with the new ones. Give another --out, or --overwrite to replace them");
+                "); training would mix them with the new ones. Give another --out, or --overwrite "
+                "to replace them");
   }
   for (const auto& p : old) fs::remove(p, ec);
 }
 
 }  // namespace
 
-PrepareSummary prepare_shards(const PrepareOptions& o, Tokenizer& tok, const std::string& tokenizer_name,
-                              const std::vector<std::pair<std::string, std::string>>& tokenizer_options) {
-  if (o.inputs.empty()) throw Error("ablate data prepare: no input; give text or JSONL files, a directory or a glob");
+PrepareSummary prepare_shards(
+    const PrepareOptions& o, Tokenizer& tok, const std::string& tokenizer_name,
+    const std::vector<std::pair<std::string, std::string>>& tokenizer_options) {
+  if (o.inputs.empty())
+    throw Error("ablate data prepare: no input; give text or JSONL files, a directory or a glob");
   if (o.out_dir.empty()) throw Error("ablate data prepare: no output directory; give --out DIR");
   if (o.shard_tokens < 1 || o.shard_tokens > kShardMaxTokens)
-    throw Error("--shard-tokens " + std::to_string(o.shard_tokens) + " is out of range: 1 to " + std::to_string(kShardMaxTokens) +
-                " (the header's count is an int32)");
+    throw Error("--shard-tokens " + std::to_string(o.shard_tokens) + " is out of range: 1 to " +
+                std::to_string(kShardMaxTokens) + " (the header's count is an int32)");
   if (o.val_file.empty() && !(o.val_fraction > 0 && o.val_fraction <= 0.5))
-    throw Error("--val-fraction " + std::to_string(o.val_fraction) + " is out of range: above 0, at most 0.5");
-  const std::string name = o.name.empty() ? fs::path(o.out_dir).lexically_normal().filename().string() : o.name;
+    throw Error("--val-fraction " + std::to_string(o.val_fraction) +
+                " is out of range: above 0, at most 0.5");
+  const std::string name =
+      o.name.empty() ? fs::path(o.out_dir).lexically_normal().filename().string() : o.name;
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
     throw Error("'" + name + "' cannot prefix shard names; give --name WORD");
 
@@ -280,7 +304,9 @@ PrepareSummary prepare_shards(const PrepareOptions& o, Tokenizer& tok, const std
   // A tokenizer fitted on text fits on the first fit_bytes of the training documents.
   int64_t fitted_on = 0;
   if (!tok.pretrained()) {
-    std::fprintf(stderr, "prepare: tokenizer '%s' is fitted on text: fitting it on the first %s of the training documents (--fit-bytes)\n",
+    std::fprintf(stderr,
+                 "prepare: tokenizer '%s' is fitted on text: fitting it on the first %s of the "
+                 "training documents (--fit-bytes)\n",
                  tokenizer_name.c_str(), mb(static_cast<double>(o.fit_bytes)).c_str());
     std::vector<Source> copy = sources;
     std::atomic<int64_t> ignored{0};
@@ -291,10 +317,15 @@ PrepareSummary prepare_shards(const PrepareOptions& o, Tokenizer& tok, const std
     int64_t doc = -1;
     bool val = false;
     while (static_cast<int64_t>(text.size()) < o.fit_bytes && reader.next(p, src)) {
-      if (p.starts_document) val = copy[src].val || (o.val_file.empty() && is_val_document(++doc, o.val_fraction));
-      if (!val) text += p.text.substr(0, static_cast<size_t>(o.fit_bytes - static_cast<int64_t>(text.size())));
+      if (p.starts_document)
+        val = copy[src].val || (o.val_file.empty() && is_val_document(++doc, o.val_fraction));
+      if (!val)
+        text +=
+            p.text.substr(0, static_cast<size_t>(o.fit_bytes - static_cast<int64_t>(text.size())));
     }
-    if (text.empty()) throw Error("ablate data prepare: no training text to fit tokenizer '" + tokenizer_name + "' on");
+    if (text.empty())
+      throw Error("ablate data prepare: no training text to fit tokenizer '" + tokenizer_name +
+                  "' on");
     tok.fit(text);
     fitted_on = static_cast<int64_t>(text.size());
   }
@@ -302,7 +333,9 @@ PrepareSummary prepare_shards(const PrepareOptions& o, Tokenizer& tok, const std
   const int32_t eot = tok.eot_id();
   const ShardFormat format = shard_format_for_vocab(vocab);
   if (eot < 0)
-    std::fprintf(stderr, "prepare: tokenizer '%s' has no end-of-text id: documents follow one another with nothing between them\n",
+    std::fprintf(stderr,
+                 "prepare: tokenizer '%s' has no end-of-text id: documents follow one another with "
+                 "nothing between them\n",
                  tokenizer_name.c_str());
 
   PrepareSummary sum;
@@ -320,7 +353,8 @@ PrepareSummary prepare_shards(const PrepareOptions& o, Tokenizer& tok, const std
       if (in_doc) hashes[split].push_back(doc_hash);
       in_doc = false;
     };
-    const size_t live = static_cast<size_t>(std::max(2, 2 * tbb::this_task_arena::max_concurrency()));
+    const size_t live =
+        static_cast<size_t>(std::max(2, 2 * tbb::this_task_arena::max_concurrency()));
     tbb::parallel_pipeline(
         live,
         tbb::make_filter<void, std::shared_ptr<Item>>(
@@ -350,7 +384,8 @@ PrepareSummary prepare_shards(const PrepareOptions& o, Tokenizer& tok, const std
                     try {
                       item->ids[i] = tok.encode(item->pieces[i].text);
                     } catch (const Error& e) {
-                      throw Error(item->pieces[i].where + ": tokenizer '" + tokenizer_name + "': " + e.what());
+                      throw Error(item->pieces[i].where + ": tokenizer '" + tokenizer_name +
+                                  "': " + e.what());
                     }
                     item->hash[i] = text_hash(item->pieces[i].text);
                   }
@@ -363,7 +398,10 @@ PrepareSummary prepare_shards(const PrepareOptions& o, Tokenizer& tok, const std
                     Source& s = sources[item->source[i]];
                     if (p.starts_document) {
                       finish_doc();
-                      split = s.val || (o.val_file.empty() && is_val_document(++doc, o.val_fraction)) ? 1 : 0;
+                      split =
+                          s.val || (o.val_file.empty() && is_val_document(++doc, o.val_fraction))
+                              ? 1
+                              : 0;
                       ++s.documents[split];
                       ++sum.documents[split];
                       in_doc = true;
@@ -376,20 +414,24 @@ PrepareSummary prepare_shards(const PrepareOptions& o, Tokenizer& tok, const std
                     const auto& ids = item->ids[i];
                     for (int32_t id : ids)
                       if (id < 0 || id >= vocab)
-                        throw Error(p.where + ": tokenizer '" + tokenizer_name + "' gave id " + std::to_string(id) +
-                                    ", outside its vocabulary of " + std::to_string(vocab) + " (a bug in the tokenizer)");
+                        throw Error(p.where + ": tokenizer '" + tokenizer_name + "' gave id " +
+                                    std::to_string(id) + ", outside its vocabulary of " +
+                                    std::to_string(vocab) + " (a bug in the tokenizer)");
                     out.write(split, ids.data(), ids.size());
                     sum.tokens[split] += static_cast<int64_t>(ids.size());
                     sum.bytes[split] += static_cast<int64_t>(p.text.size());
                     doc_hash = combine(doc_hash, item->hash[i]);
                   }
-                  progress.update(consumed.load(std::memory_order_relaxed), sum.tokens[0] + sum.tokens[1], out.shards());
+                  progress.update(consumed.load(std::memory_order_relaxed),
+                                  sum.tokens[0] + sum.tokens[1], out.shards());
                 }));
     finish_doc();
     if (sum.documents[1] == 0 || sum.documents[0] == 0)
-      throw Error("ablate data prepare: " + std::to_string(sum.documents[0] + sum.documents[1]) + " documents: " +
+      throw Error("ablate data prepare: " + std::to_string(sum.documents[0] + sum.documents[1]) +
+                  " documents: " +
                   (sum.documents[0] == 0 ? "none left for training" : "none for validation") +
-                  ". Cut text files into documents with --split SEPARATOR (e.g. --split '\\n\\n'), give more documents, or "
+                  ". Cut text files into documents with --split SEPARATOR (e.g. --split '\\n\\n'), "
+                  "give more documents, or "
                   "a separate validation file with --val FILE");
     out.close(0);
     out.close(1);
@@ -401,12 +443,16 @@ PrepareSummary prepare_shards(const PrepareOptions& o, Tokenizer& tok, const std
 
   // Validation documents whose text is also a training document's.
   std::sort(hashes[0].begin(), hashes[0].end());
-  for (uint64_t h : hashes[1]) sum.val_in_train += std::binary_search(hashes[0].begin(), hashes[0].end(), h);
+  for (uint64_t h : hashes[1])
+    sum.val_in_train += std::binary_search(hashes[0].begin(), hashes[0].end(), h);
   if (sum.val_in_train > 0)
     std::fprintf(stderr,
-                 "prepare: warning: %lld of %lld validation documents also occur in the training documents (the same text): "
-                 "the validation loss then rewards memorising them. Deduplicate the corpus, or give a separate --val FILE\n",
-                 static_cast<long long>(sum.val_in_train), static_cast<long long>(sum.documents[1]));
+                 "prepare: warning: %lld of %lld validation documents also occur in the training "
+                 "documents (the same text): "
+                 "the validation loss then rewards memorising them. Deduplicate the corpus, or "
+                 "give a separate --val FILE\n",
+                 static_cast<long long>(sum.val_in_train),
+                 static_cast<long long>(sum.documents[1]));
 
   const std::string state = tok.save();
   write_atomically((fs::path(o.out_dir) / "tokenizer.state").string(), state);
@@ -426,10 +472,13 @@ PrepareSummary prepare_shards(const PrepareOptions& o, Tokenizer& tok, const std
   t["state_file"] = "tokenizer.state";
   t["state_sha256"] = sha256_hex(state);
   m["tokenizer"] = t;
-  m["documents_separated_by"] = eot >= 0 ? "the end-of-text id before each document" : "nothing (the tokenizer has no end-of-text id)";
+  m["documents_separated_by"] = eot >= 0 ? "the end-of-text id before each document"
+                                         : "nothing (the tokenizer has no end-of-text id)";
   nlohmann::ordered_json split;
   if (o.val_file.empty()) {
-    split["rule"] = "document k (0-based, over all inputs in order) is validation when ceil((k+1) f) > ceil(k f)";
+    split["rule"] =
+        "document k (0-based, over all inputs in order) is validation when ceil((k+1) f) > ceil(k "
+        "f)";
     split["val_fraction"] = o.val_fraction;
   } else {
     split["rule"] = "the documents of the validation file";
@@ -448,7 +497,9 @@ PrepareSummary prepare_shards(const PrepareOptions& o, Tokenizer& tok, const std
   m["shard_tokens"] = o.shard_tokens;
   nlohmann::ordered_json shards = nlohmann::ordered_json::array();
   for (const auto& w : out.written())
-    shards.push_back({{"file", fs::path(w.path).filename().string()}, {"split", names[w.split]}, {"tokens", w.tokens}});
+    shards.push_back({{"file", fs::path(w.path).filename().string()},
+                      {"split", names[w.split]},
+                      {"tokens", w.tokens}});
   m["shards"] = shards;
   nlohmann::ordered_json src = nlohmann::ordered_json::array();
   for (const auto& s : sources)

@@ -34,7 +34,8 @@ herr_t capture_error(hid_t stack, void*) {
   if (!t_first_error.empty()) return 0;
   std::vector<std::string> entries;
   H5Ewalk2(stack, H5E_WALK_UPWARD, collect_error, &entries);
-  if (!entries.empty()) t_first_error = entries.front();  // innermost: "errno = 2, ... No such file"
+  if (!entries.empty())
+    t_first_error = entries.front();  // innermost: "errno = 2, ... No such file"
   return 0;
 }
 
@@ -65,7 +66,8 @@ std::vector<std::string> split_path(const std::string& s) {
   size_t start = 0;
   while (true) {
     size_t slash = s.find('/', start);
-    parts.push_back(s.substr(start, slash == std::string::npos ? std::string::npos : slash - start));
+    parts.push_back(
+        s.substr(start, slash == std::string::npos ? std::string::npos : slash - start));
     if (slash == std::string::npos) break;
     start = slash + 1;
   }
@@ -125,7 +127,8 @@ std::vector<double> read_column(const H5::DataSet& ds) {
 }
 
 void set_length(const H5::DataSet& ds, hsize_t n) {
-  if (H5Dset_extent(ds.getId(), &n) < 0) throw H5::DataSetIException("H5Dset_extent", "cannot resize column");
+  if (H5Dset_extent(ds.getId(), &n) < 0)
+    throw H5::DataSetIException("H5Dset_extent", "cannot resize column");
 }
 
 void write_column(const H5::DataSet& ds, const std::vector<double>& v) {
@@ -134,18 +137,17 @@ void write_column(const H5::DataSet& ds, const std::vector<double>& v) {
 }
 
 // Calls visit(relative_path, dataset) for every dataset below g, depth first.
-void walk_datasets(const H5::Group& g, const std::string& prefix, const std::set<std::string>& skip,
-                   const std::function<void(const std::string&, const std::string&, const H5::DataSet&)>& visit) {
+void walk_datasets(
+    const H5::Group& g, const std::string& prefix, const std::set<std::string>& skip,
+    const std::function<void(const std::string&, const std::string&, const H5::DataSet&)>& visit) {
   hsize_t n = g.getNumObjs();
   for (hsize_t i = 0; i < n; ++i) {
     std::string name = g.getObjnameByIdx(i);
     std::string full = prefix.empty() ? name : prefix + "/" + name;
     if (skip.count(full)) continue;
     H5O_type_t t = g.childObjType(name);
-    if (t == H5O_TYPE_GROUP)
-      walk_datasets(g.openGroup(name), full, skip, visit);
-    else if (t == H5O_TYPE_DATASET)
-      visit(prefix, name, g.openDataSet(name));
+    if (t == H5O_TYPE_GROUP) walk_datasets(g.openGroup(name), full, skip, visit);
+    else if (t == H5O_TYPE_DATASET) visit(prefix, name, g.openDataSet(name));
   }
 }
 
@@ -156,19 +158,22 @@ std::string format_problem(const H5::H5File& f) {
   if (a.getTypeClass() != H5T_STRING) return "'format' attribute is not a string";
   std::string fmt;
   a.read(a.getStrType(), fmt);
-  if (fmt != RunFile::kFormat) return "format is '" + fmt + "', expected '" + RunFile::kFormat + "'";
+  if (fmt != RunFile::kFormat)
+    return "format is '" + fmt + "', expected '" + RunFile::kFormat + "'";
   return "";
 }
 
 void check_version(const std::string& path, const H5::H5File& f) {
   if (!f.attrExists("format_version")) return;
   H5::Attribute a = f.openAttribute("format_version");
-  if (a.getTypeClass() != H5T_INTEGER) throw Error(path + ": 'format_version' attribute is not an integer");
+  if (a.getTypeClass() != H5T_INTEGER)
+    throw Error(path + ": 'format_version' attribute is not an integer");
   int64_t v = 0;
   a.read(H5::PredType::NATIVE_INT64, &v);
   if (v > RunFile::kFormatVersion)
-    throw Error(path + ": run file format_version " + std::to_string(v) + " is newer than this ablate reads (" +
-                std::to_string(RunFile::kFormatVersion) + "); update ablate");
+    throw Error(path + ": run file format_version " + std::to_string(v) +
+                " is newer than this ablate reads (" + std::to_string(RunFile::kFormatVersion) +
+                "); update ablate");
 }
 
 // File access without HDF5's file lock (readers and the writer alike): a reader such as
@@ -188,7 +193,8 @@ H5::H5File open_run_file(const std::string& path, unsigned flags) {
   silence_hdf5();
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) throw Error(not_run_file(path, "no such file"));
-  if (!std::filesystem::is_regular_file(path, ec)) throw Error(not_run_file(path, "not a regular file"));
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw Error(not_run_file(path, "not a regular file"));
   if (H5Fis_hdf5(path.c_str()) <= 0) throw Error(not_run_file(path, "not an HDF5 file"));
   H5::H5File f;
   try {
@@ -196,8 +202,11 @@ H5::H5File open_run_file(const std::string& path, unsigned flags) {
   } catch (const H5::Exception& e) {
     std::string detail = hdf5_detail(e);
     if (detail.find("unable to lock file") != std::string::npos)
-      throw Error(path + ": cannot open the run file for appending: another process has it open (HDF5 file "
-                  "lock: " + detail + "); is that run still going?");
+      throw Error(
+          path +
+          ": cannot open the run file for appending: another process has it open (HDF5 file "
+          "lock: " +
+          detail + "); is that run still going?");
     throw Error(not_run_file(path, "HDF5 cannot open it: " + detail));
   }
   std::string why = guarded(path, "reading the root attributes", [&] { return format_problem(f); });
@@ -239,12 +248,12 @@ struct RunFile::Impl {
   // Loads the tables of an existing file; repairs rows torn by a killed writer.
   void load_tables() {
     if (!file.nameExists(kMetrics)) return;
-    walk_datasets(file.openGroup(kMetrics), "", {}, [&](const std::string& group, const std::string& col,
-                                                        const H5::DataSet& ds) {
-      Table& t = tables[group];
-      t.columns.push_back(col);
-      t.data[col] = ds;
-    });
+    walk_datasets(file.openGroup(kMetrics), "", {},
+                  [&](const std::string& group, const std::string& col, const H5::DataSet& ds) {
+                    Table& t = tables[group];
+                    t.columns.push_back(col);
+                    t.data[col] = ds;
+                  });
     for (auto& [group, t] : tables) {
       std::sort(t.columns.begin(), t.columns.end());
       hsize_t n = ~hsize_t{0};
@@ -304,7 +313,8 @@ void RunFile::set_attr(const std::string& name, int64_t value) {
   m.check_open();
   guarded(m.path, "writing attribute '" + name + "'", [&] {
     if (m.file.attrExists(name)) m.file.removeAttr(name);
-    H5::Attribute a = m.file.createAttribute(name, H5::PredType::STD_I64LE, H5::DataSpace(H5S_SCALAR));
+    H5::Attribute a =
+        m.file.createAttribute(name, H5::PredType::STD_I64LE, H5::DataSpace(H5S_SCALAR));
     a.write(H5::PredType::NATIVE_INT64, &value);
   });
 }
@@ -314,12 +324,14 @@ void RunFile::set_attr(const std::string& name, double value) {
   m.check_open();
   guarded(m.path, "writing attribute '" + name + "'", [&] {
     if (m.file.attrExists(name)) m.file.removeAttr(name);
-    H5::Attribute a = m.file.createAttribute(name, H5::PredType::IEEE_F64LE, H5::DataSpace(H5S_SCALAR));
+    H5::Attribute a =
+        m.file.createAttribute(name, H5::PredType::IEEE_F64LE, H5::DataSpace(H5S_SCALAR));
     a.write(H5::PredType::NATIVE_DOUBLE, &value);
   });
 }
 
-void RunFile::append(const std::string& group, const std::vector<std::pair<std::string, double>>& row) {
+void RunFile::append(const std::string& group,
+                     const std::vector<std::pair<std::string, double>>& row) {
   Impl& m = impl();
   m.check_open();
   check_object_path(m.path, "table", group);
@@ -327,7 +339,8 @@ void RunFile::append(const std::string& group, const std::vector<std::pair<std::
   std::vector<std::string> cols;
   for (const auto& [c, v] : row) {
     if (c.empty() || c.find('/') != std::string::npos || c == "." || c == "..")
-      throw Error(m.path + ": table '" + group + "': invalid column name '" + c + "' (non-empty, no '/')");
+      throw Error(m.path + ": table '" + group + "': invalid column name '" + c +
+                  "' (non-empty, no '/')");
     cols.push_back(c);
   }
   std::sort(cols.begin(), cols.end());
@@ -337,7 +350,8 @@ void RunFile::append(const std::string& group, const std::vector<std::pair<std::
   auto it = m.tables.find(group);
   if (it != m.tables.end() && it->second.columns != cols)
     throw Error(m.path + ": table '" + group + "' has columns [" + join(it->second.columns) +
-                "] but this row has [" + join(cols) + "]: every row of a table needs the same columns");
+                "] but this row has [" + join(cols) +
+                "]: every row of a table needs the same columns");
 
   guarded(m.path, "appending to table '" + group + "'", [&] {
     if (it == m.tables.end()) {
@@ -353,7 +367,8 @@ void RunFile::append(const std::string& group, const std::vector<std::pair<std::
       H5::DataSpace space(1, &dims, &maxdims);
       H5::DSetCreatPropList props;
       props.setChunk(1, &chunk);
-      for (const auto& c : cols) t.data[c] = g.createDataSet(c, H5::PredType::IEEE_F64LE, space, props);
+      for (const auto& c : cols)
+        t.data[c] = g.createDataSet(c, H5::PredType::IEEE_F64LE, space, props);
       it = m.tables.emplace(group, std::move(t)).first;
     }
     Table& t = it->second;
@@ -429,7 +444,8 @@ void RunFile::write_text(const std::string& dataset, const std::string& text) {
   m.check_open();
   check_object_path(m.path, "text dataset", dataset);
   if (dataset == kMetrics || dataset.rfind(std::string(kMetrics) + "/", 0) == 0)
-    throw Error(m.path + ": text dataset '" + dataset + "': names under 'metrics/' are reserved for tables");
+    throw Error(m.path + ": text dataset '" + dataset +
+                "': names under 'metrics/' are reserved for tables");
   if (text.find('\0') != std::string::npos)
     throw Error(m.path + ": text dataset '" + dataset + "': text contains a NUL byte");
   guarded(m.path, "writing text dataset '" + dataset + "'", [&] {
@@ -476,7 +492,8 @@ RunData read_run_file(const std::string& path) {
         std::string v;
         a.read(a.getStrType(), v);
         out.str_attrs[name] = v;
-      } else if ((cls == H5T_INTEGER || cls == H5T_FLOAT) && a.getSpace().getSimpleExtentNpoints() == 1) {
+      } else if ((cls == H5T_INTEGER || cls == H5T_FLOAT) &&
+                 a.getSpace().getSimpleExtentNpoints() == 1) {
         double v = 0;
         a.read(H5::PredType::NATIVE_DOUBLE, &v);
         out.num_attrs[name] = v;
@@ -484,25 +501,28 @@ RunData read_run_file(const std::string& path) {
       }
     }
     if (f.nameExists(kMetrics) && f.childObjType(kMetrics) == H5O_TYPE_GROUP) {
-      walk_datasets(f.openGroup(kMetrics), "", {}, [&](const std::string& group, const std::string& col,
-                                                     const H5::DataSet& ds) {
-        H5T_class_t cls = ds.getTypeClass();
-        if ((cls == H5T_FLOAT || cls == H5T_INTEGER) && ds.getSpace().getSimpleExtentNdims() == 1)
-          out.tables[group][col] = read_column(ds);
-      });
+      walk_datasets(f.openGroup(kMetrics), "", {},
+                    [&](const std::string& group, const std::string& col, const H5::DataSet& ds) {
+                      H5T_class_t cls = ds.getTypeClass();
+                      if ((cls == H5T_FLOAT || cls == H5T_INTEGER) &&
+                          ds.getSpace().getSimpleExtentNdims() == 1)
+                        out.tables[group][col] = read_column(ds);
+                    });
       for (auto& [group, cols] : out.tables) {
         size_t rows = ~size_t{0};
         for (auto& [c, v] : cols) rows = std::min(rows, v.size());
         for (auto& [c, v] : cols) v.resize(rows);
       }
     }
-    walk_datasets(f.openGroup("/"), "", {kMetrics}, [&](const std::string& group, const std::string& name,
-                                                        const H5::DataSet& ds) {
-      if (ds.getTypeClass() != H5T_STRING || ds.getSpace().getSimpleExtentNpoints() != 1) return;
-      std::string text;
-      ds.read(text, ds.getStrType());
-      out.texts[group.empty() ? name : group + "/" + name] = text;
-    });
+    walk_datasets(
+        f.openGroup("/"), "", {kMetrics},
+        [&](const std::string& group, const std::string& name, const H5::DataSet& ds) {
+          if (ds.getTypeClass() != H5T_STRING || ds.getSpace().getSimpleExtentNpoints() != 1)
+            return;
+          std::string text;
+          ds.read(text, ds.getStrType());
+          out.texts[group.empty() ? name : group + "/" + name] = text;
+        });
   });
   return out;
 }

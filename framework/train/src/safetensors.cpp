@@ -31,8 +31,9 @@ constexpr uint64_t kMaxHeader = 100u << 20;
 // Bytes per element of every dtype the format defines (0: not a safetensors dtype).
 size_t dtype_size(const std::string& d) {
   static const std::map<std::string, size_t> sizes = {
-      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2}, {"U16", 2}, {"F16", 2},
-      {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4},     {"F64", 8},     {"I64", 8}, {"U64", 8}};
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1},
+      {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},
+      {"U32", 4},  {"F32", 4}, {"F64", 8}, {"I64", 8},     {"U64", 8}};
   auto it = sizes.find(d);
   return it == sizes.end() ? 0 : it->second;
 }
@@ -43,7 +44,9 @@ uint64_t load_u64(const uint8_t* p) {
   return v;
 }
 
-uint32_t load_u32(const uint8_t* p) { return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24; }
+uint32_t load_u32(const uint8_t* p) {
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
 uint16_t load_u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | p[1] << 8); }
 
 float bits_to_float(uint32_t u) {
@@ -70,9 +73,13 @@ float half_to_float(uint16_t h) {
   return bits_to_float(sign | (exp + 127 - 15) << 23 | mant << 13);
 }
 
-std::string range(uint64_t b, uint64_t e) { return "[" + std::to_string(b) + ", " + std::to_string(e) + ")"; }
+std::string range(uint64_t b, uint64_t e) {
+  return "[" + std::to_string(b) + ", " + std::to_string(e) + ")";
+}
 
-std::string in_quotes(const std::string& s) { return "'" + (s.size() > 80 ? s.substr(0, 80) + "..." : s) + "'"; }
+std::string in_quotes(const std::string& s) {
+  return "'" + (s.size() > 80 ? s.substr(0, 80) + "..." : s) + "'";
+}
 
 }  // namespace
 
@@ -93,9 +100,13 @@ int64_t SafetensorsEntry::numel() const {
   return n;
 }
 
-const char* safetensors_readable_dtypes() { return "F32, F16 and BF16 (F16 and BF16 are converted to F32 on load)"; }
+const char* safetensors_readable_dtypes() {
+  return "F32, F16 and BF16 (F16 and BF16 are converted to F32 on load)";
+}
 
-bool SafetensorsFile::readable(const std::string& d) { return d == "F32" || d == "F16" || d == "BF16"; }
+bool SafetensorsFile::readable(const std::string& d) {
+  return d == "F32" || d == "F16" || d == "BF16";
+}
 
 SafetensorsFile SafetensorsFile::parse(std::vector<uint8_t> bytes, const std::string& name) {
   auto b = std::make_shared<Bytes>();
@@ -153,11 +164,11 @@ void SafetensorsFile::check(size_t size) {
                 " bytes, fewer than the 8 of the header length (truncated or empty)");
   const uint64_t n = load_u64(p);
   if (n > size - 8)
-    throw Error(f + ": truncated or not a safetensors file: the header length says " + std::to_string(n) + " bytes, only " +
-                std::to_string(size - 8) + " follow");
+    throw Error(f + ": truncated or not a safetensors file: the header length says " +
+                std::to_string(n) + " bytes, only " + std::to_string(size - 8) + " follow");
   if (n > kMaxHeader)
-    throw Error(f + ": not a safetensors file: a header of " + std::to_string(n) + " bytes (at most " +
-                std::to_string(kMaxHeader) + ")");
+    throw Error(f + ": not a safetensors file: a header of " + std::to_string(n) +
+                " bytes (at most " + std::to_string(kMaxHeader) + ")");
   if (n < 2 || p[8] != '{')
     throw Error(f + ": not a safetensors file: the header does not start with '{' (a JSON object)");
   const std::string text(reinterpret_cast<const char*>(p + 8), static_cast<size_t>(n));
@@ -168,7 +179,8 @@ void SafetensorsFile::check(size_t size) {
     std::string why = e.what();
     const size_t at = why.find("] ");
     if (at != std::string::npos) why = why.substr(at + 2);
-    throw Error(f + ": the safetensors header is not valid JSON (" + why + "): a damaged or truncated file");
+    throw Error(f + ": the safetensors header is not valid JSON (" + why +
+                "): a damaged or truncated file");
   }
   if (!j.is_object()) throw Error(f + ": the safetensors header is not a JSON object");
   const uint64_t data_size = size - 8 - n;
@@ -179,13 +191,15 @@ void SafetensorsFile::check(size_t size) {
     if (name == "__metadata__") {
       if (!v.is_object()) throw Error(f + ": __metadata__ is not a JSON object of texts");
       for (auto m = v.begin(); m != v.end(); ++m) {
-        if (!m.value().is_string()) throw Error(f + ": __metadata__ entry " + in_quotes(m.key()) + " is not a text");
+        if (!m.value().is_string())
+          throw Error(f + ": __metadata__ entry " + in_quotes(m.key()) + " is not a text");
         metadata_[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
     const std::string t = "tensor " + in_quotes(name);
-    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
+    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") ||
+        !v.contains("data_offsets"))
       throw Error(f + ": " + t + " lacks dtype, shape or data_offsets in the header");
     SafetensorsEntry e;
     e.name = name;
@@ -194,12 +208,15 @@ void SafetensorsFile::check(size_t size) {
     const size_t esize = dtype_size(e.dtype);
     if (esize == 0)
       throw Error(f + ": " + t + " has dtype " + in_quotes(e.dtype) +
-                  ", which is no safetensors dtype (BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, F64, "
+                  ", which is no safetensors dtype (BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, "
+                  "BF16, I32, U32, F32, F64, "
                   "I64, U64)");
     if (!v["shape"].is_array()) throw Error(f + ": " + t + ": shape is not a list");
     uint64_t numel = 1;
     for (const Json& d : v["shape"]) {
-      if (!d.is_number_unsigned()) throw Error(f + ": " + t + ": shape " + v["shape"].dump() + " has an entry that is not a size >= 0");
+      if (!d.is_number_unsigned())
+        throw Error(f + ": " + t + ": shape " + v["shape"].dump() +
+                    " has an entry that is not a size >= 0");
       const uint64_t k = d.get<uint64_t>();
       if (k > (uint64_t{1} << 40) || (k > 0 && numel > (uint64_t{1} << 50) / k))
         throw Error(f + ": " + t + ": shape " + v["shape"].dump() + " is impossibly large");
@@ -211,30 +228,40 @@ void SafetensorsFile::check(size_t size) {
       throw Error(f + ": " + t + ": data_offsets is not a pair [begin, end] of byte offsets");
     e.begin = o[0].get<uint64_t>();
     e.end = o[1].get<uint64_t>();
-    if (e.end < e.begin) throw Error(f + ": " + t + ": data_offsets " + range(e.begin, e.end) + " end before they begin");
+    if (e.end < e.begin)
+      throw Error(f + ": " + t + ": data_offsets " + range(e.begin, e.end) +
+                  " end before they begin");
     if (e.end - e.begin != numel * esize)
-      throw Error(f + ": " + t + ": data_offsets " + range(e.begin, e.end) + " hold " + std::to_string(e.end - e.begin) +
-                  " bytes, but shape " + v["shape"].dump() + " of " + e.dtype + " needs " + std::to_string(numel * esize));
+      throw Error(f + ": " + t + ": data_offsets " + range(e.begin, e.end) + " hold " +
+                  std::to_string(e.end - e.begin) + " bytes, but shape " + v["shape"].dump() +
+                  " of " + e.dtype + " needs " + std::to_string(numel * esize));
     if (e.end > data_size)
-      throw Error(f + ": " + t + ": data_offsets " + range(e.begin, e.end) + " reach past the end of the data (" +
-                  std::to_string(data_size) + " bytes after the header): a truncated file or wrong offsets");
+      throw Error(f + ": " + t + ": data_offsets " + range(e.begin, e.end) +
+                  " reach past the end of the data (" + std::to_string(data_size) +
+                  " bytes after the header): a truncated file or wrong offsets");
     entries_.push_back(std::move(e));
   }
   std::sort(entries_.begin(), entries_.end(),
-            [](const SafetensorsEntry& a, const SafetensorsEntry& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
+            [](const SafetensorsEntry& a, const SafetensorsEntry& b) {
+              return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+            });
   uint64_t at = 0;
   const SafetensorsEntry* prev = nullptr;
   for (const SafetensorsEntry& e : entries_) {
     if (e.begin < at)
-      throw Error(f + ": tensors " + in_quotes(prev->name) + " " + range(prev->begin, prev->end) + " and " + in_quotes(e.name) + " " +
-                  range(e.begin, e.end) + " overlap in the data: a damaged header");
+      throw Error(f + ": tensors " + in_quotes(prev->name) + " " + range(prev->begin, prev->end) +
+                  " and " + in_quotes(e.name) + " " + range(e.begin, e.end) +
+                  " overlap in the data: a damaged header");
     if (e.begin > at)
-      throw Error(f + ": bytes " + range(at, e.begin) + " of the data belong to no tensor (safetensors leaves no gaps): a damaged header");
+      throw Error(
+          f + ": bytes " + range(at, e.begin) +
+          " of the data belong to no tensor (safetensors leaves no gaps): a damaged header");
     at = e.end;
     prev = &e;
   }
   if (at != data_size)
-    throw Error(f + ": bytes " + range(at, data_size) + " of the data, after the last tensor, belong to no tensor: a damaged file");
+    throw Error(f + ": bytes " + range(at, data_size) +
+                " of the data, after the last tensor, belong to no tensor: a damaged file");
   for (size_t i = 0; i < entries_.size(); ++i) index_[entries_[i].name] = i;
 }
 
@@ -253,7 +280,8 @@ void SafetensorsFile::read(const SafetensorsEntry& e, float* out) const {
   } else if (e.dtype == "F16") {
     for (int64_t i = 0; i < n; ++i) out[i] = half_to_float(load_u16(p + 2 * i));
   } else {
-    throw Error(path_ + ": tensor '" + e.name + "' has dtype " + e.dtype + "; ablate reads " + safetensors_readable_dtypes());
+    throw Error(path_ + ": tensor '" + e.name + "' has dtype " + e.dtype + "; ablate reads " +
+                safetensors_readable_dtypes());
   }
 }
 
@@ -267,7 +295,8 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsTen
   }
   uint64_t at = 0;
   for (const SafetensorsTensor& t : tensors) {
-    if (t.name == "__metadata__" || h.contains(t.name)) throw Error(path + ": two tensors named '" + t.name + "'");
+    if (t.name == "__metadata__" || h.contains(t.name))
+      throw Error(path + ": two tensors named '" + t.name + "'");
     uint64_t numel = 1;
     for (int64_t d : t.shape) {
       if (d < 0) throw Error(path + ": tensor '" + t.name + "' has a negative dimension");
@@ -280,7 +309,8 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsTen
   try {
     text = h.dump();
   } catch (const OrderedJson::exception& e) {
-    throw Error(path + ": cannot write the safetensors header: " + e.what() + " (a metadata text that is not UTF-8?)");
+    throw Error(path + ": cannot write the safetensors header: " + e.what() +
+                " (a metadata text that is not UTF-8?)");
   }
   // The data starts 8-byte aligned: the header is padded with spaces, as the format allows.
   while ((8 + text.size()) % 8 != 0) text += ' ';
@@ -289,7 +319,8 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsTen
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw Error(tmp + ": cannot create: " + std::strerror(errno));
     uint8_t len[8];
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(text.size()) >> (8 * i));
+    for (int i = 0; i < 8; ++i)
+      len[i] = static_cast<uint8_t>(static_cast<uint64_t>(text.size()) >> (8 * i));
     out.write(reinterpret_cast<const char*>(len), 8);
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
     for (const SafetensorsTensor& t : tensors) {
@@ -302,9 +333,11 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsTen
       for (int64_t i = 0; i < n; ++i) {
         uint32_t u;
         std::memcpy(&u, t.data + i, 4);
-        for (int k = 0; k < 4; ++k) buf[static_cast<size_t>(4 * i + k)] = static_cast<uint8_t>(u >> (8 * k));
+        for (int k = 0; k < 4; ++k)
+          buf[static_cast<size_t>(4 * i + k)] = static_cast<uint8_t>(u >> (8 * k));
       }
-      out.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(buf.size()));
+      out.write(reinterpret_cast<const char*>(buf.data()),
+                static_cast<std::streamsize>(buf.size()));
 #endif
     }
     out.flush();

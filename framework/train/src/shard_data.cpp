@@ -22,7 +22,8 @@ namespace fs = std::filesystem;
 namespace {
 
 // Keys of a text data section, which mean nothing for shards.
-const char* const kTextKeys[] = {"path", "train_fraction", "windows", "fill", "score_after", "line_weights"};
+const char* const kTextKeys[] = {"path", "train_fraction", "windows",
+                                 "fill", "score_after",    "line_weights"};
 
 std::string read_file_bytes(const std::string& path, int64_t offset, int64_t n) {
   std::ifstream in(path, std::ios::binary);
@@ -50,11 +51,13 @@ std::vector<std::string> glob_files(const std::string& pattern) {
 
 // data.train / data.val: the files of the first place in the data search order where the
 // pattern matches any.
-std::vector<std::string> resolve_pattern(const Options& o, const std::string& key, const std::string& yaml_dir,
-                                         std::string& resolved) {
-  const std::string pattern = o.require<std::string>(key, "glob of token shard files, e.g. data/fineweb10B/fineweb_" + key +
-                                                              "_*.bin (relative: next to the experiment, then the data directories)");
-  if (pattern.empty()) o.fail(key, "empty pattern; give a glob of shard files, e.g. fineweb_" + key + "_*.bin");
+std::vector<std::string> resolve_pattern(const Options& o, const std::string& key,
+                                         const std::string& yaml_dir, std::string& resolved) {
+  const std::string pattern = o.require<std::string>(
+      key, "glob of token shard files, e.g. data/fineweb10B/fineweb_" + key +
+               "_*.bin (relative: next to the experiment, then the data directories)");
+  if (pattern.empty())
+    o.fail(key, "empty pattern; give a glob of shard files, e.g. fineweb_" + key + "_*.bin");
   const std::vector<std::string> places = data_search_paths(pattern, yaml_dir);
   for (const std::string& p : places) {
     std::vector<std::string> files = glob_files(p);
@@ -70,7 +73,8 @@ std::vector<std::string> resolve_pattern(const Options& o, const std::string& ke
 }
 
 // data.shards: the first directory of that name in the data search order.
-std::string resolve_shard_dir(const Options& o, const std::string& name, const std::string& yaml_dir) {
+std::string resolve_shard_dir(const Options& o, const std::string& name,
+                              const std::string& yaml_dir) {
   if (name.empty()) o.fail("shards", "empty; give the directory that holds the shards");
   const std::vector<std::string> places = data_search_paths(name, yaml_dir);
   for (const std::string& p : places) {
@@ -110,14 +114,16 @@ ManifestTokenizer read_manifest(const std::string& path) {
     m.options = t.at("options").dump();
     m.yaml = "{type: " + m.name;
     for (const auto& kv : t.at("options").items())
-      m.yaml += ", " + kv.key() + ": " + (kv.value().is_string() ? kv.value().get<std::string>() : kv.value().dump());
+      m.yaml += ", " + kv.key() + ": " +
+                (kv.value().is_string() ? kv.value().get<std::string>() : kv.value().dump());
     m.yaml += "}";
     m.state_file = t.at("state_file").get<std::string>();
     m.state_sha256 = t.at("state_sha256").get<std::string>();
     if (t.contains("eot_id") && !t.at("eot_id").is_null()) m.eot_id = t.at("eot_id").get<int64_t>();
   } catch (const nlohmann::json::exception& e) {
     throw Error(path + ": not a shard manifest of ablate data prepare: " + e.what() +
-                ". Write it again with ablate data prepare, or remove it (the shards are then read without it, with a "
+                ". Write it again with ablate data prepare, or remove it (the shards are then read "
+                "without it, with a "
                 "ready-made tokenizer)");
   }
   m.present = true;
@@ -128,39 +134,48 @@ ManifestTokenizer read_manifest(const std::string& path) {
 void setup_tokenizer(const ShardSpec& spec, const ManifestTokenizer& m, Tokenizer& tok, bool fit) {
   if (!m.present) {
     if (fit && !tok.pretrained())
-      throw Error(spec.where + ": the experiment's tokenizer is fitted on text, and token shards hold no text (and no "
-                               "manifest.json of ablate data prepare beside them saves a tokenizer). Use a ready-made "
-                               "tokenizer (one whose ids do not depend on the text: byte, or one loaded from files such "
-                               "as GPT-2's), or make the shards with 'ablate data prepare --tokenizer NAME', which "
-                               "saves the tokenizer it used beside them");
+      throw Error(
+          spec.where +
+          ": the experiment's tokenizer is fitted on text, and token shards hold no text (and no "
+          "manifest.json of ablate data prepare beside them saves a tokenizer). Use a ready-made "
+          "tokenizer (one whose ids do not depend on the text: byte, or one loaded from files such "
+          "as GPT-2's), or make the shards with 'ablate data prepare --tokenizer NAME', which "
+          "saves the tokenizer it used beside them");
     return;
   }
   const std::string made_with = "tokenizer '" + m.name + "' with options " + m.options;
-  const std::string fix = "Set the experiment's tokenizer to the one the manifest names (tokenizer: " + m.yaml +
-                          "), or make the shards again with this one (ablate data prepare --tokenizer NAME)";
+  const std::string fix =
+      "Set the experiment's tokenizer to the one the manifest names (tokenizer: " + m.yaml +
+      "), or make the shards again with this one (ablate data prepare --tokenizer NAME)";
   if (fit && !tok.pretrained()) {
     const std::string state_path = (fs::path(spec.manifest).parent_path() / m.state_file).string();
     std::ifstream in(state_path, std::ios::binary);
-    if (!in) throw Error(state_path + ": missing; " + spec.manifest + " names it as the saved state of " + made_with +
-                         ", which the shards were made with. Make the shards again (ablate data prepare)");
+    if (!in)
+      throw Error(state_path + ": missing; " + spec.manifest + " names it as the saved state of " +
+                  made_with +
+                  ", which the shards were made with. Make the shards again (ablate data prepare)");
     std::stringstream ss;
     ss << in.rdbuf();
     const std::string state = ss.str();
     if (sha256_hex(state) != m.state_sha256)
-      throw Error(state_path + ": its sha256 is " + sha256_hex(state) + ", but " + spec.manifest + " records " +
-                  m.state_sha256 + ": the file changed after the shards were made. Make the shards again (ablate data prepare)");
+      throw Error(state_path + ": its sha256 is " + sha256_hex(state) + ", but " + spec.manifest +
+                  " records " + m.state_sha256 +
+                  ": the file changed after the shards were made. Make the shards again (ablate "
+                  "data prepare)");
     try {
       tok.load(state);
     } catch (const Error& e) {
-      throw Error(spec.manifest + ": the shards were made with " + made_with + ", whose saved state (" + state_path +
+      throw Error(spec.manifest + ": the shards were made with " + made_with +
+                  ", whose saved state (" + state_path +
                   ") the experiment's tokenizer cannot load: " + e.what() + ". " + fix);
     }
     return;
   }
   const std::string have = sha256_hex(tok.save());
   if (have != m.state_sha256)
-    throw Error(spec.manifest + ": the shards were made with " + made_with + " (saved state sha256 " +
-                m.state_sha256.substr(0, 16) + "...), and the experiment's tokenizer is another (state sha256 " +
+    throw Error(spec.manifest + ": the shards were made with " + made_with +
+                " (saved state sha256 " + m.state_sha256.substr(0, 16) +
+                "...), and the experiment's tokenizer is another (state sha256 " +
                 have.substr(0, 16) + "...): its ids would stand for other text. " + fix);
 }
 
@@ -188,16 +203,23 @@ bool names_shards(const Options& o) { return o.has("shards") || o.has("train") |
 ShardSpec read_shard_spec(const Options& o, const std::string& yaml_dir) {
   for (const char* k : kTextKeys)
     if (o.has(k))
-      o.fail(k, std::string(k) + " applies to a text file (data.path); with token shards (data.shards, data.train/val) " +
-                    "windows are drawn from the token stream: remove " + k + (std::string(k) == "path" ? ", or the shard keys" : ""));
+      o.fail(k, std::string(k) +
+                    " applies to a text file (data.path); with token shards (data.shards, "
+                    "data.train/val) " +
+                    "windows are drawn from the token stream: remove " + k +
+                    (std::string(k) == "path" ? ", or the shard keys" : ""));
   ShardSpec spec;
   const bool dir = o.has("shards");
   if (dir && (o.has("train") || o.has("val")))
-    o.fail("shards", "give either shards: DIR (the training and validation shards found by name) or train: GLOB and "
-                     "val: GLOB, not both");
+    o.fail("shards",
+           "give either shards: DIR (the training and validation shards found by name) or train: "
+           "GLOB and "
+           "val: GLOB, not both");
   if (dir) {
-    const std::string name = o.require<std::string>(
-        "shards", "directory of token shards; training files *train*.bin, validation files *val*.bin (as llm.c and nanoGPT name them)");
+    const std::string name =
+        o.require<std::string>("shards",
+                               "directory of token shards; training files *train*.bin, validation "
+                               "files *val*.bin (as llm.c and nanoGPT name them)");
     const std::string d = resolve_shard_dir(o, name, yaml_dir);
     std::vector<std::string> bins;
     for (const auto& e : fs::directory_iterator(d)) {
@@ -211,33 +233,43 @@ ShardSpec read_shard_spec(const Options& o, const std::string& yaml_dir) {
     for (const auto& b : matching(bins, "*.bin")) names.push_back(fs::path(b).filename().string());
     const std::string found = names.empty() ? "no .bin file" : "its .bin files: " + join(names);
     if (spec.train_files.empty() || spec.val_files.empty())
-      o.fail("shards", d + " holds no " + (spec.train_files.empty() ? "training shards (*train*.bin)" : "validation shards (*val*.bin)") +
-                           "; " + found + ". Name them as llm.c does (NAME_train_000001.bin, NAME_val_000000.bin), or give "
-                           "data.train: GLOB and data.val: GLOB");
+      o.fail("shards",
+             d + " holds no " +
+                 (spec.train_files.empty() ? "training shards (*train*.bin)"
+                                           : "validation shards (*val*.bin)") +
+                 "; " + found +
+                 ". Name them as llm.c does (NAME_train_000001.bin, NAME_val_000000.bin), or give "
+                 "data.train: GLOB and data.val: GLOB");
     for (const auto& f : spec.train_files)
       if (std::find(spec.val_files.begin(), spec.val_files.end(), f) != spec.val_files.end())
-        o.fail("shards", f + " matches both *train*.bin and *val*.bin, so its split is unclear; rename it, or give data.train: "
+        o.fail("shards", f + " matches both *train*.bin and *val*.bin, so its split is unclear; "
+                             "rename it, or give data.train: "
                              "GLOB and data.val: GLOB");
     spec.where = d;
   } else {
     if (!o.has("train") || !o.has("val"))
-      o.fail(o.has("train") ? "train" : "val", "token shards need both data.train: GLOB and data.val: GLOB (or shards: DIR)");
+      o.fail(o.has("train") ? "train" : "val",
+             "token shards need both data.train: GLOB and data.val: GLOB (or shards: DIR)");
     std::string tp, vp;
     spec.train_files = resolve_pattern(o, "train", yaml_dir, tp);
     spec.val_files = resolve_pattern(o, "val", yaml_dir, vp);
     for (const auto& f : spec.train_files)
       if (std::find(spec.val_files.begin(), spec.val_files.end(), f) != spec.val_files.end())
-        o.fail("val", f + " matches both data.train and data.val: a shard cannot be both; give patterns that part them");
+        o.fail("val", f + " matches both data.train and data.val: a shard cannot be both; give "
+                          "patterns that part them");
     spec.where = tp + " and " + vp;
   }
-  spec.layout = o.get_choice("format", "header", {"header", "raw"},
-                             "header: llm.c shards (magic 20240520 uint16 or 20240801 uint32, from the header); raw: "
-                             "headerless uint16 (nanoGPT's train.bin / val.bin)") == "raw"
-                    ? ShardLayout::kRaw
-                    : ShardLayout::kHeader;
-  spec.align_documents = o.get_choice("align", "none", {"none", "documents"},
-                                      "where windows start: anywhere (none) or at an end-of-text id (documents; the "
-                                      "first target is a document's first token)") == "documents";
+  spec.layout =
+      o.get_choice(
+          "format", "header", {"header", "raw"},
+          "header: llm.c shards (magic 20240520 uint16 or 20240801 uint32, from the header); raw: "
+          "headerless uint16 (nanoGPT's train.bin / val.bin)") == "raw"
+          ? ShardLayout::kRaw
+          : ShardLayout::kHeader;
+  spec.align_documents =
+      o.get_choice("align", "none", {"none", "documents"},
+                   "where windows start: anywhere (none) or at an end-of-text id (documents; the "
+                   "first target is a document's first token)") == "documents";
   o.check_unused();
   const fs::path m = fs::path(spec.train_files.front()).parent_path() / "manifest.json";
   std::error_code ec;
@@ -257,11 +289,13 @@ std::string shard_files_key(const ShardSpec& spec) {
   return key;
 }
 
-void load_shard_data(const Options& o, const ShardSpec& spec, Tokenizer& tok, int64_t context, bool fit, TextData& d) {
+void load_shard_data(const Options& o, const ShardSpec& spec, Tokenizer& tok, int64_t context,
+                     bool fit, TextData& d) {
   const ManifestTokenizer m = read_manifest(spec.manifest);
   setup_tokenizer(spec, m, tok, fit);
   d.path = spec.where;
-  auto train = map_split(spec.train_files, spec.layout), val = map_split(spec.val_files, spec.layout);
+  auto train = map_split(spec.train_files, spec.layout),
+       val = map_split(spec.val_files, spec.layout);
   // The fingerprint of the shards (the run file's data_sha256): hashing every byte of a
   // large corpus would cost more than many runs.
   std::string fp;
@@ -269,20 +303,26 @@ void load_shard_data(const Options& o, const ShardSpec& spec, Tokenizer& tok, in
     for (const Shard& sh : s->shards) {
       const int64_t head = std::min<int64_t>(sh.file_bytes(), 65536);
       fp += fs::path(sh.path()).filename().string() + " " + std::to_string(sh.file_bytes()) + "\n" +
-            read_file_bytes(sh.path(), 0, head) + read_file_bytes(sh.path(), std::max<int64_t>(head, sh.file_bytes() - 65536), 65536);
+            read_file_bytes(sh.path(), 0, head) +
+            read_file_bytes(sh.path(), std::max<int64_t>(head, sh.file_bytes() - 65536), 65536);
     }
   d.sha256 = sha256_hex(fp);
 
   const int64_t vocab = tok.vocab_size();
-  const std::string fix = "Use the tokenizer the shards were made with (" +
-                          (m.present ? "the manifest names " + m.name : std::string("for llm.c's and nanoGPT's GPT-2 shards: GPT-2's")) +
-                          "), or make the shards again with this one (ablate data prepare --tokenizer NAME)";
+  const std::string fix =
+      "Use the tokenizer the shards were made with (" +
+      (m.present ? "the manifest names " + m.name
+                 : std::string("for llm.c's and nanoGPT's GPT-2 shards: GPT-2's")) +
+      "), or make the shards again with this one (ablate data prepare --tokenizer NAME)";
   int64_t eot = -1;
   if (spec.align_documents) {
     eot = tok.eot_id() >= 0 ? tok.eot_id() : m.eot_id;
     if (eot < 0)
-      o.fail("align", "documents starts windows at an end-of-text id, and neither the tokenizer nor the shards' manifest "
-                      "has one; use a tokenizer with an end-of-text id (e.g. byte with eot: true, GPT-2's), or align: none");
+      o.fail("align",
+             "documents starts windows at an end-of-text id, and neither the tokenizer nor the "
+             "shards' manifest "
+             "has one; use a tokenizer with an end-of-text id (e.g. byte with eot: true, GPT-2's), "
+             "or align: none");
   }
   for (auto* s : {train.get(), val.get()}) {
     for (const Shard& sh : s->shards) {
@@ -301,27 +341,34 @@ void load_shard_data(const Options& o, const ShardSpec& spec, Tokenizer& tok, in
     }
     if (windows > 0) continue;
     if (eot >= 0)
-      o.fail("align", std::string("no end-of-text id (") + std::to_string(eot) + ") in the " + part +
-                          " shards has a whole window (context + 1 = " + std::to_string(context + 1) +
-                          " tokens) after it in its shard; use align: none, or a smaller model.context");
-    o.fail(o.has("shards") ? "shards" : s == train.get() ? "train" : "val", std::string("no ") + part + " shard holds a whole window (context + 1 = " + std::to_string(context + 1) +
-                           " tokens; the largest has " + std::to_string(largest) +
-                           "); windows do not cross shards. Use larger shards or a smaller model.context");
+      o.fail("align",
+             std::string("no end-of-text id (") + std::to_string(eot) + ") in the " + part +
+                 " shards has a whole window (context + 1 = " + std::to_string(context + 1) +
+                 " tokens) after it in its shard; use align: none, or a smaller model.context");
+    o.fail(o.has("shards")    ? "shards"
+           : s == train.get() ? "train"
+                              : "val",
+           std::string("no ") + part + " shard holds a whole window (context + 1 = " +
+               std::to_string(context + 1) + " tokens; the largest has " + std::to_string(largest) +
+               "); windows do not cross shards. Use larger shards or a smaller model.context");
   }
   d.train_shards = train;
   d.val_shards = val;
 }
 
-void sample_shard_windows(const ShardSplit& s, int64_t B, int64_t T, Rng& rng, int32_t* x, int32_t* y) {
+void sample_shard_windows(const ShardSplit& s, int64_t B, int64_t T, Rng& rng, int32_t* x,
+                          int32_t* y) {
   // Cumulative window counts: shard k holds draws [cum[k], cum[k+1]).
   std::vector<uint64_t> cum(s.shards.size() + 1, 0);
   for (size_t k = 0; k < s.shards.size(); ++k) cum[k + 1] = cum[k] + windows_in(s, k, T);
   if (cum.back() == 0)
-    throw Error("no shard holds a whole window of " + std::to_string(T + 1) + " tokens (the data were checked for context " +
+    throw Error("no shard holds a whole window of " + std::to_string(T + 1) +
+                " tokens (the data were checked for context " +
                 "windows; a longer window was asked for)");
   for (int64_t b = 0; b < B; ++b) {
     const uint64_t u = rng.below(cum.back());
-    const size_t k = static_cast<size_t>(std::upper_bound(cum.begin(), cum.end(), u) - cum.begin()) - 1;
+    const size_t k =
+        static_cast<size_t>(std::upper_bound(cum.begin(), cum.end(), u) - cum.begin()) - 1;
     const uint64_t j = u - cum[k];
     const int64_t i = s.starts.empty() ? static_cast<int64_t>(j) : s.starts[k][j];
     s.shards[k].copy(i, T, x + b * T);

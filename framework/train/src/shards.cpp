@@ -33,8 +33,10 @@ std::string hex32(uint32_t v) {
 }
 
 const char* kKnownFormats =
-    "known: 20240520 (llm.c shard, uint16 tokens, version 1) and 20240801 (llm.c uint32 variant, version 7); a headerless "
-    "nanoGPT file (train.bin / val.bin, uint16 tokens from np.memmap) is read with format raw (data.format: raw)";
+    "known: 20240520 (llm.c shard, uint16 tokens, version 1) and 20240801 (llm.c uint32 variant, "
+    "version 7); a headerless "
+    "nanoGPT file (train.bin / val.bin, uint16 tokens from np.memmap) is read with format raw "
+    "(data.format: raw)";
 
 }  // namespace
 
@@ -62,7 +64,10 @@ ShardFormat shard_format_for_vocab(int64_t vocab_size) {
 }
 
 Shard Shard::open(const std::string& path, ShardLayout layout) {
-  if (kBigEndian) throw Error(path + ": token shards are little-endian; this machine is big-endian, which ablate does not read them on");
+  if (kBigEndian)
+    throw Error(path +
+                ": token shards are little-endian; this machine is big-endian, which ablate does "
+                "not read them on");
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw Error(path + ": cannot open token shard: " + std::strerror(errno));
   struct stat st {};
@@ -81,7 +86,8 @@ Shard Shard::open(const std::string& path, ShardLayout layout) {
     if (a == MAP_FAILED) {
       const std::string why = std::strerror(errno);
       ::close(fd);
-      throw Error(path + ": cannot map token shard (" + std::to_string(s.bytes_) + " bytes): " + why);
+      throw Error(path + ": cannot map token shard (" + std::to_string(s.bytes_) +
+                  " bytes): " + why);
     }
     map->addr = a;
   }
@@ -91,16 +97,21 @@ Shard Shard::open(const std::string& path, ShardLayout layout) {
 
   if (layout == ShardLayout::kRaw) {
     if (s.bytes_ % 2 != 0)
-      throw Error(path + ": " + std::to_string(s.bytes_) + " bytes, an odd length: a raw uint16 token file (nanoGPT) " +
-                  "holds 2 bytes a token, and this one ends in half a token at byte offset " + std::to_string(s.bytes_ - 1) +
-                  ". The file is cut short, or it is not raw uint16 tokens (an llm.c shard, with a header, reads with "
+      throw Error(path + ": " + std::to_string(s.bytes_) +
+                  " bytes, an odd length: a raw uint16 token file (nanoGPT) " +
+                  "holds 2 bytes a token, and this one ends in half a token at byte offset " +
+                  std::to_string(s.bytes_ - 1) +
+                  ". The file is cut short, or it is not raw uint16 tokens (an llm.c shard, with a "
+                  "header, reads with "
                   "data.format: header)");
     if (s.bytes_ >= 8) {
       int32_t magic;
       std::memcpy(&magic, base, 4);
       if (magic == kShardMagic16 || magic == kShardMagic32)
-        throw Error(path + ": read as raw uint16 tokens, but it starts with llm.c's shard magic " + std::to_string(magic) +
-                    ": it is an llm.c shard, whose 1,024-byte header would be read as tokens. Read it with format "
+        throw Error(path + ": read as raw uint16 tokens, but it starts with llm.c's shard magic " +
+                    std::to_string(magic) +
+                    ": it is an llm.c shard, whose 1,024-byte header would be read as tokens. Read "
+                    "it with format "
                     "header (data.format: header, the default)");
     }
     s.format_ = ShardFormat::kRaw16;
@@ -110,8 +121,10 @@ Shard Shard::open(const std::string& path, ShardLayout layout) {
   }
 
   if (s.bytes_ < kShardHeaderBytes)
-    throw Error(path + ": " + std::to_string(s.bytes_) + " bytes, shorter than the " + std::to_string(kShardHeaderBytes) +
-                "-byte header of an llm.c token shard (256 int32: magic, version, token count); " + kKnownFormats);
+    throw Error(path + ": " + std::to_string(s.bytes_) + " bytes, shorter than the " +
+                std::to_string(kShardHeaderBytes) +
+                "-byte header of an llm.c token shard (256 int32: magic, version, token count); " +
+                kKnownFormats);
   int32_t header[3];
   std::memcpy(header, base, sizeof header);
   const int32_t magic = header[0], version = header[1], count = header[2];
@@ -120,35 +133,42 @@ Shard Shard::open(const std::string& path, ShardLayout layout) {
   } else if (magic == kShardMagic32) {
     s.format_ = ShardFormat::kUint32;
   } else {
-    throw Error(path + ": not an llm.c token shard: its first int32 (the magic) is " + std::to_string(magic) + " (" +
-                hex32(static_cast<uint32_t>(magic)) + "); " + kKnownFormats);
+    throw Error(path + ": not an llm.c token shard: its first int32 (the magic) is " +
+                std::to_string(magic) + " (" + hex32(static_cast<uint32_t>(magic)) + "); " +
+                kKnownFormats);
   }
-  const int32_t want_version = s.format_ == ShardFormat::kUint16 ? kShardVersion16 : kShardVersion32;
+  const int32_t want_version =
+      s.format_ == ShardFormat::kUint16 ? kShardVersion16 : kShardVersion32;
   if (version != want_version)
-    throw Error(path + ": llm.c shard with magic " + std::to_string(magic) + " but version " + std::to_string(version) +
-                "; magic " + std::to_string(magic) + " goes with version " + std::to_string(want_version) + " (" +
-                shard_format_name(s.format_) + "). The file was written by another tool version or is damaged; "
+    throw Error(path + ": llm.c shard with magic " + std::to_string(magic) + " but version " +
+                std::to_string(version) + "; magic " + std::to_string(magic) +
+                " goes with version " + std::to_string(want_version) + " (" +
+                shard_format_name(s.format_) +
+                "). The file was written by another tool version or is damaged; "
                 "write it again in a known format (ablate data prepare)");
   if (count < 0)
-    throw Error(path + ": the header's token count (int32 at byte offset 8) is " + std::to_string(count) +
-                ", negative: the header is damaged; write the shard again");
+    throw Error(path + ": the header's token count (int32 at byte offset 8) is " +
+                std::to_string(count) + ", negative: the header is damaged; write the shard again");
   const int width = shard_token_bytes(s.format_);
   const int64_t want = kShardHeaderBytes + static_cast<int64_t>(count) * width;
   if (s.bytes_ != want) {
-    const std::string expect = "the header counts " + std::to_string(count) + " tokens, so the file should be " +
-                               std::to_string(want) + " bytes (" + std::to_string(kShardHeaderBytes) + " + " +
+    const std::string expect = "the header counts " + std::to_string(count) +
+                               " tokens, so the file should be " + std::to_string(want) +
+                               " bytes (" + std::to_string(kShardHeaderBytes) + " + " +
                                std::to_string(count) + " x " + std::to_string(width) + ")";
     if (s.bytes_ < want)
       throw Error(path + ": truncated: " + expect + ", but it has " + std::to_string(s.bytes_) +
-                  " bytes; the tokens stop at byte offset " + std::to_string(s.bytes_) + " (after token " +
-                  std::to_string((s.bytes_ - kShardHeaderBytes) / width) + " of " + std::to_string(count) +
+                  " bytes; the tokens stop at byte offset " + std::to_string(s.bytes_) +
+                  " (after token " + std::to_string((s.bytes_ - kShardHeaderBytes) / width) +
+                  " of " + std::to_string(count) +
                   "). Copy or write the shard again (was its writer stopped before it finished?)");
     throw Error(path + ": " + expect + ", but it has " + std::to_string(s.bytes_) + " bytes: " +
-                std::to_string(s.bytes_ - want) + " bytes after the last token (byte offset " + std::to_string(want) +
-                "). The count or the file is wrong; write the shard again");
+                std::to_string(s.bytes_ - want) + " bytes after the last token (byte offset " +
+                std::to_string(want) + "). The count or the file is wrong; write the shard again");
   }
   s.n_ = count;
-  if (s.format_ == ShardFormat::kUint16) s.u16_ = reinterpret_cast<const uint16_t*>(base + kShardHeaderBytes);
+  if (s.format_ == ShardFormat::kUint16)
+    s.u16_ = reinterpret_cast<const uint16_t*>(base + kShardHeaderBytes);
   else s.u32_ = reinterpret_cast<const uint32_t*>(base + kShardHeaderBytes);
   return s;
 }
@@ -220,13 +240,18 @@ void check_shard_ids(const Shard& s, int64_t vocab_size, const std::string& fix)
   const int64_t i = s.first_at_least(static_cast<uint64_t>(vocab_size));
   if (i < 0) return;
   throw Error(s.path() + ": token " + std::to_string(i) + " (byte offset " +
-              std::to_string(s.header_bytes() + i * shard_token_bytes(s.format())) + ") is id " + std::to_string(s[i]) +
-              ", but the vocabulary has " + std::to_string(vocab_size) + " ids (0 to " + std::to_string(vocab_size - 1) +
+              std::to_string(s.header_bytes() + i * shard_token_bytes(s.format())) + ") is id " +
+              std::to_string(s[i]) + ", but the vocabulary has " + std::to_string(vocab_size) +
+              " ids (0 to " + std::to_string(vocab_size - 1) +
               "): the shard was made with another tokenizer. " + fix);
 }
 
-ShardWriter::ShardWriter(std::string path, ShardFormat format) : path_(std::move(path)), tmp_(path_ + ".tmp"), format_(format) {
-  if (kBigEndian) throw Error(path_ + ": token shards are little-endian; ablate does not write them on a big-endian machine");
+ShardWriter::ShardWriter(std::string path, ShardFormat format)
+    : path_(std::move(path)), tmp_(path_ + ".tmp"), format_(format) {
+  if (kBigEndian)
+    throw Error(
+        path_ +
+        ": token shards are little-endian; ablate does not write them on a big-endian machine");
   f_ = std::fopen(tmp_.c_str(), "wb");
   if (!f_) throw Error(tmp_ + ": cannot create token shard: " + std::strerror(errno));
   if (format_ != ShardFormat::kRaw16) {
@@ -254,15 +279,18 @@ void ShardWriter::append(const int32_t* ids, size_t n) {
   if (!f_) throw Error(path_ + ": internal: append after close");
   if (format_ != ShardFormat::kRaw16 && n_ + static_cast<int64_t>(n) > kShardMaxTokens)
     throw Error(path_ + ": more than " + std::to_string(kShardMaxTokens) +
-                " tokens, which the header's int32 count cannot hold; write smaller shards (--shard-tokens)");
+                " tokens, which the header's int32 count cannot hold; write smaller shards "
+                "(--shard-tokens)");
   const int width = shard_token_bytes(format_);
   const uint32_t limit = width == 2 ? 65536u : 0xFFFFFFFFu;
   for (size_t i = 0; i < n; ++i) {
     const int32_t id = ids[i];
     if (id < 0 || static_cast<uint32_t>(id) >= limit)
-      throw Error(path_ + ": token " + std::to_string(n_ + static_cast<int64_t>(i)) + " is id " + std::to_string(id) +
-                  ", which " + shard_format_name(format_) + " cannot hold (ids 0 to " + std::to_string(limit - 1) +
-                  "); write vocabularies over 65,536 ids as " + shard_format_name(ShardFormat::kUint32));
+      throw Error(path_ + ": token " + std::to_string(n_ + static_cast<int64_t>(i)) + " is id " +
+                  std::to_string(id) + ", which " + shard_format_name(format_) +
+                  " cannot hold (ids 0 to " + std::to_string(limit - 1) +
+                  "); write vocabularies over 65,536 ids as " +
+                  shard_format_name(ShardFormat::kUint32));
     const uint32_t v = static_cast<uint32_t>(id);
     unsigned char b[4];
     std::memcpy(b, &v, 4);  // little-endian host

@@ -39,7 +39,9 @@
 namespace ablate {
 namespace fs = std::filesystem;
 
-std::string checkpoint_path(const std::string& dir) { return (fs::path(dir) / "checkpoint.ckpt").string(); }
+std::string checkpoint_path(const std::string& dir) {
+  return (fs::path(dir) / "checkpoint.ckpt").string();
+}
 std::string run_file_path(const std::string& dir) { return (fs::path(dir) / "run.h5").string(); }
 std::string kept_checkpoint_path(const std::string& dir, int64_t step) {
   return (fs::path(dir) / "checkpoints" / ("step-" + std::to_string(step) + ".ckpt")).string();
@@ -62,46 +64,60 @@ double from_bits(uint64_t b) {
 }
 
 struct TrainConfig {
-  int64_t steps, schedule_steps, batch, accum, threads, eval_every, eval_batches, checkpoint_every, log_every;
+  int64_t steps, schedule_steps, batch, accum, threads, eval_every, eval_batches, checkpoint_every,
+      log_every;
   float grad_clip;
   bool eval_at_start, eval_full;
   Precision precision;
   std::vector<int64_t> keep_checkpoints;  // steps whose checkpoint is kept (branch points)
   bool keeps(int64_t step) const {
-    return std::find(keep_checkpoints.begin(), keep_checkpoints.end(), step) != keep_checkpoints.end();
+    return std::find(keep_checkpoints.begin(), keep_checkpoints.end(), step) !=
+           keep_checkpoints.end();
   }
 };
 
 TrainConfig read_train(const Options& o) {
   TrainConfig t;
   t.steps = o.get_in<int64_t>("steps", kDefaultSteps, 1, int64_t{1} << 40, "optimizer steps");
-  t.schedule_steps = o.get_in<int64_t>("schedule_steps", t.steps, 1, int64_t{1} << 40,
-                                       "steps the lr schedule is planned for; later steps hold its last lr (--extend-to)");
+  t.schedule_steps = o.get_in<int64_t>(
+      "schedule_steps", t.steps, 1, int64_t{1} << 40,
+      "steps the lr schedule is planned for; later steps hold its last lr (--extend-to)");
   t.batch = o.get_in<int64_t>("batch_size", 32, 1, 1 << 20, "sequences per micro-batch");
   t.accum = o.get_in<int64_t>("grad_accum", 1, 1, 1 << 16, "micro-batches per optimizer step");
-  t.grad_clip = o.get_in<float>("grad_clip", 1.0f, 0.0f, 1e9f, "clip the global gradient norm to this (0: off)");
-  t.precision = o.get_choice("precision", "float32", {"float32", "bf16"},
-                             "inputs of the matrix products (linear layers, forward and backward): bf16 rounds them "
-                             "and sums in float32; weights, gradients, optimizer state, norms, softmax, loss stay float32") == "bf16"
-                    ? Precision::bf16
-                    : Precision::float32;
-  t.threads = o.get_in<int64_t>("threads", 0, 0, 4096, "worker threads (0: the cores no other ablate run claims)");
-  t.eval_every = o.get_in<int64_t>("eval_every", 250, 1, int64_t{1} << 40, "steps between evaluations");
+  t.grad_clip = o.get_in<float>("grad_clip", 1.0f, 0.0f, 1e9f,
+                                "clip the global gradient norm to this (0: off)");
+  t.precision =
+      o.get_choice(
+          "precision", "float32", {"float32", "bf16"},
+          "inputs of the matrix products (linear layers, forward and backward): bf16 rounds them "
+          "and sums in float32; weights, gradients, optimizer state, norms, softmax, loss stay "
+          "float32") == "bf16"
+          ? Precision::bf16
+          : Precision::float32;
+  t.threads = o.get_in<int64_t>("threads", 0, 0, 4096,
+                                "worker threads (0: the cores no other ablate run claims)");
+  t.eval_every =
+      o.get_in<int64_t>("eval_every", 250, 1, int64_t{1} << 40, "steps between evaluations");
   t.eval_batches = o.get_in<int64_t>("eval_batches", 20, 1, 1 << 20, "batches per evaluation");
   t.eval_at_start = o.get<bool>("eval_at_start", true, "evaluate once before training (step 0)");
-  t.eval_full = o.get<bool>("eval_full", false,
-                            "val_loss over the whole validation part in consecutive windows, every token once "
-                            "(false: eval_batches random batches); random windows only");
-  t.checkpoint_every = o.get_in<int64_t>("checkpoint_every", 500, 1, int64_t{1} << 40, "steps between checkpoints");
-  t.log_every = o.get_in<int64_t>("log_every", 10, 1, int64_t{1} << 40, "steps between train-metric rows");
+  t.eval_full = o.get<bool>(
+      "eval_full", false,
+      "val_loss over the whole validation part in consecutive windows, every token once "
+      "(false: eval_batches random batches); random windows only");
+  t.checkpoint_every =
+      o.get_in<int64_t>("checkpoint_every", 500, 1, int64_t{1} << 40, "steps between checkpoints");
+  t.log_every =
+      o.get_in<int64_t>("log_every", 10, 1, int64_t{1} << 40, "steps between train-metric rows");
   t.keep_checkpoints = o.get<std::vector<int64_t>>(
-      "keep_checkpoints", {}, "steps whose checkpoint is also kept, as checkpoints/step-<S>.ckpt: points to branch from "
-                              "(ablate run RUN --branch NEW_DIR --at S)");
+      "keep_checkpoints", {},
+      "steps whose checkpoint is also kept, as checkpoints/step-<S>.ckpt: points to branch from "
+      "(ablate run RUN --branch NEW_DIR --at S)");
   for (int64_t k : t.keep_checkpoints)
     if (k < 1 || k > t.steps)
-      o.fail("keep_checkpoints", "step " + std::to_string(k) + " is not a step of this run (1 to train.steps = " +
-                                     std::to_string(t.steps) + "); list steps within the run, e.g. [" +
-                                     std::to_string(std::max<int64_t>(1, t.steps / 2)) + "]");
+      o.fail("keep_checkpoints",
+             "step " + std::to_string(k) + " is not a step of this run (1 to train.steps = " +
+                 std::to_string(t.steps) + "); list steps within the run, e.g. [" +
+                 std::to_string(std::max<int64_t>(1, t.steps / 2)) + "]");
   o.check_unused();
   return t;
 }
@@ -126,8 +142,9 @@ std::vector<std::string> objectives_for(bool causal) {
     try {
       YAML::Node n(e->info->name);
       ParamStore none;
-      auto obj = PluginRegistry::instance().create<Objective>(Options(n, std::make_shared<ConfigSource>(), "objective"),
-                                                              BuildContext{ModelDims{}, ParamScope(none, ""), 0});
+      auto obj = PluginRegistry::instance().create<Objective>(
+          Options(n, std::make_shared<ConfigSource>(), "objective"),
+          BuildContext{ModelDims{}, ParamScope(none, ""), 0});
       if (obj->causal() == causal) names.push_back(e->info->name);
     } catch (const std::exception&) {
       // a variant that needs options: not suggested
@@ -141,15 +158,24 @@ std::vector<std::string> objectives_for(bool causal) {
 void check_attention(const Objective& obj, const Model& m, const Options& root) {
   if (obj.causal() == m.causal()) return;
   const Options model = root.child("model"), attn = family_options(model, Attention::kFamily);
-  const std::string name = PluginRegistry::type_of(family_options(root, Objective::kFamily)), a = PluginRegistry::type_of(attn);
+  const std::string name = PluginRegistry::type_of(family_options(root, Objective::kFamily)),
+                    a = PluginRegistry::type_of(attn);
   const std::vector<std::string> others = objectives_for(m.causal());
-  const std::string alternative = others.empty() ? "" : ", or an objective for this attention (objective: " + join(others, " or ") + ")";
+  const std::string alternative =
+      others.empty()
+          ? ""
+          : ", or an objective for this attention (objective: " + join(others, " or ") + ")";
   if (obj.causal())
-    model.fail("attention", "'" + a + "' lets every position see the tokens after it, and objective '" + name +
-                          "' scores each position on the next token: the model would read its answers (the loss falls "
-                          "towards 0, samples are garbage). Choose a causal attention" + alternative);
-  model.fail("attention", "objective '" + name + "' predicts tokens from the context on both sides, and '" + a +
-                        "' hides what comes after each position. Choose a bidirectional attention" + alternative);
+    model.fail("attention",
+               "'" + a + "' lets every position see the tokens after it, and objective '" + name +
+                   "' scores each position on the next token: the model would read its answers "
+                   "(the loss falls "
+                   "towards 0, samples are garbage). Choose a causal attention" +
+                   alternative);
+  model.fail("attention",
+             "objective '" + name + "' predicts tokens from the context on both sides, and '" + a +
+                 "' hides what comes after each position. Choose a bidirectional attention" +
+                 alternative);
 }
 
 // Everything the loop needs, built (and so validated) before any training starts.
@@ -161,26 +187,31 @@ struct Setup {
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<Scheduler> scheduler;
   std::vector<std::pair<std::string, std::unique_ptr<Evaluator>>> evaluators;  // (table, evaluator)
-  std::vector<int32_t> token_bytes;  // each id's bytes of raw text, for bits per byte (token_byte_counts)
+  std::vector<int32_t>
+      token_bytes;  // each id's bytes of raw text, for bits per byte (token_byte_counts)
   TrainConfig train;
   Sampling sampling;
   std::string sample_prompt;
   int64_t sample_tokens = 0;
   uint64_t seed = 0;
   std::string name, out_dir, init_from;
-  std::unique_ptr<ParamStore> no_params = std::make_unique<ParamStore>();  // for plugins without parameters
+  std::unique_ptr<ParamStore> no_params =
+      std::make_unique<ParamStore>();  // for plugins without parameters
 };
 
 void build_evaluators(Options& root, Setup& s, const BuildContext& none) {
   const YAML::Node& evn = root.node()["eval"];
   root.mark_used("eval");
   if (!evn.IsDefined() || evn.IsNull()) return;
-  if (!evn.IsSequence()) root.fail("eval", "expected a list of evaluators, e.g. [{type: arithmetic, data: test.txt}]");
+  if (!evn.IsSequence())
+    root.fail("eval", "expected a list of evaluators, e.g. [{type: arithmetic, data: test.txt}]");
   for (size_t i = 0; i < evn.size(); ++i) {
     Options e(evn[i], root.source(), "eval." + std::to_string(i));
     const std::string type = PluginRegistry::type_of(e);
-    const std::string name = e.get<std::string>(
-        "name", type, "its table in the run file, eval/NAME (default: the type; entries with one name share the table, row after row)");
+    const std::string name =
+        e.get<std::string>("name", type,
+                           "its table in the run file, eval/NAME (default: the type; entries with "
+                           "one name share the table, row after row)");
     if (name.empty() || name.find('/') != std::string::npos)
       e.fail("name", "'" + name + "' cannot name a table: give a word without '/', e.g. name: ood");
     s.evaluators.emplace_back("eval/" + name, make_evaluator(e, none));
@@ -189,49 +220,64 @@ void build_evaluators(Options& root, Setup& s, const BuildContext& none) {
 
 void read_sampling(const Options& root, Setup& s) {
   Options smp = root.child("sample");
-  s.sample_tokens = smp.get_in<int64_t>("tokens", 200, 0, 1 << 24, "tokens generated after training (0: none)");
+  s.sample_tokens =
+      smp.get_in<int64_t>("tokens", 200, 0, 1 << 24, "tokens generated after training (0: none)");
   s.sample_prompt = smp.get<std::string>("prompt", "\n", "text the sample continues");
-  s.sampling.temperature = smp.get_in<float>("temperature", 0.8f, 0.0f, 100.0f, "softmax temperature (0: greedy)");
-  s.sampling.top_k = smp.get_in<int64_t>("top_k", 0, 0, 1 << 24, "sample among the k most likely tokens (0: all)");
-  s.sampling.top_p = smp.get_in<float>("top_p", 1.0f, 0.0f, 1.0f, "nucleus sampling threshold (1: off)");
+  s.sampling.temperature =
+      smp.get_in<float>("temperature", 0.8f, 0.0f, 100.0f, "softmax temperature (0: greedy)");
+  s.sampling.top_k =
+      smp.get_in<int64_t>("top_k", 0, 0, 1 << 24, "sample among the k most likely tokens (0: all)");
+  s.sampling.top_p =
+      smp.get_in<float>("top_p", 1.0f, 0.0f, 1.0f, "nucleus sampling threshold (1: off)");
   smp.check_unused();
 }
 
 // `tokenizer_state`: the state of the tokenizer of the run this one continues or starts
 // from (its data is then encoded with it, not with a tokenizer fitted afresh).
-Setup build(const Experiment& exp, const RunOptions& ro, const std::string* tokenizer_state = nullptr) {
+Setup build(const Experiment& exp, const RunOptions& ro,
+            const std::string* tokenizer_state = nullptr) {
   Setup s;
   Options root = exp.root();
   auto& reg = PluginRegistry::instance();
-  s.name = root.get<std::string>("name", ro.name.empty() ? fs::path(exp.file()).stem().string() : ro.name, "run name");
-  s.seed = static_cast<uint64_t>(root.get_in<int64_t>("seed", 1, 0, int64_t{1} << 62, "seed of every random stream"));
-  s.init_from = root.get<std::string>(
-      "init_from", "", "run directory, checkpoint, safetensors file or Hugging Face directory whose weights start this run");
+  s.name = root.get<std::string>(
+      "name", ro.name.empty() ? fs::path(exp.file()).stem().string() : ro.name, "run name");
+  s.seed = static_cast<uint64_t>(
+      root.get_in<int64_t>("seed", 1, 0, int64_t{1} << 62, "seed of every random stream"));
+  s.init_from = root.get<std::string>("init_from", "",
+                                      "run directory, checkpoint, safetensors file or Hugging Face "
+                                      "directory whose weights start this run");
   Options model_opts = root.child("model");
-  int64_t context = model_opts.get_in<int64_t>("context", 64, 1, 1 << 20, "context length T (tokens)");
+  int64_t context =
+      model_opts.get_in<int64_t>("context", 64, 1, 1 << 20, "context length T (tokens)");
   BuildContext none{ModelDims{}, ParamScope(*s.no_params, ""), s.seed};
   const Options tok_opts = family_options(root, Tokenizer::kFamily);
   s.tokenizer = reg.create<Tokenizer>(tok_opts, none);
   if (tokenizer_state) s.tokenizer->load(*tokenizer_state);
   YAML::Emitter tok_key;
   tok_key << tok_opts.node();
-  s.data = load_shared_text_data(root.child("data"), exp.dir(), *s.tokenizer, tok_key.c_str(), context, tokenizer_state == nullptr);
+  s.data = load_shared_text_data(root.child("data"), exp.dir(), *s.tokenizer, tok_key.c_str(),
+                                 context, tokenizer_state == nullptr);
   s.objective = reg.create<Objective>(family_options(root, Objective::kFamily), none);
-  s.model = std::make_unique<Model>(model_opts, s.tokenizer->vocab_size() + s.objective->extra_tokens(), s.seed,
-                                    token_texts(*s.tokenizer));
+  s.model =
+      std::make_unique<Model>(model_opts, s.tokenizer->vocab_size() + s.objective->extra_tokens(),
+                              s.seed, token_texts(*s.tokenizer));
   check_attention(*s.objective, *s.model, root);
   s.token_bytes = token_byte_counts(*s.tokenizer);
-  s.token_bytes.resize(static_cast<size_t>(s.model->dims().vocab_size), 0);  // the objective's ids: no text
+  s.token_bytes.resize(static_cast<size_t>(s.model->dims().vocab_size),
+                       0);  // the objective's ids: no text
   s.train = read_train(root.child("train"));
   if (s.train.eval_full && s.data->line_windows)
-    root.child("train").fail("eval_full", "scores consecutive windows of the token stream, and data.windows: lines starts "
-                                          "windows at lines (with their own scoring); set train.eval_full: false");
+    root.child("train").fail(
+        "eval_full",
+        "scores consecutive windows of the token stream, and data.windows: lines starts "
+        "windows at lines (with their own scoring); set train.eval_full: false");
   s.optimizer = reg.create<Optimizer>(family_options(root, Optimizer::kFamily), none);
   s.scheduler = reg.create<Scheduler>(family_options(root, Scheduler::kFamily), none);
   build_evaluators(root, s, none);
   read_sampling(root, s);
   Options out = root.child("output");
-  s.out_dir = out.get<std::string>("dir", "runs/" + s.name, "run directory (HDF5 metrics, checkpoint, sample)");
+  s.out_dir = out.get<std::string>("dir", "runs/" + s.name,
+                                   "run directory (HDF5 metrics, checkpoint, sample)");
   out.check_unused();
   if (!ro.out_dir.empty()) s.out_dir = ro.out_dir;
   root.check_unused();
@@ -252,7 +298,8 @@ Var batch_loss(Graph& g, Model& m, const Objective& obj, ForwardArgs a, const in
 double global_grad_norm(const std::vector<Parameter*>& params) {
   double sq = 0;
   for (const Parameter* p : params)
-    for (int64_t i = 0; i < p->grad.numel(); ++i) sq += static_cast<double>(p->grad.data[i]) * p->grad.data[i];
+    for (int64_t i = 0; i < p->grad.numel(); ++i)
+      sq += static_cast<double>(p->grad.data[i]) * p->grad.data[i];
   return std::sqrt(sq);
 }
 
@@ -305,12 +352,16 @@ int64_t counted_targets(const int32_t* y, int64_t n) {
 // every batch, weighted as in the whole batch. `full` (train.eval_full): the whole part in
 // consecutive windows instead, each value the mean over every counted target. The last
 // entry is "bpb", bits per byte over all the batches' scored targets (ByteLoss, evaluator.hpp).
-std::vector<std::pair<std::string, double>> evaluate(Model& m, const Objective& obj, Graph& g, const TextData& data, bool train,
-                                                     const TrainConfig& t, int64_t T, uint64_t seed, std::vector<int32_t>& x,
+std::vector<std::pair<std::string, double>> evaluate(Model& m, const Objective& obj, Graph& g,
+                                                     const TextData& data, bool train,
+                                                     const TrainConfig& t, int64_t T, uint64_t seed,
+                                                     std::vector<int32_t>& x,
                                                      std::vector<int32_t>& y, Communicator& comm,
-                                                     const std::vector<int32_t>& token_bytes, bool full = false) {
+                                                     const std::vector<int32_t>& token_bytes,
+                                                     bool full = false) {
   Rng rng(seed * 0x9E3779B97F4A7C15ull + 0xE7A1), mask_rng(seed * 0x9E3779B97F4A7C15ull + 0x0B1E);
-  const int64_t batches = full ? (consecutive_windows(data, train, T) + t.batch - 1) / t.batch : t.eval_batches;
+  const int64_t batches =
+      full ? (consecutive_windows(data, train, T) + t.batch - 1) / t.batch : t.eval_batches;
   double counted = 0;  // full: the targets of the whole batches (every rank sees them all)
   NoGrad ng(g);
   bool was = g.training;
@@ -337,15 +388,20 @@ std::vector<std::pair<std::string, double>> evaluate(Model& m, const Objective& 
       fa.prefix = prefix.data();
       Var logits = m.forward(g, fa);
       row[0].second = g.value(obj.loss(g, logits, targets, (sl.hi - sl.lo) * T)).data[0];
-      for (const auto& kv : obj.metrics(g.value(logits), targets, (sl.hi - sl.lo) * T)) row.push_back(kv);
-      const ByteLoss b = byte_loss(g.value(logits), targets, (sl.hi - sl.lo) * T, row[0].second, token_bytes);
+      for (const auto& kv : obj.metrics(g.value(logits), targets, (sl.hi - sl.lo) * T))
+        row.push_back(kv);
+      const ByteLoss b =
+          byte_loss(g.value(logits), targets, (sl.hi - sl.lo) * T, row[0].second, token_bytes);
       bytes.nats += b.nats;
       bytes.bytes += b.bytes;
     }
     for (size_t k = 0; k < names.size(); ++k) {
       const double v = k < row.size() ? row[k].second : 0.0;
-      if (full) parts.push_back(v * static_cast<double>(n_mine));  // the slice's sum over its targets
-      else parts.push_back(comm.size() == 1 ? v : v * static_cast<double>(n_mine) / static_cast<double>(n_all));
+      if (full)
+        parts.push_back(v * static_cast<double>(n_mine));  // the slice's sum over its targets
+      else
+        parts.push_back(
+            comm.size() == 1 ? v : v * static_cast<double>(n_mine) / static_cast<double>(n_all));
     }
   }
   parts.push_back(bytes.nats);
@@ -355,7 +411,8 @@ std::vector<std::pair<std::string, double>> evaluate(Model& m, const Objective& 
   for (size_t k = 0; k < names.size(); ++k) {
     double total = 0;
     for (int64_t b = 0; b < batches; ++b) total += parts[static_cast<size_t>(b) * names.size() + k];
-    means.emplace_back(names[k], total / (full ? std::max(1.0, counted) : static_cast<double>(batches)));
+    means.emplace_back(names[k],
+                       total / (full ? std::max(1.0, counted) : static_cast<double>(batches)));
   }
   means.emplace_back("bpb", ByteLoss{parts[parts.size() - 2], parts.back()}.bpb());
   g.training = was;
@@ -367,7 +424,8 @@ uint64_t weights_hash(const std::vector<Parameter*>& params) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (const Parameter* p : params) {
     const unsigned char* b = reinterpret_cast<const unsigned char*>(p->value.data);
-    for (size_t i = 0; i < static_cast<size_t>(p->value.numel()) * sizeof(float); ++i) h = (h ^ b[i]) * 0x100000001b3ull;
+    for (size_t i = 0; i < static_cast<size_t>(p->value.numel()) * sizeof(float); ++i)
+      h = (h ^ b[i]) * 0x100000001b3ull;
   }
   return h;
 }
@@ -375,13 +433,15 @@ uint64_t weights_hash(const std::vector<Parameter*>& params) {
 // The checkpoint at `step`, written to the run's checkpoint.ckpt and, for a kept step, also to
 // checkpoints/step-<step>.ckpt with the run's CPU seconds so far (a branch from it starts its
 // count there; a branch from the latest checkpoint takes them from run.h5, written with it).
-void save_checkpoint(const std::string& dir, const Experiment& exp, const Setup& s, int64_t step, const Rng& data_rng,
-                     const LossWindow& window, double cpu_seconds, double eval_cpu_seconds, bool keep) {
+void save_checkpoint(const std::string& dir, const Experiment& exp, const Setup& s, int64_t step,
+                     const Rng& data_rng, const LossWindow& window, double cpu_seconds,
+                     double eval_cpu_seconds, bool keep) {
   Checkpoint ck;
   ck.texts["config"] = exp.yaml();
   ck.texts["tokenizer"] = s.tokenizer->save();
   for (Parameter* p : s.model->params().all()) {
-    ck.tensors["param/" + p->name] = std::vector<float>(p->value.data, p->value.data + p->value.numel());
+    ck.tensors["param/" + p->name] =
+        std::vector<float>(p->value.data, p->value.data + p->value.numel());
     ck.shapes["param/" + p->name] = {p->value.rows, p->value.cols};
   }
   for (auto& b : s.optimizer->state()) ck.tensors["optimizer/" + b.name] = *b.data;
@@ -393,7 +453,8 @@ void save_checkpoint(const std::string& dir, const Experiment& exp, const Setup&
   ck.ints["train/window_steps"] = static_cast<uint64_t>(window.steps);
   write_checkpoint(checkpoint_path(dir), ck);
   if (keep) {
-    ck.ints["cpu/seconds"] = to_bits(cpu_seconds);  // not in checkpoint.ckpt, which holds the state alone
+    ck.ints["cpu/seconds"] =
+        to_bits(cpu_seconds);  // not in checkpoint.ckpt, which holds the state alone
     ck.ints["cpu/eval_seconds"] = to_bits(eval_cpu_seconds);
     fs::create_directories(fs::path(dir) / "checkpoints");
     write_checkpoint(kept_checkpoint_path(dir, step), ck);
@@ -411,12 +472,15 @@ void restore_params(Model& m, const Checkpoint& ck, const std::string& path) {
   for (Parameter* p : m.params().all()) {
     const std::string key = "param/" + p->name;
     auto it = ck.tensors.find(key);
-    if (it == ck.tensors.end()) throw Error(path + ": checkpoint has no parameter '" + p->name + "' (model changed?)");
+    if (it == ck.tensors.end())
+      throw Error(path + ": checkpoint has no parameter '" + p->name + "' (model changed?)");
     const std::vector<int64_t> want{p->value.rows, p->value.cols};
     if (auto sh = ck.shapes.find(key); sh != ck.shapes.end() && sh->second != want) {
-      const bool transposed = sh->second.size() == 2 && sh->second[0] == want[1] && sh->second[1] == want[0];
-      throw Error(path + ": parameter '" + p->name + "' has shape " + dims(sh->second) + " in the checkpoint, the model needs " +
-                  dims(want) + (transposed ? ": transposed" : ""));
+      const bool transposed =
+          sh->second.size() == 2 && sh->second[0] == want[1] && sh->second[1] == want[0];
+      throw Error(path + ": parameter '" + p->name + "' has shape " + dims(sh->second) +
+                  " in the checkpoint, the model needs " + dims(want) +
+                  (transposed ? ": transposed" : ""));
     }
     if (static_cast<int64_t>(it->second.size()) != p->value.numel())
       throw Error(path + ": parameter '" + p->name + "' has " + std::to_string(it->second.size()) +
@@ -437,9 +501,10 @@ class Progress {
   void step(int64_t step, double loss, float lr, double tok_s, double elapsed, double per_step) {
     double eta = per_step * static_cast<double>(total_ - step);
     char buf[256];
-    std::snprintf(buf, sizeof buf, "step %lld/%lld | loss %.4f | lr %.2e | %.1fk tok/s | %s elapsed, ETA %s",
-                  static_cast<long long>(step), static_cast<long long>(total_), loss, lr, tok_s / 1000.0,
-                  hms(elapsed).c_str(), hms(eta).c_str());
+    std::snprintf(buf, sizeof buf,
+                  "step %lld/%lld | loss %.4f | lr %.2e | %.1fk tok/s | %s elapsed, ETA %s",
+                  static_cast<long long>(step), static_cast<long long>(total_), loss, lr,
+                  tok_s / 1000.0, hms(elapsed).c_str(), hms(eta).c_str());
     const bool periodic = elapsed - last_print_ >= 10.0 || step == total_;
     if (periodic) {
       last_print_ = elapsed;
@@ -475,12 +540,15 @@ volatile std::sig_atomic_t g_stop_signal = 0;
 
 extern "C" void on_run_stop_signal(int sig) {
   if (g_stop_signal != 0) {
-    static const char msg[] = "\nsecond interrupt: exiting now; the run keeps its last checkpoint\n";
+    static const char msg[] =
+        "\nsecond interrupt: exiting now; the run keeps its last checkpoint\n";
     [[maybe_unused]] ssize_t w = ::write(STDERR_FILENO, msg, sizeof msg - 1);
     ::_exit(128 + sig);
   }
   g_stop_signal = sig;
-  static const char msg[] = "\ninterrupt: finishing this step and writing a checkpoint (interrupt again to exit at once)\n";
+  static const char msg[] =
+      "\ninterrupt: finishing this step and writing a checkpoint (interrupt again to exit at "
+      "once)\n";
   [[maybe_unused]] ssize_t w = ::write(STDERR_FILENO, msg, sizeof msg - 1);
 }
 
@@ -505,7 +573,8 @@ class StopSignals {
 
  private:
   bool installed_;
-  struct sigaction old_int_ {}, old_term_ {};
+  struct sigaction old_int_ {
+  }, old_term_{};
 };
 
 // train.precision for every graph made while the run goes on (its evaluators', the final
@@ -518,7 +587,9 @@ struct PrecisionScope {
   PrecisionScope& operator=(const PrecisionScope&) = delete;
 };
 
-const char* signal_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal"; }
+const char* signal_name(int sig) {
+  return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
+}
 
 // Memory of a run at its micro-batch of `rows` sequences (see MemoryEstimate). The probe
 // runs a forward and backward pass at 1 and 2 sequences on a graph of its own; it touches
@@ -536,14 +607,16 @@ MemoryEstimate estimate_memory(Setup& s, int64_t rows) {
   for (int64_t b = 1; b <= 2; ++b) {
     Graph g;
     g.training = true;
-    g.precision = s.train.precision;  // bf16: the products' bf16 copies of activations are in the arena
+    g.precision =
+        s.train.precision;  // bf16: the products' bf16 copies of activations are in the arena
     g.seed = s.seed;
     Rng rng(s.seed ^ 0x3E3A0ull);
     sample_batch(*s.data, true, b, T, rng, x.data(), y.data());
     s.objective->prepare(x.data(), y.data(), b, T, s.tokenizer->vocab_size(), rng);
     std::vector<int32_t> prefix;
     g.backward(batch_loss(g, model, *s.objective, ForwardArgs{x.data(), b, T}, y.data(), prefix));
-    bytes[b - 1] = static_cast<double>(g.step_bytes() + product_buffer_bytes(g));  // bf16: x and dy rounded
+    bytes[b - 1] =
+        static_cast<double>(g.step_bytes() + product_buffer_bytes(g));  // bf16: x and dy rounded
     m.param_copies = static_cast<double>(param_copy_bytes(g));
   }
   model.params().zero_grad();
@@ -554,27 +627,31 @@ MemoryEstimate estimate_memory(Setup& s, int64_t rows) {
 }
 
 std::string describe_memory(const MemoryEstimate& m, int64_t rows) {
-  return human_bytes(m.total()) + " (parameters " + human_bytes(m.params) + ", gradients " + human_bytes(m.grads) +
-         ", optimizer state " + human_bytes(m.optimizer) + ", activations " + human_bytes(m.activations) + " = " +
-         std::to_string(rows) + " sequences x " + human_bytes(m.activations_per_sequence) + ", data and code " +
-         human_bytes(m.other) + (m.param_copies > 0 ? ", bf16 weights " + human_bytes(m.param_copies) : std::string()) + ")";
+  return human_bytes(m.total()) + " (parameters " + human_bytes(m.params) + ", gradients " +
+         human_bytes(m.grads) + ", optimizer state " + human_bytes(m.optimizer) + ", activations " +
+         human_bytes(m.activations) + " = " + std::to_string(rows) + " sequences x " +
+         human_bytes(m.activations_per_sequence) + ", data and code " + human_bytes(m.other) +
+         (m.param_copies > 0 ? ", bf16 weights " + human_bytes(m.param_copies) : std::string()) +
+         ")";
 }
 
 // The options that bring a run's memory under `room` bytes.
 std::string memory_fixes(const MemoryEstimate& m, int64_t batch, int64_t grad_accum, double room) {
   const double fixed = m.total() - m.activations + m.activations_per_sequence;  // with one sequence
-  std::string out = "Lower train.batch_size (each sequence of the micro-batch holds " + human_bytes(m.activations_per_sequence) +
-                    " of activations)";
+  std::string out = "Lower train.batch_size (each sequence of the micro-batch holds " +
+                    human_bytes(m.activations_per_sequence) + " of activations)";
   if (m.activations_per_sequence > 0 && room > fixed) {
-    const int64_t fit = std::max<int64_t>(1, 1 + static_cast<int64_t>((room - fixed) / m.activations_per_sequence * 0.8));
+    const int64_t fit = std::max<int64_t>(
+        1, 1 + static_cast<int64_t>((room - fixed) / m.activations_per_sequence * 0.8));
     if (fit < batch) {
       const int64_t accum = (batch * grad_accum + fit - 1) / fit;
-      out += ", e.g. train.batch_size=" + std::to_string(fit) + " train.grad_accum=" + std::to_string(accum) +
-             " for about the same tokens per step";
+      out += ", e.g. train.batch_size=" + std::to_string(fit) +
+             " train.grad_accum=" + std::to_string(accum) + " for about the same tokens per step";
     }
   }
-  return out + "; or lower model.context (activations grow with it, attention's quadratically). "
-               "If the estimate is wrong, --no-memory-check skips this check";
+  return out +
+         "; or lower model.context (activations grow with it, attention's quadratically). "
+         "If the estimate is wrong, --no-memory-check skips this check";
 }
 
 // A checkpoint written by `ablate run`, with the keys resuming needs.
@@ -582,10 +659,12 @@ Checkpoint read_run_checkpoint(const std::string& path) {
   Checkpoint ck = read_checkpoint(path);
   for (const char* key : {"step", "rng/data"})
     if (!ck.ints.count(key))
-      throw Error(path + ": checkpoint lacks '" + key + "'; not written by 'ablate run', cannot resume from it");
+      throw Error(path + ": checkpoint lacks '" + key +
+                  "'; not written by 'ablate run', cannot resume from it");
   for (const char* key : {"config", "tokenizer"})
     if (!ck.texts.count(key))
-      throw Error(path + ": checkpoint lacks '" + key + "'; not written by 'ablate run', cannot resume from it");
+      throw Error(path + ": checkpoint lacks '" + key +
+                  "'; not written by 'ablate run', cannot resume from it");
   return ck;
 }
 
@@ -621,17 +700,20 @@ int64_t planned_steps(const YAML::Node& cfg) {
 // else to the experiment's), as the checkpoint file to read.
 std::string init_checkpoint(const std::string& ref, const std::string& exp_dir) {
   fs::path p(ref);
-  if (p.is_relative() && !fs::exists(p) && fs::exists(fs::path(exp_dir) / p)) p = fs::path(exp_dir) / p;
+  if (p.is_relative() && !fs::exists(p) && fs::exists(fs::path(exp_dir) / p))
+    p = fs::path(exp_dir) / p;
   if (fs::is_directory(p)) p = checkpoint_path(p.string());
   if (!fs::is_regular_file(p))
     throw Error("init_from: " + ref + ": no checkpoint there (" + p.string() +
-                "); name a run directory written by 'ablate run' (e.g. runs/quickstart) or its checkpoint.ckpt");
+                "); name a run directory written by 'ablate run' (e.g. runs/quickstart) or its "
+                "checkpoint.ckpt");
   return fs::absolute(p).lexically_normal().string();
 }
 
 // The files ablate writes in a run directory (what --overwrite removes; nothing else).
-const char* const kRunFiles[] = {"run.h5", "checkpoint.ckpt", "checkpoint.ckpt.tmp", "sample.txt",
-                                 "config.yaml", "config.resolved.yaml", "run.log"};
+const char* const kRunFiles[] = {"run.h5",     "checkpoint.ckpt", "checkpoint.ckpt.tmp",
+                                 "sample.txt", "config.yaml",     "config.resolved.yaml",
+                                 "run.log"};
 
 // The kept checkpoints (checkpoints/step-<S>.ckpt[.tmp]) and their folder if that leaves
 // it empty; nothing else there.
@@ -655,7 +737,11 @@ namespace {
 class Trainer {
  public:
   Trainer(const Experiment& exp, const RunOptions& ro)
-      : ro_(ro), exp_(&exp), comm_(ro.comm ? *ro.comm : world()), root_(comm_.root()), signals_(ro.handle_signals) {}
+      : ro_(ro),
+        exp_(&exp),
+        comm_(ro.comm ? *ro.comm : world()),
+        root_(comm_.root()),
+        signals_(ro.handle_signals) {}
   RunSummary run();
 
  private:
@@ -691,19 +777,20 @@ class Trainer {
   const Experiment* exp_;
   std::optional<Experiment> extended_;  // the config with train.steps = --extend-to
   std::optional<ModelFile> imported_;   // init_from: a safetensors file or Hugging Face directory
-  std::optional<Experiment> with_import_;  // the config with the imported model's sections filled in
+  std::optional<Experiment>
+      with_import_;  // the config with the imported model's sections filled in
   Communicator& comm_;
   const bool root_;
   StopSignals signals_;
   Setup s_;
-  std::optional<Checkpoint> ck_;        // the checkpoint resumed from
-  std::optional<RunData> previous_;     // the run file found when resuming (rank 0)
-  std::vector<std::string> changes_;    // config changes against the checkpoint (a new segment)
+  std::optional<Checkpoint> ck_;      // the checkpoint resumed from
+  std::optional<RunData> previous_;   // the run file found when resuming (rank 0)
+  std::vector<std::string> changes_;  // config changes against the checkpoint (a new segment)
   std::optional<RunLock> lock_;
   std::unique_ptr<CoreClaim> claim_;
   std::optional<tbb::global_control> parallelism_;
   int64_t threads_ = 1, other_threads_ = 0;
-  std::optional<RunFile> rf_;           // rank 0 only
+  std::optional<RunFile> rf_;  // rank 0 only
   RunFile* rfp_ = nullptr;
   Progress progress_{true, 0};
   Rng data_rng_{0};
@@ -740,7 +827,9 @@ std::string Trainer::out_dir_of(const Experiment& exp) const {
   const YAML::Node n = exp.node();
   const std::string dir = scalar_at(map_at(n, "output"), "dir"), name = scalar_at(n, "name");
   if (!dir.empty()) return dir;
-  return "runs/" + (!name.empty() ? name : ro_.name.empty() ? fs::path(exp.file()).stem().string() : ro_.name);
+  return "runs/" + (!name.empty()      ? name
+                    : ro_.name.empty() ? fs::path(exp.file()).stem().string()
+                                       : ro_.name);
 }
 
 // What a run directory holds, for messages ("status done, checkpoint at step 60").
@@ -756,7 +845,8 @@ std::string describe_run_dir(const std::string& dir) {
   }
   if (fs::exists(checkpoint_path(dir))) {
     try {
-      add("checkpoint at step " + std::to_string(read_checkpoint(checkpoint_path(dir)).ints["step"]));
+      add("checkpoint at step " +
+          std::to_string(read_checkpoint(checkpoint_path(dir)).ints["step"]));
     } catch (const Error&) {
       add("checkpoint unreadable");
     }
@@ -776,23 +866,34 @@ void Trainer::check_run_dir(const std::string& dir) {
   }
   if (!ro_.resume) {
     if (has_ck || has_h5)
-      throw Error(dir + " already holds a run (" + describe_run_dir(dir) + "); not overwriting it. Use --resume to continue "
-                  "it, --overwrite to delete it and start again, or --fork NEW_DIR to start a new run in NEW_DIR from its weights");
+      throw Error(dir + " already holds a run (" + describe_run_dir(dir) +
+                  "); not overwriting it. Use --resume to continue "
+                  "it, --overwrite to delete it and start again, or --fork NEW_DIR to start a new "
+                  "run in NEW_DIR from its weights");
     return;
   }
   if (!has_ck)
-    throw Error(dir + ": nothing to resume: " +
-                (has_h5 ? "the run stopped before its first checkpoint (" + describe_run_dir(dir) + "). Start it again with --overwrite"
-                        : std::string("no run here (no checkpoint.ckpt). Start a run there without --resume")));
-  const int64_t ck_step = static_cast<int64_t>(read_run_checkpoint(ck).ints["step"]);  // a broken one says so here
+    throw Error(
+        dir + ": nothing to resume: " +
+        (has_h5 ? "the run stopped before its first checkpoint (" + describe_run_dir(dir) +
+                      "). Start it again with --overwrite"
+                : std::string(
+                      "no run here (no checkpoint.ckpt). Start a run there without --resume")));
+  const int64_t ck_step =
+      static_cast<int64_t>(read_run_checkpoint(ck).ints["step"]);  // a broken one says so here
   if (!has_h5)
-    throw Error(dir + ": has a checkpoint but no run.h5 (its metrics are gone), so it cannot be resumed. Use --fork NEW_DIR "
+    throw Error(dir +
+                ": has a checkpoint but no run.h5 (its metrics are gone), so it cannot be resumed. "
+                "Use --fork NEW_DIR "
                 "to start a new run from its weights, or --overwrite");
   previous_ = read_run_file(h5);
-  if (auto it = previous_->num_attrs.find("cpu_seconds"); it != previous_->num_attrs.end()) cpu_before_ = it->second;
-  if (auto it = previous_->num_attrs.find("eval_cpu_seconds"); it != previous_->num_attrs.end()) eval_cpu_ = it->second;
+  if (auto it = previous_->num_attrs.find("cpu_seconds"); it != previous_->num_attrs.end())
+    cpu_before_ = it->second;
+  if (auto it = previous_->num_attrs.find("eval_cpu_seconds"); it != previous_->num_attrs.end())
+    eval_cpu_ = it->second;
   if (previous_->str_attrs["status"] == "done" && ro_.extend_to == 0)
-    throw Error(dir + " is a finished run (status done, step " + std::to_string(ck_step) + "): nothing to resume. --extend-to N "
+    throw Error(dir + " is a finished run (status done, step " + std::to_string(ck_step) +
+                "): nothing to resume. --extend-to N "
                 "continues it to step N; --fork NEW_DIR starts a new run from its weights");
 }
 
@@ -802,8 +903,9 @@ void Trainer::prepare_extension() {
   const YAML::Node old = checkpoint_config(*ck_, checkpoint_path(out_dir_of(*exp_)));
   const int64_t at = static_cast<int64_t>(ck_->ints.at("step")), planned = planned_steps(old);
   if (ro_.extend_to <= at)
-    throw Error(out_dir_of(*exp_) + ": --extend-to " + std::to_string(ro_.extend_to) + " is not past the checkpoint's step " +
-                std::to_string(at) + "; give a larger step");
+    throw Error(out_dir_of(*exp_) + ": --extend-to " + std::to_string(ro_.extend_to) +
+                " is not past the checkpoint's step " + std::to_string(at) +
+                "; give a larger step");
   extended_.emplace(Experiment::parse(exp_->yaml(), exp_->file(), exp_->dir(),
                                       {"train.steps=" + std::to_string(ro_.extend_to),
                                        "train.schedule_steps=" + std::to_string(planned)}));
@@ -816,7 +918,8 @@ void Trainer::build_and_configure() {
   // the config compares equal to the checkpoint's).
   if (const std::string ref = scalar_at(exp_->node(), "init_from"); !ref.empty()) {
     fs::path p(ref);
-    if (p.is_relative() && !fs::exists(p) && fs::exists(fs::path(exp_->dir()) / p)) p = fs::path(exp_->dir()) / p;
+    if (p.is_relative() && !fs::exists(p) && fs::exists(fs::path(exp_->dir()) / p))
+      p = fs::path(exp_->dir()) / p;
     if (is_model_file(p.string())) {
       imported_.emplace(read_model_file(p.string()));
       with_import_.emplace(merge_model_file(*exp_, *imported_));
@@ -853,8 +956,10 @@ void Trainer::build_and_configure() {
   }
   const TrainConfig& t = s_.train;
   if (t.batch < comm_.size())
-    throw Error("train.batch_size " + std::to_string(t.batch) + " is smaller than the " + std::to_string(comm_.size()) +
-                " ranks it is split across; give every rank at least one sequence (batch_size >= " + std::to_string(comm_.size()) + ")");
+    throw Error("train.batch_size " + std::to_string(t.batch) + " is smaller than the " +
+                std::to_string(comm_.size()) +
+                " ranks it is split across; give every rank at least one sequence (batch_size >= " +
+                std::to_string(comm_.size()) + ")");
   // One process: the cores no other ablate run claims; ranks on one machine share its cores.
   const int64_t want = ro_.threads > 0 ? ro_.threads : t.threads;
   if (comm_.size() == 1) {
@@ -894,10 +999,12 @@ void Trainer::restore_init_params(const Checkpoint& init) {
         if (c.rfind("model.", 0) == 0 || c.rfind("tokenizer", 0) == 0) differ += "\n  " + c;
     } catch (const std::exception&) {
     }
-    throw Error(std::string(e.what()) + ".\ninit_from/--fork starts from " + path +
-                "'s weights, so the model must have the same parameters as that run" +
-                (differ.empty() ? std::string(".") : "; these model options differ from it:" + differ) +
-                "\nKeep that run's model options, or train the new model from scratch (without --fork/init_from).");
+    throw Error(
+        std::string(e.what()) + ".\ninit_from/--fork starts from " + path +
+        "'s weights, so the model must have the same parameters as that run" +
+        (differ.empty() ? std::string(".") : "; these model options differ from it:" + differ) +
+        "\nKeep that run's model options, or train the new model from scratch (without "
+        "--fork/init_from).");
   }
 }
 
@@ -915,22 +1022,26 @@ void Trainer::restore(const Checkpoint& ck) {
   changes_ = config_changes(old, exp_->node());
   std::vector<std::string> refused;
   for (const auto& c : config_changes(old, exp_->node(), /*results_only=*/true))
-    if (!(ro_.extend_to > 0 && (c.rfind("train.steps", 0) == 0 || c.rfind("train.schedule_steps", 0) == 0)) &&
+    if (!(ro_.extend_to > 0 &&
+          (c.rfind("train.steps", 0) == 0 || c.rfind("train.schedule_steps", 0) == 0)) &&
         c.rfind("train.precision", 0) != 0)  // a run may go on in another precision (a new segment)
       refused.push_back(c);
   if (!refused.empty() && !ro_.allow_config_change)
-    throw Error(s_.out_dir + ": cannot resume: the config differs from the checkpoint's: " + join(refused, "; ") +
+    throw Error(s_.out_dir + ": cannot resume: the config differs from the checkpoint's: " +
+                join(refused, "; ") +
                 ". Resume with the same config, or pass --allow-config-change");
   // The training file itself: the same name with other contents (regenerated, edited) is
   // another run's data. Checkpoints from before data_sha256 was recorded are not checked.
-  if (auto it = ck.texts.find("data_sha256"); it != ck.texts.end() && it->second != s_.data->sha256) {
+  if (auto it = ck.texts.find("data_sha256");
+      it != ck.texts.end() && it->second != s_.data->sha256) {
     if (!ro_.allow_config_change)
-      throw Error(s_.out_dir + ": cannot resume: the training data changed since the checkpoint: " + s_.data->path +
-                  " had sha256 " + it->second + ", it now has " + s_.data->sha256 +
-                  " (edited or regenerated). Restore the file the run trained on, start a new run from its weights with "
+      throw Error(s_.out_dir + ": cannot resume: the training data changed since the checkpoint: " +
+                  s_.data->path + " had sha256 " + it->second + ", it now has " + s_.data->sha256 +
+                  " (edited or regenerated). Restore the file the run trained on, start a new run "
+                  "from its weights with "
                   "--fork NEW_DIR, or pass --allow-config-change to continue on the new contents");
-    changes_.push_back("data " + s_.data->path + ": sha256 " + it->second.substr(0, 12) + "... -> " +
-                       s_.data->sha256.substr(0, 12) + "...");
+    changes_.push_back("data " + s_.data->path + ": sha256 " + it->second.substr(0, 12) +
+                       "... -> " + s_.data->sha256.substr(0, 12) + "...");
   }
   restore_params(*s_.model, ck, path);
   for (auto& buf : s_.optimizer->state()) {
@@ -942,8 +1053,11 @@ void Trainer::restore(const Checkpoint& ck) {
   start_ = static_cast<int64_t>(ck.ints.at("step"));
   last_checkpoint_ = start_;
   data_rng_.set_state(ck.ints.at("rng/data"));
-  window_.loss = from_bits(ck.ints.count("train/window_loss") ? ck.ints.at("train/window_loss") : 0);  // 0.0 in older checkpoints
-  window_.steps = ck.ints.count("train/window_steps") ? static_cast<int64_t>(ck.ints.at("train/window_steps")) : 0;
+  window_.loss = from_bits(ck.ints.count("train/window_loss") ? ck.ints.at("train/window_loss")
+                                                              : 0);  // 0.0 in older checkpoints
+  window_.steps = ck.ints.count("train/window_steps")
+                      ? static_cast<int64_t>(ck.ints.at("train/window_steps"))
+                      : 0;
   // Checkpoints hold the eval point (Optimizer::eval_point); training continues from y.
   if (start_ < s_.train.steps) s_.optimizer->train_point(s_.model->params().all());
 }
@@ -995,24 +1109,32 @@ void Trainer::write_metadata() {
     rf.flush();
     std::ofstream(fs::path(s_.out_dir) / "config.yaml") << given << "\n";
     std::ofstream(fs::path(s_.out_dir) / "config.resolved.yaml")
-        << "# Every option of this run with the value it had, defaults included (ablate " << ABLATE_VERSION << ").\n"
+        << "# Every option of this run with the value it had, defaults included (ablate "
+        << ABLATE_VERSION << ").\n"
         << resolved << "\n";
   }
-  const std::string shared = other_threads_ > 0 ? " (of " + std::to_string(usable_cores()) + " cores, " +
-                                                      std::to_string(other_threads_) + " claimed by other ablate runs)"
+  const std::string shared = other_threads_ > 0 ? " (of " + std::to_string(usable_cores()) +
+                                                      " cores, " + std::to_string(other_threads_) +
+                                                      " claimed by other ablate runs)"
                                                 : "";
   progress_.line(s_.name + ": " + std::to_string(model.n_params()) + " parameters, vocab " +
-                 std::to_string(model.dims().vocab_size) + ", " + std::to_string(s_.data->tokens(true)) + " train / " +
-                 std::to_string(s_.data->tokens(false)) + " val tokens, " + std::to_string(threads_) + " threads" + shared +
+                 std::to_string(model.dims().vocab_size) + ", " +
+                 std::to_string(s_.data->tokens(true)) + " train / " +
+                 std::to_string(s_.data->tokens(false)) + " val tokens, " +
+                 std::to_string(threads_) + " threads" + shared +
                  (comm_.size() > 1 ? " x " + comm_.description() : "") + " -> " + s_.out_dir);
   if (ck_) progress_.line("resuming " + s_.out_dir + " at step " + std::to_string(start_));
-  if (s_.train.precision == Precision::bf16 && !bf16_notice().empty()) progress_.line(bf16_notice());
+  if (s_.train.precision == Precision::bf16 && !bf16_notice().empty())
+    progress_.line(bf16_notice());
   if (ro_.extend_to > 0)
-    progress_.line("extending to step " + std::to_string(s_.train.steps) + ": the lr schedule was planned for " +
-                       std::to_string(s_.train.schedule_steps) + " steps and ends at lr " + fmt("%.3g", lr_at(s_.train.schedule_steps)) +
-                       "; steps " + std::to_string(s_.train.schedule_steps + 1) + "-" + std::to_string(s_.train.steps) +
-                       " hold that lr (train.schedule_steps = " + std::to_string(s_.train.schedule_steps) + ")",
-                   true);
+    progress_.line(
+        "extending to step " + std::to_string(s_.train.steps) +
+            ": the lr schedule was planned for " + std::to_string(s_.train.schedule_steps) +
+            " steps and ends at lr " + fmt("%.3g", lr_at(s_.train.schedule_steps)) + "; steps " +
+            std::to_string(s_.train.schedule_steps + 1) + "-" + std::to_string(s_.train.steps) +
+            " hold that lr (train.schedule_steps = " + std::to_string(s_.train.schedule_steps) +
+            ")",
+        true);
 }
 
 // Segments: the configs that produced the run's steps, one per start or config change
@@ -1024,7 +1146,9 @@ void Trainer::record_segment() {
     // A run from before segments were recorded: its first segment is the checkpoint's config.
     const YAML::Node old = checkpoint_config(*ck_, checkpoint_path(s_.out_dir));
     rf.write_text("segments/0", ck_->texts.at("config"));
-    rf.append("segments", {{"segment", 0}, {"start_step", 0}, {"steps", double(planned_steps(old))},
+    rf.append("segments", {{"segment", 0},
+                           {"start_step", 0},
+                           {"steps", double(planned_steps(old))},
                            {"schedule_steps", double(planned_steps(old))}});
   }
   // Segments that began at or after the step resumed from were superseded.
@@ -1032,7 +1156,9 @@ void Trainer::record_segment() {
   for (double st : rf.column("segments", "start_step")) keep += st < static_cast<double>(start_);
   rf.keep_rows("segments", keep);
   rf.write_text("segments/" + std::to_string(keep), exp_->yaml());
-  rf.append("segments", {{"segment", double(keep)}, {"start_step", double(start_)}, {"steps", double(s_.train.steps)},
+  rf.append("segments", {{"segment", double(keep)},
+                         {"start_step", double(start_)},
+                         {"steps", double(s_.train.steps)},
                          {"schedule_steps", double(s_.train.schedule_steps)}});
 }
 
@@ -1047,12 +1173,14 @@ double Trainer::train_step(int64_t step, float lr, double& norm) {
   double loss_sum = 0;
   g_.training = true;
   g_.step = static_cast<uint64_t>(step);
-  g_.param_epoch = new_param_epoch();  // the weights' bf16 copies serve every micro-batch of the step
+  g_.param_epoch =
+      new_param_epoch();  // the weights' bf16 copies serve every micro-batch of the step
   for (int64_t m = 0; m < t.accum; ++m) {
     // Every rank draws the whole batch from the same stream and computes its slice.
     sample_batch(*s_.data, true, B, T, data_rng_, x_.data(), y_.data(), step);
     // The objective's randomness (masks) from the step, not from a stream to checkpoint.
-    Rng mask_rng((s_.seed ^ 0x0B1Eull) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(step * t.accum + m));
+    Rng mask_rng((s_.seed ^ 0x0B1Eull) * 0x9E3779B97F4A7C15ull +
+                 static_cast<uint64_t>(step * t.accum + m));
     s_.objective->prepare(x_.data(), y_.data(), B, T, s_.tokenizer->vocab_size(), mask_rng);
     float weight = t.accum > 1 ? 1.0f / static_cast<float>(t.accum) : 1.0f;
     if (comm_.size() > 1) {
@@ -1066,8 +1194,10 @@ double Trainer::train_step(int64_t step, float lr, double& norm) {
       g_.batch_offset = sl_.lo;
     }
     g_.reset();
-    ForwardArgs a = comm_.size() > 1 ? ForwardArgs{x_.data() + sl_.lo * T, sl_.hi - sl_.lo, T} : ForwardArgs{x_.data(), B, T};
-    Var loss = batch_loss(g_, model, *s_.objective, a, comm_.size() > 1 ? y_.data() + sl_.lo * T : y_.data(), prefix_);
+    ForwardArgs a = comm_.size() > 1 ? ForwardArgs{x_.data() + sl_.lo * T, sl_.hi - sl_.lo, T}
+                                     : ForwardArgs{x_.data(), B, T};
+    Var loss = batch_loss(g_, model, *s_.objective, a,
+                          comm_.size() > 1 ? y_.data() + sl_.lo * T : y_.data(), prefix_);
     if (weight != 1.0f) loss = scale(g_, loss, weight);
     loss_sum += g_.value(loss).data[0];
     if (comm_.size() > 1 && m + 1 == t.accum) sync_->attach(g_);
@@ -1099,21 +1229,28 @@ void Trainer::check_finite(int64_t step, double loss, double norm) {
   const Parameter* bad_value = first_non_finite(params, false);
   const Parameter* bad_grad = first_non_finite(params, true);
   auto [big, big_value] = largest_value(params);
-  fail("step " + std::to_string(step) + ": " + (std::isfinite(loss) ? "gradient" : "loss") + " is not finite (loss " +
-       std::to_string(loss) + ", gradient norm " + std::to_string(norm) + ")" +
+  fail("step " + std::to_string(step) + ": " + (std::isfinite(loss) ? "gradient" : "loss") +
+       " is not finite (loss " + std::to_string(loss) + ", gradient norm " + std::to_string(norm) +
+       ")" +
        (bad_value ? "; first parameter with non-finite values: '" + bad_value->name + "'" : "") +
        (bad_grad ? "; first parameter with a non-finite gradient: '" + bad_grad->name + "'" : "") +
-       (!bad_value && big ? "; largest parameter value: " + fmt("%.3g", big_value) + " in '" + big->name + "'" : "") +
+       (!bad_value && big
+            ? "; largest parameter value: " + fmt("%.3g", big_value) + " in '" + big->name + "'"
+            : "") +
        ". Lower the learning rate, enable train.grad_clip, or check the data");
 }
 
 void Trainer::log_row(int64_t step, float lr, double norm) {
   const TrainConfig& t = s_.train;
-  const double tok_s = static_cast<double>(t.batch * t.accum * s_.model->dims().context) * static_cast<double>(trained_steps_) /
-                       train_seconds_;
+  const double tok_s = static_cast<double>(t.batch * t.accum * s_.model->dims().context) *
+                       static_cast<double>(trained_steps_) / train_seconds_;
   const double loss = window_.loss / double(window_.steps);
   if (rfp_) {
-    rfp_->append("train", {{"step", double(step)}, {"loss", loss}, {"lr", lr}, {"grad_norm", norm}, {"tokens_per_s", tok_s}});
+    rfp_->append("train", {{"step", double(step)},
+                           {"loss", loss},
+                           {"lr", lr},
+                           {"grad_norm", norm},
+                           {"tokens_per_s", tok_s}});
     // Readers (h5py, reports) see the rows as of the last flush: at most a second old.
     if (std::chrono::duration<double>(clock::now() - last_flush_).count() >= 1.0) {
       rfp_->flush();
@@ -1132,15 +1269,17 @@ void Trainer::evaluate_at(int64_t step) {
   Model& model = *s_.model;
   const int64_t T = model.dims().context;
   g_.batch_rows = g_.batch_offset = 0;
-  const auto train_m = evaluate(model, *s_.objective, g_, *s_.data, true, s_.train, T, s_.seed, x_, y_, comm_, s_.token_bytes);
-  const auto val_m = evaluate(model, *s_.objective, g_, *s_.data, false, s_.train, T, s_.seed + 1, x_, y_, comm_,
-                              s_.token_bytes, s_.train.eval_full);
+  const auto train_m = evaluate(model, *s_.objective, g_, *s_.data, true, s_.train, T, s_.seed, x_,
+                                y_, comm_, s_.token_bytes);
+  const auto val_m = evaluate(model, *s_.objective, g_, *s_.data, false, s_.train, T, s_.seed + 1,
+                              x_, y_, comm_, s_.token_bytes, s_.train.eval_full);
   const double tl = train_m[0].second, vl = val_m[0].second, vb = val_m.back().second;
   std::vector<std::pair<std::string, double>> eval_row{
       {"step", double(step)}, {"train_loss", tl}, {"val_loss", vl}, {"val_ppl", std::exp(vl)}};
   // A run file begun without the bits-per-byte columns (an older ablate) continues without
   // them: every row of a table has the same columns.
-  if (!(previous_ && previous_->tables.count("eval") && !previous_->tables.at("eval").count("val_bpb"))) {
+  if (!(previous_ && previous_->tables.count("eval") &&
+        !previous_->tables.at("eval").count("val_bpb"))) {
     eval_row.emplace_back("train_bpb", train_m.back().second);
     eval_row.emplace_back("val_bpb", vb);
   }
@@ -1151,7 +1290,8 @@ void Trainer::evaluate_at(int64_t step) {
   if (rfp_) rfp_->append("eval", eval_row);
   for (auto& [table, ev] : s_.evaluators) {
     if (!rfp_) break;
-    EvalContext ctx{model, *s_.tokenizer, step, step == s_.train.steps, s_.seed, exp_->dir(), &s_.token_bytes};
+    EvalContext ctx{model,   *s_.tokenizer, step,           step == s_.train.steps,
+                    s_.seed, exp_->dir(),   &s_.token_bytes};
     auto row = ev->evaluate(ctx);
     const std::string shown = ev->summary(row);
     row.insert(row.begin(), {"step", double(step)});
@@ -1167,7 +1307,8 @@ void Trainer::evaluate_at(int64_t step) {
   evaluated_ = true;
   eval_cpu_ += cpu_now() - cpu0;
   char buf[192];
-  std::snprintf(buf, sizeof buf, "eval step %lld: train loss %.4f, val loss %.4f, val ppl %.2f, val bpb %.4f",
+  std::snprintf(buf, sizeof buf,
+                "eval step %lld: train loss %.4f, val loss %.4f, val ppl %.2f, val bpb %.4f",
                 static_cast<long long>(step), tl, vl, std::exp(vl), vb);
   progress_.line(buf);
 }
@@ -1181,8 +1322,10 @@ void Trainer::check_ranks_agree(int64_t step) {
   double differ = h != h0;
   comm_.allreduce_sum(&differ, 1);
   if (differ > 0)
-    fail("step " + std::to_string(step) + ": the weights of " + std::to_string(static_cast<int64_t>(differ)) +
-         " rank(s) differ from rank 0's (an MPI reduction that is not bitwise identical on every rank?)");
+    fail("step " + std::to_string(step) + ": the weights of " +
+         std::to_string(static_cast<int64_t>(differ)) +
+         " rank(s) differ from rank 0's (an MPI reduction that is not bitwise identical on every "
+         "rank?)");
 }
 
 void Trainer::checkpoint_at(int64_t step) {
@@ -1191,7 +1334,8 @@ void Trainer::checkpoint_at(int64_t step) {
     const double cpu = set_cpu_attrs(*rfp_);
     rfp_->flush();
     last_flush_ = clock::now();
-    save_checkpoint(s_.out_dir, *exp_, s_, step, data_rng_, window_, cpu, eval_cpu_, s_.train.keeps(step));
+    save_checkpoint(s_.out_dir, *exp_, s_, step, data_rng_, window_, cpu, eval_cpu_,
+                    s_.train.keeps(step));
   }
   last_checkpoint_ = step;
 }
@@ -1240,12 +1384,14 @@ void Trainer::interrupt(int64_t step, int sig) {
   sum_.interrupted_by = sig;
   if (!rfp_) return;
   rfp_->set_attr("status", "interrupted");
-  rfp_->set_attr("error", std::string("stopped by ") + signal_name(sig) + " after step " + std::to_string(step));
+  rfp_->set_attr("error", std::string("stopped by ") + signal_name(sig) + " after step " +
+                              std::to_string(step));
   rfp_->set_attr("train_seconds", train_seconds_);
   set_cpu_attrs(*rfp_);
   rfp_->close();
-  progress_.line("interrupted by " + std::string(signal_name(sig)) + " at step " + std::to_string(step) + " of " +
-                     std::to_string(s_.train.steps) + ": checkpoint written, status 'interrupted'. Continue with:\n  ablate run " +
+  progress_.line("interrupted by " + std::string(signal_name(sig)) + " at step " +
+                     std::to_string(step) + " of " + std::to_string(s_.train.steps) +
+                     ": checkpoint written, status 'interrupted'. Continue with:\n  ablate run " +
                      s_.out_dir + " --resume",
                  true);
 }
@@ -1253,9 +1399,10 @@ void Trainer::interrupt(int64_t step, int sig) {
 void Trainer::finish() {
   const TrainConfig& t = s_.train;
   sum_.steps = t.steps;
-  sum_.tokens_per_s = trained_steps_ ? static_cast<double>(t.batch * t.accum * s_.model->dims().context) *
-                                           double(trained_steps_) / train_seconds_
-                                     : 0;
+  sum_.tokens_per_s = trained_steps_
+                          ? static_cast<double>(t.batch * t.accum * s_.model->dims().context) *
+                                double(trained_steps_) / train_seconds_
+                          : 0;
   if (!root_) return;
   if (!evaluated_ && previous_ && previous_->tables.count("eval")) {
     // Resumed after the last step (killed while finishing): the last evaluation stands.
@@ -1283,12 +1430,13 @@ void Trainer::finish() {
   if (comm_.size() > 1) {
     rf.set_attr("allreduce_seconds", allreduce_seconds_);  // rank 0's wait included
     rf.set_attr("allreduce_buckets", static_cast<int64_t>(sync_->buckets()));
-    rf.set_attr("allreduce_buckets_during_backward", static_cast<int64_t>(sync_->started_during_backward()));  // last step
+    rf.set_attr("allreduce_buckets_during_backward",
+                static_cast<int64_t>(sync_->started_during_backward()));  // last step
   }
   rf.close();
-  progress_.line("done: " + s_.out_dir + " (step " + std::to_string(t.steps) + ", " + fmt("%.1f", cpu / 60.0) +
-                 " CPU-minutes" + (comm_.size() > 1 ? " on rank 0" : "") + ", " + fmt("%.1f", eval_cpu_ / 60.0) +
-                 " of them evaluating)");
+  progress_.line("done: " + s_.out_dir + " (step " + std::to_string(t.steps) + ", " +
+                 fmt("%.1f", cpu / 60.0) + " CPU-minutes" + (comm_.size() > 1 ? " on rank 0" : "") +
+                 ", " + fmt("%.1f", eval_cpu_ / 60.0) + " of them evaluating)");
 }
 
 void Trainer::mark_failed(const std::string& msg) {
@@ -1319,11 +1467,13 @@ RunSummary Trainer::run() {
     g_.seed = s_.seed;
     // ABLATE_ALLREDUCE_OVERLAP=0: start every bucket after backward (to measure the overlap).
     const char* overlap = std::getenv("ABLATE_ALLREDUCE_OVERLAP");
-    sync_ = std::make_unique<GradientSync>(comm_, s_.model->params().all(), !(overlap && std::string(overlap) == "0"));
+    sync_ = std::make_unique<GradientSync>(comm_, s_.model->params().all(),
+                                           !(overlap && std::string(overlap) == "0"));
     open_run_file();
     // Identical weights on every rank from the start (each built them from the same seed or
     // checkpoint; this makes it so whatever the platform).
-    for (Parameter* p : s_.model->params().all()) comm_.broadcast(p->value.data, static_cast<size_t>(p->value.numel()));
+    for (Parameter* p : s_.model->params().all())
+      comm_.broadcast(p->value.data, static_cast<size_t>(p->value.numel()));
     write_metadata();
     if (start_ == 0 && s_.train.eval_at_start) {
       s_.optimizer->eval_point(s_.model->params().all());
@@ -1332,9 +1482,11 @@ RunSummary Trainer::run() {
     }
     train_loop();
   } catch (const std::bad_alloc&) {
-    const std::string msg = "out of memory (std::bad_alloc) " + std::string(trained_steps_ ? "during training" : "before training") +
+    const std::string msg = "out of memory (std::bad_alloc) " +
+                            std::string(trained_steps_ ? "during training" : "before training") +
                             " of " + (s_.out_dir.empty() ? std::string("the run") : s_.out_dir) +
-                            ". Lower train.batch_size (raise train.grad_accum to keep the tokens per step) or model.context; "
+                            ". Lower train.batch_size (raise train.grad_accum to keep the tokens "
+                            "per step) or model.context; "
                             "'ablate run --dry-run' prints the memory estimate";
     mark_failed(msg);
     throw Error(msg);
@@ -1354,8 +1506,8 @@ std::string memory_shortfall(const MemoryEstimate& m, int64_t batch, int64_t gra
   const double needed = m.total() - held;
   if (room.bytes < 0 || needed <= room.bytes) return "";
   return "estimated peak memory " + describe_memory(m, batch) + " needs " + human_bytes(needed) +
-         " more than this process holds, but only " + human_bytes(room.bytes) + " is available (" + room.limited_by + "). " +
-         memory_fixes(m, batch, grad_accum, room.bytes + held);
+         " more than this process holds, but only " + human_bytes(room.bytes) + " is available (" +
+         room.limited_by + "). " + memory_fixes(m, batch, grad_accum, room.bytes + held);
 }
 
 ExperimentInfo describe_experiment(const Experiment& exp, const RunOptions& ro, bool estimate) {
@@ -1379,7 +1531,8 @@ ExperimentInfo describe_experiment(const Experiment& exp, const RunOptions& ro, 
 }
 
 RunSummary run_experiment(const Experiment& exp, const RunOptions& ro) {
-  if (ro.resume && ro.overwrite) throw Error("--resume and --overwrite exclude each other: continue the run, or start it again");
+  if (ro.resume && ro.overwrite)
+    throw Error("--resume and --overwrite exclude each other: continue the run, or start it again");
   if (ro.extend_to > 0 && !ro.resume) throw Error("--extend-to continues a run: it needs --resume");
   Trainer t(exp, ro);
   return t.run();
@@ -1392,11 +1545,14 @@ LoadedRun load_run(const std::string& dir) {
   r.dir = dir;
   std::string path = fs::is_regular_file(dir) ? dir : checkpoint_path(dir);
   if (!fs::exists(path))
-    throw Error(path + ": no checkpoint here; give a run directory written by 'ablate run' (e.g. runs/quickstart)");
+    throw Error(path +
+                ": no checkpoint here; give a run directory written by 'ablate run' (e.g. "
+                "runs/quickstart)");
   Checkpoint ck = read_checkpoint(path);
   if (!ck.texts.count("config") || !ck.texts.count("tokenizer"))
     throw Error(path + ": checkpoint lacks the config or tokenizer; not written by 'ablate run'");
-  r.experiment = std::make_unique<Experiment>(Experiment::parse(ck.texts["config"], path + " (config)", fs::current_path().string()));
+  r.experiment = std::make_unique<Experiment>(
+      Experiment::parse(ck.texts["config"], path + " (config)", fs::current_path().string()));
   Options root = r.experiment->root();
   auto& reg = PluginRegistry::instance();
   ParamStore no_params;
@@ -1405,7 +1561,8 @@ LoadedRun load_run(const std::string& dir) {
   r.tokenizer->load(ck.texts["tokenizer"]);
   uint64_t seed = static_cast<uint64_t>(root.get<int64_t>("seed", 1));
   auto objective = reg.create<Objective>(family_options(root, Objective::kFamily), none);
-  r.model = std::make_unique<Model>(root.child("model"), r.tokenizer->vocab_size() + objective->extra_tokens(), seed,
+  r.model = std::make_unique<Model>(root.child("model"),
+                                    r.tokenizer->vocab_size() + objective->extra_tokens(), seed,
                                     token_texts(*r.tokenizer));
   restore_params(*r.model, ck, path);
   r.step = static_cast<int64_t>(ck.ints["step"]);
@@ -1423,8 +1580,10 @@ Precision run_precision(const LoadedRun& run) {
 
 void require_generating(const LoadedRun& run, const std::string& use) {
   if (run.generates) return;
-  throw Error(run.dir + ": trained with objective '" + run.objective + "', which does not predict the next token, so " +
-              use + " from it would mean nothing; use a run trained with a next-token objective (objective: next_token)");
+  throw Error(run.dir + ": trained with objective '" + run.objective +
+              "', which does not predict the next token, so " + use +
+              " from it would mean nothing; use a run trained with a next-token objective "
+              "(objective: next_token)");
 }
 
 namespace {
@@ -1452,17 +1611,22 @@ std::vector<int64_t> kept_steps(const std::string& dir) {
 Checkpoint branch_checkpoint(const std::string& source_dir, int64_t step, Branch& b) {
   const std::string latest = checkpoint_path(source_dir);
   if (!fs::exists(latest) || !fs::exists(run_file_path(source_dir)))
-    throw Error("--branch: " + source_dir + " is not a run to branch from (it needs run.h5 and checkpoint.ckpt, written by "
+    throw Error("--branch: " + source_dir +
+                " is not a run to branch from (it needs run.h5 and checkpoint.ckpt, written by "
                 "'ablate run')");
-  b.checkpoint = step > 0 && fs::exists(kept_checkpoint_path(source_dir, step)) ? kept_checkpoint_path(source_dir, step) : latest;
+  b.checkpoint = step > 0 && fs::exists(kept_checkpoint_path(source_dir, step))
+                     ? kept_checkpoint_path(source_dir, step)
+                     : latest;
   Checkpoint ck = read_run_checkpoint(b.checkpoint);
   b.step = static_cast<int64_t>(ck.ints.at("step"));
   if (step > 0 && b.step != step) {
     std::string kept;
     for (int64_t k : kept_steps(source_dir)) kept += (kept.empty() ? "" : ", ") + std::to_string(k);
-    throw Error("--branch: " + source_dir + " has no checkpoint at step " + std::to_string(step) + " (kept: " +
-                (kept.empty() ? "none" : kept) + "; latest: step " + std::to_string(b.step) + "). Branch --at one of those, " +
-                "or keep the step's checkpoint when training the run: train.keep_checkpoints: [" + std::to_string(step) + "]");
+    throw Error("--branch: " + source_dir + " has no checkpoint at step " + std::to_string(step) +
+                " (kept: " + (kept.empty() ? "none" : kept) + "; latest: step " +
+                std::to_string(b.step) + "). Branch --at one of those, " +
+                "or keep the step's checkpoint when training the run: train.keep_checkpoints: [" +
+                std::to_string(step) + "]");
   }
   b.config = ck.texts.at("config");
   return ck;
@@ -1492,7 +1656,8 @@ Branch prepare_branch(const std::string& source_dir, int64_t step, const std::st
     if (k != "format") rf.set_attr(k, v);
   for (const auto& [k, v] : d.num_attrs) {
     if (k == "format_version") continue;
-    if (d.int_attrs.count(k)) rf.set_attr(k, static_cast<int64_t>(v));  // each attribute keeps its type
+    if (d.int_attrs.count(k))
+      rf.set_attr(k, static_cast<int64_t>(v));  // each attribute keeps its type
     else rf.set_attr(k, v);
   }
   if (ck.ints.count("cpu/seconds")) {  // the CPU time up to the branch point
@@ -1511,7 +1676,8 @@ Branch prepare_branch(const std::string& source_dir, int64_t step, const std::st
     std::vector<std::pair<std::string, double>> row;
     for (size_t i = 0; i < rows; ++i) {
       const double at = static_cast<double>(b.step);
-      if (st != cols.end() && (group == "segments" ? st->second[i] >= at : st->second[i] > at)) continue;
+      if (st != cols.end() && (group == "segments" ? st->second[i] >= at : st->second[i] > at))
+        continue;
       row.clear();
       for (const auto& [c, v] : cols) row.emplace_back(c, v[i]);
       rf.append(group, row);

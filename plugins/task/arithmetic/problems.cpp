@@ -49,7 +49,9 @@ bool is_op(char c) { return c == '+' || c == '-' || c == '*' || c == '/'; }
 // "00000000.5" -> "0.5", "0000000000" -> "0").
 std::string unpad(const std::string& s) {
   size_t i = 0;
-  while (i + 1 < s.size() && s[i] == '0' && (std::isdigit(static_cast<unsigned char>(s[i + 1])) || s[i + 1] == '-')) ++i;
+  while (i + 1 < s.size() && s[i] == '0' &&
+         (std::isdigit(static_cast<unsigned char>(s[i + 1])) || s[i + 1] == '-'))
+    ++i;
   return s.substr(i);
 }
 
@@ -98,12 +100,14 @@ int count_borrows(const std::string& big, const std::string& small) {
 
 int compare(Decimal a, Decimal b) {
   int s = std::max(a.scale, b.scale);
-  i128 x = static_cast<i128>(a.units) * pow10(s - a.scale), y = static_cast<i128>(b.units) * pow10(s - b.scale);
+  i128 x = static_cast<i128>(a.units) * pow10(s - a.scale),
+       y = static_cast<i128>(b.units) * pow10(s - b.scale);
   return x < y ? -1 : (x > y ? 1 : 0);
 }
 
 // "$(A op B)=ANSWER$" split into its parts; false if the line does not have that shape.
-bool split_line(const std::string& line, std::string& a, char& op, std::string& b, std::string& answer) {
+bool split_line(const std::string& line, std::string& a, char& op, std::string& b,
+                std::string& answer) {
   if (line.size() < 8 || line.compare(0, 2, "$(") != 0 || line.back() != '$') return false;
   size_t close = line.find(")=");
   if (close == std::string::npos) return false;
@@ -159,7 +163,8 @@ Decimal parse_decimal(const std::string& text) {
       throw Error("arithmetic: '" + text + "' is not a decimal number");
     }
   }
-  if (digits == 0 || (dot && scale == 0)) throw Error("arithmetic: '" + text + "' is not a decimal number");
+  if (digits == 0 || (dot && scale == 0))
+    throw Error("arithmetic: '" + text + "' is not a decimal number");
   return make(neg ? -units : units, scale, "number");
 }
 
@@ -168,7 +173,8 @@ Decimal compute(Decimal a, char op, Decimal b, int decimals) {
   int scale;
   if (op == '+' || op == '-') {
     scale = std::max(a.scale, b.scale);
-    i128 x = static_cast<i128>(a.units) * pow10(scale - a.scale), y = static_cast<i128>(b.units) * pow10(scale - b.scale);
+    i128 x = static_cast<i128>(a.units) * pow10(scale - a.scale),
+         y = static_cast<i128>(b.units) * pow10(scale - b.scale);
     units = op == '+' ? x + y : x - y;
   } else if (op == '*') {
     scale = a.scale + b.scale;
@@ -177,7 +183,8 @@ Decimal compute(Decimal a, char op, Decimal b, int decimals) {
     if (b.units == 0) throw Error("arithmetic: division by zero");
     // a/b = a.units 10^b.scale / (b.units 10^a.scale), at `decimals` places.
     scale = decimals;
-    units = round_div(static_cast<i128>(a.units) * pow10(b.scale + decimals), static_cast<i128>(b.units) * pow10(a.scale));
+    units = round_div(static_cast<i128>(a.units) * pow10(b.scale + decimals),
+                      static_cast<i128>(b.units) * pow10(a.scale));
   } else {
     throw Error(std::string("arithmetic: unknown operation '") + op + "'; use + - * /");
   }
@@ -193,34 +200,51 @@ Decimal compute(Decimal a, char op, Decimal b, int decimals) {
 Generator::Generator(const GeneratorOptions& o) : o_(o), rng_(o.seed ^ 0xA817ull) {
   if (o.ops.empty()) throw Error("arithmetic: no operations; give some of + - * / (e.g. --ops +)");
   for (char c : o.ops)
-    if (!is_op(c)) throw Error(std::string("arithmetic: unknown operation '") + c + "' in '" + o.ops + "'; use + - * /");
-  if (!(o.min >= 0)) throw Error("arithmetic: operand minimum " + std::to_string(o.min) + " is negative; operands are >= 0");
-  if (!(o.max >= o.min)) throw Error("arithmetic: operand maximum " + std::to_string(o.max) + " is below the minimum " + std::to_string(o.min));
-  if (o.max > 1e12) throw Error("arithmetic: operand maximum " + std::to_string(o.max) + " is above 1e12");
-  if (o.decimals < 0 || o.decimals > 6) throw Error("arithmetic: decimals " + std::to_string(o.decimals) + " out of range 0..6");
+    if (!is_op(c))
+      throw Error(std::string("arithmetic: unknown operation '") + c + "' in '" + o.ops +
+                  "'; use + - * /");
+  if (!(o.min >= 0))
+    throw Error("arithmetic: operand minimum " + std::to_string(o.min) +
+                " is negative; operands are >= 0");
+  if (!(o.max >= o.min))
+    throw Error("arithmetic: operand maximum " + std::to_string(o.max) + " is below the minimum " +
+                std::to_string(o.min));
+  if (o.max > 1e12)
+    throw Error("arithmetic: operand maximum " + std::to_string(o.max) + " is above 1e12");
+  if (o.decimals < 0 || o.decimals > 6)
+    throw Error("arithmetic: decimals " + std::to_string(o.decimals) + " out of range 0..6");
   if (o.answer_decimals < 0 || o.answer_decimals > 6)
-    throw Error("arithmetic: answer decimals " + std::to_string(o.answer_decimals) + " out of range 0..6");
+    throw Error("arithmetic: answer decimals " + std::to_string(o.answer_decimals) +
+                " out of range 0..6");
   if (!(o.decimal_fraction >= 0 && o.decimal_fraction <= 1))
-    throw Error("arithmetic: decimal fraction " + std::to_string(o.decimal_fraction) + " is not in [0, 1]");
-  if (o.format.width < 1 || o.format.answer_width < 1 || o.format.width > 40 || o.format.answer_width > 40)
+    throw Error("arithmetic: decimal fraction " + std::to_string(o.decimal_fraction) +
+                " is not in [0, 1]");
+  if (o.format.width < 1 || o.format.answer_width < 1 || o.format.width > 40 ||
+      o.format.answer_width > 40)
     throw Error("arithmetic: widths must be in 1..40");
   // Operands of a kind without a grid point in range are drawn as the other kind.
   auto grid_hi = [&](int places) {
     double p = std::pow(10.0, places);
-    return std::ceil(o.min * p - 1e-6) <= std::floor(o.max * p + 1e-6) ? std::floor(o.max * p + 1e-6) : -1.0;
+    return std::ceil(o.min * p - 1e-6) <= std::floor(o.max * p + 1e-6)
+               ? std::floor(o.max * p + 1e-6)
+               : -1.0;
   };
   const double int_hi = grid_hi(0), dec_hi = o.decimals > 0 ? grid_hi(o.decimals) : -1.0;
   if (int_hi < 0 && dec_hi < 0)
-    throw Error("arithmetic: no operand with " + std::to_string(o.decimals) + " decimals or fewer lies in [" +
-                std::to_string(o.min) + ", " + std::to_string(o.max) + "]; widen the range or raise the decimals");
+    throw Error("arithmetic: no operand with " + std::to_string(o.decimals) +
+                " decimals or fewer lies in [" + std::to_string(o.min) + ", " +
+                std::to_string(o.max) + "]; widen the range or raise the decimals");
   if (o.ops.find('/') != std::string::npos && int_hi <= 0 && dec_hi <= 0)
-    throw Error("arithmetic: division needs non-zero divisors, but every operand in range is 0; raise the operand maximum");
+    throw Error(
+        "arithmetic: division needs non-zero divisors, but every operand in range is 0; raise the "
+        "operand maximum");
 }
 
 Decimal Generator::draw_operand() {
   int places = (o_.decimals > 0 && rng_.uniform() < o_.decimal_fraction) ? o_.decimals : 0;
   double p = std::pow(10.0, places);
-  int64_t lo = static_cast<int64_t>(std::ceil(o_.min * p - 1e-6)), hi = static_cast<int64_t>(std::floor(o_.max * p + 1e-6));
+  int64_t lo = static_cast<int64_t>(std::ceil(o_.min * p - 1e-6)),
+          hi = static_cast<int64_t>(std::floor(o_.max * p + 1e-6));
   if (lo > hi) {  // this kind has no grid point in range (checked: the other kind has)
     places = places ? 0 : o_.decimals;
     p = std::pow(10.0, places);
@@ -254,17 +278,25 @@ int widest_operand(const GeneratorOptions& o) {
 }
 
 int widest_answer(const GeneratorOptions& o) {
-  const bool dec = o.decimals > 0 && o.decimal_fraction > 0, ints = o.decimals == 0 || o.decimal_fraction < 1;
+  const bool dec = o.decimals > 0 && o.decimal_fraction > 0,
+             ints = o.decimals == 0 || o.decimal_fraction < 1;
   const int add_places = std::min(dec ? o.decimals : 0, o.answer_decimals);
   // The smallest positive operand bounds a quotient.
   long double smallest = 1e30L;
-  if (dec) smallest = std::min(smallest, std::max(std::ceil(o.min * std::pow(10.0L, o.decimals) - 1e-6L), 1.0L) / std::pow(10.0L, o.decimals));
+  if (dec)
+    smallest =
+        std::min(smallest, std::max(std::ceil(o.min * std::pow(10.0L, o.decimals) - 1e-6L), 1.0L) /
+                               std::pow(10.0L, o.decimals));
   if (ints) smallest = std::min(smallest, std::max(std::ceil(o.min - 1e-6L), 1.0L));
   int w = 1;
   for (char op : o.ops) {
     if (op == '+') w = std::max(w, with_fraction(int_digits(2.0L * o.max), add_places));
-    if (op == '-') w = std::max(w, 1 + with_fraction(int_digits(static_cast<long double>(o.max) - o.min), add_places));
-    if (op == '*') w = std::max(w, with_fraction(int_digits(static_cast<long double>(o.max) * o.max), std::min(dec ? 2 * o.decimals : 0, o.answer_decimals)));
+    if (op == '-')
+      w = std::max(
+          w, 1 + with_fraction(int_digits(static_cast<long double>(o.max) - o.min), add_places));
+    if (op == '*')
+      w = std::max(w, with_fraction(int_digits(static_cast<long double>(o.max) * o.max),
+                                    std::min(dec ? 2 * o.decimals : 0, o.answer_decimals)));
     if (op == '/') w = std::max(w, with_fraction(int_digits(o.max / smallest), o.answer_decimals));
   }
   return w;
@@ -274,15 +306,17 @@ std::string format_problem(const Problem& p, const FormatOptions& f, int answer_
   auto pad = [&](const std::string& s, int width, const char* what) {
     if (!f.zero_pad) return s;
     if (static_cast<int>(s.size()) > width)
-      throw Error(std::string("arithmetic: ") + what + " '" + s + "' has " + std::to_string(s.size()) +
-                  " characters, more than its width " + std::to_string(width) + "; raise --" +
-                  (what[0] == 'a' && what[1] == 'n' ? "answer-width" : "width") + " or lower --max");
+      throw Error(
+          std::string("arithmetic: ") + what + " '" + s + "' has " + std::to_string(s.size()) +
+          " characters, more than its width " + std::to_string(width) + "; raise --" +
+          (what[0] == 'a' && what[1] == 'n' ? "answer-width" : "width") + " or lower --max");
     return std::string(static_cast<size_t>(width) - s.size(), '0') + s;
   };
-  std::string answer = pad(format_decimal(compute(p.a, p.op, p.b, answer_decimals)), f.answer_width, "answer");
+  std::string answer =
+      pad(format_decimal(compute(p.a, p.op, p.b, answer_decimals)), f.answer_width, "answer");
   if (f.reversed) answer = reversed(answer);
-  return "$(" + pad(format_decimal(p.a), f.width, "operand") + p.op + pad(format_decimal(p.b), f.width, "operand") +
-         ")=" + answer + "$";
+  return "$(" + pad(format_decimal(p.a), f.width, "operand") + p.op +
+         pad(format_decimal(p.b), f.width, "operand") + ")=" + answer + "$";
 }
 
 Split generate_split(const GeneratorOptions& o, int64_t train_count, int64_t test_count,
@@ -298,8 +332,9 @@ Split generate_split(const GeneratorOptions& o, int64_t train_count, int64_t tes
     std::string line = format_problem(gen.next(), o.format, o.answer_decimals);
     if (exclude.count(line) || !test.insert(line).second) {
       if (++misses > patience + 20 * test_count)
-        throw Error("arithmetic: found only " + std::to_string(s.test.size()) + " distinct test problems in " +
-                    std::to_string(misses) + " draws; the problem space is too small for " + std::to_string(test_count) +
+        throw Error("arithmetic: found only " + std::to_string(s.test.size()) +
+                    " distinct test problems in " + std::to_string(misses) +
+                    " draws; the problem space is too small for " + std::to_string(test_count) +
                     " test problems: lower the test count or widen the operand range");
       continue;
     }
@@ -311,8 +346,10 @@ Split generate_split(const GeneratorOptions& o, int64_t train_count, int64_t tes
     std::string line = format_problem(gen.next(), o.format, o.answer_decimals);
     if (test.count(line) || exclude.count(line)) {
       if (++misses > patience)
-        throw Error("arithmetic: " + std::to_string(misses) + " draws in a row were test problems; the test set " +
-                    "covers (nearly) the whole problem space: lower the test count or widen the operand range");
+        throw Error("arithmetic: " + std::to_string(misses) +
+                    " draws in a row were test problems; the test set " +
+                    "covers (nearly) the whole problem space: lower the test count or widen the "
+                    "operand range");
       continue;
     }
     misses = 0;
@@ -321,7 +358,8 @@ Split generate_split(const GeneratorOptions& o, int64_t train_count, int64_t tes
   return s;
 }
 
-// ---- problem lines -------------------------------------------------------------------------------
+// ---- problem lines
+// -------------------------------------------------------------------------------
 
 ParsedProblem parse_problem(const std::string& line, bool rev) {
   ParsedProblem p;
@@ -337,13 +375,16 @@ ParsedProblem parse_problem(const std::string& line, bool rev) {
     da = parse_decimal(p.a);
     db = parse_decimal(p.b);
   } catch (const Error&) {
-    throw Error("'" + line + "': operands '" + a + "' and '" + b + "' are not both non-negative decimal numbers");
+    throw Error("'" + line + "': operands '" + a + "' and '" + b +
+                "' are not both non-negative decimal numbers");
   }
-  if (da.units < 0 || db.units < 0) throw Error("'" + line + "': negative operands are not supported");
+  if (da.units < 0 || db.units < 0)
+    throw Error("'" + line + "': negative operands are not supported");
   if (p.answer.empty()) throw Error("'" + line + "': empty answer");
   p.points = 2 * (p.a.find('.') != std::string::npos) + (p.b.find('.') != std::string::npos);
   if (p.op == '+') p.carries = count_carries(p.a, p.b);
-  if (p.op == '-') p.carries = compare(da, db) >= 0 ? count_borrows(p.a, p.b) : count_borrows(p.b, p.a);
+  if (p.op == '-')
+    p.carries = compare(da, db) >= 0 ? count_borrows(p.a, p.b) : count_borrows(p.b, p.a);
   p.answer_length = static_cast<int>(unpad(rev ? reversed(p.answer) : p.answer).size());
   return p;
 }
@@ -390,7 +431,8 @@ std::vector<ParsedProblem> read_problems(const std::string& path, int64_t max) {
     lines.push_back(std::move(line));
     numbers.push_back(n);
   }
-  if (lines.empty()) throw Error(path + ": no problems in the file; write one with 'ablate data arithmetic'");
+  if (lines.empty())
+    throw Error(path + ": no problems in the file; write one with 'ablate data arithmetic'");
   bool rev = detect_reversed(lines);
   std::vector<ParsedProblem> out;
   size_t keep = max > 0 ? std::min(lines.size(), static_cast<size_t>(max)) : lines.size();
@@ -405,7 +447,8 @@ std::vector<ParsedProblem> read_problems(const std::string& path, int64_t max) {
   return out;
 }
 
-// ---- scoring ------------------------------------------------------------------------------------------
+// ---- scoring
+// ------------------------------------------------------------------------------------------
 
 AnswerScore score_answer(const std::string& reference, const std::string& generated) {
   AnswerScore s;
@@ -426,10 +469,12 @@ AnswerScore score_answer(const std::string& reference, const std::string& genera
 }
 
 double Bin::exact_match() const {
-  return problems ? static_cast<double>(exact) / static_cast<double>(problems) : std::numeric_limits<double>::quiet_NaN();
+  return problems ? static_cast<double>(exact) / static_cast<double>(problems)
+                  : std::numeric_limits<double>::quiet_NaN();
 }
 double Bin::char_accuracy() const {
-  return chars ? static_cast<double>(matched) / static_cast<double>(chars) : std::numeric_limits<double>::quiet_NaN();
+  return chars ? static_cast<double>(matched) / static_cast<double>(chars)
+               : std::numeric_limits<double>::quiet_NaN();
 }
 
 const char* op_name(char op) {
@@ -488,27 +533,33 @@ void Report::add(const ParsedProblem& p, const AnswerScore& s) {
   }
 }
 
-std::vector<std::pair<std::string, double>> Report::row(const Layout& layout, bool breakdowns) const {
+std::vector<std::pair<std::string, double>> Report::row(const Layout& layout,
+                                                        bool breakdowns) const {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   std::vector<std::pair<std::string, double>> r = {
       {"exact_match", all.exact_match()},
       {"char_accuracy", all.char_accuracy()},
-      {"exact_match_strict", all.problems ? static_cast<double>(strict) / static_cast<double>(all.problems) : nan},
+      {"exact_match_strict",
+       all.problems ? static_cast<double>(strict) / static_cast<double>(all.problems) : nan},
       {"problems", static_cast<double>(all.problems)},
       {"problems_per_s", problems_per_s()}};
   if (!breakdowns) return r;
   for (char op : layout.ops) {
     auto it = by_op.find(op);
-    r.emplace_back(std::string("em_") + op_name(op), it == by_op.end() ? nan : it->second.exact_match());
-    r.emplace_back(std::string("char_acc_") + op_name(op), it == by_op.end() ? nan : it->second.char_accuracy());
+    r.emplace_back(std::string("em_") + op_name(op),
+                   it == by_op.end() ? nan : it->second.exact_match());
+    r.emplace_back(std::string("char_acc_") + op_name(op),
+                   it == by_op.end() ? nan : it->second.char_accuracy());
   }
   for (int len : layout.lengths) {
     auto it = by_length.find(len);
-    r.emplace_back("em_len_" + std::to_string(len), it == by_length.end() ? nan : it->second.exact_match());
+    r.emplace_back("em_len_" + std::to_string(len),
+                   it == by_length.end() ? nan : it->second.exact_match());
   }
   for (const auto& key : layout.carries) {
     auto it = by_carries.find(key);
-    r.emplace_back(std::string(key.first == '+' ? "em_add_carries_" : "em_sub_borrows_") + std::to_string(key.second),
+    r.emplace_back(std::string(key.first == '+' ? "em_add_carries_" : "em_sub_borrows_") +
+                       std::to_string(key.second),
                    it == by_carries.end() ? nan : it->second.exact_match());
   }
   for (const auto& key : layout.points) {
@@ -518,14 +569,16 @@ std::vector<std::pair<std::string, double>> Report::row(const Layout& layout, bo
   }
   for (int i = 0; i < layout.positions; ++i)
     r.emplace_back("acc_pos_" + std::to_string(i),
-                   static_cast<size_t>(i) < by_position.size() ? by_position[static_cast<size_t>(i)].char_accuracy() : nan);
+                   static_cast<size_t>(i) < by_position.size()
+                       ? by_position[static_cast<size_t>(i)].char_accuracy()
+                       : nan);
   return r;
 }
 
 // ---- evaluation ------------------------------------------------------------------------------
 
-Report evaluate(Model& model, const Tokenizer& tok, const std::vector<ParsedProblem>& problems, const DecodeOptions& o,
-                std::vector<AnswerScore>* scores) {
+Report evaluate(Model& model, const Tokenizer& tok, const std::vector<ParsedProblem>& problems,
+                const DecodeOptions& o, std::vector<AnswerScore>* scores) {
   std::vector<std::string> prompts;
   std::vector<int64_t> max_chars;
   prompts.reserve(problems.size());

@@ -40,11 +40,11 @@ struct FormatOptions {
 };
 
 struct GeneratorOptions {
-  std::string ops = "+-*/";     // operations drawn uniformly
+  std::string ops = "+-*/";       // operations drawn uniformly
   double min = 0.01, max = 1000;  // operands on their grid within [min, max]: (0, 1000] by default
-  int decimals = 2;             // places of an operand drawn with decimals (0: integers only)
+  int decimals = 2;               // places of an operand drawn with decimals (0: integers only)
   double decimal_fraction = 0.5;  // probability that an operand is drawn with decimals
-  int answer_decimals = 2;      // results rounded to this many places (division: 400/344 -> 1.16)
+  int answer_decimals = 2;        // results rounded to this many places (division: 400/344 -> 1.16)
   FormatOptions format;
   uint64_t seed = 1;
 };
@@ -87,13 +87,13 @@ Split generate_split(const GeneratorOptions& o, int64_t train_count, int64_t tes
 
 // ---- problem lines ----------------------------------------------------------------------
 struct ParsedProblem {
-  std::string line;     // without newline
-  std::string prompt;   // everything up to and including '='
-  std::string answer;   // the reference: characters after '=' before the final '$'
+  std::string line;    // without newline
+  std::string prompt;  // everything up to and including '='
+  std::string answer;  // the reference: characters after '=' before the final '$'
   char op = '+';
-  std::string a, b;     // operands without zero padding
-  int carries = -1;     // column carries of a + b, borrows of |a - b|; -1 for * and /
-  int points = 0;       // which operands have a decimal point: 2 * (a has one) + (b has one)
+  std::string a, b;       // operands without zero padding
+  int carries = -1;       // column carries of a + b, borrows of |a - b|; -1 for * and /
+  int points = 0;         // which operands have a decimal point: 2 * (a has one) + (b has one)
   int answer_length = 0;  // characters of the answer without zero padding
 };
 // Parses "$(A op B)=ANSWER$"; `reversed` says how to strip padding for answer_length.
@@ -111,8 +111,8 @@ bool detect_reversed(const std::vector<std::string>& lines);
 struct AnswerScore {
   std::string prediction;  // generated text before '$'
   int64_t matched = 0, total = 0;
-  bool exact = false;      // every reference character matched
-  bool strict = false;     // prediction == reference and '$' was produced right after it
+  bool exact = false;                // every reference character matched
+  bool strict = false;               // prediction == reference and '$' was produced right after it
   std::vector<uint8_t> position_ok;  // per reference character
 };
 AnswerScore score_answer(const std::string& reference, const std::string& generated);
@@ -144,7 +144,9 @@ struct Report {
   std::vector<Bin> by_position;  // problems = answers that long, matched = right at that position
   double seconds = 0;
   void add(const ParsedProblem& p, const AnswerScore& s);
-  double problems_per_s() const { return seconds > 0 ? static_cast<double>(all.problems) / seconds : 0; }
+  double problems_per_s() const {
+    return seconds > 0 ? static_cast<double>(all.problems) / seconds : 0;
+  }
   // Named scalars for the run file: exact_match, char_accuracy, exact_match_strict,
   // problems, problems_per_s and (with breakdowns) em_<op>, char_acc_<op>, em_len_<n>,
   // em_add_carries_<k>, em_sub_borrows_<k>, em_<op>_<int|dec>_<int|dec> (operands without

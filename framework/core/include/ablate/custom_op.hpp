@@ -8,14 +8,16 @@
 //     static void forward(ablate::OpContext& op) {
 //       const ablate::Tensor& x = op.in(0);
 //       float* y = op.out().data;
-//       for (int64_t i = 0; i < x.numel(); ++i) y[i] = op.attr(0) * x.data[i] * x.data[i] * x.data[i];
+//       for (int64_t i = 0; i < x.numel(); ++i) y[i] = op.attr(0) * x.data[i] * x.data[i] *
+//       x.data[i];
 //     }
 //     static void backward(ablate::OpContext& op) {    // add dL/d in to each input's grad
 //       if (!op.needs_grad(0)) return;
 //       const ablate::Tensor& x = op.in(0);
 //       const float* dy = op.grad_out().data;
 //       float* dx = op.grad_in(0).data;
-//       for (int64_t i = 0; i < x.numel(); ++i) dx[i] += 3 * op.attr(0) * x.data[i] * x.data[i] * dy[i];
+//       for (int64_t i = 0; i < x.numel(); ++i) dx[i] += 3 * op.attr(0) * x.data[i] * x.data[i] *
+//       dy[i];
 //     }
 //   };
 //   ablate::Var y = ablate::custom_op<Cube>(g, {x}, rows, cols, {2.0f});
@@ -101,8 +103,8 @@ Var custom_op(Graph& g, std::initializer_list<Var> inputs, int64_t rows, int64_t
     if (!v.valid() || v.id >= static_cast<int>(g.num_nodes()))
       throw Error(std::string(Op::kName) + ": an input is not a node of this graph");
   if (rows <= 0 || cols <= 0)
-    throw Error(std::string(Op::kName) + ": output shape (" + std::to_string(rows) + ", " + std::to_string(cols) +
-                ") must be positive");
+    throw Error(std::string(Op::kName) + ": output shape (" + std::to_string(rows) + ", " +
+                std::to_string(cols) + ") must be positive");
   Var out = g.make(rows, cols, &detail::custom_backward<Op>, inputs, Op::kName);
   int k = 0;
   for (float a : attrs) g.node(out).f[k++] = a;

@@ -49,6 +49,7 @@ bool bookkeeping_option(const std::string& key);
 // "key: old -> new" for every leaf that differs between two configs ("key (removed)",
 // "key (added)"), sorted by key: what a run's segments record; with results_only, without
 // bookkeeping options: what resume refuses and what a sweep point reports.
-std::vector<std::string> config_changes(const YAML::Node& old_cfg, const YAML::Node& new_cfg, bool results_only = false);
+std::vector<std::string> config_changes(const YAML::Node& old_cfg, const YAML::Node& new_cfg,
+                                        bool results_only = false);
 
 }  // namespace ablate

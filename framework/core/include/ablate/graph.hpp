@@ -28,7 +28,8 @@ class Graph;
 // optimizer states, norms, softmax, the loss) stays float32: mixed precision.
 enum class Precision { float32 = 0, bf16 = 1 };
 const char* precision_name(Precision p);  // "float32", "bf16"
-// The precision named `name`; an Error naming `what` (e.g. "--precision") and the choices otherwise.
+// The precision named `name`; an Error naming `what` (e.g. "--precision") and the choices
+// otherwise.
 Precision parse_precision(const std::string& name, const std::string& what);
 // The precision of every Graph constructed from now on (Graph::precision's initial value):
 // float32 unless set. The CLI sets it from --precision, a training run from train.precision.
@@ -47,15 +48,15 @@ using BackwardFn = void (*)(Graph& g, int node);
 
 struct Node {
   Tensor value;
-  Tensor grad;                   // data is null until first needed
-  BackwardFn backward = nullptr; // null for leaves
-  Parameter* param = nullptr;    // leaves bound to a parameter accumulate into it
+  Tensor grad;                    // data is null until first needed
+  BackwardFn backward = nullptr;  // null for leaves
+  Parameter* param = nullptr;     // leaves bound to a parameter accumulate into it
   bool requires_grad = false;
-  int in[4] = {-1, -1, -1, -1};  // input node ids
-  float f[4] = {0, 0, 0, 0};     // saved float attributes
-  int64_t i[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // saved integer attributes
+  int in[4] = {-1, -1, -1, -1};                                // input node ids
+  float f[4] = {0, 0, 0, 0};                                   // saved float attributes
+  int64_t i[8] = {0, 0, 0, 0, 0, 0, 0, 0};                     // saved integer attributes
   void* p[5] = {nullptr, nullptr, nullptr, nullptr, nullptr};  // saved buffers (arena) or pointers
-  const char* op = "input";      // op family, for profiles ("linear", "attention", ...)
+  const char* op = "input";  // op family, for profiles ("linear", "attention", ...)
 };
 
 // Wall time per op family, forward and backward, summed over the steps a Graph was
@@ -81,9 +82,9 @@ class Graph {
   void reset();
 
   // Leaves.
-  Var param(Parameter& p);                                  // grad goes to p.grad
+  Var param(Parameter& p);                                      // grad goes to p.grad
   Var constant(const float* data, int64_t rows, int64_t cols);  // copied, no grad
-  Var input(int64_t rows, int64_t cols);                    // zeroed, no grad; fill value()
+  Var input(int64_t rows, int64_t cols);                        // zeroed, no grad; fill value()
 
   // Node creation for ops: value is allocated (uninitialised) in the arena; the node
   // requires grad if any input does and grad is enabled.
@@ -92,7 +93,9 @@ class Graph {
            const char* op = "op");
 
   Node& node(Var v) { return node(v.id); }
-  Node& node(int id) { return chunks_[static_cast<size_t>(id) >> kChunkBits][static_cast<size_t>(id) & kChunkMask]; }
+  Node& node(int id) {
+    return chunks_[static_cast<size_t>(id) >> kChunkBits][static_cast<size_t>(id) & kChunkMask];
+  }
   Tensor& value(Var v) { return node(v).value; }
   // The gradient buffer of a node, allocated and zeroed on first use.
   Tensor& grad(Var v) { return grad(v.id); }
@@ -103,7 +106,9 @@ class Graph {
   Tensor& grad_unzeroed(int id, bool& fresh);
   bool requires_grad(Var v) const { return requires_grad(v.id); }
   bool requires_grad(int id) const {
-    return id >= 0 && chunks_[static_cast<size_t>(id) >> kChunkBits][static_cast<size_t>(id) & kChunkMask].requires_grad;
+    return id >= 0 &&
+           chunks_[static_cast<size_t>(id) >> kChunkBits][static_cast<size_t>(id) & kChunkMask]
+               .requires_grad;
   }
 
   // Scratch memory from the arena, valid until reset(). Aligned to 64 bytes.

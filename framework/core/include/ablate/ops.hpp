@@ -33,11 +33,13 @@ std::string cpu_model();
 // on n and chunk, so per-chunk arithmetic is the same for any thread count. For plugins'
 // own loops, e.g. an optimizer's elementwise update.
 // f is called as f(begin, end); nothing is allocated.
-void parallel_for_raw(int64_t n, int64_t chunk, void (*fn)(void* ctx, int64_t begin, int64_t end), void* ctx);
+void parallel_for_raw(int64_t n, int64_t chunk, void (*fn)(void* ctx, int64_t begin, int64_t end),
+                      void* ctx);
 template <class F>
 void parallel_for(int64_t n, int64_t chunk, const F& f) {
   parallel_for_raw(
-      n, chunk, [](void* c, int64_t b, int64_t e) { (*static_cast<const F*>(c))(b, e); }, const_cast<F*>(&f));
+      n, chunk, [](void* c, int64_t b, int64_t e) { (*static_cast<const F*>(c))(b, e); },
+      const_cast<F*>(&f));
 }
 
 // Runs f(i, begin, end) over elements [begin, end) of every parameter i in one parallel
@@ -45,11 +47,13 @@ void parallel_for(int64_t n, int64_t chunk, const F& f) {
 // many small tensors (a d = 32 model's biases and norms) share the cores, where a loop per
 // parameter ran each of them on one thread. For an optimizer's elementwise update.
 void parallel_for_params_raw(const std::vector<Parameter*>& params, int64_t chunk,
-                             void (*fn)(void* ctx, size_t i, int64_t begin, int64_t end), void* ctx);
+                             void (*fn)(void* ctx, size_t i, int64_t begin, int64_t end),
+                             void* ctx);
 template <class F>
 void parallel_for_params(const std::vector<Parameter*>& params, int64_t chunk, const F& f) {
   parallel_for_params_raw(
-      params, chunk, [](void* c, size_t i, int64_t b, int64_t e) { (*static_cast<const F*>(c))(i, b, e); },
+      params, chunk,
+      [](void* c, size_t i, int64_t b, int64_t e) { (*static_cast<const F*>(c))(i, b, e); },
       const_cast<F*>(&f));
 }
 
@@ -125,16 +129,16 @@ struct KVCache {
 };
 
 struct AttentionSpec {
-  int64_t batch = 1, time = 1;        // B, T of the query
+  int64_t batch = 1, time = 1;                         // B, T of the query
   int64_t n_heads = 1, n_kv_heads = 1, head_size = 1;  // NH, NKV (divides NH), HS
-  bool causal = true;                 // false: bidirectional (encoder)
+  bool causal = true;                                  // false: bidirectional (encoder)
   const float* slopes = nullptr;      // per query head m_h: adds -m_h*|i-j| to logits (ALiBi-style)
   const uint8_t* key_mask = nullptr;  // (B*T) 1 = attend, 0 = padding (ignored with a cache)
   // (B) or null; with causal, a prefix LM (Raffel et al. 2020): the queries of row b before
   // absolute position prefix[b] also see every key before it (the prompt reads itself whole).
   const int32_t* prefix = nullptr;
-  float* weights_out = nullptr;       // if set: (B, NH, Tq, Tk) attention probabilities
-  KVCache* cache = nullptr;           // if set: k,v are appended; forward only
+  float* weights_out = nullptr;  // if set: (B, NH, Tq, Tk) attention probabilities
+  KVCache* cache = nullptr;      // if set: k,v are appended; forward only
   // First columns of q, k and v in their nodes, which may be wider: attention(g, qkv, qkv,
   // qkv, spec) with q_col 0, k_col NH*HS, v_col NH*HS + NKV*HS reads a fused projection
   // without copying it apart (k and v must then be the same width).

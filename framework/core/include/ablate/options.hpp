@@ -21,14 +21,15 @@ namespace ablate {
 
 // True if a dotted path component is a list position (eval.0.type): digits only, at most 9.
 inline bool is_list_index(const std::string& part) {
-  return !part.empty() && part.size() <= 9 && part.find_first_not_of("0123456789") == std::string::npos;
+  return !part.empty() && part.size() <= 9 &&
+         part.find_first_not_of("0123456789") == std::string::npos;
 }
 
 // Where a configuration came from; shared by all Options views of one document.
 struct ConfigSource {
-  std::string file;                               // "experiments/quickstart.yaml"
-  std::map<std::string, std::string> overrides;   // key path -> "key.path=value" from the CLI
-  std::set<std::string> used;                     // key paths read so far
+  std::string file;                              // "experiments/quickstart.yaml"
+  std::map<std::string, std::string> overrides;  // key path -> "key.path=value" from the CLI
+  std::set<std::string> used;                    // key paths read so far
   // Every option read so far with the value it had, defaults included: the resolved
   // configuration a run records next to the one it was given.
   YAML::Node resolved = YAML::Node(YAML::NodeType::Map);
@@ -40,28 +41,39 @@ struct OptionDoc {
 };
 
 namespace detail {
-template <class T> const char* type_name() {
+template <class T>
+const char* type_name() {
   if constexpr (std::is_same_v<T, bool>) return "true or false";
   else if constexpr (std::is_integral_v<T>) return "an integer";
   else if constexpr (std::is_floating_point_v<T>) return "a number";
   else if constexpr (std::is_same_v<T, std::string>) return "a string";
-  else if constexpr (std::is_same_v<T, std::vector<float>> || std::is_same_v<T, std::vector<double>>) return "a list of numbers";
-  else if constexpr (std::is_same_v<T, std::vector<int>> || std::is_same_v<T, std::vector<int64_t>>) return "a list of integers";
+  else if constexpr (std::is_same_v<T, std::vector<float>> ||
+                     std::is_same_v<T, std::vector<double>>)
+    return "a list of numbers";
+  else if constexpr (std::is_same_v<T, std::vector<int>> || std::is_same_v<T, std::vector<int64_t>>)
+    return "a list of integers";
   else if constexpr (std::is_same_v<T, std::vector<std::string>>) return "a list of strings";
   else return "a value";
 }
-template <class T> std::string to_text(const T& v) {
+template <class T>
+std::string to_text(const T& v) {
   if constexpr (std::is_same_v<T, bool>) return v ? "true" : "false";
   else if constexpr (std::is_same_v<T, std::string>) return "'" + v + "'";
-  else if constexpr (std::is_arithmetic_v<T>) { std::ostringstream s; s << v; return s.str(); }
-  else {
-    std::ostringstream s; s << "[";
+  else if constexpr (std::is_arithmetic_v<T>) {
+    std::ostringstream s;
+    s << v;
+    return s.str();
+  } else {
+    std::ostringstream s;
+    s << "[";
     for (size_t i = 0; i < v.size(); ++i) s << (i ? ", " : "") << v[i];
-    s << "]"; return s.str();
+    s << "]";
+    return s.str();
   }
 }
 // A value as a YAML node; numbers as their shortest text (0.9, not 0.899999976).
-template <class T> YAML::Node to_node(const T& v) {
+template <class T>
+YAML::Node to_node(const T& v) {
   if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
     std::ostringstream s;
     s << v;
@@ -86,14 +98,18 @@ class Options {
 
   bool has(const std::string& key) const;
   // The value at key, or def when absent. Wrong types and non-finite numbers are errors.
-  template <class T> T get(const std::string& key, const T& def, const std::string& help = "") const;
+  template <class T>
+  T get(const std::string& key, const T& def, const std::string& help = "") const;
   // The value at key; absent is an error.
-  template <class T> T require(const std::string& key, const std::string& help = "") const;
+  template <class T>
+  T require(const std::string& key, const std::string& help = "") const;
   // A value that must lie in [lo, hi].
-  template <class T> T get_in(const std::string& key, const T& def, T lo, T hi, const std::string& help = "") const;
+  template <class T>
+  T get_in(const std::string& key, const T& def, T lo, T hi, const std::string& help = "") const;
   // A string that must be one of `choices`.
   std::string get_choice(const std::string& key, const std::string& def,
-                         const std::vector<std::string>& choices, const std::string& help = "") const;
+                         const std::vector<std::string>& choices,
+                         const std::string& help = "") const;
   // The sub-map at key (absent: an empty map at that path).
   Options child(const std::string& key) const;
 
@@ -106,18 +122,24 @@ class Options {
   // Marks a key as read without reading it.
   void mark_used(const std::string& key) const;
   // Notes key = value in the source's resolved configuration.
-  void record(const std::string& key, const YAML::Node& value) const { source_->record(key_path(key), value); }
+  void record(const std::string& key, const YAML::Node& value) const {
+    source_->record(key_path(key), value);
+  }
 
   const std::string& path() const { return path_; }
-  std::string key_path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  std::string key_path(const std::string& key) const {
+    return path_.empty() ? key : path_ + "." + key;
+  }
   const YAML::Node& node() const { return node_; }
   const std::shared_ptr<ConfigSource>& source() const { return source_; }
   bool describing() const { return docs_ != nullptr; }
   const std::vector<OptionDoc>& docs() const { return *docs_; }
 
  private:
-  template <class T> T convert(const std::string& key, const YAML::Node& n) const;
-  void document(const std::string& key, const char* type, const std::string& def, const std::string& help) const;
+  template <class T>
+  T convert(const std::string& key, const YAML::Node& n) const;
+  void document(const std::string& key, const char* type, const std::string& def,
+                const std::string& help) const;
   YAML::Node node_;
   std::shared_ptr<ConfigSource> source_;
   std::string path_;
@@ -144,7 +166,9 @@ T Options::convert(const std::string& key, const YAML::Node& n) const {
       v = n.as<T>();
     }
   } catch (const YAML::Exception&) {
-    std::string got = n.IsScalar() ? "'" + n.Scalar() + "'" : (n.IsSequence() ? "a list" : (n.IsMap() ? "a map" : "nothing"));
+    std::string got = n.IsScalar()
+                          ? "'" + n.Scalar() + "'"
+                          : (n.IsSequence() ? "a list" : (n.IsMap() ? "a map" : "nothing"));
     fail(key, std::string("expected ") + detail::type_name<T>() + ", got " + got);
   }
   if constexpr (std::is_floating_point_v<T>) {
@@ -176,7 +200,9 @@ T Options::require(const std::string& key, const std::string& help) const {
     document(key, detail::type_name<T>(), "(required)", help);
     return T{};
   }
-  if (!has(key)) fail(key, std::string("missing; expected ") + detail::type_name<T>() + (help.empty() ? "" : " (" + help + ")"));
+  if (!has(key))
+    fail(key, std::string("missing; expected ") + detail::type_name<T>() +
+                  (help.empty() ? "" : " (" + help + ")"));
   T v = convert<T>(key, node_[key]);
   record(key, node_[key]);
   return v;
@@ -184,9 +210,12 @@ T Options::require(const std::string& key, const std::string& help) const {
 
 template <class T>
 T Options::get_in(const std::string& key, const T& def, T lo, T hi, const std::string& help) const {
-  T v = get<T>(key, def, help + (help.empty() ? "" : "; ") + "in [" + detail::to_text(lo) + ", " + detail::to_text(hi) + "]");
+  T v = get<T>(key, def,
+               help + (help.empty() ? "" : "; ") + "in [" + detail::to_text(lo) + ", " +
+                   detail::to_text(hi) + "]");
   if (v < lo || v > hi)
-    fail(key, detail::to_text(v) + " is out of range; allowed: " + detail::to_text(lo) + " to " + detail::to_text(hi));
+    fail(key, detail::to_text(v) + " is out of range; allowed: " + detail::to_text(lo) + " to " +
+                  detail::to_text(hi));
   return v;
 }
 

@@ -59,12 +59,14 @@ enum class Role {
 const char* role_name(Role r);  // "embedding", "hidden", ...
 // Whether decoupled weight decay / L2 applies by default: to matrices that mix features
 // (hidden, residual output, head), not to embeddings, positions, gains, biases or custom values.
-inline bool decays(Role r) { return r == Role::kHidden || r == Role::kResidualOut || r == Role::kHead; }
+inline bool decays(Role r) {
+  return r == Role::kHidden || r == Role::kResidualOut || r == Role::kHead;
+}
 
 // A trainable tensor with its gradient. Owned by a ParamStore; addresses are stable.
 // Values are 0 until an init variant sets them (ablate::initialise, init.hpp).
 struct Parameter {
-  std::string name;     // hierarchical: "blocks.0.attn.qkv.weight"
+  std::string name;  // hierarchical: "blocks.0.attn.qkv.weight"
   Tensor value;
   Tensor grad;
   Role role = Role::kCustom;
@@ -107,7 +109,9 @@ class ParamScope {
   Parameter& add(const std::string& name, int64_t rows, int64_t cols, Role role) {
     return store_->add(prefix_ + name, rows, cols, role);
   }
-  ParamScope sub(const std::string& name) const { return ParamScope(*store_, prefix_ + name + "."); }
+  ParamScope sub(const std::string& name) const {
+    return ParamScope(*store_, prefix_ + name + ".");
+  }
   ParamStore& store() const { return *store_; }
   const std::string& prefix() const { return prefix_; }
 

@@ -92,8 +92,8 @@ inline void clear_invisible(const Attn& a, int64_t b, int64_t jn, int64_t ld, fl
 // with HS columns are therefore computed transposed, (HS, n), in scratch.
 
 // dk, dv rows of kv head kh += the transposed sums dkt, dvt (HS, Tkp) of its group.
-void add_kv_grads(const Attn& a, int64_t b, int64_t kh, const float* dkt, const float* dvt, int64_t Tkp, float* dk,
-                  float* dv) {
+void add_kv_grads(const Attn& a, int64_t b, int64_t kh, const float* dkt, const float* dvt,
+                  int64_t Tkp, float* dk, float* dv) {
   const int64_t HS = a.HS;
   for (int64_t j = 0; j < a.Tk; ++j) {
     const int64_t r = b * a.kv_bstride + j * a.kv_rstride + kh * HS;
@@ -118,9 +118,11 @@ bool decode_kernel(const Attn& a) { return a.k_rstride == 1 && a.T <= 4; }
 // blocks' jm) floats (probs_at, dispatch.hpp), for the row with the longest prefix.
 int64_t probs_per_head(const Attn& a) {
   int64_t widest = 0;
-  for (int64_t b = 1; a.prefix && b < a.B; ++b) widest = a.prefix[b] > a.prefix[widest] ? b : widest;
+  for (int64_t b = 1; a.prefix && b < a.B; ++b)
+    widest = a.prefix[b] > a.prefix[widest] ? b : widest;
   int64_t rows = 0;
-  for (int64_t i0 = 0; i0 < a.T; i0 += kLanes) rows += a.visible(widest, std::min(a.T, i0 + kLanes) - 1);
+  for (int64_t i0 = 0; i0 < a.T; i0 += kLanes)
+    rows += a.visible(widest, std::min(a.T, i0 + kLanes) - 1);
   return rows * kLanes;
 }
 
@@ -181,7 +183,8 @@ void forward_head(const Attn& a, int64_t b, int64_t h, float* out, float* lse, f
 // recomputed from the saved log-sum-exp.
 void backward_group(const Attn& a, int64_t b, int64_t kh, const float* out, const float* dout,
                     const float* lse, float* dq, float* dk, float* dv) {
-  if (lanes_kernel(a)) return isa_kernels().attention_backward_lanes(a, b, kh, dout, lse, dq, dk, dv);
+  if (lanes_kernel(a))
+    return isa_kernels().attention_backward_lanes(a, b, kh, dout, lse, dq, dk, dv);
   const int64_t C = a.NH * a.HS, HS = a.HS, kvC = a.kv_rstride;
   const int64_t Tkp = padded(a.Tk), block = kBlockQ * Tkp;
   float* p =
@@ -230,7 +233,8 @@ void backward_group(const Attn& a, int64_t b, int64_t kh, const float* out, cons
         }
       }
       // dk^T (HS, jm) += scale q^T (HS, nq) . dS (nq, jm); dv^T += dO^T (HS, nq) . P (nq, jm)
-      if (dk) gemm_acc(true, false, HS, jm, nq, a.scale, a.q_at(b, h, i0), a.q_rstride, ds, ld, dkt, Tkp);
+      if (dk)
+        gemm_acc(true, false, HS, jm, nq, a.scale, a.q_at(b, h, i0), a.q_rstride, ds, ld, dkt, Tkp);
       if (dv) gemm_acc(true, false, HS, jm, nq, 1.0f, do_blk, C, p, ld, dvt, Tkp);
     }
   }
@@ -299,14 +303,18 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
   const int64_t q_col = spec.q_col, k_col = spec.k_col, v_col = spec.v_col;
   if (q_col < 0 || k_col < 0 || v_col < 0 || k_col > 0xffffffff || v_col > 0xffffffff)
     throw Error("attention: q_col, k_col and v_col must be non-negative column offsets; got " +
-                std::to_string(q_col) + ", " + std::to_string(k_col) + ", " + std::to_string(v_col));
+                std::to_string(q_col) + ", " + std::to_string(k_col) + ", " +
+                std::to_string(v_col));
   const Tensor want_q{nullptr, B * T, q_col + NH * HS}, want_kv{nullptr, B * T, k_col + NKV * HS};
   if (Q.rows != want_q.rows || Q.cols < want_q.cols)
-    shape_error("attention", "q must be (B*T, NH*HS), or wider by q_col", "q", Q, "(B*T, q_col + NH*HS)", want_q);
+    shape_error("attention", "q must be (B*T, NH*HS), or wider by q_col", "q", Q,
+                "(B*T, q_col + NH*HS)", want_q);
   if (K.rows != want_kv.rows || K.cols < want_kv.cols)
-    shape_error("attention", "k must be (B*T, NKV*HS), or wider by k_col", "k", K, "(B*T, k_col + NKV*HS)", want_kv);
+    shape_error("attention", "k must be (B*T, NKV*HS), or wider by k_col", "k", K,
+                "(B*T, k_col + NKV*HS)", want_kv);
   if (V.rows != K.rows || V.cols != K.cols || V.cols < v_col + NKV * HS)
-    shape_error("attention", "v must have k's shape, with NKV*HS columns from v_col", "v", V, "k", K);
+    shape_error("attention", "v must have k's shape, with NKV*HS columns from v_col", "v", V, "k",
+                K);
 
   Attn a{};
   a.B = B;
@@ -405,7 +413,8 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
     n.p[2] = const_cast<float*>(a.slopes);
     n.p[4] = const_cast<int32_t*>(a.prefix);
     a.probs_head = probs_per_head(a);
-    if (lanes_kernel(a) && !spec.weights_out && B * NH * a.probs_head <= attention_saved_probs_limit()) {
+    if (lanes_kernel(a) && !spec.weights_out &&
+        B * NH * a.probs_head <= attention_saved_probs_limit()) {
       a.probs = g.alloc(static_cast<size_t>(B * NH * a.probs_head));
       n.p[3] = a.probs;
     }
@@ -432,10 +441,12 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
     team->team->publish(team->rank);
     for (int64_t other = 0; other < DecodeTeam::kSize; ++other) {
       if (other == team->rank) continue;
-      const int64_t o0 = DecodeTeam::first(NKV, other) * group, o1 = DecodeTeam::first(NKV, other + 1) * group;
+      const int64_t o0 = DecodeTeam::first(NKV, other) * group,
+                    o1 = DecodeTeam::first(NKV, other + 1) * group;
       const float* theirs = team->team->slot_data(team->rank, other);
       for (int64_t r = 0; r < rows; ++r)
-        std::copy(theirs + r * (o1 - o0) * HS, theirs + (r + 1) * (o1 - o0) * HS, y + r * C + o0 * HS);
+        std::copy(theirs + r * (o1 - o0) * HS, theirs + (r + 1) * (o1 - o0) * HS,
+                  y + r * C + o0 * HS);
     }
     return out;
   }
@@ -443,9 +454,10 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
   // Decoding with a cache reads B*Tk*NKV*HS keys and as many values: below 64K of them
   // (seed002: 12K) one thread does it faster than two with a dispatch.
   const int64_t cost = T * a.Tk * HS * 3;
-  const int64_t tasks = cache && decode_kernel(a)
-                            ? (B * a.Tk * NKV * HS >= (int64_t{1} << 16) ? std::min(B * NH, concurrency()) : 1)
-                            : ceil_div(B * NH, items_per_task(cost));
+  const int64_t tasks =
+      cache && decode_kernel(a)
+          ? (B * a.Tk * NKV * HS >= (int64_t{1} << 16) ? std::min(B * NH, concurrency()) : 1)
+          : ceil_div(B * NH, items_per_task(cost));
   parallel_chunks(B * NH, ceil_div(B * NH, tasks), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) forward_head(a, t / NH, t % NH, y, lse, spec.weights_out);
   });
@@ -464,24 +476,29 @@ Var qkv_projection(Graph& g, Var x, Var w, Var b, const AttentionSpec& spec) {
   check_var("qkv_projection", "x", g, x);
   check_var("qkv_projection", "w", g, w);
   const Tensor X = g.value(x), W = g.value(w);
-  const int64_t NH = spec.n_heads, NKV = spec.n_kv_heads, HS = spec.head_size, N = X.rows, K = X.cols;
+  const int64_t NH = spec.n_heads, NKV = spec.n_kv_heads, HS = spec.head_size, N = X.rows,
+                K = X.cols;
   const Tensor want{nullptr, K, (NH + 2 * NKV) * HS};
   if (W.rows != want.rows || W.cols != want.cols)
-    shape_error("qkv_projection", "w must be (x.cols, (NH + 2*NKV)*HS)", "w", W, "(C, (NH + 2*NKV)*HS)", want);
+    shape_error("qkv_projection", "w must be (x.cols, (NH + 2*NKV)*HS)", "w", W,
+                "(C, (NH + 2*NKV)*HS)", want);
   const float* bias = nullptr;
   if (b.valid()) {
     check_var("qkv_projection", "bias", g, b);
     const Tensor Bt = g.value(b);
-    if (Bt.rows != 1 || Bt.cols != W.cols) shape_error("qkv_projection", "bias must be (1, out)", "bias", Bt, "w", W);
+    if (Bt.rows != 1 || Bt.cols != W.cols)
+      shape_error("qkv_projection", "bias must be (1, out)", "bias", Bt, "w", W);
     bias = Bt.data;
   }
   // Forward only: a decoding team runs without gradients.
   Var out = g.make(N, W.cols, nullptr, {x, w, b}, "qkv_projection");
   float* y = g.node(out).value.data;
   std::fill(y, y + N * W.cols, 0.0f);
-  const int64_t kh0 = DecodeTeam::first(NKV, team->rank), kh1 = DecodeTeam::first(NKV, team->rank + 1);
+  const int64_t kh0 = DecodeTeam::first(NKV, team->rank),
+                kh1 = DecodeTeam::first(NKV, team->rank + 1);
   const int64_t group = NH / NKV, q0 = kh0 * group * HS, q1 = kh1 * group * HS;
-  const int64_t k0 = NH * HS + kh0 * HS, k1 = NH * HS + kh1 * HS, v0 = k0 + NKV * HS, v1 = k1 + NKV * HS;
+  const int64_t k0 = NH * HS + kh0 * HS, k1 = NH * HS + kh1 * HS, v0 = k0 + NKV * HS,
+                v1 = k1 + NKV * HS;
   const std::pair<int64_t, int64_t> ranges[3] = {{q0, q1}, {k0, k1}, {v0, v1}};
   const int64_t width = (q1 - q0) + (k1 - k0) + (v1 - v0);
   // This rank's columns side by side (K, width): read in place, the other rank's columns
@@ -506,7 +523,8 @@ Var qkv_projection(Graph& g, Var x, Var w, Var b, const AttentionSpec& spec) {
   }
   int64_t col = 0;
   for (const auto& [c0, c1] : ranges) {
-    gemv_columns(N, W.cols, K, xv, K, mine.data() + col, width, y + c0, W.cols, bias ? bias + c0 : nullptr, c1 - c0);
+    gemv_columns(N, W.cols, K, xv, K, mine.data() + col, width, y + c0, W.cols,
+                 bias ? bias + c0 : nullptr, c1 - c0);
     col += c1 - c0;
   }
   return out;

@@ -28,15 +28,16 @@ struct Attn {
   float scale;              // 1/sqrt(HS)
   const float* slopes;      // (NH) or null
   const uint8_t* key_mask;  // (B*Tk) or null
-  const int32_t* prefix;    // (B) or null: with causal, row b's queries before prefix[b] see keys before it
-  const float* q;           // (B*T, NH*HS) with row stride q_rstride
-  int64_t q_rstride;        // NH*HS, or wider when q is a column range of a fused qkv
-  const float* k;           // element (b, j, c) at k[b*kv_bstride + j*k_rstride + c*k_cstride]
-  const float* v;           // element (b, j, c) at v[b*kv_bstride + j*kv_rstride + c]
+  const int32_t*
+      prefix;      // (B) or null: with causal, row b's queries before prefix[b] see keys before it
+  const float* q;  // (B*T, NH*HS) with row stride q_rstride
+  int64_t q_rstride;  // NH*HS, or wider when q is a column range of a fused qkv
+  const float* k;     // element (b, j, c) at k[b*kv_bstride + j*k_rstride + c*k_cstride]
+  const float* v;     // element (b, j, c) at v[b*kv_bstride + j*kv_rstride + c]
   int64_t kv_bstride, kv_rstride;
   int64_t k_rstride, k_cstride;  // (kv_rstride, 1), or (1, capacity) for a KVCache's keys
-  float* probs = nullptr;         // saved P^T blocks of the lanes kernels, or null (see probs_at)
-  int64_t probs_head = 0;         // floats of them per (batch, head): probs_per_head
+  float* probs = nullptr;        // saved P^T blocks of the lanes kernels, or null (see probs_at)
+  int64_t probs_head = 0;        // floats of them per (batch, head): probs_per_head
   int64_t group() const { return NH / NKV; }
   // Keys [0, visible(b, i)) are visible to query i of row b.
   int64_t visible(int64_t b, int64_t i) const {
@@ -47,7 +48,9 @@ struct Attn {
   const float* q_at(int64_t b, int64_t h, int64_t i) const {
     return q + (b * T + i) * q_rstride + h * HS;
   }
-  const float* k_at(int64_t b, int64_t kh) const { return k + b * kv_bstride + kh * HS * k_cstride; }
+  const float* k_at(int64_t b, int64_t kh) const {
+    return k + b * kv_bstride + kh * HS * k_cstride;
+  }
   const float* v_at(int64_t b, int64_t kh) const { return v + b * kv_bstride + kh * HS; }
 };
 
@@ -62,9 +65,11 @@ struct Bf16Kernels {
   // C (m,n) (+)= alpha op(A) op(B) as gemm below, for any m, n, k > 0, with A and B bf16 and
   // float32 sums; null on a path without one, whose bf16 products run its float32 GEMM on
   // float32 copies of bf16 values (exact products: linalg.cpp).
-  void (*gemm)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
-               int64_t lda, const uint16_t* b, int64_t ldb, float* c, int64_t ldc, bool overwrite, const float* init);
-  // dst[0, n) = src[0, n) rounded to nearest even bf16 (simd.hpp: to_bf16; the same bits on every path).
+  void (*gemm)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+               const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float* c,
+               int64_t ldc, bool overwrite, const float* init);
+  // dst[0, n) = src[0, n) rounded to nearest even bf16 (simd.hpp: to_bf16; the same bits on every
+  // path).
   void (*to_bf16)(const float* src, int64_t n, uint16_t* dst);
   // The same values as float32 (dst may be src).
   void (*round)(const float* src, int64_t n, float* dst);
@@ -74,20 +79,21 @@ struct IsaKernels {
   Isa isa;
   // C (m,n) (+)= alpha op(A) op(B), row-major, single-threaded, m > 4, n > 1, k > 0; with
   // overwrite, C = init (a row (1,n), or 0 when null) + alpha op(A) op(B) without reading C.
-  void (*gemm)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-               int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, bool overwrite, const float* init);
+  void (*gemm)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+               const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
+               bool overwrite, const float* init);
   // c (1,n) += alpha x (1,k) op(B): B (k,n) row-major, with trans_b (n,k); x's elements
   // incx apart. Batch-1 decoding's products (gemv.inc).
-  void (*gemv)(bool trans_b, int64_t n, int64_t k, float alpha, const float* x, int64_t incx, const float* b,
-               int64_t ldb, float* c);
+  void (*gemv)(bool trans_b, int64_t n, int64_t k, float alpha, const float* x, int64_t incx,
+               const float* b, int64_t ldb, float* c);
   // dst (cols, rows) = src (rows, cols) transposed, column c times mul (and colmul[c] if given).
-  void (*transpose)(const float* src, int64_t lds, int64_t rows, int64_t cols, float mul, const float* colmul,
-                    float* dst, int64_t ldd);
+  void (*transpose)(const float* src, int64_t lds, int64_t rows, int64_t cols, float mul,
+                    const float* colmul, float* dst, int64_t ldd);
   // attention.cpp's kernels for heads up to 64 wide (queries along vector lanes), and
   // for a few queries against a KV cache.
   void (*attention_forward_lanes)(const Attn& a, int64_t b, int64_t h, float* out, float* lse);
-  void (*attention_backward_lanes)(const Attn& a, int64_t b, int64_t kh, const float* dout, const float* lse,
-                                   float* dq, float* dk, float* dv);
+  void (*attention_backward_lanes)(const Attn& a, int64_t b, int64_t kh, const float* dout,
+                                   const float* lse, float* dq, float* dk, float* dv);
   void (*attention_decode)(const Attn& a, int64_t b, int64_t h, float* out, float* lse);
   Bf16Kernels bf16;
 };

@@ -29,8 +29,7 @@ void set_or_add_grad(Graph& g, int input, int64_t numel, const V& v) {
   parallel_chunks(numel, items_per_task(1), [&](int64_t i0, int64_t i1) {
     float* __restrict out = d;
     if constexpr (std::is_pointer_v<V>) {
-      if (fresh)
-        std::copy(v + i0, v + i1, out + i0);
+      if (fresh) std::copy(v + i0, v + i1, out + i0);
       else
         for (int64_t i = i0; i < i1; ++i) out[i] += v[i];
     } else {
@@ -64,10 +63,8 @@ void add_backward(Graph& g, int id) {
   const float* d = dy.data;
   if (g.requires_grad(n.in[0])) set_or_add_grad(g, n.in[0], N * C, d);
   if (g.requires_grad(n.in[1])) {
-    if (n.i[0])
-      add_column_sums(d, N, C, C, g.grad(n.in[1]).data);  // (1,C)
-    else
-      set_or_add_grad(g, n.in[1], N * C, d);
+    if (n.i[0]) add_column_sums(d, N, C, C, g.grad(n.in[1]).data);  // (1,C)
+    else set_or_add_grad(g, n.in[1], N * C, d);
   }
 }
 
@@ -129,7 +126,8 @@ Var binary(const char* op, Graph& g, Var a, Var b, BackwardFn bw, F f) {
 // ---- scalar broadcast: a (N,C) op s (1,1) ------------------------------------------
 
 bool is_scalar_broadcast(Graph& g, Var a, Var b) {
-  if (!a.valid() || !b.valid() || a.id >= static_cast<int>(g.num_nodes()) || b.id >= static_cast<int>(g.num_nodes()))
+  if (!a.valid() || !b.valid() || a.id >= static_cast<int>(g.num_nodes()) ||
+      b.id >= static_cast<int>(g.num_nodes()))
     return false;
   const Tensor& A = g.value(a);
   const Tensor& B = g.value(b);
@@ -166,7 +164,8 @@ void scalar_backward(Graph& g, int id) {
     if (is_mul) set_or_add_grad(g, n.in[0], N, [s, dy](int64_t i) { return s * dy[i]; });
     else set_or_add_grad(g, n.in[0], N, dy);
   }
-  if (g.requires_grad(n.in[1])) g.grad(n.in[1]).data[0] += fixed_chunk_sum(g, dy, is_mul ? a : nullptr, N);
+  if (g.requires_grad(n.in[1]))
+    g.grad(n.in[1]).data[0] += fixed_chunk_sum(g, dy, is_mul ? a : nullptr, N);
 }
 
 Var scalar_binary(const char* op, Graph& g, Var a, Var b, bool is_mul) {
@@ -268,7 +267,9 @@ struct Silu {  // x sigmoid(x)
 };
 
 struct Tanh {
-  static void fwd(const float* xp, float* yp, int64_t w) { ArrMap(yp, w) = ConstArrMap(xp, w).tanh(); }
+  static void fwd(const float* xp, float* yp, int64_t w) {
+    ArrMap(yp, w) = ConstArrMap(xp, w).tanh();
+  }
   static void bwd(const float* xp, const float* dyp, float* dxp, int64_t w) {
     float tb[kSpan];
     ArrMap t(tb, w);
@@ -312,7 +313,8 @@ uint64_t dropout_seed(const Graph& g) {
 // y = keep ? s x : 0 over [i0, i1), recording keep if asked. Plain locals and restrict
 // pointers so that the hash vectorises (no aliasing through the mask bytes).
 void dropout_span(const float* __restrict x, float* __restrict y, uint8_t* __restrict keep,
-                  int64_t i0, int64_t i1, uint64_t seed, uint64_t node_id, uint64_t offset, float p, float s) {
+                  int64_t i0, int64_t i1, uint64_t seed, uint64_t node_id, uint64_t offset, float p,
+                  float s) {
   if (keep) {
     for (int64_t i = i0; i < i1; ++i) {
       const bool k = hash_uniform_inline(seed, node_id, offset + static_cast<uint64_t>(i)) >= p;
@@ -321,7 +323,8 @@ void dropout_span(const float* __restrict x, float* __restrict y, uint8_t* __res
     }
   } else {
     for (int64_t i = i0; i < i1; ++i)
-      y[i] = hash_uniform_inline(seed, node_id, offset + static_cast<uint64_t>(i)) >= p ? s * x[i] : 0.0f;
+      y[i] = hash_uniform_inline(seed, node_id, offset + static_cast<uint64_t>(i)) >= p ? s * x[i]
+                                                                                        : 0.0f;
   }
 }
 
@@ -385,7 +388,8 @@ Var dropout(Graph& g, Var x, float p) {
   const uint64_t node_id = static_cast<uint64_t>(out.id);
   // A slice of a larger batch (data-parallel ranks) draws the mask its rows would get in
   // the whole batch: every row-major activation here holds numel / rows values per sequence.
-  const uint64_t offset = g.batch_rows > 0 ? static_cast<uint64_t>(X.numel() / g.batch_rows * g.batch_offset) : 0;
+  const uint64_t offset =
+      g.batch_rows > 0 ? static_cast<uint64_t>(X.numel() / g.batch_rows * g.batch_offset) : 0;
   uint8_t* keep = n.requires_grad ? g.alloc_as<uint8_t>(static_cast<size_t>(X.numel())) : nullptr;
   n.f[0] = s;
   n.p[0] = keep;

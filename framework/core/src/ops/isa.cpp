@@ -89,25 +89,31 @@ const IsaKernels& table(Isa isa) {
 const IsaKernels& select() {
   const Isa best = cpu_isa();
   const char* env = std::getenv("ABLATE_ISA");
-  if (!env || !*env) return best == Isa::avx512 && dot_by_default() ? with_dot(Isa::avx512) : table(best);
+  if (!env || !*env)
+    return best == Isa::avx512 && dot_by_default() ? with_dot(Isa::avx512) : table(best);
   const std::string want = env;
   if (want == isa_name(Isa::avx512_bf16)) {
     if (!cpu_has_avx512_bf16())
-      throw Error("ABLATE_ISA=" + want + ": this CPU (" + cpu_model() + ") has no AVX512_BF16; the best it runs is '" +
-                  isa_name(best) + "': set ABLATE_ISA to " + isa_name(best) + " or lower, or unset it");
+      throw Error("ABLATE_ISA=" + want + ": this CPU (" + cpu_model() +
+                  ") has no AVX512_BF16; the best it runs is '" + isa_name(best) +
+                  "': set ABLATE_ISA to " + isa_name(best) + " or lower, or unset it");
     return table(Isa::avx512_bf16);
   }
   for (Isa isa : {Isa::portable, Isa::avx2, Isa::avx512}) {
     if (want != isa_name(isa)) continue;
     if (isa > best)
       throw Error("ABLATE_ISA=" + want + ": this CPU (" + cpu_model() + ") has no " + want +
-                  "; the best it runs is '" + isa_name(best) + "': set ABLATE_ISA to " + isa_name(best) +
-                  " or lower, or unset it");
+                  "; the best it runs is '" + isa_name(best) + "': set ABLATE_ISA to " +
+                  isa_name(best) + " or lower, or unset it");
     return table(isa);
   }
-  throw Error("ABLATE_ISA='" + want + "' is not a kernel path: use avx512, avx2 or portable (each at most what the CPU "
-              "has: here " + isa_name(best) + "), avx512_bf16 (avx512 with AVX512_BF16's dot product for bf16 products; " +
-              (cpu_has_avx512_bf16() ? "this CPU has it" : "this CPU lacks it") + "), or unset it for the best");
+  throw Error("ABLATE_ISA='" + want +
+              "' is not a kernel path: use avx512, avx2 or portable (each at most what the CPU "
+              "has: here " +
+              isa_name(best) +
+              "), avx512_bf16 (avx512 with AVX512_BF16's dot product for bf16 products; " +
+              (cpu_has_avx512_bf16() ? "this CPU has it" : "this CPU lacks it") +
+              "), or unset it for the best");
 }
 }  // namespace
 
@@ -136,9 +142,15 @@ std::string bf16_notice() {
   std::string why;
   if (!kernels::cpu_has_avx512_bf16()) why = "this CPU has no AVX512_BF16";
   else if (std::getenv("ABLATE_ISA") && *std::getenv("ABLATE_ISA")) why = "ABLATE_ISA=" + path;
-  else why = "AVX512_BF16's dot product is slower than that on this Intel CPU; ABLATE_ISA=avx512_bf16 forces it";
-  return "bf16: the matrix products multiply float32 copies of their bf16-rounded inputs on the " + path +
-         " path's float32 GEMM (exact products, float32 sums): bf16 numerics, no faster than float32 (" + why + ")";
+  else
+    why =
+        "AVX512_BF16's dot product is slower than that on this Intel CPU; ABLATE_ISA=avx512_bf16 "
+        "forces it";
+  return "bf16: the matrix products multiply float32 copies of their bf16-rounded inputs on the " +
+         path +
+         " path's float32 GEMM (exact products, float32 sums): bf16 numerics, no faster than "
+         "float32 (" +
+         why + ")";
 }
 
 std::string cpu_model() {
@@ -147,7 +159,8 @@ std::string cpu_model() {
   std::string line, name, family, model;
   auto value = [&](const std::string& l) {
     const auto colon = l.find(':');
-    return colon == std::string::npos ? std::string() : l.substr(l.find_first_not_of(" \t", colon + 1));
+    return colon == std::string::npos ? std::string()
+                                      : l.substr(l.find_first_not_of(" \t", colon + 1));
   };
   while (std::getline(in, line) && (name.empty() || family.empty() || model.empty())) {
     if (line.rfind("model name", 0) == 0 && name.empty()) name = value(line);

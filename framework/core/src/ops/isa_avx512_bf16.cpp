@@ -29,8 +29,12 @@ constexpr int64_t kKC = 384;  // reduction block (an even number of steps)
 constexpr int64_t kMC = 120;  // rows of A walked per B panel (a multiple of kMR)
 constexpr int64_t kNC = 512;  // columns of B packed at a time
 
-inline __mmask16 lanes_mask(int64_t n) { return n >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1); }
-inline uint32_t pair(uint16_t lo, uint16_t hi) { return static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16; }
+inline __mmask16 lanes_mask(int64_t n) {
+  return n >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1);
+}
+inline uint32_t pair(uint16_t lo, uint16_t hi) {
+  return static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16;
+}
 inline uint32_t load_u32(const uint16_t* p) {
   uint32_t v;
   std::memcpy(&v, p, sizeof v);
@@ -40,8 +44,9 @@ inline uint32_t load_u32(const uint16_t* p) {
 // C (MR, nr) (+)= alpha * A . Bp over kq pairs; A's word (r, q) at a[r * ars + q * aps]
 // (32-bit words). set: C = init + alpha * A . Bp without reading C.
 template <int MR, int NV>
-void micro(int64_t kq, const uint32_t* __restrict a, int64_t ars, int64_t aps, const uint32_t* __restrict bp,
-           float alpha, float* c, int64_t ldc, int64_t nr, bool set, const float* init) {
+void micro(int64_t kq, const uint32_t* __restrict a, int64_t ars, int64_t aps,
+           const uint32_t* __restrict bp, float alpha, float* c, int64_t ldc, int64_t nr, bool set,
+           const float* init) {
   __m512 acc[MR][NV];
   for (int r = 0; r < MR; ++r)
     for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
@@ -60,11 +65,13 @@ void micro(int64_t kq, const uint32_t* __restrict a, int64_t ars, int64_t aps, c
   if (set) {
     __m512 c0[NV];
     c0[0] = init ? _mm512_maskz_loadu_ps(m0, init) : _mm512_setzero_ps();
-    if constexpr (NV == 2) c0[1] = init ? _mm512_maskz_loadu_ps(m1, init + 16) : _mm512_setzero_ps();
+    if constexpr (NV == 2)
+      c0[1] = init ? _mm512_maskz_loadu_ps(m1, init + 16) : _mm512_setzero_ps();
     for (int r = 0; r < MR; ++r) {
       float* cr = c + r * ldc;
       _mm512_mask_storeu_ps(cr, m0, _mm512_fmadd_ps(al, acc[r][0], c0[0]));
-      if constexpr (NV == 2) _mm512_mask_storeu_ps(cr + 16, m1, _mm512_fmadd_ps(al, acc[r][1], c0[1]));
+      if constexpr (NV == 2)
+        _mm512_mask_storeu_ps(cr + 16, m1, _mm512_fmadd_ps(al, acc[r][1], c0[1]));
     }
     return;
   }
@@ -72,18 +79,20 @@ void micro(int64_t kq, const uint32_t* __restrict a, int64_t ars, int64_t aps, c
     float* cr = c + r * ldc;
     _mm512_mask_storeu_ps(cr, m0, _mm512_fmadd_ps(al, acc[r][0], _mm512_maskz_loadu_ps(m0, cr)));
     if constexpr (NV == 2)
-      _mm512_mask_storeu_ps(cr + 16, m1, _mm512_fmadd_ps(al, acc[r][1], _mm512_maskz_loadu_ps(m1, cr + 16)));
+      _mm512_mask_storeu_ps(cr + 16, m1,
+                            _mm512_fmadd_ps(al, acc[r][1], _mm512_maskz_loadu_ps(m1, cr + 16)));
   }
 }
 
-using MicroFn = void (*)(int64_t, const uint32_t*, int64_t, int64_t, const uint32_t*, float, float*, int64_t, int64_t,
-                         bool, const float*);
+using MicroFn = void (*)(int64_t, const uint32_t*, int64_t, int64_t, const uint32_t*, float, float*,
+                         int64_t, int64_t, bool, const float*);
 template <int NV, int... I>
 constexpr std::array<MicroFn, sizeof...(I)> micro_table(std::integer_sequence<int, I...>) {
   return {&micro<I + 1, NV>...};
 }
 constexpr std::array<std::array<MicroFn, kMR>, 2> kMicro = {
-    micro_table<1>(std::make_integer_sequence<int, kMR>{}), micro_table<2>(std::make_integer_sequence<int, kMR>{})};
+    micro_table<1>(std::make_integer_sequence<int, kMR>{}),
+    micro_table<2>(std::make_integer_sequence<int, kMR>{})};
 
 // Words (lo[i], hi[i]) for i < n: hi null for a zero second half.
 inline void interleave(const uint16_t* lo, const uint16_t* hi, int64_t n, uint32_t* dst) {
@@ -91,16 +100,17 @@ inline void interleave(const uint16_t* lo, const uint16_t* hi, int64_t n, uint32
   for (; i + 16 <= n; i += 16) {
     __m512i l = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo + i)));
     if (hi)
-      l = _mm512_or_si512(
-          l, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(hi + i))), 16));
+      l = _mm512_or_si512(l, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(
+                                                   reinterpret_cast<const __m256i*>(hi + i))),
+                                               16));
     _mm512_storeu_si512(dst + i, l);
   }
   for (; i < n; ++i) dst[i] = pair(lo[i], hi ? hi[i] : 0);
 }
 
 // op(B)[p0 .. p0+kc, j0 .. j0+nc) as word panels (kq pairs x 32 columns), zero-padded past nc.
-void pack_b(bool trans, const uint16_t* b, int64_t ldb, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
-            uint32_t* bp) {
+void pack_b(bool trans, const uint16_t* b, int64_t ldb, int64_t p0, int64_t kc, int64_t j0,
+            int64_t nc, uint32_t* bp) {
   const int64_t kq = (kc + 1) / 2, full = kc / 2;
   for (int64_t jr = 0; jr < nc; jr += kNR) {
     const int64_t nr = std::min(kNR, nc - jr);
@@ -121,7 +131,8 @@ void pack_b(bool trans, const uint16_t* b, int64_t ldb, int64_t p0, int64_t kc, 
       for (int64_t q0 = 0; q0 < qw; q0 += 16) {
         __m512i v[16];
         for (int64_t i = 0; i < 16; ++i)
-          v[i] = r0 + i < nr ? _mm512_loadu_si512(b + (j0 + jr + r0 + i) * ldb + p0 + 2 * q0) : _mm512_setzero_si512();
+          v[i] = r0 + i < nr ? _mm512_loadu_si512(b + (j0 + jr + r0 + i) * ldb + p0 + 2 * q0)
+                             : _mm512_setzero_si512();
         vf f[16];
         std::memcpy(f, v, sizeof f);
         swap_blocks<8>(f);
@@ -139,8 +150,8 @@ void pack_b(bool trans, const uint16_t* b, int64_t ldb, int64_t p0, int64_t kc, 
 
 // Rows i1 .. i1+mc of op(A), steps p0 .. p0+kc, as word tiles of kMR rows: tile t at
 // ap + t kMR kq, its row q the tile's mr words of pair q.
-void pack_a(bool trans, const uint16_t* a, int64_t lda, int64_t i1, int64_t mc, int64_t p0, int64_t kc,
-            uint32_t* ap) {
+void pack_a(bool trans, const uint16_t* a, int64_t lda, int64_t i1, int64_t mc, int64_t p0,
+            int64_t kc, uint32_t* ap) {
   const int64_t kq = (kc + 1) / 2, full = kc / 2;
   if (trans) {
     alignas(64) uint32_t row[kMC];
@@ -159,24 +170,29 @@ void pack_a(bool trans, const uint16_t* a, int64_t lda, int64_t i1, int64_t mc, 
     uint32_t* t = ap + i0 * kq;
     for (int64_t r = 0; r < mr; ++r) {
       const uint16_t* s = a + (i1 + i0 + r) * lda + p0;
-      for (int64_t q = 0; q < kq; ++q) t[q * mr + r] = q < full ? load_u32(s + 2 * q) : pair(s[2 * q], 0);
+      for (int64_t q = 0; q < kq; ++q)
+        t[q * mr + r] = q < full ? load_u32(s + 2 * q) : pair(s[2 * q], 0);
     }
   }
 }
 
-void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
-               int64_t lda, const uint16_t* b, int64_t ldb, float* c, int64_t ldc, bool overwrite,
-               const float* init) {
+void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+               const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float* c,
+               int64_t ldc, bool overwrite, const float* init) {
   // Equal reduction blocks of an even number of steps (only the last may be odd).
   const int64_t nblk = (k + kKC - 1) / kKC;
   const int64_t kc_max = ((k + nblk - 1) / nblk + 1) / 2 * 2;
   const int64_t kq_max = kc_max / 2;
   const int64_t nc_max = std::min(kNC, (n + kNR - 1) / kNR * kNR);
   // Words are two floats' worth of bf16 halves: scratch is counted in floats (4 bytes).
-  auto* bp = reinterpret_cast<uint32_t*>(thread_scratch(kSlotGemm, static_cast<size_t>(kq_max * nc_max)));
+  auto* bp =
+      reinterpret_cast<uint32_t*>(thread_scratch(kSlotGemm, static_cast<size_t>(kq_max * nc_max)));
   // Row-major A with whole pairs is read in place.
-  const bool in_place = !trans_a && k % 2 == 0 && lda % 2 == 0 && reinterpret_cast<uintptr_t>(a) % 4 == 0;
-  auto* ap = in_place ? nullptr : reinterpret_cast<uint32_t*>(thread_scratch(kSlotGemmA, static_cast<size_t>(kq_max * kMC)));
+  const bool in_place =
+      !trans_a && k % 2 == 0 && lda % 2 == 0 && reinterpret_cast<uintptr_t>(a) % 4 == 0;
+  auto* ap = in_place ? nullptr
+                      : reinterpret_cast<uint32_t*>(
+                            thread_scratch(kSlotGemmA, static_cast<size_t>(kq_max * kMC)));
   for (int64_t j0 = 0; j0 < n; j0 += kNC) {
     const int64_t nc = std::min(kNC, n - j0);
     for (int64_t p0 = 0; p0 < k; p0 += kc_max) {
@@ -200,8 +216,9 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
           }
           for (int64_t jr = 0; jr < nc; jr += kNR) {
             const int64_t nr = std::min(kNR, nc - jr);
-            kMicro[nr > 16 ? 1 : 0][mr - 1](kq, at, ars, aps, bp + jr * kq, alpha, c + i0 * ldc + j0 + jr, ldc, nr,
-                                            overwrite && p0 == 0, init ? init + j0 + jr : nullptr);
+            kMicro[nr > 16 ? 1 : 0][mr - 1](kq, at, ars, aps, bp + jr * kq, alpha,
+                                            c + i0 * ldc + j0 + jr, ldc, nr, overwrite && p0 == 0,
+                                            init ? init + j0 + jr : nullptr);
           }
         }
       }

@@ -1,5 +1,6 @@
-// The portable (SSE2 on x86-64, 4-wide generic vectors elsewhere) kernel path (dispatch.hpp): compiled with its target flags
-// (framework/CMakeLists.txt), chosen at run time when the CPU has it.
+// The portable (SSE2 on x86-64, 4-wide generic vectors elsewhere) kernel path (dispatch.hpp):
+// compiled with its target flags (framework/CMakeLists.txt), chosen at run time when the CPU has
+// it.
 #define ABLATE_ISA_NS portable
 #define ABLATE_VEC_WIDTH 4
 #include "simd.hpp"
@@ -9,6 +10,12 @@
 #include "gemm_vec.inc"
 
 namespace ablate::kernels::portable {
-const IsaKernels kTable = {Isa::portable, &gemm, &gemv, &transpose, &forward_head_lanes, &backward_group_lanes,
-                           &forward_head_decode, {nullptr, &to_bf16, &round_bf16}};
+const IsaKernels kTable = {Isa::portable,
+                           &gemm,
+                           &gemv,
+                           &transpose,
+                           &forward_head_lanes,
+                           &backward_group_lanes,
+                           &forward_head_decode,
+                           {nullptr, &to_bf16, &round_bf16}};
 }  // namespace ablate::kernels::portable

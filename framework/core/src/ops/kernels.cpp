@@ -45,8 +45,8 @@ struct Scratch {
 thread_local Scratch tls_scratch[kNumSlots];
 // The largest size of each slot on any thread. Which thread runs which chunk of a loop
 // varies, so a thread grows its buffers to these sizes as soon as it safely can
-// (sync_scratch: pool workers after each job, the caller in Graph::reset) rather than when a chunk first needs more: once the first steps
-// have run every op, no thread allocates again.
+// (sync_scratch: pool workers after each job, the caller in Graph::reset) rather than when a chunk
+// first needs more: once the first steps have run every op, no thread allocates again.
 std::atomic<size_t> g_scratch_max[kNumSlots];
 
 // Grows s to at least n_floats, and at least the largest size on any thread. A demand
@@ -63,7 +63,8 @@ void grow(Scratch& s, size_t n_floats, int slot) {
   s.data = static_cast<float*>(p);
   s.size = n;
   size_t seen = g_scratch_max[slot].load(std::memory_order_relaxed);
-  while (seen < n && !g_scratch_max[slot].compare_exchange_weak(seen, n, std::memory_order_relaxed)) {
+  while (seen < n &&
+         !g_scratch_max[slot].compare_exchange_weak(seen, n, std::memory_order_relaxed)) {
   }
 }
 
@@ -189,7 +190,8 @@ bool run_pinned(int64_t parts, void (*fn)(void*, int64_t), void* ctx) {
     pool = current.load(std::memory_order_acquire);
     if (!pool) pthread_atfork(nullptr, nullptr, [] { forked.store(true); });
     if (!pool || forked.exchange(false)) {
-      pool = new PinnedPool(std::max<int64_t>(1, static_cast<int64_t>(tbb::info::default_concurrency()) - 1));
+      pool = new PinnedPool(
+          std::max<int64_t>(1, static_cast<int64_t>(tbb::info::default_concurrency()) - 1));
       current.store(pool, std::memory_order_release);
     }
   }
@@ -244,20 +246,23 @@ bool run_decode_team(const std::function<void(int64_t)>& f) {
     std::exception_ptr error[DecodeTeam::kSize];
   } ctx{&f, {}};
   team.reset();
-  const bool ran = run_pinned(DecodeTeam::kSize, [](void* p, int64_t rank) {
-    auto* c = static_cast<Ctx*>(p);
-    const DecodeRank me{&team, rank};
-    tls_decode_rank = &me;
-    try {
-      (*c->f)(rank);
-    } catch (const TeamAborted&) {
-      // the partner's error is the one to report
-    } catch (...) {
-      c->error[rank] = std::current_exception();
-      team.abort();
-    }
-    tls_decode_rank = nullptr;
-  }, &ctx);
+  const bool ran = run_pinned(
+      DecodeTeam::kSize,
+      [](void* p, int64_t rank) {
+        auto* c = static_cast<Ctx*>(p);
+        const DecodeRank me{&team, rank};
+        tls_decode_rank = &me;
+        try {
+          (*c->f)(rank);
+        } catch (const TeamAborted&) {
+          // the partner's error is the one to report
+        } catch (...) {
+          c->error[rank] = std::current_exception();
+          team.abort();
+        }
+        tls_decode_rank = nullptr;
+      },
+      &ctx);
   for (auto& e : ctx.error)
     if (e) std::rethrow_exception(e);
   if (ran) team.finish_step();
@@ -268,19 +273,21 @@ namespace {
 // A few rows (incremental decoding): matrix-vector products per row (the kernel path's
 // gemv). Level-3 GEMM would pack the whole of B for each call, which costs more than the
 // product itself.
-void gemv_rows(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-               int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
+void gemv_rows(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+               const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
   const IsaKernels& isa = isa_kernels();
   // Row i of op(A): contiguous for row-major A, strided for its transpose.
   for (int64_t i = 0; i < m; ++i)
-    isa.gemv(trans_b, n, k, alpha, trans_a ? a + i : a + i * lda, trans_a ? lda : 1, b, ldb, c + i * ldc);
+    isa.gemv(trans_b, n, k, alpha, trans_a ? a + i : a + i * lda, trans_a ? lda : 1, b, ldb,
+             c + i * ldc);
 }
 
 // One column of C (m,1): a matrix-vector product, C += alpha op(A) b.
-void gemv_col(bool trans_a, bool trans_b, int64_t m, int64_t k, float alpha, const float* a, int64_t lda,
-              const float* b, int64_t ldb, float* c, int64_t ldc) {
+void gemv_col(bool trans_a, bool trans_b, int64_t m, int64_t k, float alpha, const float* a,
+              int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
   using Strided = Eigen::Map<const Eigen::VectorXf, 0, Eigen::InnerStride<>>;
-  Eigen::Map<const RowMat, 0, Eigen::OuterStride<>> A(a, trans_a ? k : m, trans_a ? m : k, Eigen::OuterStride<>(lda));
+  Eigen::Map<const RowMat, 0, Eigen::OuterStride<>> A(a, trans_a ? k : m, trans_a ? m : k,
+                                                      Eigen::OuterStride<>(lda));
   Strided bv(b, k, Eigen::InnerStride<>(trans_b ? 1 : ldb));
   Eigen::Map<Eigen::VectorXf, 0, Eigen::InnerStride<>> cv(c, m, Eigen::InnerStride<>(ldc));
   if (trans_a) cv.noalias() += alpha * (A.transpose() * bv);
@@ -303,10 +310,11 @@ void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   if (m <= 0 || n <= 0) return;
   // C block (mb, nb) = initb (a row, or 0) + alpha op(A) op(B) over kb with set, += without:
   // the kernel path's GEMM writes C once; the matrix-vector products set the block first.
-  auto gemm_into = [&](int64_t mb, int64_t nb, int64_t kb, const float* ab, const float* bb, float* cb,
-                       int64_t ldcb, bool set, const float* initb) {
+  auto gemm_into = [&](int64_t mb, int64_t nb, int64_t kb, const float* ab, const float* bb,
+                       float* cb, int64_t ldcb, bool set, const float* initb) {
     if (set && kb > 0 && mb > 4 && nb > 1)
-      return isa_kernels().gemm(trans_a, trans_b, mb, nb, kb, alpha, ab, lda, bb, ldb, cb, ldcb, true, initb);
+      return isa_kernels().gemm(trans_a, trans_b, mb, nb, kb, alpha, ab, lda, bb, ldb, cb, ldcb,
+                                true, initb);
     if (set)
       for (int64_t r = 0; r < mb; ++r) {
         float* cr = cb + r * ldcb;
@@ -353,8 +361,12 @@ void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
       float* mine = dr->team->slot(dr->rank, static_cast<size_t>(m * n));
       for (int64_t r = 0; r < m; ++r)
         for (int64_t j = 0; j < n; ++j)
-          mine[r * n + j] = dr->rank != 0 ? 0.0f : !overwrite ? c[r * ldc + j] : init ? init[j] : 0.0f;
-      gemm_acc(trans_a, false, m, n, k1 - k0, alpha, trans_a ? a + k0 * lda : a + k0, lda, b + k0 * ldb, ldb, mine, n);
+          mine[r * n + j] = dr->rank != 0 ? 0.0f
+                            : !overwrite  ? c[r * ldc + j]
+                            : init        ? init[j]
+                                          : 0.0f;
+      gemm_acc(trans_a, false, m, n, k1 - k0, alpha, trans_a ? a + k0 * lda : a + k0, lda,
+               b + k0 * ldb, ldb, mine, n);
       dr->team->publish(dr->rank);
       const float *p0 = dr->team->slot_data(dr->rank, 0), *p1 = dr->team->slot_data(dr->rank, 1);
       for (int64_t r = 0; r < m; ++r)
@@ -377,24 +389,29 @@ void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   const int64_t block = round_up(ceil_div(dim, nblocks), 16);
   if (split_rows) {
     parallel_chunks(m, block, [&](int64_t r0, int64_t r1) {
-      gemm_into(r1 - r0, n, k, trans_a ? a + r0 : a + r0 * lda, b, c + r0 * ldc, ldc, overwrite, init);
+      gemm_into(r1 - r0, n, k, trans_a ? a + r0 : a + r0 * lda, b, c + r0 * ldc, ldc, overwrite,
+                init);
     });
   } else {
     parallel_chunks(n, block, [&](int64_t c0, int64_t c1) {
-      gemm_into(m, c1 - c0, k, a, trans_b ? b + c0 * ldb : b + c0, c + c0, ldc, overwrite, init ? init + c0 : nullptr);
+      gemm_into(m, c1 - c0, k, a, trans_b ? b + c0 * ldb : b + c0, c + c0, ldc, overwrite,
+                init ? init + c0 : nullptr);
     });
   }
 }
 
 void gemm_bf16_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                        const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float* c, int64_t ldc,
-                        bool overwrite, const float* init) {
+                        const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float* c,
+                        int64_t ldc, bool overwrite, const float* init) {
   if (m <= 0 || n <= 0) return;
   const Bf16Kernels& bf = isa_kernels().bf16;
-  if (!bf.gemm) throw Error(std::string("gemm_bf16_parallel: the ") + kernel_path() + " kernel path has no bf16 GEMM");
-  auto gemm_into = [&](int64_t mb, int64_t nb, int64_t kb, const uint16_t* ab, const uint16_t* bb, float* cb,
-                       int64_t ldcb, bool set, const float* initb) {
-    if (kb > 0) return bf.gemm(trans_a, trans_b, mb, nb, kb, alpha, ab, lda, bb, ldb, cb, ldcb, set, initb);
+  if (!bf.gemm)
+    throw Error(std::string("gemm_bf16_parallel: the ") + kernel_path() +
+                " kernel path has no bf16 GEMM");
+  auto gemm_into = [&](int64_t mb, int64_t nb, int64_t kb, const uint16_t* ab, const uint16_t* bb,
+                       float* cb, int64_t ldcb, bool set, const float* initb) {
+    if (kb > 0)
+      return bf.gemm(trans_a, trans_b, mb, nb, kb, alpha, ab, lda, bb, ldb, cb, ldcb, set, initb);
     if (set)
       for (int64_t r = 0; r < mb; ++r) {
         float* cr = cb + r * ldcb;
@@ -431,29 +448,35 @@ void gemm_bf16_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_
   const int64_t block = round_up(ceil_div(dim, nblocks), 16);
   if (split_rows) {
     parallel_chunks(m, block, [&](int64_t r0, int64_t r1) {
-      gemm_into(r1 - r0, n, k, trans_a ? a + r0 : a + r0 * lda, b, c + r0 * ldc, ldc, overwrite, init);
+      gemm_into(r1 - r0, n, k, trans_a ? a + r0 : a + r0 * lda, b, c + r0 * ldc, ldc, overwrite,
+                init);
     });
   } else {
     parallel_chunks(n, block, [&](int64_t c0, int64_t c1) {
-      gemm_into(m, c1 - c0, k, a, trans_b ? b + c0 * ldb : b + c0, c + c0, ldc, overwrite, init ? init + c0 : nullptr);
+      gemm_into(m, c1 - c0, k, a, trans_b ? b + c0 * ldb : b + c0, c + c0, ldc, overwrite,
+                init ? init + c0 : nullptr);
     });
   }
 }
 
 void to_bf16_parallel(const float* src, int64_t n, uint16_t* dst) {
   const Bf16Kernels& bf = isa_kernels().bf16;
-  parallel_chunks(n, int64_t{1} << 16, [&](int64_t i0, int64_t i1) { bf.to_bf16(src + i0, i1 - i0, dst + i0); });
+  parallel_chunks(n, int64_t{1} << 16,
+                  [&](int64_t i0, int64_t i1) { bf.to_bf16(src + i0, i1 - i0, dst + i0); });
 }
 
 void round_to_bf16_parallel(const float* src, int64_t n, float* dst) {
   const Bf16Kernels& bf = isa_kernels().bf16;
-  parallel_chunks(n, int64_t{1} << 16, [&](int64_t i0, int64_t i1) { bf.round(src + i0, i1 - i0, dst + i0); });
+  parallel_chunks(n, int64_t{1} << 16,
+                  [&](int64_t i0, int64_t i1) { bf.round(src + i0, i1 - i0, dst + i0); });
 }
 
-void round_to_bf16(const float* src, int64_t n, float* dst) { isa_kernels().bf16.round(src, n, dst); }
+void round_to_bf16(const float* src, int64_t n, float* dst) {
+  isa_kernels().bf16.round(src, n, dst);
+}
 
-void gemv_columns(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
-                  float* c, int64_t ldc, const float* init, int64_t w) {
+void gemv_columns(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                  int64_t ldb, float* c, int64_t ldc, const float* init, int64_t w) {
   const int64_t split = gemv_split_point(n, k);
   if (w <= 0) return;
   const IsaKernels& isa = isa_kernels();
@@ -554,10 +577,12 @@ void parallel_for_params_raw(const std::vector<Parameter*>& params, int64_t chun
   thread_local std::vector<int64_t> buffer;
   std::vector<int64_t>& first = buffer;
   first.assign(params.size() + 1, 0);
-  for (size_t i = 0; i < params.size(); ++i) first[i + 1] = first[i] + kernels::ceil_div(params[i]->value.numel(), chunk);
+  for (size_t i = 0; i < params.size(); ++i)
+    first[i + 1] = first[i] + kernels::ceil_div(params[i]->value.numel(), chunk);
   kernels::parallel_chunks(first.back(), 1, [&](int64_t s0, int64_t s1) {
     for (int64_t s = s0; s < s1; ++s) {
-      const auto i = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), s) - first.begin()) - 1;
+      const auto i =
+          static_cast<size_t>(std::upper_bound(first.begin(), first.end(), s) - first.begin()) - 1;
       const int64_t b = (s - first[i]) * chunk;
       fn(ctx, i, b, std::min(params[i]->value.numel(), b + chunk));
     }

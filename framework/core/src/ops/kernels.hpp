@@ -196,7 +196,14 @@ inline int64_t items_per_task(int64_t cost) {
 // not allocate. Each slot is an independent buffer so that a kernel holding one slot
 // may call another kernel using a different slot. Valid until the next call with the
 // same slot on the same thread; never hold it across a TBB wait.
-enum ScratchSlot { kSlotGemm = 0, kSlotAttention = 1, kSlotMisc = 2, kSlotReduce = 3, kSlotGemmA = 4, kNumSlots = 5 };
+enum ScratchSlot {
+  kSlotGemm = 0,
+  kSlotAttention = 1,
+  kSlotMisc = 2,
+  kSlotReduce = 3,
+  kSlotGemmA = 4,
+  kNumSlots = 5
+};
 float* thread_scratch(ScratchSlot slot, size_t n_floats);
 // Grows this thread's buffers to the largest size any thread has used, so that a steady
 // state allocates nothing whichever thread runs which chunk. Frees the old buffers: call
@@ -245,8 +252,8 @@ inline int64_t gemv_split_point(int64_t n, int64_t k) {
 // reduction halves summed in the same order), computed alone, so that a decoding team's
 // rank can compute just the columns it reads. b, c and init point at the first of them
 // (b may be a copy of those columns, with its own ldb).
-void gemv_columns(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
-                  float* c, int64_t ldc, const float* init, int64_t w);
+void gemv_columns(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                  int64_t ldb, float* c, int64_t ldc, const float* init, int64_t w);
 
 // The same, parallel over rows of C (if m >= n) or columns of C, never over k, with
 // block boundaries fixed by the shape: bitwise identical for any thread count.
@@ -261,8 +268,8 @@ void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
 // (dispatch.hpp: Bf16Kernels; an Error on a path without one): the same shape-fixed blocks,
 // so the same bits for any thread count. Any m, n >= 1; k = 0 only sets C (with overwrite).
 void gemm_bf16_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                        const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float* c, int64_t ldc,
-                        bool overwrite = false, const float* init = nullptr);
+                        const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float* c,
+                        int64_t ldc, bool overwrite = false, const float* init = nullptr);
 // dst[0, n) = src[0, n) rounded to nearest even bf16, in parallel chunks: as bits, and as
 // the float32 values of those bits (dst may be src).
 void to_bf16_parallel(const float* src, int64_t n, uint16_t* dst);

@@ -104,14 +104,15 @@ const T* rounded_copy(Graph& g, Var w) {
 // node: in = {x, w, bias or -1}; i[0] = transpose_w; i[1] = 1 for a product of bf16 bits,
 // 2 for one of float32 copies of bf16 values; p[1] holds w's rounding.
 template <class T>
-void linear_backward_bf16(Graph& g, Node& n, const Tensor& x, const Tensor& dy, int64_t N, int64_t K, int64_t M,
-                          bool tw) {
+void linear_backward_bf16(Graph& g, Node& n, const Tensor& x, const Tensor& dy, int64_t N,
+                          int64_t K, int64_t M, bool tw) {
   const bool dx_wanted = g.requires_grad(n.in[0]), dw_wanted = g.requires_grad(n.in[1]);
   const T* w = static_cast<const T*>(n.p[1]);
   const T* dyr = rounded_into<T>(g, &Bf16State::dy, dy);
-  auto gemm = [](bool ta, bool tb, int64_t m, int64_t nn, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
-                 float* c, int64_t ldc, bool overwrite) {
-    if constexpr (std::is_same_v<T, uint16_t>) gemm_bf16_parallel(ta, tb, m, nn, k, 1.0f, a, lda, b, ldb, c, ldc, overwrite);
+  auto gemm = [](bool ta, bool tb, int64_t m, int64_t nn, int64_t k, const T* a, int64_t lda,
+                 const T* b, int64_t ldb, float* c, int64_t ldc, bool overwrite) {
+    if constexpr (std::is_same_v<T, uint16_t>)
+      gemm_bf16_parallel(ta, tb, m, nn, k, 1.0f, a, lda, b, ldb, c, ldc, overwrite);
     else gemm_acc_parallel(ta, tb, m, nn, k, 1.0f, a, lda, b, ldb, c, ldc, overwrite);
   };
   if (dx_wanted) {
@@ -120,10 +121,13 @@ void linear_backward_bf16(Graph& g, Node& n, const Tensor& x, const Tensor& dy, 
     gemm(false, !tw, N, K, M, dyr, M, w, tw ? K : M, dx, K, fresh);
   }
   if (dw_wanted) {
-    const T* xr = rounded_into<T>(g, &Bf16State::x, x);  // again: the forward's went with its buffer
+    const T* xr =
+        rounded_into<T>(g, &Bf16State::x, x);  // again: the forward's went with its buffer
     float* dw = g.grad(n.in[1]).data;
-    if (!tw) gemm(true, false, K, M, N, xr, K, dyr, M, dw, M, false);  // dw (K,M) += x^T (K,N) . dy (N,M)
-    else gemm(true, false, M, K, N, dyr, M, xr, K, dw, K, false);       // dw (M,K) += dy^T (M,N) . x (N,K)
+    if (!tw)
+      gemm(true, false, K, M, N, xr, K, dyr, M, dw, M, false);  // dw (K,M) += x^T (K,N) . dy (N,M)
+    else
+      gemm(true, false, M, K, N, dyr, M, xr, K, dw, K, false);  // dw (M,K) += dy^T (M,N) . x (N,K)
   }
 }
 
@@ -186,13 +190,15 @@ Var linear_impl(const char* op, const char* xn, const char* wn, Graph& g, Var x,
     if (bits) {
       const uint16_t* xb = rounded_into<uint16_t>(g, &Bf16State::x, X);
       const uint16_t* wb = rounded_copy<uint16_t>(g, w);
-      gemm_bf16_parallel(false, tw, N, M, K, 1.0f, xb, K, wb, ldw, n.value.data, M, /*overwrite=*/true, b);
+      gemm_bf16_parallel(false, tw, N, M, K, 1.0f, xb, K, wb, ldw, n.value.data, M,
+                         /*overwrite=*/true, b);
       n.i[1] = 1;
       n.p[1] = const_cast<uint16_t*>(wb);
     } else {
       const float* xr = rounded_into<float>(g, &Bf16State::x, X);
       const float* wr = rounded_copy<float>(g, w);
-      gemm_acc_parallel(false, tw, N, M, K, 1.0f, xr, K, wr, ldw, n.value.data, M, /*overwrite=*/true, b);
+      gemm_acc_parallel(false, tw, N, M, K, 1.0f, xr, K, wr, ldw, n.value.data, M,
+                        /*overwrite=*/true, b);
       n.i[1] = 2;
       n.p[1] = const_cast<float*>(wr);
     }
@@ -229,17 +235,18 @@ Var linear(Graph& g, Var x, Var w, Var bias, bool transpose_w) {
   return linear_impl("linear", "x", "w", g, x, w, bias, transpose_w);
 }
 
-void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, const Tensor& c, float alpha,
-          bool accumulate) {
+void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, const Tensor& c,
+          float alpha, bool accumulate) {
   const int64_t m = transpose_a ? a.cols : a.rows, k = transpose_a ? a.rows : a.cols;
   const int64_t kb = transpose_b ? b.cols : b.rows, n = transpose_b ? b.rows : b.cols;
   auto shape = [](const Tensor& t, bool tr) {
     return "(" + std::to_string(t.rows) + ", " + std::to_string(t.cols) + ")" + (tr ? "^T" : "");
   };
   if (k != kb || c.rows != m || c.cols != n || k <= 0)
-    throw Error("gemm: shapes do not match: a " + shape(a, transpose_a) + " times b " + shape(b, transpose_b) +
-                " into c " + shape(c, false));
-  gemm_acc_parallel(transpose_a, transpose_b, m, n, k, alpha, a.data, a.cols, b.data, b.cols, c.data, c.cols,
+    throw Error("gemm: shapes do not match: a " + shape(a, transpose_a) + " times b " +
+                shape(b, transpose_b) + " into c " + shape(c, false));
+  gemm_acc_parallel(transpose_a, transpose_b, m, n, k, alpha, a.data, a.cols, b.data, b.cols,
+                    c.data, c.cols,
                     /*overwrite=*/!accumulate);
 }
 

@@ -31,10 +31,8 @@ void cross_entropy_backward(Graph& g, int id) {
     float* e = thread_scratch(kSlotMisc, static_cast<size_t>((r1 - r0) * V));
     for (int64_t r = r0; r < r1; ++r) {
       RowMut er(e + (r - r0) * V, V);
-      if (targets[r] == ignore)
-        er.setZero();
-      else
-        er = Row(L.row(r), V) - lse[r];
+      if (targets[r] == ignore) er.setZero();
+      else er = Row(L.row(r), V) - lse[r];
     }
     ArrMap chunk(e, (r1 - r0) * V);
     chunk = chunk.exp();

@@ -71,10 +71,8 @@ void row_norm_backward(Graph& g, int id) {
         // without centring (rmsnorm) the mean(dnorm) term is absent.
         const float m1 = mean ? (dyr * gain).sum() / static_cast<float>(C) : 0.0f;
         const float m2 = (dyr * gain * xhat).sum() / static_cast<float>(C);
-        if (fresh)
-          RowMut(dx + r * C, C) = s * (dyr * gain - m1 - xhat * m2);
-        else
-          RowMut(dx + r * C, C) += s * (dyr * gain - m1 - xhat * m2);
+        if (fresh) RowMut(dx + r * C, C) = s * (dyr * gain - m1 - xhat * m2);
+        else RowMut(dx + r * C, C) += s * (dyr * gain - m1 - xhat * m2);
       }
     }
   });

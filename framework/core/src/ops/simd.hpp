@@ -52,12 +52,13 @@ inline void transpose_block(const float* src, int64_t lds, vf mul, float* dst, i
 
 // dst (cols, rows) = src (rows, cols) transposed, column c of src times mul (and times
 // colmul[c] if given): whole kW x kW blocks in registers, the edges element by element.
-inline void transpose(const float* src, int64_t lds, int64_t rows, int64_t cols, float mul, const float* colmul,
-                      float* dst, int64_t ldd) {
+inline void transpose(const float* src, int64_t lds, int64_t rows, int64_t cols, float mul,
+                      const float* colmul, float* dst, int64_t ldd) {
   const int64_t rw = rows / kW * kW, cw = cols / kW * kW;
   for (int64_t c0 = 0; c0 < cw; c0 += kW) {
     const vf m = colmul ? load(colmul + c0) * mul : splat(mul);
-    for (int64_t r0 = 0; r0 < rw; r0 += kW) transpose_block(src + r0 * lds + c0, lds, m, dst + c0 * ldd + r0, ldd);
+    for (int64_t r0 = 0; r0 < rw; r0 += kW)
+      transpose_block(src + r0 * lds + c0, lds, m, dst + c0 * ldd + r0, ldd);
   }
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = r < rw ? cw : 0; c < cols; ++c)
@@ -129,7 +130,8 @@ inline void to_bf16(const float* src, int64_t n, uint16_t* dst) {
 }
 
 // e^x (Cephes' expf, as Eigen's: x = n ln 2 + r, a degree-5 polynomial in r, 2^n built in
-// the exponent bits); below -88.38 (and for -inf) exactly 0, above 88 clamped (softmax passes x <= 0).
+// the exponent bits); below -88.38 (and for -inf) exactly 0, above 88 clamped (softmax passes x <=
+// 0).
 inline vf vexp(vf x) {
   const vf hi = splat(88.0f), lo = splat(-88.3762626647949f);
   x = x > hi ? hi : x;

@@ -18,7 +18,7 @@ namespace ablate {
 struct SweepRun {
   const SweepPoint* point = nullptr;  // into SweepResults::sweep.points
   RunState state;
-  RunData data;          // empty unless the run file was readable
+  RunData data;  // empty unless the run file was readable
   bool readable = false;
 };
 
@@ -44,42 +44,46 @@ std::map<std::string, size_t> runs_by_state(const SweepResults& r);
 
 struct CompareOptions {
   std::string metric = "val_loss";
-  std::string table;          // "" = the table holding the metric (eval first)
-  std::string at = "final";   // final | best | step=N
-  std::string by;             // "" = variant if any, else the one swept key, else point
-                              // (any runs: the one differing key, else point, else run);
-                              // run = every run its own group
-  std::string baseline;       // "" = the sweep's baseline variant, else the first group
-  int higher_is_better = -1;  // -1 = from the metric name (accuracy, exact_match, em_*, ... are higher)
+  std::string table;         // "" = the table holding the metric (eval first)
+  std::string at = "final";  // final | best | step=N
+  std::string by;            // "" = variant if any, else the one swept key, else point
+                             // (any runs: the one differing key, else point, else run);
+                             // run = every run its own group
+  std::string baseline;      // "" = the sweep's baseline variant, else the first group
+  int higher_is_better =
+      -1;  // -1 = from the metric name (accuracy, exact_match, em_*, ... are higher)
   double level = 0.95;
 };
 
 struct GroupResult {
   std::string label;
-  std::vector<const SweepRun*> runs;     // every point of the group
-  std::vector<const SweepRun*> valued;   // the runs that gave a value
-  std::vector<double> values;            // their values
+  std::vector<const SweepRun*> runs;    // every point of the group
+  std::vector<const SweepRun*> valued;  // the runs that gave a value
+  std::vector<double> values;           // their values
   stats::Summary summary;
   bool is_baseline = false;
-  bool has_test = false;                 // paired with the baseline (not the baseline itself)
-  stats::PairedTest test;                // this group - baseline, over pairs
-  int64_t wins = 0;                      // pairs where this group is better
+  bool has_test = false;   // paired with the baseline (not the baseline itself)
+  stats::PairedTest test;  // this group - baseline, over pairs
+  int64_t wins = 0;        // pairs where this group is better
   double params_min = std::numeric_limits<double>::quiet_NaN(), params_max = params_min;
-  std::vector<std::string> problems;     // "relu-seed2: failed: ..."
+  std::vector<std::string> problems;  // "relu-seed2: failed: ..."
 };
 
 struct Comparison {
   std::string metric, table, at, by, baseline;
   bool higher_is_better = false;
-  bool direction_known = true;  // false: the name told nothing and no option was given (no wins, no best, no colours)
-  bool intervals_cut = false;   // a proportion whose t intervals were cut to [0, 1] (means) and [-1, 1] (differences)
-  bool differences_cut = false; // ... and a difference's interval among them
+  bool direction_known =
+      true;  // false: the name told nothing and no option was given (no wins, no best, no colours)
+  bool intervals_cut =
+      false;  // a proportion whose t intervals were cut to [0, 1] (means) and [-1, 1] (differences)
+  bool differences_cut = false;  // ... and a difference's interval among them
   double level = 0.95;
   std::vector<GroupResult> groups;
-  std::vector<std::string> pooled; // swept keys ("variant" included) that vary inside a group, seed aside
+  std::vector<std::string>
+      pooled;  // swept keys ("variant" included) that vary inside a group, seed aside
   std::vector<std::string> notes;  // how to read it: the test, pairing, direction, what is pooled
-  std::string machines;            // "" when every valued run had the same CPU and kernel path, else
-                                   // a note naming each (cpu, kernel path) and its runs (also in notes)
+  std::string machines;  // "" when every valued run had the same CPU and kernel path, else
+                         // a note naming each (cpu, kernel path) and its runs (also in notes)
 };
 
 // Errors (unknown metric, table, --by key or baseline) name what is available.
@@ -96,15 +100,15 @@ std::string format_comparisons(const std::vector<Comparison>& cs, const std::str
 // lower is better (loss, ppl, error, bpc, bpb, ...), -1 = the name does not tell.
 int metric_higher_is_better(const std::string& metric);
 // A metric's columns over steps for one run: (steps, values) of `table`; empty if absent.
-std::pair<std::vector<double>, std::vector<double>> metric_series(const RunData& d, const std::string& table,
+std::pair<std::vector<double>, std::vector<double>> metric_series(const RunData& d,
+                                                                  const std::string& table,
                                                                   const std::string& metric);
-
 
 // A run's per-step metrics as CSV (header line, then one line per row; numbers in their
 // shortest round-trip form; empty cells where a table has no row). table "": every table
-// with a step column joined on step, columns "step", then "<table>/<column>" (train first, then eval, then the
-// others by name), one line per step (a step a table logs twice gets two lines); else
-// that table alone, its own columns, rows in file order. Errors name the tables there are.
+// with a step column joined on step, columns "step", then "<table>/<column>" (train first, then
+// eval, then the others by name), one line per step (a step a table logs twice gets two lines);
+// else that table alone, its own columns, rows in file order. Errors name the tables there are.
 std::string metrics_csv(const RunData& d, const std::string& table, const std::string& what);
 
 }  // namespace ablate

@@ -19,7 +19,8 @@ struct ReportOptions {
   bool log_x = false, log_y = false;
   bool seed_lines = false;  // each run's own line (faint) besides the mean over seeds
   int plot_width = 640;     // pixels; height 0.62 x width
-  std::vector<std::string> columns;  // evaluator metrics with a table and a plot (fnmatch patterns, "em_*"); empty = all
+  std::vector<std::string>
+      columns;  // evaluator metrics with a table and a plot (fnmatch patterns, "em_*"); empty = all
 };
 
 // Errors: an unknown x axis, a plot width outside 240-4000, a --columns pattern that matches
@@ -30,7 +31,8 @@ std::string render_report(const SweepResults& r, const ReportOptions& o = {});
 // batch_size x grad_accum x context of its resolved config); or training seconds (step x
 // tokens per step / tokens_per_s of its train rows, interpolated between rows, 0 at step 0).
 // NaN where the run does not record what is needed.
-std::vector<double> curve_x(const RunData& d, const std::vector<double>& steps, const std::string& x);
+std::vector<double> curve_x(const RunData& d, const std::vector<double>& steps,
+                            const std::string& x);
 
 // The pages' shared stylesheet (also used by ablate inspect).
 const char* report_css();

@@ -36,6 +36,7 @@ struct PairedTest {
   // Every pair differs by the same amount: no interval and no t-test to show.
   bool same_in_every_pair() const { return n > 1 && std_diff == 0; }
 };
-PairedTest paired_t_test(const std::vector<double>& a, const std::vector<double>& b, double level = 0.95);
+PairedTest paired_t_test(const std::vector<double>& a, const std::vector<double>& b,
+                         double level = 0.95);
 
 }  // namespace ablate::stats

@@ -18,7 +18,7 @@ struct Series {
   std::vector<double> lo, hi;
   std::string color;  // "" = palette(index in the plot)
   bool dashed = false;
-  bool thin = false;    // a faint 1-px line without a legend entry (e.g. one seed's run)
+  bool thin = false;  // a faint 1-px line without a legend entry (e.g. one seed's run)
 };
 
 struct Axis {
@@ -29,7 +29,7 @@ struct Axis {
 };
 
 struct LinePlot {
-  std::string id;     // unique within the page (clip-path ids); "" = generated
+  std::string id;  // unique within the page (clip-path ids); "" = generated
   std::string title;
   Axis x, y;
   std::vector<Series> series;
@@ -47,9 +47,9 @@ struct HeatMap {
   std::vector<std::vector<double>> values;  // [row][col]; NaN = no value (grey cell)
   bool low_is_bright = false;               // e.g. losses: the best (lowest) cell brightest
   int cell_width = 96, cell_height = 44;
-  int digits = 4;                           // significant digits of the printed values
-  bool show_values = true;                  // false: colour only (large matrices)
-  bool zero_is_blank = false;               // exact zeros drawn white (masked attention)
+  int digits = 4;              // significant digits of the printed values
+  bool show_values = true;     // false: colour only (large matrices)
+  bool zero_is_blank = false;  // exact zeros drawn white (masked attention)
   double min = std::numeric_limits<double>::quiet_NaN();  // colour range; NaN = from the data
   double max = std::numeric_limits<double>::quiet_NaN();
 };
@@ -61,7 +61,7 @@ struct BarChart {
   std::string id, title, value_label;
   std::vector<std::string> labels;
   std::vector<double> values;
-  std::string color;   // "" = palette(0)
+  std::string color;  // "" = palette(0)
   int width = 520, bar_height = 18;
   int digits = 3;
 };
@@ -84,7 +84,8 @@ std::string escape(const std::string& text);  // XML/HTML text and attribute esc
 const char* palette(size_t i);                // Tableau-10 colours, cycling
 // About `target` round tick values (1, 2, 2.5 or 5 x 10^k steps) covering [lo, hi].
 std::vector<double> nice_ticks(double lo, double hi, int target = 6);
-std::string format_number(double v, int digits = 4);  // shortest of fixed/exponent, no trailing zeros
+std::string format_number(double v,
+                          int digits = 4);  // shortest of fixed/exponent, no trailing zeros
 // Viridis colour for t in [0, 1] as "#rrggbb".
 std::string viridis(double t);
 

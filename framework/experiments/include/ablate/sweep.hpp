@@ -27,7 +27,8 @@ struct SweepPoint {
   int64_t index = 0;
   std::string id;       // "swiglu-seed0", "relu-d_model=64-seed1": unique, filesystem-safe
   std::string variant;  // "" when the sweep has no variants
-  std::vector<std::pair<std::string, std::string>> values;  // grid then zip key -> value, spec order
+  std::vector<std::pair<std::string, std::string>>
+      values;  // grid then zip key -> value, spec order
   int64_t seed_index = 0;
   int64_t seed = 0;
   std::vector<SweepOverride> overrides;  // applied in order: overrides:, variant, grid, zip, seed
@@ -38,12 +39,12 @@ struct SweepPoint {
 };
 
 struct Sweep {
-  std::string file;      // the sweep file as given (from a manifest: as recorded there)
+  std::string file;  // the sweep file as given (from a manifest: as recorded there)
   std::string name;
-  std::string dir;       // where results live: manifest.yaml, runs/<id>/, logs/, sweep.log
-  std::string base;      // the base experiment file, or "(inline)"
+  std::string dir;   // where results live: manifest.yaml, runs/<id>/, logs/, sweep.log
+  std::string base;  // the base experiment file, or "(inline)"
   std::vector<std::string> variants;  // in file order
-  std::string baseline;  // a variant, "" without variants
+  std::string baseline;               // a variant, "" without variants
   std::vector<std::string> grid_keys, zip_keys;
   std::vector<int64_t> seeds;
   std::vector<SweepPoint> points;
@@ -84,15 +85,18 @@ Sweep read_manifest(const std::string& sweep_dir);
 
 // What a run directory holds.
 struct RunState {
-  std::string status;  // missing (no run file), running (or died while running), done, failed, interrupted, unreadable
+  std::string status;  // missing (no run file), running (or died while running), done, failed,
+                       // interrupted, unreadable
   std::string error;   // failed: the run's error; unreadable: why
   std::string config;  // the run's config attribute ("" if none)
   bool checkpoint = false;
   int64_t last_step = -1;    // the last step of the train table (-1: none)
   int64_t total_steps = -1;  // the steps its latest segment trains to (-1: not recorded)
-  double seconds_left = -1;  // training time to total_steps at the last logged rate, evaluations not counted (-1: unknown)
+  double seconds_left = -1;  // training time to total_steps at the last logged rate, evaluations
+                             // not counted (-1: unknown)
   double cpu_seconds = -1;   // the run file's cpu_seconds (-1: not recorded)
-  double eval_cpu_seconds = -1;  // the part of it spent evaluating (-1: not recorded, runs before it was)
+  double eval_cpu_seconds =
+      -1;  // the part of it spent evaluating (-1: not recorded, runs before it was)
 };
 RunState run_state(const std::string& run_dir);
 
@@ -148,12 +152,13 @@ struct SweepRunOptions {
 };
 struct SweepRunResult {
   std::vector<int64_t> done, skipped, failed;  // point indices
-  std::vector<int64_t> stopped;                // interrupted with a checkpoint: resume on the next run
-  std::map<int64_t, std::string> errors;       // failed point -> error
-  bool interrupted = false;                    // SIGINT/SIGTERM: children stopped
+  std::vector<int64_t> stopped;           // interrupted with a checkpoint: resume on the next run
+  std::map<int64_t, std::string> errors;  // failed point -> error
+  bool interrupted = false;               // SIGINT/SIGTERM: children stopped
   double seconds = 0;
 };
-SweepRunResult run_sweep(const Sweep& s, const std::vector<PointCheck>& checks, const SweepRunOptions& o);
+SweepRunResult run_sweep(const Sweep& s, const std::vector<PointCheck>& checks,
+                         const SweepRunOptions& o);
 
 // ---- Slurm (sweep_slurm.cpp; docs/CLUSTER.md) ----------------------------------------------
 // A sweep as one Slurm array job: one array task per point that is not done, each running
@@ -161,22 +166,24 @@ SweepRunResult run_sweep(const Sweep& s, const std::vector<PointCheck>& checks, 
 // sweep directory (<dir>/slurm/submit-<n>.sbatch) and every submitted job is recorded in
 // <dir>/slurm_jobs ("<job id> <indices> <time>" per line) for sweep_status.
 struct SlurmOptions {
-  std::string partition, time, mem;     // sbatch --partition/--time/--mem ("" = cluster default)
-  int64_t cpus_per_task = 0;            // sbatch --cpus-per-task and ablate --threads (0: Slurm's default, 1 thread)
-  int64_t max_running = 0;              // --array=...%N: at most N tasks at once (0: no limit)
-  std::string binary;                   // the ablate executable the tasks run
-  std::vector<std::string> extra_args;  // passed to every task (e.g. --plugin-dir D)
-  std::vector<std::string> sbatch_args; // more sbatch options, verbatim
-  std::vector<int64_t> only;            // submit only these points (select_points); empty: all
+  std::string partition, time, mem;  // sbatch --partition/--time/--mem ("" = cluster default)
+  int64_t cpus_per_task =
+      0;  // sbatch --cpus-per-task and ablate --threads (0: Slurm's default, 1 thread)
+  int64_t max_running = 0;               // --array=...%N: at most N tasks at once (0: no limit)
+  std::string binary;                    // the ablate executable the tasks run
+  std::vector<std::string> extra_args;   // passed to every task (e.g. --plugin-dir D)
+  std::vector<std::string> sbatch_args;  // more sbatch options, verbatim
+  std::vector<int64_t> only;             // submit only these points (select_points); empty: all
 };
 struct SlurmSubmission {
-  std::string job_id;               // "" when nothing needed submitting
-  std::string script;               // the batch script's path
-  std::vector<int64_t> submitted;   // point indices in the array
-  std::vector<int64_t> done;        // skipped: done
-  std::vector<int64_t> queued;      // skipped: pending or running in an earlier job
+  std::string job_id;              // "" when nothing needed submitting
+  std::string script;              // the batch script's path
+  std::vector<int64_t> submitted;  // point indices in the array
+  std::vector<int64_t> done;       // skipped: done
+  std::vector<int64_t> queued;     // skipped: pending or running in an earlier job
 };
-SlurmSubmission submit_slurm(const Sweep& s, const std::vector<PointCheck>& checks, const SlurmOptions& o);
+SlurmSubmission submit_slurm(const Sweep& s, const std::vector<PointCheck>& checks,
+                             const SlurmOptions& o);
 
 // "0-3,5,7-8" for sbatch --array, and back ("1-7:2" steps and "%N" limits understood).
 std::string array_spec(const std::vector<int64_t>& indices);

@@ -14,49 +14,49 @@
 namespace ablate {
 
 struct InspectOptions {
-  std::string text;             // the input; 1..context tokens
-  int64_t top = 20;             // bars of the next-token chart
-  double perplexity = 30;       // t-SNE
-  uint64_t seed = 1;            // t-SNE initial map
+  std::string text;        // the input; 1..context tokens
+  int64_t top = 20;        // bars of the next-token chart
+  double perplexity = 30;  // t-SNE
+  uint64_t seed = 1;       // t-SNE initial map
   int tsne_iterations = 1000;
-  int64_t map_tokens = 500;     // tokens drawn in the maps and given to t-SNE (PCA uses all)
-  int64_t positions = 0;        // positional maps over positions 0..P-1 (0: min(context, 64))
+  int64_t map_tokens = 500;  // tokens drawn in the maps and given to t-SNE (PCA uses all)
+  int64_t positions = 0;     // positional maps over positions 0..P-1 (0: min(context, 64))
 };
 
 // A map of one (V, C) matrix, a row per token.
 struct TokenMap {
-  std::string name;             // "token embedding", "LM head"
-  Eigen::MatrixXd matrix;       // (V, C)
-  std::vector<int32_t> shown;   // ids drawn and given to t-SNE (all, or a subsample)
-  Projection pca;               // (V, 2): every token
-  Projection tsne;              // (shown, 2)
+  std::string name;            // "token embedding", "LM head"
+  Eigen::MatrixXd matrix;      // (V, C)
+  std::vector<int32_t> shown;  // ids drawn and given to t-SNE (all, or a subsample)
+  Projection pca;              // (V, 2): every token
+  Projection tsne;             // (shown, 2)
 };
 
 // One heat map of the positional encoding, with the numbers behind it.
 struct PositionalView {
-  std::string key;              // HDF5 name under /positional/<variant>/: "cosine", "rotary_kernel", "bias"
-  std::string variant;          // registered name of the encoding ("" if unknown)
+  std::string key;      // HDF5 name under /positional/<variant>/: "cosine", "rotary_kernel", "bias"
+  std::string variant;  // registered name of the encoding ("" if unknown)
   std::string title, caption;
   std::vector<std::string> row_labels, col_labels;
-  Eigen::MatrixXd values;       // (rows, cols)
-  Eigen::MatrixXd vectors;      // additive encodings: the (P, C) vectors behind "cosine"
-  bool reference = false;       // a parameter-free variant at this model's sizes, not the run's own
+  Eigen::MatrixXd values;   // (rows, cols)
+  Eigen::MatrixXd vectors;  // additive encodings: the (P, C) vectors behind "cosine"
+  bool reference = false;   // a parameter-free variant at this model's sizes, not the run's own
 };
 
 struct Inspection {
   std::string run_dir, run_name, positional_type, text;
-  double perplexity = 0;                    // t-SNE settings used
+  double perplexity = 0;  // t-SNE settings used
   uint64_t seed = 0;
-  int64_t top = 20;                         // bars of the next-token chart
+  int64_t top = 20;  // bars of the next-token chart
   int64_t step = 0, n_layers = 0, n_heads = 0, time = 0, vocab = 0, d_model = 0, context = 0;
-  std::vector<int32_t> ids;                 // (T)
-  std::vector<std::string> vocab_labels;    // (V) visible token text (newline as \n, space as ␣)
-  std::vector<float> attention;             // (L, NH, T, T): row = query, col = key
-  std::vector<float> next_probs;            // (V) after the last position
+  std::vector<int32_t> ids;               // (T)
+  std::vector<std::string> vocab_labels;  // (V) visible token text (newline as \n, space as ␣)
+  std::vector<float> attention;           // (L, NH, T, T): row = query, col = key
+  std::vector<float> next_probs;          // (V) after the last position
   TokenMap embedding, head;
-  bool tied = false;                        // LM head = embedding
+  bool tied = false;  // LM head = embedding
   std::vector<PositionalView> positional;
-  std::vector<std::string> notes;           // what was skipped and why
+  std::vector<std::string> notes;  // what was skipped and why
 
   float weight(int64_t layer, int64_t head, int64_t query, int64_t key) const {
     return attention[static_cast<size_t>(((layer * n_heads + head) * time + query) * time + key)];

@@ -11,9 +11,9 @@
 namespace ablate {
 
 struct Projection {
-  Eigen::MatrixXd points;             // (N, 2)
-  std::vector<double> explained;      // PCA: fraction of the variance along each axis
-  double kl = 0;                      // t-SNE: final KL(P || Q)
+  Eigen::MatrixXd points;         // (N, 2)
+  std::vector<double> explained;  // PCA: fraction of the variance along each axis
+  double kl = 0;                  // t-SNE: final KL(P || Q)
 };
 
 // Principal components 1 and 2 of X (N, D), N >= 1. Signs are fixed (each axis's largest
@@ -21,8 +21,8 @@ struct Projection {
 Projection pca_2d(const Eigen::MatrixXd& x);
 
 struct TsneOptions {
-  double perplexity = 30;     // effective number of neighbours; in [1, tsne_max_perplexity(N)]
-  uint64_t seed = 1;          // initial map: N(0, 1e-4) from this seed
+  double perplexity = 30;  // effective number of neighbours; in [1, tsne_max_perplexity(N)]
+  uint64_t seed = 1;       // initial map: N(0, 1e-4) from this seed
   int iterations = 1000;
 };
 // The largest perplexity t-SNE accepts for n points: (n - 1) / 3, as scikit-learn's

@@ -9,12 +9,12 @@
 namespace ablate {
 
 struct AttentionInput {
-  PosContext pos;                          // B, T, pos0
+  PosContext pos;  // B, T, pos0
   PositionalEncoding* positional = nullptr;
-  KVCache* cache = nullptr;                // incremental decoding (forward only)
-  const uint8_t* key_mask = nullptr;       // (B*T) 1 = real token, 0 = padding
-  const int32_t* prefix = nullptr;         // (B) or null: ForwardArgs::prefix (a prefix LM's prompts)
-  float* weights_out = nullptr;            // (B, NH, T, Tk) attention probabilities
+  KVCache* cache = nullptr;           // incremental decoding (forward only)
+  const uint8_t* key_mask = nullptr;  // (B*T) 1 = real token, 0 = padding
+  const int32_t* prefix = nullptr;    // (B) or null: ForwardArgs::prefix (a prefix LM's prompts)
+  float* weights_out = nullptr;       // (B, NH, T, Tk) attention probabilities
 };
 
 class Attention {

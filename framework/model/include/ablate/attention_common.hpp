@@ -20,22 +20,26 @@ class MultiHeadAttention : public Attention {
   MultiHeadAttention(const Options& o, const BuildContext& c, bool causal, bool prefix = false)
       : causal_(causal), prefix_(causal && prefix) {
     // GPT-1 (the Julia seed) has bias-free q, k, v but a biased output projection.
-    bool qkv_bias = o.get<bool>("qkv_bias", c.dims.bias, "bias on the fused q, k, v projection (default: model.bias)");
-    bool out_bias = o.get<bool>("out_bias", c.dims.bias, "bias on the output projection (default: model.bias)");
+    bool qkv_bias = o.get<bool>("qkv_bias", c.dims.bias,
+                                "bias on the fused q, k, v projection (default: model.bias)");
+    bool out_bias =
+        o.get<bool>("out_bias", c.dims.bias, "bias on the output projection (default: model.bias)");
     C_ = c.dims.d_model;
     NH_ = c.dims.n_heads;
     if (C_ <= 0 || NH_ <= 0)
       o.fail("", "d_model and n_heads must be positive, got d_model = " + std::to_string(C_) +
                      ", n_heads = " + std::to_string(NH_));
     if (C_ % NH_ != 0)
-      o.fail("", "n_heads = " + std::to_string(NH_) + " does not divide d_model = " + std::to_string(C_) +
-                     "; choose n_heads among the divisors of d_model");
+      o.fail("", "n_heads = " + std::to_string(NH_) + " does not divide d_model = " +
+                     std::to_string(C_) + "; choose n_heads among the divisors of d_model");
     NKV_ = o.get_in<int64_t>("n_kv_heads", 0, 0, 4096,
-                             "key/value heads shared by groups of query heads; 0 = n_heads (plain multi-head), 1 = multi-query");
+                             "key/value heads shared by groups of query heads; 0 = n_heads (plain "
+                             "multi-head), 1 = multi-query");
     if (NKV_ == 0) NKV_ = NH_;
     if (NH_ % NKV_ != 0)
-      o.fail("n_kv_heads", std::to_string(NKV_) + " does not divide n_heads = " + std::to_string(NH_) +
-                               "; choose a divisor of n_heads (1 = multi-query, n_heads = multi-head)");
+      o.fail("n_kv_heads",
+             std::to_string(NKV_) + " does not divide n_heads = " + std::to_string(NH_) +
+                 "; choose a divisor of n_heads (1 = multi-query, n_heads = multi-head)");
     HS_ = C_ / NH_;
     const int64_t kv = NKV_ * HS_;
     ParamScope ps = c.params;
@@ -60,10 +64,11 @@ class MultiHeadAttention : public Attention {
     spec.weights_out = in.weights_out;
     spec.cache = in.cache;
     spec.projection_out = C_;  // wo reads the output, nothing else
-    Var qkv = qkv_projection(g, x, g.param(*wqkv_), bqkv_ ? g.param(*bqkv_) : Var{}, spec);  // (B*T, C + 2*NKV*HS)
-    Var q = qkv, k = qkv, v = qkv;  // column ranges of the fused projection, unless rotated
+    Var qkv = qkv_projection(g, x, g.param(*wqkv_), bqkv_ ? g.param(*bqkv_) : Var{},
+                             spec);  // (B*T, C + 2*NKV*HS)
+    Var q = qkv, k = qkv, v = qkv;   // column ranges of the fused projection, unless rotated
     if (in.positional && in.positional->rotates()) {
-      q = slice_cols(g, qkv, 0, C_);  // (B*T, NH*HS)
+      q = slice_cols(g, qkv, 0, C_);   // (B*T, NH*HS)
       k = slice_cols(g, qkv, C_, kv);  // (B*T, NKV*HS)
       v = slice_cols(g, qkv, C_ + kv, kv);
       in.positional->rotate(g, q, k, in.pos, NH_, NKV_, HS_);
@@ -71,7 +76,7 @@ class MultiHeadAttention : public Attention {
       spec.k_col = C_;
       spec.v_col = C_ + kv;
     }
-    Var y = attention(g, q, k, v, spec);                                         // (B*T, C)
+    Var y = attention(g, q, k, v, spec);  // (B*T, C)
     return linear(g, y, g.param(*wo_), bo_ ? g.param(*bo_) : Var{});
   }
 

@@ -22,7 +22,8 @@ namespace ablate {
 class BlockParts {
  public:
   virtual ~BlockParts() = default;
-  virtual std::unique_ptr<Attention> attention(const BuildContext& block, const std::string& scope) const = 0;
+  virtual std::unique_ptr<Attention> attention(const BuildContext& block,
+                                               const std::string& scope) const = 0;
   virtual std::unique_ptr<Ffn> ffn(const BuildContext& block, const std::string& scope) const = 0;
   virtual std::unique_ptr<Norm> norm(const BuildContext& block, const std::string& scope) const = 0;
 };
@@ -30,8 +31,10 @@ class BlockParts {
 // ctx.parts, or an Error saying that a block is built by a model.
 inline const BlockParts& block_parts(const BuildContext& ctx) {
   if (!ctx.parts)
-    throw Error("a block creates its attention, FFN and norms from the model's options: build it through a Model "
-                "(BuildContext::parts is null)");
+    throw Error(
+        "a block creates its attention, FFN and norms from the model's options: build it through a "
+        "Model "
+        "(BuildContext::parts is null)");
   return *ctx.parts;
 }
 

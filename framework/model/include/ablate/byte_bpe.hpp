@@ -37,15 +37,18 @@ class Scanner {
     if (b0 < 0x80) return {bmp_[b0], 1};
     const size_t left = n - i;
     if (b0 >= 0xC2 && b0 <= 0xDF) {
-      if (left >= 2 && (s[i + 1] & 0xC0) == 0x80) return {bmp_[((b0 & 0x1Fu) << 6) | (s[i + 1] & 0x3Fu)], 2};
+      if (left >= 2 && (s[i + 1] & 0xC0) == 0x80)
+        return {bmp_[((b0 & 0x1Fu) << 6) | (s[i + 1] & 0x3Fu)], 2};
     } else if (b0 >= 0xE0 && b0 <= 0xEF) {
       if (left >= 3 && (s[i + 1] & 0xC0) == 0x80 && (s[i + 2] & 0xC0) == 0x80) {
         const uint32_t cp = ((b0 & 0x0Fu) << 12) | ((s[i + 1] & 0x3Fu) << 6) | (s[i + 2] & 0x3Fu);
         if (cp >= 0x800 && (cp < 0xD800 || cp > 0xDFFF)) return {bmp_[cp], 3};
       }
     } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-      if (left >= 4 && (s[i + 1] & 0xC0) == 0x80 && (s[i + 2] & 0xC0) == 0x80 && (s[i + 3] & 0xC0) == 0x80) {
-        const uint32_t cp = ((b0 & 0x07u) << 18) | ((s[i + 1] & 0x3Fu) << 12) | ((s[i + 2] & 0x3Fu) << 6) | (s[i + 3] & 0x3Fu);
+      if (left >= 4 && (s[i + 1] & 0xC0) == 0x80 && (s[i + 2] & 0xC0) == 0x80 &&
+          (s[i + 3] & 0xC0) == 0x80) {
+        const uint32_t cp = ((b0 & 0x07u) << 18) | ((s[i + 1] & 0x3Fu) << 12) |
+                            ((s[i + 2] & 0x3Fu) << 6) | (s[i + 3] & 0x3Fu);
         if (cp >= 0x10000 && cp <= 0x10FFFF) return {astral_class(cp), 4};
       }
     }
@@ -122,7 +125,8 @@ struct ByteMap {
     to_byte.fill(-1);
     uint32_t next = 256;
     for (int b = 0; b < 256; ++b) {
-      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+      const bool printable =
+          (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
       to_cp[b] = printable ? static_cast<uint32_t>(b) : next++;
       to_byte[to_cp[b]] = static_cast<int16_t>(b);
     }

@@ -16,7 +16,7 @@
 namespace ablate::conformance {
 
 struct CheckResult {
-  std::string name;    // "gradients by finite differences"
+  std::string name;  // "gradients by finite differences"
   bool passed = true;
   std::string detail;  // why it failed, or a note
 };
@@ -52,7 +52,8 @@ bool has_checks(const std::string& family);
 // Runs every check of the family on a registered variant. Never throws for a plugin's
 // misbehaviour (a plugin exception is a failed check); throws Error for an unknown
 // family or variant.
-Report check_variant(const std::string& family, const std::string& name, const Settings& settings = {});
+Report check_variant(const std::string& family, const std::string& name,
+                     const Settings& settings = {});
 
 // ---- building blocks, shared with the test suite's known-value tests ---------------------
 
@@ -72,19 +73,20 @@ std::vector<float> randn(size_t n, uint64_t seed, float std = 1.0f);
 void randomize(ParamStore& store, uint64_t seed, float std = 0.5f);
 // An input tensor for a gradient check: a Role::kCustom parameter of N(0, std) values
 // drawn from store.rng().
-Parameter& add_input(ParamStore& store, const std::string& name, int64_t rows, int64_t cols, float std = 1.0f);
+Parameter& add_input(ParamStore& store, const std::string& name, int64_t rows, int64_t cols,
+                     float std = 1.0f);
 
 // The options a variant reads (key, type, default, help), found by constructing it in
 // describe mode.
-std::vector<OptionDoc> describe(const std::string& family, const std::string& name, const ModelDims& dims,
-                                const std::string& path = "model.plugin");
+std::vector<OptionDoc> describe(const std::string& family, const std::string& name,
+                                const ModelDims& dims, const std::string& path = "model.plugin");
 
 using Outputs = std::vector<Var>;
 using ForwardFn = std::function<Outputs(Graph&)>;
 
 struct GradCheckResult {
   int checked = 0, skipped = 0, failed = 0;
-  std::string report;  // the mismatches, one per line
+  std::string report;                   // the mismatches, one per line
   std::vector<std::string> custom_ops;  // custom ops (custom_op.hpp) the forward used, so checked
   // Passed: no mismatch, something checked, and not mostly kinks.
   bool ok() const { return failed == 0 && checked > 0 && skipped <= checked; }
@@ -95,8 +97,9 @@ struct GradCheckResult {
 // random R_k. At most `per_tensor` elements of each tensor are checked by central
 // differences (the loss accumulated in double). Elements where the two one-sided
 // differences disagree sit on a kink (relu, max) and are skipped.
-GradCheckResult check_gradients(const ForwardFn& forward, const std::vector<Parameter*>& wrt, int per_tensor = 8,
-                                double h = 1e-3, double rtol = 3e-2, double atol = 2e-3);
+GradCheckResult check_gradients(const ForwardFn& forward, const std::vector<Parameter*>& wrt,
+                                int per_tensor = 8, double h = 1e-3, double rtol = 3e-2,
+                                double atol = 2e-3);
 
 // The built-in sample text (about 3 KB of tiny Shakespeare).
 const std::string& builtin_sample_text();

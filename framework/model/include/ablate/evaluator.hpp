@@ -19,10 +19,10 @@ namespace ablate {
 struct EvalContext {
   Model& model;
   const Tokenizer& tokenizer;
-  int64_t step = 0;          // optimizer steps done
-  bool final = false;        // the evaluation at the end of training
-  uint64_t seed = 0;         // the run's seed
-  std::string yaml_dir;      // where relative data paths in the options resolve
+  int64_t step = 0;      // optimizer steps done
+  bool final = false;    // the evaluation at the end of training
+  uint64_t seed = 0;     // the run's seed
+  std::string yaml_dir;  // where relative data paths in the options resolve
   // Each id's bytes of raw text (token_byte_counts, 0 for ids the objective adds), computed
   // once per run; null where the caller has none (compute it from the tokenizer then).
   const std::vector<int32_t>* token_bytes = nullptr;
@@ -47,7 +47,8 @@ inline ByteLoss byte_loss(const Tensor& logits, const int32_t* y, int64_t n, dou
   for (int64_t i = 0; i < n; ++i) {
     if (y[i] < 0) continue;
     ++scored;
-    const int32_t b = static_cast<size_t>(y[i]) < token_bytes.size() ? token_bytes[static_cast<size_t>(y[i])] : 0;
+    const int32_t b =
+        static_cast<size_t>(y[i]) < token_bytes.size() ? token_bytes[static_cast<size_t>(y[i])] : 0;
     r.bytes += b;
     if (b > 0) continue;
     const float* row = logits.row(i);

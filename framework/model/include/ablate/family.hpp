@@ -36,7 +36,8 @@ struct FamilyDescriptor {
   // Options a variant reads beyond its constructor's, for `ablate plugins`: (heading, docs)
   // sections, found by calling it in describe mode (a task's data flags and evaluator
   // options). Null: none.
-  std::vector<std::pair<std::string, std::vector<OptionDoc>>> (*more_options)(void* variant) = nullptr;
+  std::vector<std::pair<std::string, std::vector<OptionDoc>>> (*more_options)(void* variant) =
+      nullptr;
 };
 
 // Adds a family (at static initialisation, from its file in framework/model/src/families/);

@@ -27,11 +27,15 @@ inline Var maybe(Graph& g, Parameter* p) { return p ? g.param(*p) : Var{}; }
 class UngatedFfn : public Ffn {
  public:
   UngatedFfn(const Options& o, const BuildContext& c) {
-    int64_t hidden = o.get_in<int64_t>("hidden", 0, 0, int64_t{1} << 24, "hidden width H; 0 = ffn_multiplier * d_model");
-    bool bias = o.get<bool>("bias", c.dims.bias, "biases on both linear layers (default: model.bias)");
+    int64_t hidden = o.get_in<int64_t>("hidden", 0, 0, int64_t{1} << 24,
+                                       "hidden width H; 0 = ffn_multiplier * d_model");
+    bool bias =
+        o.get<bool>("bias", c.dims.bias, "biases on both linear layers (default: model.bias)");
     int64_t C = ffn_detail::channels(o, c.dims);
     hidden_ = hidden > 0 ? hidden : c.dims.ffn_multiplier * C;
-    if (hidden_ <= 0) o.fail("hidden", "the hidden width must be positive (ffn_multiplier = " + std::to_string(c.dims.ffn_multiplier) + ")");
+    if (hidden_ <= 0)
+      o.fail("hidden", "the hidden width must be positive (ffn_multiplier = " +
+                           std::to_string(c.dims.ffn_multiplier) + ")");
     ParamScope ps = c.params;
     w1_ = &ps.add("up.weight", C, hidden_, Role::kHidden);
     if (bias) b1_ = &ps.add("up.bias", 1, hidden_, Role::kBias);
@@ -42,7 +46,7 @@ class UngatedFfn : public Ffn {
   Var forward(Graph& g, Var x) override {
     Var h = linear(g, x, g.param(*w1_), ffn_detail::maybe(g, b1_));  // (B*T, H)
     h = activation(g, h);
-    return linear(g, h, g.param(*w2_), ffn_detail::maybe(g, b2_));   // (B*T, C)
+    return linear(g, h, g.param(*w2_), ffn_detail::maybe(g, b2_));  // (B*T, C)
   }
   int64_t hidden() const { return hidden_; }
 
@@ -60,15 +64,18 @@ class UngatedFfn : public Ffn {
 class GatedFfn : public Ffn {
  public:
   GatedFfn(const Options& o, const BuildContext& c) {
-    int64_t hidden = o.get_in<int64_t>("hidden", 0, 0, int64_t{1} << 24, "hidden width H; 0 = from ffn_multiplier and match_params");
+    int64_t hidden = o.get_in<int64_t>("hidden", 0, 0, int64_t{1} << 24,
+                                       "hidden width H; 0 = from ffn_multiplier and match_params");
     bool match = o.get<bool>("match_params", true,
-                             "H = ffn_multiplier * floor(2 d_model / 3), the parameter count of an ungated FFN; false: ffn_multiplier * d_model");
-    bool bias = o.get<bool>("bias", c.dims.bias, "biases on the three linear layers (default: model.bias)");
+                             "H = ffn_multiplier * floor(2 d_model / 3), the parameter count of an "
+                             "ungated FFN; false: ffn_multiplier * d_model");
+    bool bias =
+        o.get<bool>("bias", c.dims.bias, "biases on the three linear layers (default: model.bias)");
     int64_t C = ffn_detail::channels(o, c.dims);
     hidden_ = hidden > 0 ? hidden : c.dims.ffn_multiplier * (match ? 2 * C / 3 : C);
     if (hidden_ <= 0)
-      o.fail("hidden", "the hidden width comes out as " + std::to_string(hidden_) + " for d_model " + std::to_string(C) +
-                           "; set hidden explicitly");
+      o.fail("hidden", "the hidden width comes out as " + std::to_string(hidden_) +
+                           " for d_model " + std::to_string(C) + "; set hidden explicitly");
     ParamScope ps = c.params;
     w_ = &ps.add("gate.weight", C, hidden_, Role::kHidden);
     if (bias) bw_ = &ps.add("gate.bias", 1, hidden_, Role::kBias);
@@ -80,8 +87,8 @@ class GatedFfn : public Ffn {
 
   Var forward(Graph& g, Var x) override {
     Var gate = activation(g, linear(g, x, g.param(*w_), ffn_detail::maybe(g, bw_)));  // (B*T, H)
-    Var up = linear(g, x, g.param(*v_), ffn_detail::maybe(g, bv_));                  // (B*T, H)
-    return linear(g, mul(g, gate, up), g.param(*w2_), ffn_detail::maybe(g, b2_));    // (B*T, C)
+    Var up = linear(g, x, g.param(*v_), ffn_detail::maybe(g, bv_));                   // (B*T, H)
+    return linear(g, mul(g, gate, up), g.param(*w2_), ffn_detail::maybe(g, b2_));     // (B*T, C)
   }
   int64_t hidden() const { return hidden_; }
 
@@ -90,7 +97,8 @@ class GatedFfn : public Ffn {
 
  private:
   int64_t hidden_ = 0;
-  Parameter *w_ = nullptr, *bw_ = nullptr, *v_ = nullptr, *bv_ = nullptr, *w2_ = nullptr, *b2_ = nullptr;
+  Parameter *w_ = nullptr, *bw_ = nullptr, *v_ = nullptr, *bv_ = nullptr, *w2_ = nullptr,
+            *b2_ = nullptr;
 };
 
 }  // namespace ablate

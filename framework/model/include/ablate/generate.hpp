@@ -27,14 +27,15 @@ struct Sampling {
 int32_t sample_token(const float* logits, int64_t V, const Sampling& s, Rng& rng, float* scratch);
 
 // Continues `prompt` by n tokens; on_token (optional) sees each new id as it is drawn.
-std::vector<int32_t> generate(Model& model, const std::vector<int32_t>& prompt, int64_t n, const Sampling& s,
-                              Rng& rng, const std::function<void(int32_t)>& on_token = {});
+std::vector<int32_t> generate(Model& model, const std::vector<int32_t>& prompt, int64_t n,
+                              const Sampling& s, Rng& rng,
+                              const std::function<void(int32_t)>& on_token = {});
 
 // ---- batched decoding of many prompts (task evaluators) ----------------------------------
 struct DecodeOptions {
-  int64_t batch = 256;   // sequences decoded together
-  Sampling sampling;     // greedy unless told otherwise
-  uint64_t seed = 0;     // sampling: prompt i draws from Rng(mix(seed, i)), independent of batching
+  int64_t batch = 256;  // sequences decoded together
+  Sampling sampling;    // greedy unless told otherwise
+  uint64_t seed = 0;    // sampling: prompt i draws from Rng(mix(seed, i)), independent of batching
   DecodeOptions() { sampling.greedy = true; }
 };
 
@@ -42,8 +43,9 @@ struct DecodeOptions {
 // equal token length are prefilled together in batches, then every step feeds one token
 // per sequence through the KV cache. Returns the generated text (including `stop` if
 // produced). Error if a prompt plus its answer cannot fit the model's context.
-std::vector<std::string> decode_prompts(Model& model, const Tokenizer& tok, const std::vector<std::string>& prompts,
-                                         const std::vector<int64_t>& max_chars, const DecodeOptions& o,
-                                         const std::string& stop);
+std::vector<std::string> decode_prompts(Model& model, const Tokenizer& tok,
+                                        const std::vector<std::string>& prompts,
+                                        const std::vector<int64_t>& max_chars,
+                                        const DecodeOptions& o, const std::string& stop);
 
 }  // namespace ablate

@@ -20,8 +20,9 @@ class Initializer {
 // Runs `init` over every parameter of `store` but the custom ones, in creation order, with
 // store.rng().
 void initialise(ParamStore& store, const Initializer& init);
-// The same with the family's default variant (its descriptor, framework/model/src/families/init.cpp):
-// for plugins built outside a model (tests, conformance checks).
+// The same with the family's default variant (its descriptor,
+// framework/model/src/families/init.cpp): for plugins built outside a model (tests, conformance
+// checks).
 void initialise_default(ParamStore& store, const ModelDims& dims);
 
 }  // namespace ablate

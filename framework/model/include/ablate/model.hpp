@@ -17,11 +17,11 @@
 namespace ablate {
 
 struct ForwardArgs {
-  const int32_t* ids = nullptr;       // (B*T) token ids
-  int64_t batch = 1, time = 1;        // B, T
-  int64_t pos0 = 0;                   // absolute position of ids[0] (with caches)
-  std::vector<KVCache>* caches = nullptr;       // one per layer, for incremental decoding
-  const uint8_t* key_mask = nullptr;            // (B*T) 1 = real token
+  const int32_t* ids = nullptr;            // (B*T) token ids
+  int64_t batch = 1, time = 1;             // B, T
+  int64_t pos0 = 0;                        // absolute position of ids[0] (with caches)
+  std::vector<KVCache>* caches = nullptr;  // one per layer, for incremental decoding
+  const uint8_t* key_mask = nullptr;       // (B*T) 1 = real token
   // (B) or null: row b's positions before prefix[b] (absolute, as pos0) are its prompt,
   // which attention with a prefix mask (prefix_lm) lets read itself whole. Training sets
   // it from the targets (scored_prefix), generation to the prompt's length.
@@ -33,14 +33,16 @@ struct ForwardArgs {
 // including the first scored one, the prompt a prefix LM may read whole (T if none is
 // scored). No scored position can then see its target. Fills `prefix` (B), reusing its
 // memory (a training step allocates nothing).
-void scored_prefix(const int32_t* targets, int64_t batch, int64_t time, std::vector<int32_t>& prefix);
+void scored_prefix(const int32_t* targets, int64_t batch, int64_t time,
+                   std::vector<int32_t>& prefix);
 
 class Model {
  public:
   // Reads and validates every key of `opts` (the model: section); the vocabulary size
   // comes from the tokenizer. `vocab`: the tokens' texts by id (token_texts), for plugins
   // that read tokens (BuildContext::vocab; ids past its end are ""), or empty if unknown.
-  Model(const Options& opts, int64_t vocab_size, uint64_t seed, const std::vector<std::string>& vocab = {});
+  Model(const Options& opts, int64_t vocab_size, uint64_t seed,
+        const std::vector<std::string>& vocab = {});
   ~Model();
 
   // logits (B*T, V). Decoding (caches, at most 4 rows) runs on two threads at once, each

@@ -32,13 +32,17 @@ class Objective {
   // return x is what the model reads and y[i] the id position i is scored on (-1: not
   // scored; at least one scored position). `vocab` is the tokenizer's size; `rng` a
   // stream of the trainer's, the same on every data-parallel rank.
-  virtual void prepare(int32_t* x, int32_t* y, int64_t batch, int64_t time, int64_t vocab, Rng& rng) const = 0;
+  virtual void prepare(int32_t* x, int32_t* y, int64_t batch, int64_t time, int64_t vocab,
+                       Rng& rng) const = 0;
   // The scalar loss of logits (n, V) against the prepared targets y (mean over scored positions).
-  virtual Var loss(Graph& g, Var logits, const int32_t* y, int64_t n) const { return cross_entropy(g, logits, y, n); }
+  virtual Var loss(Graph& g, Var logits, const int32_t* y, int64_t n) const {
+    return cross_entropy(g, logits, y, n);
+  }
   // Metrics of one evaluation batch besides the loss (means over its scored positions),
   // e.g. {"accuracy", 0.41}; the trainer averages them over batches and logs them as
   // train_<name> and val_<name> in the eval table.
-  virtual std::vector<std::pair<std::string, double>> metrics(const Tensor& logits, const int32_t* y, int64_t n) const {
+  virtual std::vector<std::pair<std::string, double>> metrics(const Tensor& logits,
+                                                              const int32_t* y, int64_t n) const {
     return {};
   }
 };

@@ -15,8 +15,8 @@
 namespace ablate {
 
 struct StateBuffer {
-  std::string name;           // "adamw.m.blocks.0.attn.qkv.weight"
-  std::vector<float>* data;   // owned by the optimizer
+  std::string name;          // "adamw.m.blocks.0.attn.qkv.weight"
+  std::vector<float>* data;  // owned by the optimizer
 };
 
 class Optimizer {
@@ -65,7 +65,7 @@ class SlotState {
 };
 
 // Option `key` ("betas"): two numbers, each in [0, 1); a bad value fails naming the option.
-std::pair<float, float> read_betas(const Options& o, const std::string& key, std::pair<float, float> defaults,
-                                   const std::string& help);
+std::pair<float, float> read_betas(const Options& o, const std::string& key,
+                                   std::pair<float, float> defaults, const std::string& help);
 
 }  // namespace ablate

@@ -53,8 +53,8 @@ class BlockParts;  // block.hpp
 // What a plugin constructor receives besides its options.
 struct BuildContext {
   ModelDims dims;
-  ParamScope params;   // where the plugin creates its parameters
-  uint64_t seed = 0;   // for plugins with randomness of their own
+  ParamScope params;  // where the plugin creates its parameters
+  uint64_t seed = 0;  // for plugins with randomness of their own
   // The model's configured attention, FFN and norm, for blocks to create (block.hpp);
   // null outside a model.
   const BlockParts* parts = nullptr;
@@ -68,11 +68,11 @@ using PluginCreateFn = void* (*)(const Options&, const BuildContext&);
 using PluginDestroyFn = void (*)(void*);
 
 struct PluginInfo {
-  int api_version;       // first field, layout-stable: checked before anything else is read
-  const char* family;    // "ffn", "positional", ...
-  const char* name;      // the YAML value; equals the source file stem
-  const char* summary;   // one line for `ablate plugins`
-  PluginCreateFn create; // returns a Family* as void*
+  int api_version;          // first field, layout-stable: checked before anything else is read
+  const char* family;       // "ffn", "positional", ...
+  const char* name;         // the YAML value; equals the source file stem
+  const char* summary;      // one line for `ablate plugins`
+  PluginCreateFn create;    // returns a Family* as void*
   PluginDestroyFn destroy;  // deletes what create returned
 };
 
@@ -83,14 +83,14 @@ struct PluginInfo {
 
 // Registers Class (derived from Family, constructible from (const Options&, const
 // BuildContext&)) as variant `name` of Family's family.
-#define ABLATE_PLUGIN(Family, name, Class, summary)                                           \
-  namespace {                                                                                 \
-  void* ablate_plugin_create_(const ::ablate::Options& o, const ::ablate::BuildContext& c) {  \
-    return static_cast<Family*>(new Class(o, c));                                             \
-  }                                                                                           \
-  void ablate_plugin_destroy_(void* p) { delete static_cast<Family*>(p); }                    \
-  const ::ablate::PluginInfo ablate_plugin_info_{::ablate::kPluginApiVersion, Family::kFamily, \
-                                                 #name, summary, &ablate_plugin_create_,      \
-                                                 &ablate_plugin_destroy_};                    \
-  }                                                                                           \
+#define ABLATE_PLUGIN(Family, name, Class, summary)                                          \
+  namespace {                                                                                \
+  void* ablate_plugin_create_(const ::ablate::Options& o, const ::ablate::BuildContext& c) { \
+    return static_cast<Family*>(new Class(o, c));                                            \
+  }                                                                                          \
+  void ablate_plugin_destroy_(void* p) { delete static_cast<Family*>(p); }                   \
+  const ::ablate::PluginInfo ablate_plugin_info_{                                            \
+      ::ablate::kPluginApiVersion, Family::kFamily,        #name, summary,                   \
+      &ablate_plugin_create_,      &ablate_plugin_destroy_};                                 \
+  }                                                                                          \
   BOOST_DLL_ALIAS_SECTIONED(ablate_plugin_info_, ablate_plugin, ablate)

@@ -16,7 +16,8 @@ void check_evaluator(Checker& ck, const Subject& s) {
   auto& reg = PluginRegistry::instance();
   auto toks = reg.variants(Tokenizer::kFamily);
   if (toks.empty()) {
-    ck.run("a tokenizer to evaluate with", [](std::string&) { expect(false, "no tokenizer plugin found in the plugin path"); });
+    ck.run("a tokenizer to evaluate with",
+           [](std::string&) { expect(false, "no tokenizer plugin found in the plugin path"); });
     return;
   }
   YAML::Node tn;
@@ -27,39 +28,48 @@ void check_evaluator(Checker& ck, const Subject& s) {
   ck.run("builds with the given options; a tiny model to evaluate", [&](std::string& note) {
     auto t = build<Tokenizer>(tn, "tokenizer", d);
     t->fit(s.settings.sample_text.empty() ? builtin_sample_text() : s.settings.sample_text);
-    model = std::make_unique<Model>(options_from_yaml("{d_model: 16, n_heads: 2, n_layers: 1, context: 32}", "model"),
-                                    t->vocab_size(), 1);
+    model = std::make_unique<Model>(
+        options_from_yaml("{d_model: 16, n_heads: 2, n_layers: 1, context: 32}", "model"),
+        t->vocab_size(), 1);
     tok = std::move(t.obj);
     try {
       build<Evaluator>(s.options, path, d);
     } catch (const ConfigError& e) {
-      throw Failure{std::string(e.what()) + "\n(give the options it needs with --options '{key: value, ...}')"};
+      throw Failure{std::string(e.what()) +
+                    "\n(give the options it needs with --options '{key: value, ...}')"};
     }
     built = true;
-    note = std::string("tokenizer '") + toks.front()->info->name + "', " + std::to_string(model->n_params()) + " parameters";
+    note = std::string("tokenizer '") + toks.front()->info->name + "', " +
+           std::to_string(model->n_params()) + " parameters";
   });
   if (!built) return;
-  ck.run("evaluate: named metrics, the same columns and values on repeated calls", [&](std::string& note) {
-    auto e = build<Evaluator>(s.options, path, d);
-    auto call = [&](bool final) {
-      EvalContext ctx{*model, *tok, 10, final, 1, std::string(".")};
-      return e->evaluate(ctx);
-    };
-    const auto r1 = call(false), r2 = call(false), r3 = call(true);
-    expect(!r1.empty(), "no metrics");
-    expect(r1.size() == r2.size() && r1.size() == r3.size(), "the number of columns changes between calls");
-    for (size_t i = 0; i < r1.size(); ++i) {
-      expect(!r1[i].first.empty(), "metric " + std::to_string(i) + " has no name");
-      expect(r1[i].first == r2[i].first && r1[i].first == r3[i].first, "column " + std::to_string(i) + " changes name");
-      const bool same = r1[i].second == r2[i].second || (std::isnan(r1[i].second) && std::isnan(r2[i].second));
-      expect(same, "metric '" + r1[i].first + "' differs between two identical calls: " + num(r1[i].second) + " vs " + num(r2[i].second));
-    }
-    note = std::to_string(r1.size()) + " metrics";
-  });
+  ck.run("evaluate: named metrics, the same columns and values on repeated calls",
+         [&](std::string& note) {
+           auto e = build<Evaluator>(s.options, path, d);
+           auto call = [&](bool final) {
+             EvalContext ctx{*model, *tok, 10, final, 1, std::string(".")};
+             return e->evaluate(ctx);
+           };
+           const auto r1 = call(false), r2 = call(false), r3 = call(true);
+           expect(!r1.empty(), "no metrics");
+           expect(r1.size() == r2.size() && r1.size() == r3.size(),
+                  "the number of columns changes between calls");
+           for (size_t i = 0; i < r1.size(); ++i) {
+             expect(!r1[i].first.empty(), "metric " + std::to_string(i) + " has no name");
+             expect(r1[i].first == r2[i].first && r1[i].first == r3[i].first,
+                    "column " + std::to_string(i) + " changes name");
+             const bool same = r1[i].second == r2[i].second ||
+                               (std::isnan(r1[i].second) && std::isnan(r2[i].second));
+             expect(same, "metric '" + r1[i].first + "' differs between two identical calls: " +
+                              num(r1[i].second) + " vs " + num(r2[i].second));
+           }
+           note = std::to_string(r1.size()) + " metrics";
+         });
   check_options<Evaluator>(ck, s, d);
 }
 
-const char* kTemplate = R"TPL(// @NAME@: an evaluator for ablate (family "evaluator"), from `ablate plugin new evaluator @NAME@`.
+const char* kTemplate =
+    R"TPL(// @NAME@: an evaluator for ablate (family "evaluator"), from `ablate plugin new evaluator @NAME@`.
 // Chosen in an experiment's `eval:` list; its metrics go to the run file's table
 // "eval/@NAME@" at every evaluation. As generated: the model's loss on a fixed text.
 #include <algorithm>

@@ -6,9 +6,12 @@
 namespace ablate::conformance {
 namespace {
 
-void check_ffn(Checker& ck, const Subject& s) { check_rowwise<Ffn>(ck, s, 12, 6, 1.0f, 0.5f, true); }
+void check_ffn(Checker& ck, const Subject& s) {
+  check_rowwise<Ffn>(ck, s, 12, 6, 1.0f, 0.5f, true);
+}
 
-const char* kTemplate = R"TPL(// @NAME@: a feed-forward variant for ablate (family "ffn"), from `ablate plugin new ffn @NAME@`.
+const char* kTemplate =
+    R"TPL(// @NAME@: a feed-forward variant for ablate (family "ffn"), from `ablate plugin new ffn @NAME@`.
 // As generated: the squared-ReLU FFN of Primer (So et al. 2021): relu(x W1 + b1)^2 W2 + b2.
 // x (B*T, C) -> (B*T, C), hidden width H.
 #include <algorithm>

@@ -19,7 +19,8 @@ std::vector<std::vector<float>> initialised(const Subject& s, const ModelDims& d
     if (r == Role::kCustom) fill(p.value, 0.25f);
   }
   Options o(YAML::Clone(s.options), std::make_shared<ConfigSource>(), path_of(s.family));
-  auto init = PluginRegistry::instance().create<Initializer>(o, BuildContext{d, ParamScope(store, ""), seed});
+  auto init = PluginRegistry::instance().create<Initializer>(
+      o, BuildContext{d, ParamScope(store, ""), seed});
   initialise(store, *init);
   std::vector<std::vector<float>> v;
   for (Parameter* p : store.all()) v.emplace_back(p->value.data, p->value.data + p->value.numel());
@@ -30,24 +31,28 @@ void check_init(Checker& ck, const Subject& s) {
   const ModelDims d = small_dims();
   ck.run("every role gets finite values; custom parameters are left alone", [&](std::string&) {
     const auto v = initialised(s, d, 3);
-    for (Role r : kRoles) expect_finite(v[static_cast<size_t>(r)], std::string("the ") + role_name(r) + " parameter");
+    for (Role r : kRoles)
+      expect_finite(v[static_cast<size_t>(r)], std::string("the ") + role_name(r) + " parameter");
     expect(v[static_cast<size_t>(Role::kCustom)] == std::vector<float>(16 * 24, 0.25f),
            "a custom parameter's values (set by its plugin) were changed");
   });
-  ck.run("matrices start random: not constant, other values for another seed; deterministic", [&](std::string&) {
-    const auto a = initialised(s, d, 3), b = initialised(s, d, 3), c = initialised(s, d, 4);
-    expect(a == b, "two initialisations with the same seed differ");
-    for (Role r : {Role::kEmbedding, Role::kHidden, Role::kResidualOut, Role::kHead}) {
-      const auto& v = a[static_cast<size_t>(r)];
-      expect(std::any_of(v.begin(), v.end(), [&](float x) { return x != v[0]; }),
-             std::string("every value of the ") + role_name(r) + " matrix is " + num(v[0]) + " (units would stay symmetric)");
-    }
-    expect(a != c, "seeds 3 and 4 give the same values");
-  });
+  ck.run("matrices start random: not constant, other values for another seed; deterministic",
+         [&](std::string&) {
+           const auto a = initialised(s, d, 3), b = initialised(s, d, 3), c = initialised(s, d, 4);
+           expect(a == b, "two initialisations with the same seed differ");
+           for (Role r : {Role::kEmbedding, Role::kHidden, Role::kResidualOut, Role::kHead}) {
+             const auto& v = a[static_cast<size_t>(r)];
+             expect(std::any_of(v.begin(), v.end(), [&](float x) { return x != v[0]; }),
+                    std::string("every value of the ") + role_name(r) + " matrix is " + num(v[0]) +
+                        " (units would stay symmetric)");
+           }
+           expect(a != c, "seeds 3 and 4 give the same values");
+         });
   check_options<Initializer>(ck, s, d);
 }
 
-const char* kTemplate = R"TPL(// @NAME@: an initialisation for ablate (family "init"), from `ablate plugin new init @NAME@`.
+const char* kTemplate =
+    R"TPL(// @NAME@: an initialisation for ablate (family "init"), from `ablate plugin new init @NAME@`.
 // Plugins create parameters with a role (tensor.hpp: ablate::Role); an init variant sets
 // their values by role and shape, once, in creation order, drawing from `rng`.
 // As generated: LeCun normal, N(0, gain / sqrt(fan_in)), for every matrix (a weight is

@@ -32,7 +32,9 @@ inline void expect(bool ok, const std::string& message) {
   if (!ok) throw Failure{message};
 }
 
-inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+inline bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 inline std::string num(double v) {
   std::ostringstream s;
@@ -40,7 +42,9 @@ inline std::string num(double v) {
   return s.str();
 }
 
-inline bool close(double a, double b, double eps) { return std::fabs(a - b) <= eps * (1.0 + std::max(std::fabs(a), std::fabs(b))); }
+inline bool close(double a, double b, double eps) {
+  return std::fabs(a - b) <= eps * (1.0 + std::max(std::fabs(a), std::fabs(b)));
+}
 
 class Checker {
  public:
@@ -91,12 +95,14 @@ struct Built {
 };
 
 template <class Base>
-Built<Base> build(const YAML::Node& node, const std::string& path, const ModelDims& d, uint64_t seed = 7) {
+Built<Base> build(const YAML::Node& node, const std::string& path, const ModelDims& d,
+                  uint64_t seed = 7) {
   Built<Base> b;
   b.store = std::make_unique<ParamStore>(seed);
   Options o(YAML::Clone(node), std::make_shared<ConfigSource>(), path);
   const std::vector<std::string> vocab = small_vocab(d.vocab_size);
-  b.obj = PluginRegistry::instance().create<Base>(o, BuildContext{d, ParamScope(*b.store, "p."), seed, nullptr, &vocab});
+  b.obj = PluginRegistry::instance().create<Base>(
+      o, BuildContext{d, ParamScope(*b.store, "p."), seed, nullptr, &vocab});
   initialise_default(*b.store, d);  // the values a model's default init gives
   return b;
 }
@@ -108,28 +114,36 @@ inline std::vector<float> values(Graph& g, Var v) {
 
 inline void expect_shape(Graph& g, Var v, int64_t rows, int64_t cols, const std::string& what) {
   const Tensor& t = g.value(v);
-  expect(t.rows == rows && t.cols == cols, what + " is (" + std::to_string(t.rows) + ", " + std::to_string(t.cols) +
-                                               "), expected (" + std::to_string(rows) + ", " + std::to_string(cols) + ")");
+  expect(t.rows == rows && t.cols == cols,
+         what + " is (" + std::to_string(t.rows) + ", " + std::to_string(t.cols) + "), expected (" +
+             std::to_string(rows) + ", " + std::to_string(cols) + ")");
 }
 
 inline void expect_finite(const std::vector<float>& v, const std::string& what) {
   for (size_t i = 0; i < v.size(); ++i)
-    expect(std::isfinite(v[i]), what + " has a non-finite value " + num(v[i]) + " at element " + std::to_string(i));
+    expect(std::isfinite(v[i]),
+           what + " has a non-finite value " + num(v[i]) + " at element " + std::to_string(i));
 }
 
-inline void expect_gradients(const ForwardFn& f, const std::vector<Parameter*>& wrt, std::string& note) {
+inline void expect_gradients(const ForwardFn& f, const std::vector<Parameter*>& wrt,
+                             std::string& note) {
   const GradCheckResult r = check_gradients(f, wrt);
   std::string lines = r.report;
   size_t cut = 0;
   for (int k = 0; k < 6 && cut != std::string::npos; ++k) cut = lines.find('\n', cut ? cut + 1 : 0);
   if (cut != std::string::npos) lines = lines.substr(0, cut) + "\n...";
-  expect(r.failed == 0, std::to_string(r.failed) + " of " + std::to_string(r.checked) +
-                            " elements disagree with finite differences (name[index]: analytic vs numeric)" +
-                            (r.custom_ops.empty() ? "" : "; check the backward of the custom ops " + join(r.custom_ops)) + ":\n" + lines);
+  expect(
+      r.failed == 0,
+      std::to_string(r.failed) + " of " + std::to_string(r.checked) +
+          " elements disagree with finite differences (name[index]: analytic vs numeric)" +
+          (r.custom_ops.empty() ? ""
+                                : "; check the backward of the custom ops " + join(r.custom_ops)) +
+          ":\n" + lines);
   expect(r.checked > 0, "no element could be checked (" + std::to_string(r.skipped) + " on kinks)");
-  expect(r.skipped <= r.checked, "too many elements on kinks: " + std::to_string(r.skipped) + " skipped, " +
-                                     std::to_string(r.checked) + " checked");
-  note = std::to_string(r.checked) + " elements checked" + (r.skipped ? ", " + std::to_string(r.skipped) + " on kinks skipped" : "");
+  expect(r.skipped <= r.checked, "too many elements on kinks: " + std::to_string(r.skipped) +
+                                     " skipped, " + std::to_string(r.checked) + " checked");
+  note = std::to_string(r.checked) + " elements checked" +
+         (r.skipped ? ", " + std::to_string(r.skipped) + " on kinks skipped" : "");
   if (!r.custom_ops.empty()) note += "; custom ops: " + join(r.custom_ops);
 }
 
@@ -148,11 +162,14 @@ void check_options(Checker& ck, const Subject& s, const ModelDims& d) {
     try {
       build<Base>(s.with("no_such_option", YAML::Node(1)), path, d);
     } catch (const ConfigError& e) {
-      expect(contains(e.what(), "no_such_option"), std::string("the error does not name the key: ") + e.what());
+      expect(contains(e.what(), "no_such_option"),
+             std::string("the error does not name the key: ") + e.what());
       return;
     }
-    expect(false, "{no_such_option: 1} was accepted; read options with Options::get and create the variant "
-                  "through PluginRegistry::create, which rejects keys nobody read");
+    expect(
+        false,
+        "{no_such_option: 1} was accepted; read options with Options::get and create the variant "
+        "through PluginRegistry::create, which rejects keys nobody read");
   });
   ck.run("rejects absurd values of numeric options", [&](std::string& note) {
     int n_numeric = 0;
@@ -161,7 +178,8 @@ void check_options(Checker& ck, const Subject& s, const ModelDims& d) {
       if (doc.type == "a number") absurd = {"-1e30", "1e30"};
       else if (doc.type == "an integer") absurd = {"-4611686018427387904", "4611686018427387904"};
       else if (doc.type == "a list of numbers") absurd = {"[-1e30, -1e30]", "[1e30, 1e30]"};
-      else if (doc.type == "a list of integers") absurd = {"[-4611686018427387904]", "[4611686018427387904]"};
+      else if (doc.type == "a list of integers")
+        absurd = {"[-4611686018427387904]", "[4611686018427387904]"};
       else continue;
       ++n_numeric;
       int rejected = 0;
@@ -170,21 +188,24 @@ void check_options(Checker& ck, const Subject& s, const ModelDims& d) {
           build<Base>(s.with(doc.key, YAML::Load(v)), path, d);
         } catch (const ConfigError& e) {
           expect(contains(e.what(), path + "." + doc.key),
-                 "option '" + doc.key + "' = " + v + " is rejected, but the error does not name " + path + "." + doc.key + ": " + e.what());
+                 "option '" + doc.key + "' = " + v + " is rejected, but the error does not name " +
+                     path + "." + doc.key + ": " + e.what());
           ++rejected;
         }
       }
-      expect(rejected > 0, "numeric option '" + doc.key + "' accepts both " + absurd[0] + " and " + absurd[1] +
-                               "; give it a range (Options::get_in)");
+      expect(rejected > 0, "numeric option '" + doc.key + "' accepts both " + absurd[0] + " and " +
+                               absurd[1] + "; give it a range (Options::get_in)");
     }
-    note = n_numeric ? std::to_string(n_numeric) + " numeric option" + (n_numeric > 1 ? "s" : "") : "no numeric options";
+    note = n_numeric ? std::to_string(n_numeric) + " numeric option" + (n_numeric > 1 ? "s" : "")
+                     : "no numeric options";
   });
 }
 
 // ---- ffn and norm: x (rows, C) -> (rows, C) ----------------------------------------------
 
 template <class Base>
-void check_rowwise(Checker& ck, const Subject& s, int64_t C, int64_t rows, float x_std, float param_std, bool both_bias) {
+void check_rowwise(Checker& ck, const Subject& s, int64_t C, int64_t rows, float x_std,
+                   float param_std, bool both_bias) {
   auto run = [&](Base& m, const std::vector<float>& x) {
     Graph g;
     Var y = m.forward(g, g.constant(x.data(), rows, C));
@@ -195,19 +216,23 @@ void check_rowwise(Checker& ck, const Subject& s, int64_t C, int64_t rows, float
   std::vector<bool> biases = both_bias ? std::vector<bool>{false, true} : std::vector<bool>{true};
   for (bool bias : biases) {
     const ModelDims d = small_dims(C, 2, 16, bias);
-    const std::string tag = both_bias ? std::string(" [model.bias ") + (bias ? "true]" : "false]") : "";
-    ck.run("builds; output (rows, C) = (" + std::to_string(rows) + ", " + std::to_string(C) + "), finite" + tag, [&](std::string& note) {
-      auto a = build<Base>(s.options, path_of(s.family), d);
-      expect_finite(run(*a.obj, x), "the output");
-      note = std::to_string(a.store->count()) + " parameters";
-    });
-    ck.run("deterministic: same input, same output; same seed, same parameters" + tag, [&](std::string&) {
-      auto a = build<Base>(s.options, path_of(s.family), d);
-      auto b = build<Base>(s.options, path_of(s.family), d);
-      const auto ya = run(*a.obj, x);
-      expect(ya == run(*a.obj, x), "two calls on the same input differ");
-      expect(ya == run(*b.obj, x), "two instances built with the same seed differ");
-    });
+    const std::string tag =
+        both_bias ? std::string(" [model.bias ") + (bias ? "true]" : "false]") : "";
+    ck.run("builds; output (rows, C) = (" + std::to_string(rows) + ", " + std::to_string(C) +
+               "), finite" + tag,
+           [&](std::string& note) {
+             auto a = build<Base>(s.options, path_of(s.family), d);
+             expect_finite(run(*a.obj, x), "the output");
+             note = std::to_string(a.store->count()) + " parameters";
+           });
+    ck.run("deterministic: same input, same output; same seed, same parameters" + tag,
+           [&](std::string&) {
+             auto a = build<Base>(s.options, path_of(s.family), d);
+             auto b = build<Base>(s.options, path_of(s.family), d);
+             const auto ya = run(*a.obj, x);
+             expect(ya == run(*a.obj, x), "two calls on the same input differ");
+             expect(ya == run(*b.obj, x), "two instances built with the same seed differ");
+           });
     ck.run("gradients by finite differences (parameters and input)" + tag, [&](std::string& note) {
       auto a = build<Base>(s.options, path_of(s.family), d);
       randomize(*a.store, 5, param_std);

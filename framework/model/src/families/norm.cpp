@@ -6,9 +6,12 @@
 namespace ablate::conformance {
 namespace {
 
-void check_norm(Checker& ck, const Subject& s) { check_rowwise<Norm>(ck, s, 10, 5, 2.0f, 1.0f, false); }
+void check_norm(Checker& ck, const Subject& s) {
+  check_rowwise<Norm>(ck, s, 10, 5, 2.0f, 1.0f, false);
+}
 
-const char* kTemplate = R"TPL(// @NAME@: a normalisation variant for ablate (family "norm"), from `ablate plugin new norm @NAME@`.
+const char* kTemplate =
+    R"TPL(// @NAME@: a normalisation variant for ablate (family "norm"), from `ablate plugin new norm @NAME@`.
 // As generated: RMSNorm (Zhang & Sennrich 2019): x / sqrt(mean(x^2) + eps) * gain.
 // x (B*T, C) -> (B*T, C); gain (1, C). Placement (pre/post) is the model's business.
 #include <string>

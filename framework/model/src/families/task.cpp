@@ -53,27 +53,34 @@ void check_task(Checker& ck, const Subject& s) {
   ScratchDir dir;
   std::ostringstream printed;
   bool written = false;
-  ck.run("write_data: train and test files (train_count 200, test_count 20, seed); test distinct, none in train; "
-         "the same seed writes the same files",
-         [&](std::string& note) {
-           auto t = build<Task>(s.options, "task", d);
-           for (const auto& [tag, seed] : std::vector<std::pair<std::string, int64_t>>{{"a", 5}, {"b", 5}}) {
-             const Options o = flags(dir, tag, seed);
-             t->write_data(o, printed);
-             o.check_unused();
-           }
-           const auto train = file_lines(dir / "a_train.txt"), test = file_lines(dir / "a_test.txt");
-           expect(!train.empty() && !test.empty(), "an empty file: " + std::to_string(train.size()) + " training and " +
-                                                       std::to_string(test.size()) + " test lines");
-           const std::unordered_set<std::string> tr(train.begin(), train.end()), te(test.begin(), test.end());
-           expect(te.size() == test.size(), "the test file repeats a problem");
-           for (const auto& l : test) expect(!tr.count(l), "test problem '" + l + "' is also in the training file");
-           expect(train == file_lines(dir / "b_train.txt") && test == file_lines(dir / "b_test.txt"),
-                  "two calls with the same seed wrote different files");
-           expect(!printed.str().empty(), "write_data printed nothing; say what was written");
-           written = true;
-           note = std::to_string(train.size()) + " training, " + std::to_string(test.size()) + " test lines";
-         });
+  ck.run(
+      "write_data: train and test files (train_count 200, test_count 20, seed); test distinct, "
+      "none in train; "
+      "the same seed writes the same files",
+      [&](std::string& note) {
+        auto t = build<Task>(s.options, "task", d);
+        for (const auto& [tag, seed] :
+             std::vector<std::pair<std::string, int64_t>>{{"a", 5}, {"b", 5}}) {
+          const Options o = flags(dir, tag, seed);
+          t->write_data(o, printed);
+          o.check_unused();
+        }
+        const auto train = file_lines(dir / "a_train.txt"), test = file_lines(dir / "a_test.txt");
+        expect(!train.empty() && !test.empty(), "an empty file: " + std::to_string(train.size()) +
+                                                    " training and " + std::to_string(test.size()) +
+                                                    " test lines");
+        const std::unordered_set<std::string> tr(train.begin(), train.end()),
+            te(test.begin(), test.end());
+        expect(te.size() == test.size(), "the test file repeats a problem");
+        for (const auto& l : test)
+          expect(!tr.count(l), "test problem '" + l + "' is also in the training file");
+        expect(train == file_lines(dir / "b_train.txt") && test == file_lines(dir / "b_test.txt"),
+               "two calls with the same seed wrote different files");
+        expect(!printed.str().empty(), "write_data printed nothing; say what was written");
+        written = true;
+        note = std::to_string(train.size()) + " training, " + std::to_string(test.size()) +
+               " test lines";
+      });
   ck.run("write_data documents its options (ablate data TASK --help)", [&](std::string& note) {
     auto t = build<Task>(s.options, "task", d);
     Options o = Options::describe("");
@@ -81,44 +88,58 @@ void check_task(Checker& ck, const Subject& s) {
     t->write_data(o, ignored);
     size_t standard = 0;
     for (const OptionDoc& doc : o.docs())
-      for (const char* k : {"train", "test", "train_count", "test_count", "seed"}) standard += doc.key == k ? 1 : 0;
-    expect(standard == 5, "in describe mode write_data should read train, test, train_count, test_count and seed");
+      for (const char* k : {"train", "test", "train_count", "test_count", "seed"})
+        standard += doc.key == k ? 1 : 0;
+    expect(standard == 5,
+           "in describe mode write_data should read train, test, train_count, test_count and seed");
     note = std::to_string(o.docs().size()) + " options";
   });
   if (!written) return;
-  ck.run("evaluator on the test file: named metrics, the same on repeated calls (but *_per_s timings), a one-line summary", [&](std::string& note) {
-    auto t = build<Task>(s.options, "task", d);
-    std::string text;
-    for (const auto& l : file_lines(dir / "a_train.txt")) text += l + "\n";
-    YAML::Node tn;
-    tn["type"] = family(Tokenizer::kFamily).default_variant;
-    auto tok = build<Tokenizer>(tn, "tokenizer", d);
-    tok->fit(text);
-    Model model(options_from_yaml("{d_model: 16, n_heads: 2, n_layers: 1, context: 64}", "model"), tok->vocab_size(), 1);
-    YAML::Node en = YAML::Clone(s.options);
-    en["data"] = dir / "a_test.txt";
-    Options eo(en, std::make_shared<ConfigSource>(), "eval.0");
-    ParamStore none;
-    std::unique_ptr<Evaluator> ev = t->evaluator(eo, BuildContext{d, ParamScope(none, ""), 1});
-    eo.check_unused({"type"});
-    expect(ev != nullptr, "evaluator() returned null");
-    EvalContext ctx{model, *tok.obj, 10, true, 1, dir.path};
-    const auto r1 = ev->evaluate(ctx), r2 = ev->evaluate(ctx);
-    expect(!r1.empty(), "no metrics");
-    expect(r1.size() == r2.size(), "the number of columns changes between calls");
-    for (size_t i = 0; i < r1.size(); ++i) {
-      expect(!r1[i].first.empty() && r1[i].first == r2[i].first, "column " + std::to_string(i) + " has no name or changes name");
-      const bool timing = r1[i].first.size() > 6 && r1[i].first.compare(r1[i].first.size() - 6, 6, "_per_s") == 0;
-      const bool same = r1[i].second == r2[i].second || (std::isnan(r1[i].second) && std::isnan(r2[i].second));
-      expect(same || timing, "metric '" + r1[i].first + "' differs between two identical calls (only timings, named *_per_s, may)");
-    }
-    const std::string line = ev->summary(r1);
-    expect(!line.empty() && line.find('\n') == std::string::npos, "summary() should be one non-empty line, got '" + line + "'");
-    note = std::to_string(r1.size()) + " metrics; untrained: " + line;
-  });
+  ck.run(
+      "evaluator on the test file: named metrics, the same on repeated calls (but *_per_s "
+      "timings), a one-line summary",
+      [&](std::string& note) {
+        auto t = build<Task>(s.options, "task", d);
+        std::string text;
+        for (const auto& l : file_lines(dir / "a_train.txt")) text += l + "\n";
+        YAML::Node tn;
+        tn["type"] = family(Tokenizer::kFamily).default_variant;
+        auto tok = build<Tokenizer>(tn, "tokenizer", d);
+        tok->fit(text);
+        Model model(
+            options_from_yaml("{d_model: 16, n_heads: 2, n_layers: 1, context: 64}", "model"),
+            tok->vocab_size(), 1);
+        YAML::Node en = YAML::Clone(s.options);
+        en["data"] = dir / "a_test.txt";
+        Options eo(en, std::make_shared<ConfigSource>(), "eval.0");
+        ParamStore none;
+        std::unique_ptr<Evaluator> ev = t->evaluator(eo, BuildContext{d, ParamScope(none, ""), 1});
+        eo.check_unused({"type"});
+        expect(ev != nullptr, "evaluator() returned null");
+        EvalContext ctx{model, *tok.obj, 10, true, 1, dir.path};
+        const auto r1 = ev->evaluate(ctx), r2 = ev->evaluate(ctx);
+        expect(!r1.empty(), "no metrics");
+        expect(r1.size() == r2.size(), "the number of columns changes between calls");
+        for (size_t i = 0; i < r1.size(); ++i) {
+          expect(!r1[i].first.empty() && r1[i].first == r2[i].first,
+                 "column " + std::to_string(i) + " has no name or changes name");
+          const bool timing = r1[i].first.size() > 6 &&
+                              r1[i].first.compare(r1[i].first.size() - 6, 6, "_per_s") == 0;
+          const bool same = r1[i].second == r2[i].second ||
+                            (std::isnan(r1[i].second) && std::isnan(r2[i].second));
+          expect(same || timing,
+                 "metric '" + r1[i].first +
+                     "' differs between two identical calls (only timings, named *_per_s, may)");
+        }
+        const std::string line = ev->summary(r1);
+        expect(!line.empty() && line.find('\n') == std::string::npos,
+               "summary() should be one non-empty line, got '" + line + "'");
+        note = std::to_string(r1.size()) + " metrics; untrained: " + line;
+      });
 }
 
-const char* kTemplate = R"TPL(// @NAME@: a task for ablate (family "task"), from `ablate plugin new task @NAME@`.
+const char* kTemplate =
+    R"TPL(// @NAME@: a task for ablate (family "task"), from `ablate plugin new task @NAME@`.
 // As generated: reverse a word, "$abc=cba$". `ablate data @NAME@ --train train.txt --test
 // test.txt` writes the data; `eval: [{type: @NAME@, data: test.txt}]` scores a model during
 // training, `ablate eval RUN --task @NAME@ --data test.txt` afterwards.
@@ -223,7 +244,8 @@ std::vector<std::pair<std::string, std::vector<OptionDoc>>> task_options(void* v
     t.evaluator(eval, BuildContext{ModelDims{}, ParamScope(none, ""), 0});
   } catch (const std::exception&) {
   }
-  return {{"ablate data flags (--key-name value)", data.docs()}, {"evaluator options (eval entry, ablate eval flags)", eval.docs()}};
+  return {{"ablate data flags (--key-name value)", data.docs()},
+          {"evaluator options (eval entry, ablate eval flags)", eval.docs()}};
 }
 
 [[maybe_unused]] const bool registered = register_family([] {
@@ -231,7 +253,9 @@ std::vector<std::pair<std::string, std::vector<OptionDoc>>> task_options(void* v
   d.name = Task::kFamily;
   d.key = "eval";
   d.list = true;
-  d.summary = "data of its own (ablate data TASK) and scoring (eval: [{type: TASK}], ablate eval --task TASK)";
+  d.summary =
+      "data of its own (ablate data TASK) and scoring (eval: [{type: TASK}], ablate eval --task "
+      "TASK)";
   d.checks = &check_task;
   d.template_summary = "reverse a word";
   d.template_source = kTemplate;

@@ -24,13 +24,15 @@ using WordCounts = std::vector<std::pair<std::string, uint64_t>>;
 
 // The words of `text`: the parts between occurrences of the special tokens, each cut into
 // pieces as GPT-2's pre-tokenizer cuts it. Single-threaded; see count_corpus_words for files.
-WordCounts count_words(std::string_view text, const std::vector<std::string>& specials = {"<|endoftext|>"});
+WordCounts count_words(std::string_view text,
+                       const std::vector<std::string>& specials = {"<|endoftext|>"});
 
 struct BpeCorpusOptions {
-  std::vector<std::string> inputs;  // files, directories (their files, recursively) or globs; .gz, .zst
-  std::string field = "text";       // JSONL (.jsonl, .ndjson): the field that holds a document's text
+  std::vector<std::string>
+      inputs;                  // files, directories (their files, recursively) or globs; .gz, .zst
+  std::string field = "text";  // JSONL (.jsonl, .ndjson): the field that holds a document's text
   std::vector<std::string> specials = {"<|endoftext|>"};
-  bool quiet = false;               // no progress on stderr
+  bool quiet = false;  // no progress on stderr
 };
 
 struct CorpusCount {
@@ -49,7 +51,7 @@ CorpusCount count_corpus_words(const BpeCorpusOptions& opt);
 // A byte-level BPE vocabulary: ids 0-255 are the bytes in GPT-2's order (its encoder.json's
 // first 256 ids), then one token per merge (merge k makes id 256 + k), then the specials.
 struct ByteBpe {
-  std::vector<std::string> tokens;                 // id -> bytes (a special token: its text)
+  std::vector<std::string> tokens;                  // id -> bytes (a special token: its text)
   std::vector<std::pair<int32_t, int32_t>> merges;  // rank -> the two ids it joins
   std::vector<std::string> specials;
   int32_t first_special() const { return static_cast<int32_t>(tokens.size() - specials.size()); }
@@ -58,8 +60,10 @@ struct ByteBpe {
 // Learns merges from `words` until the vocabulary (256 bytes, the merges and the specials) has
 // vocab_size tokens, or no pair occurs min_frequency times. `progress` (optional) is called
 // now and then with the merges made so far.
-ByteBpe learn_byte_bpe(const WordCounts& words, int64_t vocab_size, const std::vector<std::string>& specials = {"<|endoftext|>"},
-                       uint64_t min_frequency = 2, const std::function<void(size_t)>& progress = {});
+ByteBpe learn_byte_bpe(const WordCounts& words, int64_t vocab_size,
+                       const std::vector<std::string>& specials = {"<|endoftext|>"},
+                       uint64_t min_frequency = 2,
+                       const std::function<void(size_t)>& progress = {});
 
 // The vocabulary as a Hugging Face tokenizer.json (GPT-2's layout: no normalizer, ByteLevel
 // pre-tokenizer, post-processor and decoder, model BPE with vocab and merges "a b" in GPT-2's

@@ -42,7 +42,8 @@ struct LineWeights {
     bool active(int64_t step) const { return step >= from && (until < 0 || step <= until); }
   };
   std::vector<Rule> rules;
-  std::vector<std::vector<int64_t>> groups;  // training line indices by the mask of rules they match
+  std::vector<std::vector<int64_t>>
+      groups;  // training line indices by the mask of rules they match
   bool active(int64_t step) const;
   // Fills w (one entry per group) with a line's weight at `step`; returns the groups' total mass.
   double group_weights(int64_t step, double* w) const;
@@ -57,17 +58,17 @@ struct ShardSplit {
 };
 
 struct TextData {
-  std::string path;                 // the resolved file (shards: the directory, or the two patterns)
-  std::string sha256;               // of the whole file (hex), recorded in the run file; shards: of their
-                                    // names, sizes and first and last 64 KiB (a fingerprint, not the whole)
+  std::string path;    // the resolved file (shards: the directory, or the two patterns)
+  std::string sha256;  // of the whole file (hex), recorded in the run file; shards: of their
+                       // names, sizes and first and last 64 KiB (a fingerprint, not the whole)
   std::string train_text, val_text;
   std::vector<int32_t> train, val;  // token ids
   bool line_windows = false;        // windows: lines
   bool pad_lines = false;           // fill: pad (else pack)
   int32_t pad_input = 0;            // input id of padded positions (the tokenizer's pad_id, else 0)
   std::vector<int64_t> train_lines, val_lines;  // token offsets of line starts (line windows)
-  int32_t score_after = -1;         // score_after's token id, or -1: every target scored
-  LineWeights line_weights;         // line_weights (line windows)
+  int32_t score_after = -1;  // score_after's token id, or -1: every target scored
+  LineWeights line_weights;  // line_weights (line windows)
   // Token shards (data.shards, data.train/val): train, val and the texts are then empty.
   std::shared_ptr<const ShardSplit> train_shards, val_shards;
   bool from_shards() const { return train_shards != nullptr; }
@@ -75,8 +76,8 @@ struct TextData {
   int64_t tokens(bool train) const;
 };
 
-// Reads the `data:` section (path, train_fraction, windows, fill, score_after, line_weights), finds and reads the
-// file, fits the tokenizer on the training part and encodes both parts. `context` is
+// Reads the `data:` section (path, train_fraction, windows, fill, score_after, line_weights), finds
+// and reads the file, fits the tokenizer on the training part and encodes both parts. `context` is
 // checked against the length of each part (random windows) or of the longest line (line
 // windows: with windows: lines the split falls on a line boundary and each line is
 // encoded on its own).
@@ -87,8 +88,8 @@ struct TextData {
 // id must lie below its vocabulary (checked here, before any training).
 // A section with a named dataset (dataset: NAME, align; datasets.hpp) prepares it on first
 // use and reads its split files as text, or with a ready-made tokenizer its token shards.
-TextData load_text_data(const Options& data_opts, const std::string& yaml_dir, Tokenizer& tok, int64_t context,
-                        bool fit = true);
+TextData load_text_data(const Options& data_opts, const std::string& yaml_dir, Tokenizer& tok,
+                        int64_t context, bool fit = true);
 
 // While a DataMemo lives, load_shared_text_data gives the data it loaded last again, without
 // reading or encoding the file, to an experiment whose data section, file (path, size,
@@ -105,16 +106,18 @@ class DataMemo {
 
 // load_text_data's data, shared: the DataMemo's when one lives and holds this data, else read.
 // `tokenizer_key` tells tokenizers apart (their type and options).
-std::shared_ptr<const TextData> load_shared_text_data(const Options& data_opts, const std::string& yaml_dir, Tokenizer& tok,
-                                                      const std::string& tokenizer_key, int64_t context, bool fit = true);
+std::shared_ptr<const TextData> load_shared_text_data(const Options& data_opts,
+                                                      const std::string& yaml_dir, Tokenizer& tok,
+                                                      const std::string& tokenizer_key,
+                                                      int64_t context, bool fit = true);
 
 // Fills x and y (B*T each) with B windows of the training (train = true) or validation
 // part. Targets that must not count in the loss (padding; with score_after, the tokens of
 // a line up to and including that token, and a line's first token) are -1.
 // `step` (1-based, training only) selects the line_weights rules in force; -1 (evaluation,
 // estimates): every line equally likely.
-void sample_batch(const TextData& data, bool train, int64_t B, int64_t T, Rng& rng, int32_t* x, int32_t* y,
-                  int64_t step = -1);
+void sample_batch(const TextData& data, bool train, int64_t B, int64_t T, Rng& rng, int32_t* x,
+                  int32_t* y, int64_t step = -1);
 
 // The whole training or validation part in consecutive windows (train.eval_full): window w of
 // a stream (the tokens, or one shard) has inputs t[wT : wT+T] and targets t[wT+1 : wT+T+1],
@@ -123,6 +126,7 @@ void sample_batch(const TextData& data, bool train, int64_t B, int64_t T, Rng& r
 int64_t consecutive_windows(const TextData& data, bool train, int64_t T);
 // Fills x and y (B*T each) with windows first .. first+B-1 (rows past the last window: inputs
 // 0, targets -1).
-void consecutive_batch(const TextData& data, bool train, int64_t first, int64_t B, int64_t T, int32_t* x, int32_t* y);
+void consecutive_batch(const TextData& data, bool train, int64_t first, int64_t B, int64_t T,
+                       int32_t* x, int32_t* y);
 
 }  // namespace ablate

@@ -19,7 +19,8 @@ class Sha256 {
   std::string hex();
 
  private:
-  uint32_t h_[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+  uint32_t h_[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                    0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
   unsigned char buf_[64] = {};
   size_t used_ = 0;
   uint64_t total_ = 0;
@@ -27,9 +28,9 @@ class Sha256 {
 
 // Knobs of resolve_data_file; the defaults are what the CLI uses.
 struct DataSearchOptions {
-  std::string cache_dir;              // "" = ~/.cache/ablate/data
-  bool search_source_tree = true;     // <source>/data and <source>/../shared/data
-  int download_timeout_seconds = 300; // whole download, enforced by killing the downloader
+  std::string cache_dir;               // "" = ~/.cache/ablate/data
+  bool search_source_tree = true;      // <source>/data and <source>/../shared/data
+  int download_timeout_seconds = 300;  // whole download, enforced by killing the downloader
 };
 
 // The cache directory: opt.cache_dir, else ~/.cache/ablate/data ("" when there is no home).

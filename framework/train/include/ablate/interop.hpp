@@ -21,12 +21,15 @@ namespace ablate {
 
 // A model from outside ablate's run directories.
 struct ModelFile {
-  std::string path;             // the file or directory, absolute
-  std::string weights;          // its .safetensors file
-  std::string architecture;     // "GPT2LMHeadModel", "LlamaForCausalLM"; "" for ablate's own names
-  std::string config_yaml;      // its seed, tokenizer, objective and model sections (no data): an experiment; "" when unknown
-  std::string resolved_yaml;    // the same with every option's value (what an experiment that starts from it is checked against)
-  std::string tokenizer_state;  // the tokenizer's state written by ablate's export, else "" (the tokenizer reads its files)
+  std::string path;           // the file or directory, absolute
+  std::string weights;        // its .safetensors file
+  std::string architecture;   // "GPT2LMHeadModel", "LlamaForCausalLM"; "" for ablate's own names
+  std::string config_yaml;    // its seed, tokenizer, objective and model sections (no data): an
+                              // experiment; "" when unknown
+  std::string resolved_yaml;  // the same with every option's value (what an experiment that starts
+                              // from it is checked against)
+  std::string tokenizer_state;  // the tokenizer's state written by ablate's export, else "" (the
+                                // tokenizer reads its files)
   std::string tokenizer_from;   // where the tokenizer comes from, for messages
   int64_t vocab_size = -1;      // as config.json gives it (-1: not given)
 };

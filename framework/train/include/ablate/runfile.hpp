@@ -78,9 +78,10 @@ class RunFile {
 struct RunData {
   std::map<std::string, std::string> str_attrs;  // root string attributes
   std::map<std::string, double> num_attrs;       // root numeric scalar attributes
-  std::set<std::string> int_attrs;              // which of them HDF5 stores as integers
-  std::map<std::string, std::map<std::string, std::vector<double>>> tables;  // group -> column -> values
-  std::map<std::string, std::string> texts;      // "samples/final" -> text
+  std::set<std::string> int_attrs;               // which of them HDF5 stores as integers
+  std::map<std::string, std::map<std::string, std::vector<double>>>
+      tables;                                // group -> column -> values
+  std::map<std::string, std::string> texts;  // "samples/final" -> text
 };
 
 // Reads a whole run file. Error "<path>: not an ablate run file (<why>)" when the file

@@ -17,21 +17,22 @@ namespace ablate {
 class Communicator;
 
 struct RunOptions {
-  std::string out_dir;            // overrides output.dir
+  std::string out_dir;  // overrides output.dir
   // A run directory that holds a run (run.h5 or checkpoint.ckpt) is never written over
   // silently: starting there is an error unless one of these says what to do.
-  bool resume = false;            // continue from out_dir/checkpoint.ckpt (an error when there is none)
-  bool overwrite = false;         // delete the run in out_dir (the files ablate writes) and start afresh
-  int64_t extend_to = 0;          // with resume: continue to this step, past the planned end (the lr
-                                  // schedule holds its last value: train.schedule_steps)
+  bool resume = false;     // continue from out_dir/checkpoint.ckpt (an error when there is none)
+  bool overwrite = false;  // delete the run in out_dir (the files ablate writes) and start afresh
+  int64_t extend_to = 0;   // with resume: continue to this step, past the planned end (the lr
+                           // schedule holds its last value: train.schedule_steps)
   bool allow_config_change = false;
-  bool quiet = false;             // no progress line (run.log is written all the same)
+  bool quiet = false;  // no progress line (run.log is written all the same)
   // SIGINT/SIGTERM: finish the step, write a checkpoint, set status `interrupted`; a second
   // signal exits at once. For the CLI (the library leaves handlers alone by default).
   bool handle_signals = false;
-  bool memory_check = true;       // refuse to start when the memory estimate exceeds what is free
-  std::string name;               // run name when the config has none (default: the file's stem)
-  int64_t threads = 0;            // 0: train.threads from the config, else the cores not claimed by other runs
+  bool memory_check = true;  // refuse to start when the memory estimate exceeds what is free
+  std::string name;          // run name when the config has none (default: the file's stem)
+  int64_t threads =
+      0;  // 0: train.threads from the config, else the cores not claimed by other runs
   // Data-parallel ranks (communicator.hpp); null: world(), i.e. MPI_COMM_WORLD under an MPI
   // launcher, else this process alone. Rank 0 alone writes the run file and checkpoints.
   Communicator* comm = nullptr;
@@ -39,12 +40,12 @@ struct RunOptions {
 
 struct RunSummary {
   std::string run_dir;
-  int64_t steps = 0;                     // the last step trained
+  int64_t steps = 0;                    // the last step trained
   double train_loss = 0, val_loss = 0;  // last evaluation
-  double tokens_per_s = 0;               // mean over the run
+  double tokens_per_s = 0;              // mean over the run
   int64_t n_params = 0;
   std::string sample;
-  int interrupted_by = 0;                // the signal that stopped the run (status interrupted), else 0
+  int interrupted_by = 0;  // the signal that stopped the run (status interrupted), else 0
 };
 
 RunSummary run_experiment(const Experiment& exp, const RunOptions& ro = {});
@@ -55,18 +56,21 @@ struct MemoryEstimate {
   // Bytes: parameters, their gradients, optimizer state, activations kept for backward at
   // train.batch_size (measured: a forward and backward pass at batch 1 and 2, extrapolated
   // linearly), and the rest of the process (data, code, libraries: its resident size).
-  double params = 0, grads = 0, optimizer = 0, activations = 0, activations_per_sequence = 0, other = 0;
+  double params = 0, grads = 0, optimizer = 0, activations = 0, activations_per_sequence = 0,
+         other = 0;
   // train.precision bf16: the bf16 copies of the weights that the matrix products read.
   double param_copies = 0;
   double total() const { return params + grads + optimizer + activations + other + param_copies; }
 };
 struct ExperimentInfo {
   std::string name, out_dir;
-  int64_t n_params = 0, vocab_size = 0, steps = 0, tokens_per_step = 0, batch_size = 0, grad_accum = 0, context = 0;
+  int64_t n_params = 0, vocab_size = 0, steps = 0, tokens_per_step = 0, batch_size = 0,
+          grad_accum = 0, context = 0;
   double flops_per_token = 0;  // training (forward + backward)
   MemoryEstimate memory;       // filled when asked for
 };
-ExperimentInfo describe_experiment(const Experiment& exp, const RunOptions& ro = {}, bool estimate_memory = false);
+ExperimentInfo describe_experiment(const Experiment& exp, const RunOptions& ro = {},
+                                   bool estimate_memory = false);
 // Empty when the estimate fits in the memory this process can still use (machine.hpp:
 // memory_room), else the error: the figures and the options that lower them.
 std::string memory_shortfall(const MemoryEstimate& m, int64_t batch_size, int64_t grad_accum);
