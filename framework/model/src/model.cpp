@@ -92,7 +92,7 @@ Model::Model(const Options& o, int64_t vocab_size, uint64_t seed,
   dims_.bias = o.get<bool>("bias", false, "biases in linear layers");
   dims_.dropout = o.get_in<float>("dropout", 0.0f, 0.0f, 0.99f,
                                   "dropout probability on embeddings and residual branches");
-  tie_embeddings_ =
+  const bool tie_embeddings =
       o.get<bool>("tie_embeddings", false, "LM head shares the token embedding matrix");
   bool head_bias = o.get<bool>("head_bias", dims_.bias, "bias on the LM head");
   if (dims_.d_model % dims_.n_heads != 0)
@@ -144,9 +144,12 @@ Model::Model(const Options& o, int64_t vocab_size, uint64_t seed,
       parts.norm_opts.get<bool>("final", blocks_.back()->final_norm(),
                                 "a norm before the LM head (default: as the last block says)");
   if (final_norm) final_norm_ = reg.create<Norm>(parts.norm_opts, ctx("final_norm.", -1));
-  if (!tie_embeddings_)
-    head_w_ = &params_.add("head.weight", dims_.d_model, vocab_size, Role::kHead);
-  if (head_bias) head_b_ = &params_.add("head.bias", 1, vocab_size, Role::kBias);
+  // The LM head (model.head): its bias follows model.head_bias, and it reads the token
+  // embedding when tied to it. Its parameters come last ("head.weight", "head.bias").
+  BuildContext head_ctx = ctx("head.", -1);
+  head_ctx.dims.bias = head_bias;
+  head_ctx.tied_embedding = tie_embeddings ? tok_emb_ : nullptr;
+  head_ = reg.create<Head>(family_options(o, Head::kFamily), head_ctx);
   // Values by role, drawn in creation order: the init variant (model.init) decides them.
   initialise(params_,
              *reg.create<Initializer>(family_options(o, Initializer::kFamily), ctx("", -1)));
@@ -232,9 +235,7 @@ Var Model::forward_on(Graph& g, const ForwardArgs& a) {
     x = blocks_[l]->forward(g, x, in);
   }
   if (final_norm_) x = final_norm_->forward(g, x);
-  Var bias = head_b_ ? g.param(*head_b_) : Var{};
-  if (tie_embeddings_) return linear(g, x, g.param(*tok_emb_), bias, /*transpose_w=*/true);
-  return linear(g, x, g.param(*head_w_), bias);
+  return head_->forward(g, x);  // (B*T, V)
 }
 
 }  // namespace ablate

@@ -1,8 +1,8 @@
 // A GPT assembled from plugins: token embedding, positional encoding, N blocks (block
 // family: prenorm, postnorm, parallel, ...; each builds its attention, FFN and norms from
-// model.attention, model.ffn, model.norm), optional final norm, LM head (optionally tied
-// to the embedding). Configured by the `model:` section; model.block chooses the block of
-// every layer, model.blocks one per layer (docs/MODELS.md).
+// model.attention, model.ffn, model.norm), optional final norm, LM head (head family,
+// model.head; optionally tied to the embedding). Configured by the `model:` section; model.block
+// chooses the block of every layer, model.blocks one per layer (docs/MODELS.md).
 #pragma once
 #include <memory>
 #include <string>
@@ -10,6 +10,7 @@
 
 #include "ablate/block.hpp"
 #include "ablate/graph.hpp"
+#include "ablate/head.hpp"
 #include "ablate/options.hpp"
 #include "ablate/plugin.hpp"
 #include "ablate/positional.hpp"
@@ -45,9 +46,9 @@ class Model {
         const std::vector<std::string>& vocab = {});
   ~Model();
 
-  // logits (B*T, V). Decoding (caches, at most 4 rows) runs on two threads at once, each
-  // calling the plugins' forward on a graph of its own: plugins must not change shared
-  // state in forward (docs/PLUGINS.md).
+  // logits (B*T, V), from the model's head. Decoding (caches, at most 4 rows) runs on two threads
+  // at once, each calling the plugins' forward on a graph of its own: plugins must not change
+  // shared state in forward (docs/PLUGINS.md).
   Var forward(Graph& g, const ForwardArgs& args);
 
   std::vector<KVCache> make_caches(int64_t batch, int64_t capacity) const;
@@ -66,20 +67,18 @@ class Model {
   PositionalEncoding& positional() { return *positional_; }
   const std::string& positional_type() const { return positional_type_; }  // its registered name
   const Tensor& token_embedding() const { return tok_emb_->value; }
-  const Tensor* lm_head_weight() const { return head_w_ ? &head_w_->value : nullptr; }
+  const Tensor* lm_head_weight() const { return head_->weight(); }
 
  private:
   class Parts;
   ModelDims dims_;
   ParamStore params_;
-  bool tie_embeddings_ = false;
   Parameter* tok_emb_ = nullptr;
-  Parameter* head_w_ = nullptr;
-  Parameter* head_b_ = nullptr;
   std::unique_ptr<PositionalEncoding> positional_;
   std::string positional_type_;
   std::vector<std::unique_ptr<Block>> blocks_;
   std::unique_ptr<Norm> final_norm_;
+  std::unique_ptr<Head> head_;
   int64_t position_params_ = 0;
   std::unique_ptr<Graph> team_graph_;  // the second decoding rank's (forward)
 

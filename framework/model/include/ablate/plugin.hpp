@@ -32,7 +32,8 @@ namespace ablate {
 //   7: BuildContext::vocab (the tokens' texts); PosContext::ids and ::prefix (positions
 //      that depend on the tokens, e.g. place_value).
 //   8: Tokenizer::eot_id() and ::pretrained(). EvalContext::token_bytes (each id's bytes of
-//      raw text, for bits per byte; ablate::byte_loss in evaluator.hpp).
+//      raw text, for bits per byte; ablate::byte_loss in evaluator.hpp). The head family
+//      (head.hpp: the LM head, model.head) and BuildContext::tied_embedding.
 constexpr int kPluginApiVersion = 8;
 
 // Model sizes a plugin may need. `layer` is the block index (-1 outside blocks).
@@ -62,6 +63,9 @@ struct BuildContext {
   // adds), vocab_size of them, or null where no tokenizer is known (a benchmark, a probe).
   // Valid while the constructor runs: copy what you need.
   const std::vector<std::string>* vocab = nullptr;
+  // For the LM head (head.hpp): the token embedding (V, C) when model.tie_embeddings ties the
+  // head to it; null otherwise, and for every other family.
+  Parameter* tied_embedding = nullptr;
 };
 
 using PluginCreateFn = void* (*)(const Options&, const BuildContext&);
