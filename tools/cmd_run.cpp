@@ -11,6 +11,7 @@
 #include "ablate/checkpoint.hpp"
 #include "ablate/communicator.hpp"
 #include "ablate/machine.hpp"
+#include "ablate/run_dir.hpp"
 #include "ablate/runfile.hpp"
 #include "ablate/trainer.hpp"
 #include "commands.hpp"
@@ -20,11 +21,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool is_run_dir(const fs::path& d) {
-  std::error_code ec;
-  return fs::is_regular_file(ablate::run_file_path(d.string()), ec) ||
-         fs::is_regular_file(ablate::checkpoint_path(d.string()), ec);
-}
+bool is_run_dir(const fs::path& d) { return ablate::RunDir(d.string()).holds_run(); }
 
 // What the run directory recorded about where its experiment came from (empty if unknown).
 void recorded(const std::string& dir, std::string& exp_dir, std::string& name) {
@@ -61,7 +58,7 @@ ablate::Experiment load_target(const std::string& target, const std::vector<std:
     std::string config;
     if (fs::exists(ablate::checkpoint_path(target)))
       config = ablate::read_checkpoint(ablate::checkpoint_path(target)).texts["config"];
-    if (config.empty()) config = read_text((fs::path(target) / "config.yaml").string());
+    if (config.empty()) config = read_text(ablate::RunDir(target).config());
     if (ro.out_dir.empty()) ro.out_dir = target;
     if (ro.name.empty()) ro.name = name;
     return ablate::Experiment::parse(config, target + " (its saved config)",
@@ -241,8 +238,11 @@ int cmd_run(const std::vector<std::string>& args) {
                                     std::to_string(ro.extend_to));
     ro.resume = true;
   }
-  if (ro.resume && ro.overwrite)
-    throw ablate::cli::UsageError("--resume and --overwrite exclude each other");
+  try {
+    ablate::StartFlags{ro.resume, ro.overwrite, ro.extend_to}.check();
+  } catch (const ablate::Error& e) {
+    throw ablate::cli::UsageError(e.what());
+  }
   const std::string target = vm["experiment"].as<std::string>();
   if (vm.count("fork") && ro.resume)
     throw ablate::cli::UsageError("--fork starts a new run: it excludes --resume and --extend-to");

@@ -43,12 +43,15 @@ void print_dry_run(const ablate::Sweep& s, const std::vector<ablate::PointCheck>
     const double flops = c.info.flops_per_token * static_cast<double>(c.info.tokens_per_step) *
                          static_cast<double>(c.info.steps);
     total += flops;
-    std::string state = c.state.status == "missing" ? "-" : c.state.status;
-    if (!c.changes.empty() && c.state.status != "done") state += " (other config: starts afresh)";
-    else if (c.state.status != "done" && c.state.status != "unreadable" &&
-             ablate::point_resumes(p.run_dir, c.changes))
-      state += " (resumes)";
-    else if (!ablate::kept_aside_suffix(p.run_dir, c.state).empty())
+    const bool done = c.state.status == ablate::RunStatus::done;
+    std::string state =
+        c.state.status == ablate::RunStatus::missing ? "-" : ablate::status_name(c.state.status);
+    const ablate::StartMode start =
+        done ? ablate::StartMode::skip
+             : ablate::RunDir(p.run_dir).plan_point(c.state, c.changes).mode;
+    if (!c.changes.empty() && !done) state += " (other config: starts afresh)";
+    else if (start == ablate::StartMode::resume) state += " (resumes)";
+    else if (start == ablate::StartMode::keep_aside)
       state += " (no checkpoint: starts afresh, keeps its files aside)";
     rows.push_back({std::to_string(p.index), p.id, std::to_string(c.info.n_params),
                     si(c.info.flops_per_token), std::to_string(c.info.tokens_per_step),
@@ -67,7 +70,7 @@ void print_dry_run(const ablate::Sweep& s, const std::vector<ablate::PointCheck>
     std::cout << line << "\n";
   }
   size_t done = 0;
-  for (const auto& c : checks) done += c.state.status == "done";
+  for (const auto& c : checks) done += c.state.status == ablate::RunStatus::done;
   const size_t nv = s.variants.empty() ? 1 : s.variants.size();
   const size_t combos = s.points.size() / std::max<size_t>(1, nv * s.seeds.size());
   std::vector<std::string> dims;

@@ -124,7 +124,7 @@ sweep:
   CHECK((seen.count(" pending ") || seen.count(" running ")));  // Slurm's view while it ran
   ablate::Sweep s = ablate::load_sweep(d / "sweep.yaml", d / "out");
   for (const auto& p : s.points) {
-    CHECK_MESSAGE(ablate::run_state(p.run_dir).status == "done", p.run_dir);
+    CHECK_MESSAGE(ablate::run_state(p.run_dir).status == ablate::RunStatus::done, p.run_dir);
     CHECK(fs::exists(d / ("out/logs/slurm-" + job + "_" + std::to_string(p.index) + ".log")));
     CHECK(st.find(job + "_" + std::to_string(p.index)) != std::string::npos);
   }

@@ -262,7 +262,7 @@ sweep:
   CHECK(checks[0].info.n_params < checks[2].info.n_params);
   CHECK(checks[0].info.flops_per_token > 0);
   CHECK(checks[0].info.tokens_per_step == 2 * 16);
-  CHECK(checks[0].state.status == "missing");
+  CHECK(checks[0].state.status == ablate::RunStatus::missing);
   CHECK(checks[0].config.find("d_model: 32") != std::string::npos);
   CHECK(!fs::exists(d / "out"));  // validation writes nothing
 }
@@ -356,7 +356,7 @@ sweep:
     CHECK(fs::exists(d / ("out/logs/" + std::string(id) + ".log")));
   }
   auto broken = ablate::run_state(d / "out/runs/broken-seed1");
-  CHECK(broken.status == "failed");
+  CHECK(broken.status == ablate::RunStatus::failed);
   CHECK(broken.error.find("not finite") != std::string::npos);
   CHECK(fs::exists(d / "out/manifest.yaml"));
   // Same seed index, same seed: the pairs of the comparison share data order and init.
@@ -559,7 +559,7 @@ TEST_CASE("sweep/a killed point is recorded as failed and resumes from its check
   CAPTURE(res.output);
   REQUIRE(res.status == 1);
   auto st = ablate::run_state(d / "out/runs/seed3");
-  CHECK(st.status == "failed");
+  CHECK(st.status == ablate::RunStatus::failed);
   CHECK(st.error.find("killed by SIGKILL") != std::string::npos);
   CHECK(st.checkpoint);
   // The comparison lists it rather than dropping it.
@@ -592,7 +592,7 @@ TEST_CASE(
         std::string::npos);
   CHECK(res.output.find("failed: point") == std::string::npos);
   auto st = ablate::run_state(d / "out/runs/seed3");
-  CHECK(st.status == "interrupted");
+  CHECK(st.status == ablate::RunStatus::interrupted);
   CHECK(st.checkpoint);
   CHECK(ablate::test::read_file(d / "out/sweep.log").find("stopped point 0 (seed3)") !=
         std::string::npos);
@@ -617,12 +617,12 @@ TEST_CASE(
   TempDir d;
   REQUIRE(sweep_stopped_by_ctrl_c(d).status == 130);
   const auto before = ablate::run_state(d / "out/runs/seed3");
-  REQUIRE(before.status == "interrupted");
+  REQUIRE(before.status == ablate::RunStatus::interrupted);
   REQUIRE(before.last_step > 0);
   // The weights are gone (as in a copy of results/ without them: checkpoints are not committed).
   fs::remove(d / "out/runs/seed3/checkpoint.ckpt");
   const std::string suffix = ".stopped-at-" + std::to_string(before.last_step);
-  CHECK(ablate::kept_aside_suffix(d / "out/runs/seed3", before) == suffix);
+  CHECK(ablate::RunDir(d / "out/runs/seed3").plan_point(before, {}).aside_suffix == suffix);
 
   auto plan = ablate::test::run_command(ablate_cmd(d, "sweep stop.yaml --dir out --dry-run"));
   CAPTURE(plan.output);
@@ -648,7 +648,7 @@ TEST_CASE(
   CHECK(now.str_attrs.at("status") == "done");
   CHECK(now.tables.at("train").at("step").front() == 10.0);  // from step 0, not resumed
   // A second start-over does not overwrite the first one kept.
-  CHECK(ablate::kept_aside_suffix(d / "out/runs/seed3", before) == suffix + "-2");
+  CHECK(ablate::RunDir(d / "out/runs/seed3").plan_point(before, {}).aside_suffix == suffix + "-2");
 }
 
 TEST_CASE("sweep/a point with a checkpoint runs first, then the others seed by seed") {
@@ -688,10 +688,10 @@ TEST_CASE("sweep/--points runs only the chosen points, the others stay as they a
       ablate_cmd(d, "sweep pick.yaml --dir out --jobs 2 --points 'b-*' -q"));
   CAPTURE(run.output);
   REQUIRE(run.status == 0);
-  CHECK(ablate::run_state(d / "out/runs/b-seed0").status == "done");
-  CHECK(ablate::run_state(d / "out/runs/b-seed1").status == "done");
-  CHECK(ablate::run_state(d / "out/runs/a-seed0").status == "missing");
-  CHECK(ablate::run_state(d / "out/runs/a-seed1").status == "missing");
+  CHECK(ablate::run_state(d / "out/runs/b-seed0").status == ablate::RunStatus::done);
+  CHECK(ablate::run_state(d / "out/runs/b-seed1").status == ablate::RunStatus::done);
+  CHECK(ablate::run_state(d / "out/runs/a-seed0").status == ablate::RunStatus::missing);
+  CHECK(ablate::run_state(d / "out/runs/a-seed1").status == ablate::RunStatus::missing);
   CHECK(run.output.find("2 done, 0 already done") != std::string::npos);
   CHECK(ablate::test::read_file(d / "out/sweep.log")
             .find("4 points (2 chosen with --points: 2-3), 0 already done, 2 to run") !=
@@ -709,7 +709,7 @@ TEST_CASE("sweep/--points runs only the chosen points, the others stay as they a
   auto both =
       ablate::test::run_command(ablate_cmd(d, "sweep pick.yaml --dir out --points 0 --point 0"));
   CHECK(both.status == 2);
-  CHECK(ablate::run_state(d / "out/runs/a-seed0").status == "missing");
+  CHECK(ablate::run_state(d / "out/runs/a-seed0").status == ablate::RunStatus::missing);
   // The progress line counts the chosen points, not the sweep's (a point long enough for a line).
   d.write("slow.yaml",
           "base: tiny.yaml\noverrides: {train.steps: 300, train.eval_every: 300}\n"
@@ -742,7 +742,7 @@ TEST_CASE(
   kill(sweep, SIGKILL);
   kill(pid, SIGKILL);
   job.get();
-  REQUIRE(ablate::run_state(d / "out/runs/seed3").status != "done");
+  REQUIRE(ablate::run_state(d / "out/runs/seed3").status != ablate::RunStatus::done);
   {
     CAPTURE(running.output);
     // "step N/600, MM:SS of training left": the steps the run trains to and the time left at its

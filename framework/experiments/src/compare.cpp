@@ -114,7 +114,7 @@ std::string find_table(const SweepResults& r, const std::string& metric, const s
   }
   auto it = columns.find(metric);
   bool any_done = false;
-  for (const auto& run : r.runs) any_done |= run.state.status == "done";
+  for (const auto& run : r.runs) any_done |= run.state.status == RunStatus::done;
   // Nothing finished yet: no table to learn the metric's from; report every run instead.
   if (it == columns.end() && !any_done) return "eval";
   if (it == columns.end()) {
@@ -156,8 +156,8 @@ std::vector<std::string> run_dirs_of(const std::string& arg) {
     if (fs::is_regular_file(p) && fs::path(p).filename() == "run.h5") {
       dirs.push_back(fs::path(p).has_parent_path() ? fs::path(p).parent_path().string() : ".");
     } else if (fs::is_directory(p) &&
-               (fs::exists(run_file_path(p)) || fs::exists(fs::path(p) / "config.yaml") ||
-                fs::exists(fs::path(p) / "failed.txt"))) {
+               (fs::exists(run_file_path(p)) || fs::exists(RunDir(p).config()) ||
+                fs::exists(RunDir(p).failure_marker()))) {
       // A run directory, also one whose run died before its run file existed: listed as
       // missing or failed, not dropped.
       dirs.push_back(p);
@@ -221,7 +221,7 @@ std::map<std::string, std::string> run_options(const RunData& d) {
 // The number one run gives to a comparison (its final, best or step-N value), or NaN with
 // `why` saying why it gives none (missing, failed, unfinished, no such row, not finite).
 double run_value(const SweepRun& run, const Comparison& c, int64_t at_step, std::string& why) {
-  const std::string& st = run.state.status;
+  const std::string st = status_name(run.state.status);
   if (!run.readable) {
     why = st == "missing"
               ? "missing (not run yet)"
@@ -439,7 +439,7 @@ SweepResults load_sweep_results(const std::string& sweep_dir) {
 
 std::map<std::string, size_t> runs_by_state(const SweepResults& r) {
   std::map<std::string, size_t> counts;
-  for (const SweepRun& run : r.runs) ++counts[run.state.status];
+  for (const SweepRun& run : r.runs) ++counts[status_name(run.state.status)];
   return counts;
 }
 

@@ -149,7 +149,7 @@ std::vector<const SweepRun*> curve_runs(const GroupResult& g) {
   for (const SweepRun* r : g.runs) {
     if (!r->readable) continue;
     any.push_back(r);
-    if (r->state.status == "done") done.push_back(r);
+    if (r->state.status == RunStatus::done) done.push_back(r);
   }
   return done.empty() ? any : done;
 }
@@ -596,9 +596,10 @@ void runs_html(std::ostringstream& o, const SweepResults& r, const Comparison& m
     auto [es, ev] = metric_series(run.data, "eval", "val_loss");
     o << "<tr><td class=\"n\">" << p.index << "</td><td class=\"id\">" << escape(p.id)
       << "</td><td>" << escape(group) << "</td><td class=\"n\">" << p.seed
-      << "</td><td class=\"status-" << escape(run.state.status) << "\">" << escape(run.state.status)
-      << "</td><td class=\"n\">" << (steps.empty() ? "-" : fixed(steps.back(), "%.0f"))
-      << "</td><td class=\"n\">" << (ev.empty() ? "-" : fixed(ev.back())) << "</td><td class=\"n\">"
+      << "</td><td class=\"status-" << escape(status_name(run.state.status)) << "\">"
+      << escape(status_name(run.state.status)) << "</td><td class=\"n\">"
+      << (steps.empty() ? "-" : fixed(steps.back(), "%.0f")) << "</td><td class=\"n\">"
+      << (ev.empty() ? "-" : fixed(ev.back())) << "</td><td class=\"n\">"
       << (run.readable ? fixed(num_attr(run, "n_params"), "%.0f") : "-") << "</td><td>"
       << escape(run.state.error.substr(0, 300)) << "</td></tr>\n";
   }

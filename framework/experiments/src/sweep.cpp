@@ -690,61 +690,6 @@ std::vector<int64_t> select_points(const Sweep& s, const std::string& list) {
   return out;
 }
 
-RunState run_state(const std::string& run_dir) {
-  RunState st;
-  st.checkpoint = fs::exists(checkpoint_path(run_dir));
-  const std::string h5 = run_file_path(run_dir),
-                    marker = (fs::path(run_dir) / "failed.txt").string();
-  auto read_marker = [&] {
-    std::ifstream in(marker);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  };
-  if (!fs::exists(h5)) {
-    st.status = fs::exists(marker) ? "failed" : "missing";
-    if (st.status == "failed") st.error = read_marker();
-    return st;
-  }
-  try {
-    RunData d = read_run_file(h5);
-    auto get = [&](const char* k) {
-      return d.str_attrs.count(k) ? d.str_attrs.at(k) : std::string();
-    };
-    st.status = get("status").empty() ? "running" : get("status");
-    st.error = get("error");
-    st.config = get("config");
-    auto it = d.tables.find("train");
-    if (it != d.tables.end() && it->second.count("step") && !it->second.at("step").empty())
-      st.last_step = static_cast<int64_t>(it->second.at("step").back());
-    if (d.num_attrs.count("cpu_seconds")) st.cpu_seconds = d.num_attrs.at("cpu_seconds");
-    if (d.num_attrs.count("eval_cpu_seconds"))
-      st.eval_cpu_seconds = d.num_attrs.at("eval_cpu_seconds");
-    auto seg = d.tables.find("segments");
-    if (seg != d.tables.end() && seg->second.count("steps") && !seg->second.at("steps").empty())
-      st.total_steps = static_cast<int64_t>(seg->second.at("steps").back());
-    // Time left: steps left x tokens a step / the last logged rate (tokens a step from the
-    // resolved config: batch_size x grad_accum x context).
-    if (st.status == "running" && st.last_step >= 0 && st.total_steps > st.last_step &&
-        it->second.count("tokens_per_s") && it->second.at("tokens_per_s").back() > 0) {
-      try {
-        YAML::Node c = YAML::Load(get("config_resolved"));
-        const double tokens = c["train"]["batch_size"].as<double>() *
-                              c["train"]["grad_accum"].as<double>(1.0) *
-                              c["model"]["context"].as<double>();
-        st.seconds_left =
-            double(st.total_steps - st.last_step) * tokens / it->second.at("tokens_per_s").back();
-      } catch (const YAML::Exception&) {
-        // an older run file without a resolved config: no estimate
-      }
-    }
-  } catch (const Error& e) {
-    st.status = fs::exists(marker) ? "failed" : "unreadable";
-    st.error = fs::exists(marker) ? read_marker() : e.what();
-  }
-  return st;
-}
-
 std::vector<std::string> config_changes(const std::string& recorded_yaml, const Experiment& exp) {
   YAML::Node recorded;
   try {
@@ -773,7 +718,7 @@ std::vector<PointCheck> validate_sweep(const Sweep& s,
       c.config = exp.yaml();
       c.state = run_state(p.run_dir);
       if (!c.state.config.empty()) c.changes = config_changes(c.state.config, exp);
-      if (c.state.status == "done" && !c.changes.empty())
+      if (c.state.status == RunStatus::done && !c.changes.empty())
         changed.push_back(p.run_dir + ": " + join(c.changes, "; "));
     } catch (const Error& e) {
       std::string msg = located_error(p, e.what());
@@ -814,29 +759,6 @@ std::vector<PointCheck> validate_sweep(const Sweep& s,
   return checks;
 }
 
-namespace {
-const char* const kKeptAside[] = {"run.h5", "run.log", "checkpoint.ckpt"};
-}  // namespace
-
-bool point_resumes(const std::string& run_dir, const std::vector<std::string>& changes) {
-  return changes.empty() && fs::exists(checkpoint_path(run_dir)) &&
-         fs::exists(run_file_path(run_dir));
-}
-
-std::string kept_aside_suffix(const std::string& run_dir, const RunState& st) {
-  if (st.status == "done" || st.status == "unreadable" || (st.last_step <= 0 && !st.checkpoint))
-    return "";
-  const std::string base = ".stopped-at-" + std::to_string(std::max<int64_t>(st.last_step, 0));
-  std::string suffix = base;
-  auto taken = [&] {
-    for (const char* f : kKeptAside)
-      if (fs::exists(fs::path(run_dir) / (f + suffix))) return true;
-    return false;
-  };
-  for (int k = 2; taken(); ++k) suffix = base + "-" + std::to_string(k);
-  return suffix;
-}
-
 bool run_point(const Sweep& s, const SweepPoint& p, RunOptions ro) {
   Experiment exp = s.experiment(p);
   ro.out_dir = p.run_dir;
@@ -846,49 +768,26 @@ bool run_point(const Sweep& s, const SweepPoint& p, RunOptions ro) {
     throw ConfigError(located_error(p, e.what()));
   }
   write_manifest(s);
-  RunState st = run_state(p.run_dir);
+  const RunDir dir(p.run_dir);
+  const RunState st = dir.state();
   std::vector<std::string> changes =
       st.config.empty() ? std::vector<std::string>{} : config_changes(st.config, exp);
-  if (st.status == "done") {
-    if (changes.empty()) return false;
-    throw Error(located_error(
-        p, p.run_dir + " holds a finished run of a different config (" + join(changes, "; ") +
-               "). Delete it to rerun, or give the sweep another directory (dir: or --dir)"));
+  StartPlan plan;
+  try {
+    plan = dir.plan_point(st, changes);
+  } catch (const Error& e) {
+    throw Error(located_error(p, e.what()));
   }
-  // Resume what can be resumed; anything else in the directory (another config's run, a
-  // run killed before its first checkpoint, a run file broken by a crash) starts afresh.
-  std::error_code ec;
-  ro.resume = point_resumes(p.run_dir, changes);
-  if (ro.resume) {
-    try {
-      read_run_file(run_file_path(p.run_dir));
-    } catch (const Error&) {
-      // A run file broken by a crash: keep it aside and start the run file afresh.
-      fs::rename(run_file_path(p.run_dir), run_file_path(p.run_dir) + ".unreadable", ec);
-      ro.resume = false;
-    }
-  }
+  if (plan.mode == StartMode::skip) return false;
+  const std::vector<std::string> kept = dir.prepare_point(plan);
+  if (!kept.empty())
+    std::cerr << p.run_dir << ": the earlier run (" << status_name(st.status) << " at step "
+              << std::max<int64_t>(st.last_step, 0) << ") cannot resume ("
+              << (changes.empty() ? "no checkpoint" : "another config: " + join(changes, "; "))
+              << "); starting afresh, its files kept as " << join(kept) << "\n";
+  ro.resume = plan.mode == StartMode::resume;
   ro.overwrite = !ro.resume;
-  if (!ro.resume) {
-    if (const std::string suffix = kept_aside_suffix(p.run_dir, st); !suffix.empty()) {
-      std::vector<std::string> kept;
-      for (const char* f : kKeptAside) {
-        const fs::path from = fs::path(p.run_dir) / f;
-        if (!fs::exists(from)) continue;
-        fs::rename(from, from.string() + suffix, ec);
-        if (ec)
-          throw Error(from.string() + ": cannot keep the earlier run's file aside as " +
-                      from.filename().string() + suffix + " (" + ec.message() +
-                      "); not starting the point over it");
-        kept.push_back(from.filename().string() + suffix);
-      }
-      std::cerr << p.run_dir << ": the earlier run (" << st.status << " at step "
-                << std::max<int64_t>(st.last_step, 0) << ") cannot resume ("
-                << (changes.empty() ? "no checkpoint" : "another config: " + join(changes, "; "))
-                << "); starting afresh, its files kept as " << join(kept) << "\n";
-    }
-  }
-  fs::remove(fs::path(p.run_dir) / "failed.txt", ec);
+  dir.clear_failure();
   try {
     run_experiment(exp, ro);
   } catch (const ConfigError& e) {

@@ -81,30 +81,6 @@ std::string signal_name(int sig) {
   }
 }
 
-// A child that ended without marking its run (killed, crashed, or failed before its run
-// file existed): record the failure in the run file so that compare and report see it;
-// a text marker when even that cannot be written.
-void mark_failed(const SweepPoint& p, const std::string& name, const std::string& config,
-                 const std::string& error) {
-  std::error_code ec;
-  fs::create_directories(p.run_dir, ec);
-  const std::string h5 = run_file_path(p.run_dir);
-  try {
-    bool existed = fs::exists(h5);
-    RunFile rf = existed ? RunFile::open_append(h5) : RunFile::create(h5);
-    if (!existed) {
-      rf.set_attr("name", name);
-      rf.set_attr("config", config);
-    }
-    rf.set_attr("status", "failed");
-    rf.set_attr("error", error);
-    rf.set_attr("finished", now_iso());
-    rf.close();
-  } catch (const std::exception&) {
-    std::ofstream(fs::path(p.run_dir) / "failed.txt") << error << "\n";
-  }
-}
-
 struct Job {
   const SweepPoint* point = nullptr;
   pid_t pid = -1;
@@ -208,7 +184,7 @@ void SweepRun::queue_points() {
   for (const auto& p : s_.points) {
     if (!o_.only.empty() && std::find(o_.only.begin(), o_.only.end(), p.index) == o_.only.end())
       continue;
-    if (checks_[static_cast<size_t>(p.index)].state.status == "done") {
+    if (checks_[static_cast<size_t>(p.index)].state.status == RunStatus::done) {
       result_.skipped.push_back(p.index);
       sweep_log_ << now_iso() << " skip point " << p.index << " (" << p.id << "): done\n";
     } else {
@@ -241,14 +217,13 @@ void SweepRun::launch(const SweepPoint& p) {
   j.point = &p;
   // How the point starts, told before the child moves anything.
   const PointCheck& c = checks_[static_cast<size_t>(p.index)];
-  const bool resumes = c.state.status != "unreadable" && point_resumes(p.run_dir, c.changes);
-  std::string how = resumes ? " resuming from its checkpoint" : "";
-  if (const std::string suffix = resumes ? "" : kept_aside_suffix(p.run_dir, c.state);
-      !suffix.empty())
-    how = " from step 0: its earlier run (" + c.state.status + " at step " +
-          std::to_string(std::max<int64_t>(c.state.last_step, 0)) + ") " +
+  const StartPlan plan = RunDir(p.run_dir).plan_point(c.state, c.changes);
+  std::string how = plan.mode == StartMode::resume ? " resuming from its checkpoint" : "";
+  if (plan.mode == StartMode::keep_aside)
+    how = " from step 0: its earlier run (" + std::string(status_name(c.state.status)) +
+          " at step " + std::to_string(std::max<int64_t>(c.state.last_step, 0)) + ") " +
           (c.changes.empty() ? "has no checkpoint" : "has another config") +
-          "; its files are kept as *" + suffix;
+          "; its files are kept as *" + plan.aside_suffix;
   j.log = (fs::path(s_.dir) / "logs" / (p.id + ".log")).string();
   std::vector<std::string> argv = {o_.binary,
                                    "sweep",
@@ -291,7 +266,7 @@ void SweepRun::finish(Job& j, int wstatus, const std::string& interrupted) {
   const PointCheck& c = checks_[static_cast<size_t>(p.index)];
   RunState st = run_state(p.run_dir);
   const bool exited_ok = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
-  if (st.status == "done" && exited_ok) {
+  if (st.status == RunStatus::done && exited_ok) {
     std::string val;
     try {
       RunData d = read_run_file(run_file_path(p.run_dir));
@@ -312,7 +287,7 @@ void SweepRun::finish(Job& j, int wstatus, const std::string& interrupted) {
                         ? "killed by " + signal_name(WTERMSIG(wstatus))
                         : "exited with status " + std::to_string(WEXITSTATUS(wstatus));
   if (!interrupted.empty()) how = interrupted + " (" + how + ")";
-  if (st.status == "interrupted") {  // checkpointed at its last step: not a failure
+  if (st.status == RunStatus::interrupted) {  // checkpointed at its last step: not a failure
     result_.stopped.push_back(p.index);
     event("stopped point " + std::to_string(p.index) + " (" + p.id + ") after " +
           hms(since(j.started)) + ": " + how +
@@ -320,12 +295,12 @@ void SweepRun::finish(Job& j, int wstatus, const std::string& interrupted) {
     return;
   }
   std::string error;
-  if (st.status == "failed" && !st.error.empty() && interrupted.empty()) {
+  if (st.status == RunStatus::failed && !st.error.empty() && interrupted.empty()) {
     error = st.error;  // the child recorded why
   } else {
     std::string tail = log_tail(j.log, j.log_offset);
     error = "ablate " + how + (tail.empty() ? "" : "; last output:\n" + tail);
-    mark_failed(p, c.info.name, c.config, error);
+    RunDir(p.run_dir).mark_failed(c.info.name, c.config, error);
   }
   result_.failed.push_back(p.index);
   result_.errors[p.index] = error;

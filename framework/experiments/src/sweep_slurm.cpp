@@ -242,7 +242,8 @@ SlurmSubmission submit_slurm(const Sweep& s, const std::vector<PointCheck>& chec
   for (const auto& p : s.points) {
     if (!o.only.empty() && std::find(o.only.begin(), o.only.end(), p.index) == o.only.end())
       continue;
-    if (checks[static_cast<size_t>(p.index)].state.status == "done") sub.done.push_back(p.index);
+    if (checks[static_cast<size_t>(p.index)].state.status == RunStatus::done)
+      sub.done.push_back(p.index);
     else if (active.count(p.index)) sub.queued.push_back(p.index);
     else sub.submitted.push_back(p.index);
   }
@@ -339,7 +340,7 @@ std::vector<PointStatus> sweep_status(const Sweep& s) {
     if (!progress.empty() && rs.total_steps > 0) progress += "/" + std::to_string(rs.total_steps);
     const std::string resumes = "resumes from its checkpoint on the next run of the sweep";
     const std::string first_line = rs.error.substr(0, rs.error.find('\n'));
-    if (rs.status == "done") {
+    if (rs.status == RunStatus::done) {
       st.state = "done";
       if (rs.cpu_seconds >= 0) {
         char buf[64];
@@ -351,7 +352,7 @@ std::vector<PointStatus> sweep_status(const Sweep& s) {
     } else if (tv && slurm_active(tv->state)) {
       st.state = tv->state == "PENDING" ? "pending" : "running";
       st.detail = tv->state == "PENDING" ? "Slurm: PENDING (" + tv->reason + ")" : progress;
-    } else if (rs.status == "failed") {
+    } else if (rs.status == RunStatus::failed) {
       st.state = "failed";
       st.detail = (progress.empty() ? "" : "at " + progress + ": ") + first_line;
     } else if (tv && tv->state != "COMPLETED") {
@@ -359,25 +360,25 @@ std::vector<PointStatus> sweep_status(const Sweep& s) {
       st.detail =
           "Slurm: " + tv->state + (tv->exit_code.empty() ? "" : " exit " + tv->exit_code) +
           " (log: " + (fs::path(s.dir) / "logs" / ("slurm-" + tv->job_id + ".log")).string() + ")";
-    } else if (rs.status == "running" && submitted.count(p.index)) {
+    } else if (rs.status == RunStatus::running && submitted.count(p.index)) {
       // Its task is gone but the run never finished: killed without a chance to record it.
       st.state = "failed";
       st.detail = "the run file says running but its Slurm task is gone" +
                   (progress.empty() ? "" : " (" + progress + ")");
-    } else if (rs.status == "interrupted") {
+    } else if (rs.status == RunStatus::interrupted) {
       st.state = "interrupted";
       st.detail = (progress.empty() ? "" : "at " + progress + "; ") + resumes;
-    } else if (rs.status == "running" && !tv && !run_lock_owner_alive(p.run_dir)) {
+    } else if (rs.status == RunStatus::running && !tv && !RunDir(p.run_dir).lock_owner_alive()) {
       // Killed without a chance to record it (kill -9, out of memory, a machine's reboot).
       st.state = "stopped";
       st.detail =
           "its process is gone" + (progress.empty() ? "" : " (at " + progress + ")") + "; " +
           (rs.checkpoint ? resumes : "starts afresh on the next run of the sweep (no checkpoint)");
-    } else if (rs.status == "running") {
+    } else if (rs.status == RunStatus::running) {
       st.state = "running";
       st.detail = progress;
       if (rs.seconds_left >= 0) st.detail += ", " + hms(rs.seconds_left) + " of training left";
-    } else if (rs.status == "unreadable") {
+    } else if (rs.status == RunStatus::unreadable) {
       st.state = "failed";
       st.detail = "unreadable run file: " + first_line;
     } else {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ablate/experiment.hpp"
+#include "ablate/run_dir.hpp"
 #include "ablate/trainer.hpp"
 
 namespace ablate {
@@ -83,23 +84,6 @@ void write_manifest(const Sweep& s);
 // Reads <sweep_dir>/manifest.yaml; points' run_dir are resolved against sweep_dir.
 Sweep read_manifest(const std::string& sweep_dir);
 
-// What a run directory holds.
-struct RunState {
-  std::string status;  // missing (no run file), running (or died while running), done, failed,
-                       // interrupted, unreadable
-  std::string error;   // failed: the run's error; unreadable: why
-  std::string config;  // the run's config attribute ("" if none)
-  bool checkpoint = false;
-  int64_t last_step = -1;    // the last step of the train table (-1: none)
-  int64_t total_steps = -1;  // the steps its latest segment trains to (-1: not recorded)
-  double seconds_left = -1;  // training time to total_steps at the last logged rate, evaluations
-                             // not counted (-1: unknown)
-  double cpu_seconds = -1;   // the run file's cpu_seconds (-1: not recorded)
-  double eval_cpu_seconds =
-      -1;  // the part of it spent evaluating (-1: not recorded, runs before it was)
-};
-RunState run_state(const std::string& run_dir);
-
 // Config keys that differ between a run's recorded config and an experiment (as built,
 // defaults filled in): "model.d_model: 64 -> 96", "train.foo (added)"; bookkeeping
 // options (train.keep_checkpoints, ...) are not changes here: such a run resumes or stays done.
@@ -119,21 +103,10 @@ struct PointCheck {
 std::vector<PointCheck> validate_sweep(const Sweep& s,
                                        const std::function<void(size_t, size_t)>& on_point = {});
 
-// An unfinished run that a sweep starts afresh (no checkpoint to resume from, or left by
-// another config) is not deleted: its run.h5, run.log and checkpoint.ckpt move aside with
-// this suffix, ".stopped-at-<step>" ("-2", "-3"... if taken). "" when there is nothing
-// to keep (no run, a finished one, or one that never trained nor checkpointed).
-std::string kept_aside_suffix(const std::string& run_dir, const RunState& st);
-
-// Whether a sweep can resume the run in run_dir: a checkpoint and run.h5 of the same config
-// (no changes). run_point then reads the run file and starts afresh if it is unreadable
-// (kept as run.h5.unreadable); anything else unfinished starts afresh too.
-bool point_resumes(const std::string& run_dir, const std::vector<std::string>& changes);
-
 // Runs one point in this process (what `ablate sweep FILE --point I` does). A finished
 // run with the same config is skipped (returns false); an unfinished one resumes from
 // its checkpoint; one that cannot (another config's, or no checkpoint) starts afresh,
-// its files kept aside (kept_aside_suffix).
+// its files kept aside (RunDir::plan_point).
 bool run_point(const Sweep& s, const SweepPoint& p, RunOptions ro);
 
 // Runs the points that are not done as child processes (`binary sweep FILE --point I

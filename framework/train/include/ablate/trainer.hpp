@@ -10,6 +10,7 @@
 #include "ablate/experiment.hpp"
 #include "ablate/model.hpp"
 #include "ablate/optimizer.hpp"
+#include "ablate/run_dir.hpp"
 #include "ablate/tokenizer.hpp"
 
 namespace ablate {
@@ -92,12 +93,6 @@ Precision run_precision(const LoadedRun& run);
 // Throws unless the run's model continues text token by token (generation, the task
 // evaluators' decoding): a masked-LM encoder does not. `use` names what was asked.
 void require_generating(const LoadedRun& run, const std::string& use);
-
-// The checkpoint file of a run directory.
-std::string checkpoint_path(const std::string& run_dir);
-std::string run_file_path(const std::string& run_dir);
-// A kept checkpoint (train.keep_checkpoints): checkpoints/step-<step>.ckpt in the run directory.
-std::string kept_checkpoint_path(const std::string& run_dir, int64_t step);
 
 // `ablate run RUN --branch NEW_DIR --at STEP`: a new run directory that continues the run in
 // source_dir from its checkpoint at `step` (a kept one or its latest; 0: the latest), with

@@ -1,0 +1,79 @@
+// Turning an experiment into what a run needs (tokenizer, data, objective, model, optimizer,
+// scheduler, evaluators, the train options), built and so validated before any training
+// starts: a run, a dry run, sweep validation and loading a run build it here. Internal to
+// the train layer.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ablate/data.hpp"
+#include "ablate/evaluator.hpp"
+#include "ablate/generate.hpp"
+#include "ablate/objective.hpp"
+#include "ablate/scheduler.hpp"
+#include "ablate/trainer.hpp"
+
+namespace ablate {
+
+// train.steps when the config gives none.
+constexpr int64_t kDefaultSteps = 1000;
+
+// The `train` section.
+struct TrainConfig {
+  int64_t steps, schedule_steps, batch, accum, threads, eval_every, eval_batches, checkpoint_every,
+      log_every;
+  float grad_clip;
+  bool eval_at_start, eval_full;
+  Precision precision;
+  std::vector<int64_t> keep_checkpoints;  // steps whose checkpoint is kept (branch points)
+  bool keeps(int64_t step) const;
+};
+
+// Everything the loop needs, built (and so validated) before any training starts.
+struct Setup {
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::shared_ptr<const TextData> data;
+  std::unique_ptr<Objective> objective;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<Scheduler> scheduler;
+  std::vector<std::pair<std::string, std::unique_ptr<Evaluator>>> evaluators;  // (table, evaluator)
+  std::vector<int32_t>
+      token_bytes;  // each id's bytes of raw text, for bits per byte (token_byte_counts)
+  TrainConfig train;
+  Sampling sampling;
+  std::string sample_prompt;
+  int64_t sample_tokens = 0;
+  uint64_t seed = 0;
+  std::string name, out_dir, init_from;
+  std::unique_ptr<ParamStore> no_params =
+      std::make_unique<ParamStore>();  // for plugins without parameters
+};
+
+// `tokenizer_state`: the state of the tokenizer of the run this one continues or starts
+// from (its data is then encoded with it, not with a tokenizer fitted afresh).
+Setup build_setup(const Experiment& exp, const RunOptions& ro,
+                  const std::string* tokenizer_state = nullptr);
+
+// The model of a run: the tokenizer's vocabulary plus the objective's extra tokens.
+std::unique_ptr<Model> build_model(const Options& model_opts, const Tokenizer& tokenizer,
+                                   const Objective& objective, uint64_t seed);
+
+// The loss of one batch under the run's objective; every training loss of the trainer
+// (the step, the memory probe) goes through here. The unscored positions before each
+// row's first scored one are its prompt (a prefix LM's attention reads it whole).
+// `prefix` is scratch the caller keeps (no allocation per step).
+Var batch_loss(Graph& g, Model& m, const Objective& obj, ForwardArgs a, const int32_t* targets,
+               std::vector<int32_t>& prefix);
+
+// The scalar at key in a map node as text, else "" (no exceptions on missing keys).
+std::string scalar_at(const YAML::Node& n, const char* key);
+// The map at key in a map node, else a null node.
+YAML::Node map_at(const YAML::Node& n, const char* key);
+// train.schedule_steps of a config (else train.steps, else the default).
+int64_t planned_steps(const YAML::Node& cfg);
+
+}  // namespace ablate

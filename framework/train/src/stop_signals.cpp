@@ -1,0 +1,52 @@
+// Stopping a run on SIGINT/SIGTERM (see stop_signals.hpp).
+#include "stop_signals.hpp"
+
+#include <unistd.h>
+
+#include <csignal>
+
+namespace ablate {
+namespace {
+
+// Set by the first signal while the handlers are installed; the loop reads it after each step.
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+extern "C" void on_run_stop_signal(int sig) {
+  if (g_stop_signal != 0) {
+    static const char msg[] =
+        "\nsecond interrupt: exiting now; the run keeps its last checkpoint\n";
+    [[maybe_unused]] ssize_t w = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+    ::_exit(128 + sig);
+  }
+  g_stop_signal = sig;
+  static const char msg[] =
+      "\ninterrupt: finishing this step and writing a checkpoint (interrupt again to exit at "
+      "once)\n";
+  [[maybe_unused]] ssize_t w = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+}
+
+}  // namespace
+
+StopSignals::StopSignals(bool install) : installed_(install) {
+  if (!installed_) return;
+  g_stop_signal = 0;
+  struct sigaction sa {};
+  sa.sa_handler = on_run_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_int_);
+  sigaction(SIGTERM, &sa, &old_term_);
+}
+
+StopSignals::~StopSignals() {
+  if (!installed_) return;
+  sigaction(SIGINT, &old_int_, nullptr);
+  sigaction(SIGTERM, &old_term_, nullptr);
+}
+
+int stop_signal() { return static_cast<int>(g_stop_signal); }
+
+const char* stop_signal_name(int sig) {
+  return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
+}
+
+}  // namespace ablate
