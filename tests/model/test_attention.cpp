@@ -1,7 +1,7 @@
-// Conformance of every "attention" variant, alone and with every positional variant
-// (conformance.cpp: shapes, determinism, gradients, KV-cache decoding, weights, padding
-// masks, options). Plus the causal mask, grouped-query heads, the bidirectional variant,
-// padding masks and attention weights through the model, and the GPT-1 seed's counts.
+// Conformance of every "attention" variant, alone and with every positional variant, with
+// every q/k transform (conformance.cpp: shapes, determinism, gradients, KV-cache decoding,
+// weights, padding masks, options). Plus the causal mask, grouped-query heads, the bidirectional
+// variant, padding masks and attention weights through the model, and the GPT-1 seed's counts.
 #include <doctest/doctest.h>
 
 #include <memory>
@@ -38,8 +38,15 @@ std::vector<float> run(Attention& a, PositionalEncoding* pos, const std::vector<
 
 }  // namespace
 
-TEST_CASE("attention/conformance: every variant with every positional encoding") {
-  ptest::check_conformance("attention");
+TEST_CASE(
+    "attention/conformance: every variant with every positional encoding and every q/k "
+    "transform") {
+  for (const std::string& t : ptest::variants("qk_transform")) {
+    CAPTURE(t);
+    ablate::conformance::Settings s;
+    s.options_yaml = "{qk_transform: " + t + "}";
+    ptest::check_conformance("attention", s);
+  }
 }
 
 TEST_CASE("attention/causal: output at t ignores later tokens, weights are lower triangular") {
@@ -136,36 +143,40 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("attention/gqa: KV-cache decoding equals the full forward, with every head count") {
+TEST_CASE(
+    "attention/gqa: KV-cache decoding equals the full forward, with every head count and q/k "
+    "transform") {
   const int64_t C = 16, NH = 4, T = 7;
   const auto d = ptest::dims(C, NH, 16, true);
   const auto x = ptest::randn(static_cast<size_t>(T * C), 8);
-  for (int64_t nkv : {1, 2, 4}) {
-    INFO("n_kv_heads " << nkv);
-    auto a = ptest::build<Attention>("{type: causal, n_kv_heads: " + std::to_string(nkv) + "}", d);
-    ptest::randomize(*a.store, 3, 0.3f);
-    auto rope = ptest::build<PositionalEncoding>("{type: rope}", d);
-    ablate::Graph g;
-    AttentionInput in;
-    in.pos = {1, T, 0};
-    in.positional = rope.obj.get();
-    const auto full = ptest::values(g, a->forward(g, g.constant(x.data(), T, C), in));
-    ablate::KVCache cache;
-    cache.init(1, T, a->kv_width());
-    CHECK(cache.width == nkv * (C / NH));
-    ablate::NoGrad ng(g);
-    for (int64_t t = 0; t < T; ++t) {
-      g.reset();
-      AttentionInput step;
-      step.pos = {1, 1, t};
-      step.positional = rope.obj.get();
-      step.cache = &cache;
-      const auto y = ptest::values(g, a->forward(g, g.constant(x.data() + t * C, 1, C), step));
-      for (int64_t c = 0; c < C; ++c)
-        CHECK(y[static_cast<size_t>(c)] ==
-              doctest::Approx(full[static_cast<size_t>(t * C + c)]).epsilon(1e-4));
+  for (const std::string& t : ptest::variants("qk_transform"))
+    for (int64_t nkv : {1, 2, 4}) {
+      INFO("n_kv_heads " << nkv << ", qk_transform " << t);
+      auto a = ptest::build<Attention>(
+          "{type: causal, n_kv_heads: " + std::to_string(nkv) + ", qk_transform: " + t + "}", d);
+      ptest::randomize(*a.store, 3, 0.3f);
+      auto rope = ptest::build<PositionalEncoding>("{type: rope}", d);
+      ablate::Graph g;
+      AttentionInput in;
+      in.pos = {1, T, 0};
+      in.positional = rope.obj.get();
+      const auto full = ptest::values(g, a->forward(g, g.constant(x.data(), T, C), in));
+      ablate::KVCache cache;
+      cache.init(1, T, a->kv_width());
+      CHECK(cache.width == nkv * (C / NH));
+      ablate::NoGrad ng(g);
+      for (int64_t t = 0; t < T; ++t) {
+        g.reset();
+        AttentionInput step;
+        step.pos = {1, 1, t};
+        step.positional = rope.obj.get();
+        step.cache = &cache;
+        const auto y = ptest::values(g, a->forward(g, g.constant(x.data() + t * C, 1, C), step));
+        for (int64_t c = 0; c < C; ++c)
+          CHECK(y[static_cast<size_t>(c)] ==
+                doctest::Approx(full[static_cast<size_t>(t * C + c)]).epsilon(1e-4));
+      }
     }
-  }
 }
 
 TEST_CASE("attention/bidirectional: differs from causal, sees the future, same parameters") {

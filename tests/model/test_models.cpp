@@ -82,7 +82,10 @@ TEST_CASE("models/decoding with KV caches on two threads gives one thread's logi
                            "attention: {type: causal, n_kv_heads: 3},"
                            " ffn: gelu, norm: {type: layernorm}}",
                            "{d_model: 96, n_heads: 4, n_layers: 2, context: 12, positional: rope, "
-                           "blocks: [parallel, sandwich], ffn: swiglu}"}) {
+                           "blocks: [parallel, sandwich], ffn: swiglu}",
+                           "{d_model: 96, n_heads: 4, n_layers: 2, context: 12, positional: rope, "
+                           "attention: {type: causal, n_kv_heads: 2, qk_transform: qk_norm},"
+                           " head: softcap}"}) {
     CAPTURE(yaml);
     YAML::Node n = YAML::Load(yaml);
     ablate::Model model(ablate::Options(n, std::make_shared<ablate::ConfigSource>(), "model"), 23,

@@ -2,15 +2,21 @@
 // names its mask. Multi-head attention (Vaswani et al. 2017) with GPT-2's fused projection,
 // grouped-query heads (Ainslie et al. 2023; n_kv_heads = 1 is multi-query, Shazeer 2019):
 // x (B*T, C) -> [q k v] = x Wqkv, Wqkv (C, C + 2*NKV*HS) -> q (B*T, NH*HS), k v (B*T, NKV*HS)
-// -> fused attention (causal, prefix-LM or bidirectional mask, key padding mask) -> y Wo (C, C).
+// -> the options' q/k/v transform per head (qk_transform family, e.g. QK-norm; default none)
+// -> the positional rotation (RoPE) -> fused attention (causal, prefix-LM or bidirectional
+// mask, key padding mask) -> y Wo (C, C).
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 
 #include "ablate/attention.hpp"
+#include "ablate/family.hpp"
 #include "ablate/ops.hpp"
 #include "ablate/plugin.hpp"
+#include "ablate/qk_transform.hpp"
+#include "ablate/registry.hpp"
 
 namespace ablate {
 
@@ -47,6 +53,20 @@ class MultiHeadAttention : public Attention {
     if (qkv_bias) bqkv_ = &ps.add("qkv.bias", 1, C_ + 2 * kv, Role::kBias);
     wo_ = &ps.add("proj.weight", C_, C_, Role::kResidualOut);
     if (out_bias) bo_ = &ps.add("proj.bias", 1, C_, Role::kBias);
+    // The q/k/v transform (model.attention.qk_transform), its parameters after the
+    // attention's, under "qk_transform.". Read last: describing stops at a nested variant.
+    const std::string help =
+        "transform of q, k and v per head after the projection (family qk_transform: ablate "
+        "plugins qk_transform)";
+    if (o.describing()) {
+      o.get<std::string>(QkTransform::kFamily, family(QkTransform::kFamily).default_variant, help);
+    } else {
+      BuildContext tc = c;
+      tc.params = ParamScope(c.params.store(), c.params.prefix() + "qk_transform.");
+      tc.parts = nullptr;
+      qk_ = PluginRegistry::instance().create<QkTransform>(family_options(o, QkTransform::kFamily),
+                                                           tc);
+    }
   }
 
   Var forward(Graph& g, Var x, const AttentionInput& in) override {
@@ -66,12 +86,15 @@ class MultiHeadAttention : public Attention {
     spec.projection_out = C_;  // wo reads the output, nothing else
     Var qkv = qkv_projection(g, x, g.param(*wqkv_), bqkv_ ? g.param(*bqkv_) : Var{},
                              spec);  // (B*T, C + 2*NKV*HS)
-    Var q = qkv, k = qkv, v = qkv;   // column ranges of the fused projection, unless rotated
-    if (in.positional && in.positional->rotates()) {
+    Var q = qkv, k = qkv, v = qkv;   // column ranges of the fused projection, unless changed
+    const bool transform = qk_ && qk_->transforms();
+    const bool rotate = in.positional && in.positional->rotates();
+    if (transform || rotate) {
       q = slice_cols(g, qkv, 0, C_);   // (B*T, NH*HS)
       k = slice_cols(g, qkv, C_, kv);  // (B*T, NKV*HS)
       v = slice_cols(g, qkv, C_ + kv, kv);
-      in.positional->rotate(g, q, k, in.pos, NH_, NKV_, HS_);
+      if (transform) qk_->apply(g, q, k, v, QkvHeads{NH_, NKV_, HS_, in.pos});
+      if (rotate) in.positional->rotate(g, q, k, in.pos, NH_, NKV_, HS_);
     } else {
       spec.k_col = C_;
       spec.v_col = C_ + kv;
@@ -92,6 +115,7 @@ class MultiHeadAttention : public Attention {
   Parameter* bqkv_ = nullptr;
   Parameter* wo_ = nullptr;
   Parameter* bo_ = nullptr;
+  std::unique_ptr<QkTransform> qk_;  // null only in describe mode
 };
 
 }  // namespace ablate

@@ -33,7 +33,9 @@ namespace ablate {
 //      that depend on the tokens, e.g. place_value).
 //   8: Tokenizer::eot_id() and ::pretrained(). EvalContext::token_bytes (each id's bytes of
 //      raw text, for bits per byte; ablate::byte_loss in evaluator.hpp). The head family
-//      (head.hpp: the LM head, model.head) and BuildContext::tied_embedding.
+//      (head.hpp: the LM head, model.head) and BuildContext::tied_embedding. The qk_transform
+//      family (qk_transform.hpp: q, k and v head by head between attention's projection and
+//      the attention, model.attention.qk_transform), which MultiHeadAttention applies.
 constexpr int kPluginApiVersion = 8;
 
 // Model sizes a plugin may need. `layer` is the block index (-1 outside blocks).
