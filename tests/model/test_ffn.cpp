@@ -1,5 +1,5 @@
 // Conformance of every "ffn" variant (shapes, determinism, gradients, options), plus the
-// gated FFNs' hidden width rule of REFERENCE.md item 3.
+// gated FFNs' hidden width rule of REFERENCE.md item 3 and known values of relu and relu2.
 #include <doctest/doctest.h>
 
 #include "ablate/ffn.hpp"
@@ -71,6 +71,26 @@ TEST_CASE("ffn/relu: GPT-1 seed sizes (d 32, 4d hidden, biases) and known values
   const std::vector<float> y = run(*g2.obj, {1.0f, 1.0f}, 1, 2);
   CHECK(y[0] == doctest::Approx(3.6));
   CHECK(y[1] == doctest::Approx(5.7));
+}
+
+TEST_CASE("ffn/relu2: relu's parameters, squared activations, known values") {
+  const auto d = ptest::dims(32, 4, 64, true);
+  CHECK(ptest::build<Ffn>("{type: relu2}", d).store->count() ==
+        ptest::build<Ffn>("{type: relu}", d).store->count());
+  // The weights of the relu test above: h = relu(3.1, -0.7)^2 = (9.61, 0);
+  // y = (9.61 + 0.5, 19.22 - 0.5).
+  auto g2 = ptest::build<Ffn>("{type: relu2, hidden: 2}", ptest::dims(2, 1, 4, true));
+  auto& ps = g2.store->all();
+  REQUIRE(ps.size() == 4);
+  const float w1[] = {1, -1, 2, 0.5f}, b1[] = {0.1f, -0.2f}, w2[] = {1, 2, 3, 4},
+              b2[] = {0.5f, -0.5f};
+  std::copy(w1, w1 + 4, ps[0]->value.data);
+  std::copy(b1, b1 + 2, ps[1]->value.data);
+  std::copy(w2, w2 + 4, ps[2]->value.data);
+  std::copy(b2, b2 + 2, ps[3]->value.data);
+  const std::vector<float> y = run(*g2.obj, {1.0f, 1.0f}, 1, 2);
+  CHECK(y[0] == doctest::Approx(10.11));
+  CHECK(y[1] == doctest::Approx(18.72));
 }
 
 TEST_CASE("ffn/gelu: approximate tanh and none differ slightly, other values rejected") {
