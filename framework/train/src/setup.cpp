@@ -192,6 +192,16 @@ Setup build_setup(const Experiment& exp, const RunOptions& ro, const std::string
   return s;
 }
 
+std::string out_dir_of(const Experiment& exp, const RunOptions& ro) {
+  if (!ro.out_dir.empty()) return ro.out_dir;
+  const YAML::Node n = exp.node();
+  const std::string dir = scalar_at(map_at(n, "output"), "dir"), name = scalar_at(n, "name");
+  if (!dir.empty()) return dir;
+  return "runs/" + (!name.empty()     ? name
+                    : ro.name.empty() ? fs::path(exp.file()).stem().string()
+                                      : ro.name);
+}
+
 std::unique_ptr<Model> build_model(const Options& model_opts, const Tokenizer& tokenizer,
                                    const Objective& objective, uint64_t seed) {
   return std::make_unique<Model>(model_opts, tokenizer.vocab_size() + objective.extra_tokens(),

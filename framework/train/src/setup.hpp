@@ -58,6 +58,10 @@ struct Setup {
 Setup build_setup(const Experiment& exp, const RunOptions& ro,
                   const std::string* tokenizer_state = nullptr);
 
+// Where the run goes (RunOptions::out_dir, else output.dir, else runs/<name>), as build_setup
+// decides, read from the config before building (the checkpoint there decides how to build).
+std::string out_dir_of(const Experiment& exp, const RunOptions& ro);
+
 // The model of a run: the tokenizer's vocabulary plus the objective's extra tokens.
 std::unique_ptr<Model> build_model(const Options& model_opts, const Tokenizer& tokenizer,
                                    const Objective& objective, uint64_t seed);

@@ -51,6 +51,40 @@ struct PrecisionScope {
   PrecisionScope& operator=(const PrecisionScope&) = delete;
 };
 
+// The CPU time of a run. Attribute cpu_seconds: the CPU time (user + system, all threads) of
+// every process that has trained the run, this one included; eval_cpu_seconds: the part of it
+// spent evaluating (so cpu_seconds - eval_cpu_seconds is the training's). Written at each
+// checkpoint and at the end.
+struct CpuTime {
+  double before = 0;  // CPU seconds of the processes that trained this run before this one
+  double eval = 0;    // CPU seconds spent in evaluate_at, by every process of this run
+  static double now() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }
+  double total() const { return before + now(); }
+  double write(RunFile& rf) const {  // returns the cpu_seconds written
+    const double cpu = total();
+    rf.set_attr("cpu_seconds", cpu);
+    rf.set_attr("eval_cpu_seconds", eval);
+    return cpu;
+  }
+};
+
+// The worker threads of a run, held while it lives. One process: the cores no other ablate
+// run claims (CoreClaim); ranks on one machine share its cores.
+struct Threads {
+  std::unique_ptr<CoreClaim> claim;
+  std::optional<tbb::global_control> parallelism;
+  int64_t n = 1, others = 0;  // others: the cores other ablate runs claim
+  void take(int64_t want, const Communicator& comm) {
+    if (comm.size() == 1) {
+      claim = std::make_unique<CoreClaim>(want, &others);
+      n = claim->threads();
+    } else {
+      n = want > 0 ? want : std::max<int64_t>(1, usable_cores() / comm.local_size());
+    }
+    parallelism.emplace(tbb::global_control::max_allowed_parallelism, static_cast<size_t>(n));
+  }
+};
+
 // One run of run_experiment, step by step.
 class Trainer {
  public:
@@ -64,7 +98,6 @@ class Trainer {
 
  private:
   using clock = std::chrono::steady_clock;
-  std::string out_dir_of(const Experiment& exp) const;
   void plan_start(const std::string& dir);
   void prepare_extension();
   void build_and_configure();
@@ -104,9 +137,7 @@ class Trainer {
   std::optional<RunData> previous_;   // the run file found when resuming (rank 0)
   std::vector<std::string> changes_;  // config changes against the checkpoint (a new segment)
   std::optional<RunDir> run_dir_;     // rank 0 only
-  std::unique_ptr<CoreClaim> claim_;
-  std::optional<tbb::global_control> parallelism_;
-  int64_t threads_ = 1, other_threads_ = 0;
+  Threads threads_;
   std::optional<RunFile> rf_;  // rank 0 only
   RunFile* rfp_ = nullptr;
   Progress progress_{true, 0};
@@ -120,34 +151,9 @@ class Trainer {
   RunSummary sum_;
   clock::time_point t0_ = clock::now(), last_flush_ = clock::now();
   double train_seconds_ = 0, allreduce_seconds_ = 0;  // this process's part (not of a resumed one)
-  double cpu_before_ = 0;  // CPU seconds of the processes that trained this run before this one
-  double eval_cpu_ = 0;    // CPU seconds spent in evaluate_at, by every process of this run
+  CpuTime cpu_;
   bool evaluated_ = false;
-  // Attribute cpu_seconds: the CPU time (user + system, all threads) of every process that
-  // has trained this run, this one included; eval_cpu_seconds: the part of it spent
-  // evaluating (so cpu_seconds - eval_cpu_seconds is the training's). Written at each
-  // checkpoint and at the end.
-  static double cpu_now() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }
-  double cpu_seconds() const { return cpu_before_ + cpu_now(); }
-  double set_cpu_attrs(RunFile& rf) const {  // returns the cpu_seconds written
-    const double cpu = cpu_seconds();
-    rf.set_attr("cpu_seconds", cpu);
-    rf.set_attr("eval_cpu_seconds", eval_cpu_);
-    return cpu;
-  }
 };
-
-// Where the run goes: as build() decides, read before building (the checkpoint there
-// decides how to build).
-std::string Trainer::out_dir_of(const Experiment& exp) const {
-  if (!ro_.out_dir.empty()) return ro_.out_dir;
-  const YAML::Node n = exp.node();
-  const std::string dir = scalar_at(map_at(n, "output"), "dir"), name = scalar_at(n, "name");
-  if (!dir.empty()) return dir;
-  return "runs/" + (!name.empty()      ? name
-                    : ro_.name.empty() ? fs::path(exp.file()).stem().string()
-                                       : ro_.name);
-}
 
 // How the run starts in its directory (rank 0; under its lock): a directory that holds a run
 // is never written over silently (RunDir::plan).
@@ -159,18 +165,18 @@ void Trainer::plan_start(const std::string& dir) {
   if (!plan.previous) return;
   previous_ = std::move(plan.previous);
   if (auto it = previous_->num_attrs.find("cpu_seconds"); it != previous_->num_attrs.end())
-    cpu_before_ = it->second;
+    cpu_.before = it->second;
   if (auto it = previous_->num_attrs.find("eval_cpu_seconds"); it != previous_->num_attrs.end())
-    eval_cpu_ = it->second;
+    cpu_.eval = it->second;
 }
 
 // --extend-to N: the same config with train.steps = N; the schedule keeps the length it
 // was planned for (train.schedule_steps), so steps past it hold its last lr.
 void Trainer::prepare_extension() {
-  const YAML::Node old = checkpoint_config(*ck_, checkpoint_path(out_dir_of(*exp_)));
+  const YAML::Node old = checkpoint_config(*ck_, checkpoint_path(out_dir_of(*exp_, ro_)));
   const int64_t at = checkpoint_step(*ck_), planned = planned_steps(old);
   if (ro_.extend_to <= at)
-    throw Error(out_dir_of(*exp_) + ": --extend-to " + std::to_string(ro_.extend_to) +
+    throw Error(out_dir_of(*exp_, ro_) + ": --extend-to " + std::to_string(ro_.extend_to) +
                 " is not past the checkpoint's step " + std::to_string(at) +
                 "; give a larger step");
   extended_.emplace(Experiment::parse(exp_->yaml(), exp_->file(), exp_->dir(),
@@ -193,7 +199,7 @@ void Trainer::build_and_configure() {
       exp_ = &*with_import_;
     }
   }
-  const std::string dir = out_dir_of(*exp_);
+  const std::string dir = out_dir_of(*exp_, ro_);
   if (root_) plan_start(dir);
   // Rank 0 decided; every rank reads the checkpoint, which must be on a shared filesystem.
   uint64_t resume = ro_.resume;
@@ -221,15 +227,7 @@ void Trainer::build_and_configure() {
                 std::to_string(comm_.size()) +
                 " ranks it is split across; give every rank at least one sequence (batch_size >= " +
                 std::to_string(comm_.size()) + ")");
-  // One process: the cores no other ablate run claims; ranks on one machine share its cores.
-  const int64_t want = ro_.threads > 0 ? ro_.threads : t.threads;
-  if (comm_.size() == 1) {
-    claim_ = std::make_unique<CoreClaim>(want, &other_threads_);
-    threads_ = claim_->threads();
-  } else {
-    threads_ = want > 0 ? want : std::max<int64_t>(1, usable_cores() / comm_.local_size());
-  }
-  parallelism_.emplace(tbb::global_control::max_allowed_parallelism, static_cast<size_t>(threads_));
+  threads_.take(ro_.threads > 0 ? ro_.threads : t.threads, comm_);
   s_.optimizer->init(s_.model->params().all());
   sl_ = batch_slice(t.batch, comm_);
   check_memory();
@@ -295,7 +293,7 @@ void Trainer::write_metadata() {
     rf.set_attr("ablate_version", ABLATE_VERSION);
     rf.set_attr("git_commit", ABLATE_GIT_COMMIT);
     rf.set_attr("compiler", ABLATE_COMPILER);
-    rf.set_attr("threads", threads_);
+    rf.set_attr("threads", threads_.n);
     rf.set_attr("cpu", cpu_model());
     rf.set_attr("kernel_path", kernel_path());
     rf.set_attr("precision", precision_name(s_.train.precision));
@@ -319,15 +317,15 @@ void Trainer::write_metadata() {
         << ABLATE_VERSION << ").\n"
         << resolved << "\n";
   }
-  const std::string shared = other_threads_ > 0 ? " (of " + std::to_string(usable_cores()) +
-                                                      " cores, " + std::to_string(other_threads_) +
-                                                      " claimed by other ablate runs)"
-                                                : "";
+  const std::string shared =
+      threads_.others > 0 ? " (of " + std::to_string(usable_cores()) + " cores, " +
+                                std::to_string(threads_.others) + " claimed by other ablate runs)"
+                          : "";
   progress_.line(s_.name + ": " + std::to_string(model.n_params()) + " parameters, vocab " +
                  std::to_string(model.dims().vocab_size) + ", " +
                  std::to_string(s_.data->tokens(true)) + " train / " +
                  std::to_string(s_.data->tokens(false)) + " val tokens, " +
-                 std::to_string(threads_) + " threads" + shared +
+                 std::to_string(threads_.n) + " threads" + shared +
                  (comm_.size() > 1 ? " x " + comm_.description() : "") + " -> " + s_.out_dir);
   if (ck_) progress_.line("resuming " + s_.out_dir + " at step " + std::to_string(start_));
   if (s_.train.precision == Precision::bf16 && !bf16_notice().empty())
@@ -457,7 +455,7 @@ void Trainer::log_row(int64_t step, float lr, double norm) {
 // Losses on fixed train and validation batches, then the evaluators (rank 0 only; the
 // others wait at the next step's allreduce).
 void Trainer::evaluate_at(int64_t step) {
-  const double cpu0 = cpu_now();
+  const double cpu0 = CpuTime::now();
   Model& model = *s_.model;
   const int64_t T = model.dims().context;
   g_.batch_rows = g_.batch_offset = 0;
@@ -497,7 +495,7 @@ void Trainer::evaluate_at(int64_t step) {
   sum_.train_loss = tl;
   sum_.val_loss = vl;
   evaluated_ = true;
-  eval_cpu_ += cpu_now() - cpu0;
+  cpu_.eval += CpuTime::now() - cpu0;
   char buf[192];
   std::snprintf(buf, sizeof buf,
                 "eval step %lld: train loss %.4f, val loss %.4f, val ppl %.2f, val bpb %.4f",
@@ -523,11 +521,11 @@ void Trainer::check_ranks_agree(int64_t step) {
 void Trainer::checkpoint_at(int64_t step) {
   check_ranks_agree(step);
   if (rfp_) {
-    const double cpu = set_cpu_attrs(*rfp_);
+    const double cpu = cpu_.write(*rfp_);
     rfp_->flush();
     last_flush_ = clock::now();
     save_run_checkpoint(s_.out_dir, *exp_, s_, step, {step, data_rng_.state(), window_}, cpu,
-                        eval_cpu_, s_.train.keeps(step));
+                        cpu_.eval, s_.train.keeps(step));
   }
   last_checkpoint_ = step;
 }
@@ -579,7 +577,7 @@ void Trainer::interrupt(int64_t step, int sig) {
   rfp_->set_attr("error", std::string("stopped by ") + stop_signal_name(sig) + " after step " +
                               std::to_string(step));
   rfp_->set_attr("train_seconds", train_seconds_);
-  set_cpu_attrs(*rfp_);
+  cpu_.write(*rfp_);
   rfp_->close();
   progress_.line("interrupted by " + std::string(stop_signal_name(sig)) + " at step " +
                      std::to_string(step) + " of " + std::to_string(s_.train.steps) +
@@ -618,7 +616,7 @@ void Trainer::finish() {
   set_status(rf, RunStatus::done);
   rf.set_attr("finished", now_iso());
   rf.set_attr("train_seconds", train_seconds_);
-  const double cpu = set_cpu_attrs(rf);
+  const double cpu = cpu_.write(rf);
   if (comm_.size() > 1) {
     rf.set_attr("allreduce_seconds", allreduce_seconds_);  // rank 0's wait included
     rf.set_attr("allreduce_buckets", static_cast<int64_t>(sync_->buckets()));
@@ -628,7 +626,7 @@ void Trainer::finish() {
   rf.close();
   progress_.line("done: " + s_.out_dir + " (step " + std::to_string(t.steps) + ", " +
                  fmt("%.1f", cpu / 60.0) + " CPU-minutes" + (comm_.size() > 1 ? " on rank 0" : "") +
-                 ", " + fmt("%.1f", eval_cpu_ / 60.0) + " of them evaluating)");
+                 ", " + fmt("%.1f", cpu_.eval / 60.0) + " of them evaluating)");
 }
 
 void Trainer::mark_failed(const std::string& msg) {
