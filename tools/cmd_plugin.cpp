@@ -45,17 +45,22 @@ std::string camel(const std::string& name) {
   return out;
 }
 
-// The install prefix of this ablate if it is an installed one (<prefix>/bin/ablate with
-// <prefix>/lib*/cmake/ablate), else "".
-std::string install_prefix() {
+// How a plugin project finds this ablate's CMake package: -DCMAKE_PREFIX_PATH=<prefix> for an
+// installed one (<prefix>/bin/ablate with <prefix>/lib*/cmake/ablate), -Dablate_DIR=<build> for
+// a build tree (<build>/ablate beside ablateConfig.cmake and ablateTargets.cmake), else a
+// placeholder.
+std::string package_flag() {
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return "";
+  if (ec) return "-DCMAKE_PREFIX_PATH=<ablate install prefix>";
   const fs::path prefix = exe.parent_path().parent_path();
   for (const char* lib : {"lib", "lib64"})
     if (fs::exists(prefix / lib / "cmake" / "ablate" / "ablateConfig.cmake", ec))
-      return prefix.string();
-  return "";
+      return "-DCMAKE_PREFIX_PATH=" + prefix.string();
+  const fs::path build = exe.parent_path();
+  if (fs::exists(build / "ablateConfig.cmake", ec) && fs::exists(build / "ablateTargets.cmake", ec))
+    return "-Dablate_DIR=" + build.string();
+  return "-DCMAKE_PREFIX_PATH=<ablate install prefix>";
 }
 
 int plugin_new(const std::vector<std::string>& args) {
@@ -110,14 +115,12 @@ int plugin_new(const std::vector<std::string>& args) {
   write(src, fill(tpl->template_source));
   write(cmake, fill(ablate::cli::plugin_cmakelists()));
 
-  const std::string prefix = install_prefix();
   const std::string use = ablate::selection_override(*tpl, name);  // as a command-line override
   const std::string d = dir.string();
   std::cout << "wrote " << src.string() << " (" << family << " '" << name
             << "': " << tpl->template_summary << ")\n"
             << "  and " << cmake.string() << "\n\nnext:\n"
-            << "  cmake -S " << d << " -B " << d << "/build -DCMAKE_PREFIX_PATH="
-            << (prefix.empty() ? "<ablate install prefix>" : prefix) << "\n"
+            << "  cmake -S " << d << " -B " << d << "/build " << package_flag() << "\n"
             << "  cmake --build " << d << "/build\n"
             << "  ablate plugin check " << d << "/build/" << name << ".so\n"
             << "  ablate run EXPERIMENT.yaml " << use << " --plugin-dir " << d << "/build\n";

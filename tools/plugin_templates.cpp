@@ -6,8 +6,10 @@ namespace ablate::cli {
 
 namespace {
 
-const char* kCMake = R"TPL(# The ablate plugin @NAME@, built against an installed ablate:
+const char* kCMake =
+    R"TPL(# The ablate plugin @NAME@, built against an installed ablate or an ablate build tree:
 #   cmake -S . -B build -DCMAKE_PREFIX_PATH=<where ablate is installed>
+#   cmake -S . -B build -Dablate_DIR=<ablate's build directory>
 #   cmake --build build
 #   ablate plugin check build/@NAME@.so
 #   ablate run experiment.yaml --plugin-dir build
@@ -17,7 +19,7 @@ if(NOT CMAKE_BUILD_TYPE)
   set(CMAKE_BUILD_TYPE Release CACHE STRING "Build type" FORCE)
 endif()
 find_package(ablate REQUIRED)
-# A MODULE library @NAME@.so linked to ablate::core, compiled as ablate was (C++17, -march).
+# A MODULE library @NAME@.so linked to ablate::train (and ablate::model), compiled as ablate was (C++17, -march).
 ablate_add_plugin(@NAME@ @NAME@.cpp)
 )TPL";
 
