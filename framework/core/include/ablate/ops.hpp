@@ -1,6 +1,6 @@
 // Primitive ops with hand-written backward (each has a finite-difference test in
-// tests/core/test_ops.cpp). Shapes use llm.c's letters: B batch, T time, C channels,
-// NH heads, HS head size, V vocab. Every tensor is 2-D row-major (see tensor.hpp).
+// tests/core/test_ops.cpp or test_ops_rows.cpp). Shapes use llm.c's letters: B batch, T time, C
+// channels, NH heads, HS head size, V vocab. Every tensor is 2-D row-major (see tensor.hpp).
 // Backward accumulates (+=) into input gradients. Results do not depend on the
 // number of threads: parallel loops split work into chunks fixed by the shapes.
 #pragma once
@@ -104,11 +104,53 @@ Var slice_cols(Graph& g, Var x, int64_t start, int64_t width);
 // are copied into the graph.
 Var embedding(Graph& g, Var table, const int32_t* ids, int64_t n);
 
+// ---- rows (a sparse mixture of experts' dispatch and combine) --------------------
+// Index arrays have int32 entries (like embedding's ids), are checked against the rows
+// they name (an Error names the op, the position, the value and the allowed range) and
+// are copied into the graph, so the caller's buffer may go after the call.
+// Rows idx[0..m) of x (N, D) -> (m, D), in any order, repeats allowed (a token sent to
+// several experts); m may be 0. Backward adds each row's gradient into the row it came
+// from, repeats summed in index order.
+Var gather_rows(Graph& g, Var x, const int32_t* idx, int64_t m);
+// The transpose: y (M, D) -> (n_rows, D), row i the sum, in order, of the rows r of y with
+// idx[r] == i (0 where none); idx has M = y.rows entries in [0, n_rows). Backward gathers.
+Var scatter_add_rows(Graph& g, Var y, const int32_t* idx, int64_t n_rows);
+// x (N, D) times a per-row scale s (N, 1): row r is s[r] * x[r] (an expert's outputs
+// times their routing weights). Gradients to both.
+Var scale_rows(Graph& g, Var x, Var s);
+// The values of x (R, C) as (rows, cols), rows * cols = R * C, in the same row-major order
+// (a copy): e.g. routing weights (N, k) as (N * k, 1) for gather_rows.
+Var reshape(Graph& g, Var x, int64_t rows, int64_t cols);
+
+// The k largest values of each row of x (N, E), largest first, ties to the lower column
+// (deterministic). A router needs two things from the choice: the chosen experts as
+// integers, to dispatch tokens with gather_rows and combine them with scatter_add_rows
+// (no gradient: the choice is piecewise constant), and the chosen values as a Var, whose
+// gradient flows back into x at the chosen positions only. One op returns both from one
+// selection, so they cannot disagree, and the router needs no division op: the
+// renormalised weights p_i / sum_{j in top k} p_j of p = softmax(logits) are the softmax
+// of the chosen logits, so
+//   TopK t = top_k(g, logits, k);  Var w = softmax(g, t.values);    // Mixtral
+//   TopK t = top_k(g, softmax(g, logits), k);  Var w = t.values;    // Switch, unnormalised
+// Rows with a NaN are an Error (their order is undefined), as is k outside [1, E].
+struct TopK {
+  Var values;                        // (N, k): values(r, j) = x(r, indices[r * k + j])
+  const int32_t* indices = nullptr;  // N * k columns of x, row-major; in g's arena until reset
+  int64_t k = 0;
+};
+TopK top_k(Graph& g, Var x, int64_t k);
+
 // ---- normalisation --------------------------------------------------------------
 // Over each row: (x - mean) / sqrt(var + eps) * gain + bias; gain/bias may be invalid Vars.
 Var layernorm(Graph& g, Var x, Var gain, Var bias, float eps = 1e-5f);
 // x / sqrt(mean(x^2) + eps) * gain; gain may be invalid.
 Var rmsnorm(Graph& g, Var x, Var gain, float eps = 1e-5f);
+// Per-head forms: each group of `group` consecutive columns of x (N, H * group) is
+// normalised on its own (a head's q or k in QK-norm); gain and bias (1, group) or invalid,
+// shared by the groups. group must divide x.cols; group = x.cols is layernorm / rmsnorm,
+// bitwise.
+Var layernorm_groups(Graph& g, Var x, int64_t group, Var gain, Var bias, float eps = 1e-5f);
+Var rmsnorm_groups(Graph& g, Var x, int64_t group, Var gain, float eps = 1e-5f);
 // Row-wise softmax.
 Var softmax(Graph& g, Var x);
 

@@ -1,6 +1,8 @@
 // Row normalisations: layernorm (Ba et al. 2016), rmsnorm (Zhang & Sennrich 2019) and
-// softmax, on x (N,C) with optional gain/bias (1,C). Statistics per row in float; the
-// variance is computed from centred values (no E[x^2]-E[x]^2 cancellation).
+// softmax, on x (N,C) with optional gain/bias (1,C); the per-head forms normalise each group
+// of G consecutive columns, which in row-major memory are the rows of x seen as (N*C/G, G).
+// Statistics per row in float; the variance is computed from centred values (no E[x^2]-E[x]^2
+// cancellation).
 #include <cmath>
 
 #include "ablate/ops.hpp"
@@ -13,12 +15,26 @@ using namespace kernels;
 using Row = Eigen::Map<const Eigen::Array<float, 1, Eigen::Dynamic>>;
 using RowMut = Eigen::Map<Eigen::Array<float, 1, Eigen::Dynamic>>;
 
-void check_row_param(const char* op, const char* name, Graph& g, Var p, const Tensor& x) {
+// group == x.cols for the plain ops (whose messages say x.cols).
+void check_row_param(const char* op, const char* name, Graph& g, Var p, const Tensor& x,
+                     int64_t group) {
   if (!p.valid()) return;
   check_var(op, name, g, p);
   const Tensor& P = g.value(p);
-  if (P.rows != 1 || P.cols != x.cols)
-    shape_error(op, std::string(name) + " must be (1, x.cols)", name, P, "x", x);
+  if (P.rows != 1 || P.cols != group)
+    shape_error(op,
+                std::string(name) + (group == x.cols
+                                         ? " must be (1, x.cols)"
+                                         : " must be (1, group), group = " + std::to_string(group)),
+                name, P, "x", x);
+}
+
+// Throws unless group divides x's columns.
+void check_group(const char* op, const Tensor& x, int64_t group) {
+  if (group <= 0 || x.cols % group != 0)
+    throw Error(std::string(op) + ": group " + std::to_string(group) +
+                " does not divide the columns of x " + shape_str(x) +
+                "; give the head size, a divisor of " + std::to_string(x.cols));
 }
 
 // A (1,C) row of ones or zeros from the arena, standing in for a missing gain or bias.
@@ -28,6 +44,9 @@ const float* filled_row(Graph& g, int64_t C, float v) {
   return r;
 }
 
+// t (R, K) seen as rows of `cols` columns (cols divides K): the same memory.
+Tensor as_rows(const Tensor& t, int64_t cols) { return Tensor{t.data, t.numel() / cols, cols}; }
+
 // ---- layernorm and rmsnorm backward ---------------------------------------------------
 
 // Backward of a row normalisation y = xhat * gain (+ bias), xhat = (x - mean) * rstd, for
@@ -35,15 +54,17 @@ const float* filled_row(Graph& g, int64_t C, float v) {
 // dx, and per fixed chunk of rows the partial sums of dgain (dy * xhat) and dbias (dy),
 // added in chunk order after (chunks depend only on N: the same sums on any thread count).
 // node: in = {x, gain|-1, bias|-1 (layernorm)}; p[0] = mean (N) or null, p[1] = rstd (N),
-// p[2] = gain values or a row of ones (C).
+// p[2] = gain values or a row of ones (C); i[0] = C, the group size (x.cols unless grouped):
+// rows are the N = numel / C groups.
 void row_norm_backward(Graph& g, int id) {
   Node& n = g.node(id);
-  const Tensor dy = n.grad;                // (N,C)
-  const Tensor x = g.node(n.in[0]).value;  // (N,C)
+  const int64_t C = n.i[0];
+  const Tensor x = as_rows(g.node(n.in[0]).value, C);  // (N,C)
+  const Tensor dy = as_rows(n.grad, C);                // (N,C)
   const float* mean = static_cast<const float*>(n.p[0]);
   const float* rstd = static_cast<const float*>(n.p[1]);
-  const Row gain(static_cast<const float*>(n.p[2]), x.cols);
-  const int64_t N = x.rows, C = x.cols;
+  const Row gain(static_cast<const float*>(n.p[2]), C);
+  const int64_t N = x.rows;
   bool fresh = false;  // dx not yet written this backward: set it rather than add to zeros
   float* dx = g.requires_grad(n.in[0]) ? g.grad_unzeroed(n.in[0], fresh).data : nullptr;
   float* dgain = g.requires_grad(n.in[1]) ? g.grad(n.in[1]).data : nullptr;
@@ -101,13 +122,16 @@ void softmax_backward(Graph& g, int id) {
 }
 }  // namespace
 
-Var layernorm(Graph& g, Var x, Var gain, Var bias, float eps) {
-  check_var("layernorm", "x", g, x);
-  const Tensor X = g.value(x);  // (N,C)
-  check_row_param("layernorm", "gain", g, gain, X);
-  check_row_param("layernorm", "bias", g, bias, X);
+namespace {
+Var layernorm_impl(const char* op, Graph& g, Var x, int64_t group, Var gain, Var bias, float eps) {
+  check_var(op, "x", g, x);
+  const Tensor XN = g.value(x);  // (rows, H*C)
+  check_group(op, XN, group);
+  check_row_param(op, "gain", g, gain, XN, group);
+  check_row_param(op, "bias", g, bias, XN, group);
+  const Tensor X = as_rows(XN, group);  // (N,C)
   const int64_t N = X.rows, C = X.cols;
-  Var out = g.make(N, C, &row_norm_backward, {x, gain, bias}, "layernorm");
+  Var out = g.make(XN.rows, XN.cols, &row_norm_backward, {x, gain, bias}, op);
   Node& n = g.node(out);
   const bool save = n.requires_grad;
   const float* gp = gain.valid() ? g.value(gain).data : filled_row(g, C, 1.0f);
@@ -115,10 +139,11 @@ Var layernorm(Graph& g, Var x, Var gain, Var bias, float eps) {
   float* mean = save ? g.alloc(static_cast<size_t>(N)) : nullptr;
   float* rstd = save ? g.alloc(static_cast<size_t>(N)) : nullptr;
   n.f[0] = eps;
+  n.i[0] = C;
   n.p[0] = mean;
   n.p[1] = rstd;
   n.p[2] = const_cast<float*>(gp);
-  const Tensor Y = n.value;
+  const Tensor Y = as_rows(n.value, C);
   const Row gr(gp, C), br(bp, C);
   parallel_chunks(N, items_per_task(6 * C), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
@@ -136,20 +161,23 @@ Var layernorm(Graph& g, Var x, Var gain, Var bias, float eps) {
   return out;
 }
 
-Var rmsnorm(Graph& g, Var x, Var gain, float eps) {
-  check_var("rmsnorm", "x", g, x);
-  const Tensor X = g.value(x);  // (N,C)
-  check_row_param("rmsnorm", "gain", g, gain, X);
+Var rmsnorm_impl(const char* op, Graph& g, Var x, int64_t group, Var gain, float eps) {
+  check_var(op, "x", g, x);
+  const Tensor XN = g.value(x);  // (rows, H*C)
+  check_group(op, XN, group);
+  check_row_param(op, "gain", g, gain, XN, group);
+  const Tensor X = as_rows(XN, group);  // (N,C)
   const int64_t N = X.rows, C = X.cols;
-  Var out = g.make(N, C, &row_norm_backward, {x, gain}, "rmsnorm");
+  Var out = g.make(XN.rows, XN.cols, &row_norm_backward, {x, gain}, op);
   Node& n = g.node(out);
   const bool save = n.requires_grad;
   const float* gp = gain.valid() ? g.value(gain).data : filled_row(g, C, 1.0f);
   float* rstd = save ? g.alloc(static_cast<size_t>(N)) : nullptr;
   n.f[0] = eps;
+  n.i[0] = C;
   n.p[1] = rstd;
   n.p[2] = const_cast<float*>(gp);
-  const Tensor Y = n.value;
+  const Tensor Y = as_rows(n.value, C);
   const Row gr(gp, C);
   parallel_chunks(N, items_per_task(4 * C), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
@@ -160,6 +188,28 @@ Var rmsnorm(Graph& g, Var x, Var gain, float eps) {
     }
   });
   return out;
+}
+
+// x's columns, or 0 when x is not a node (its check then names it).
+int64_t cols_of(Graph& g, Var x) {
+  return x.valid() && static_cast<size_t>(x.id) < g.num_nodes() ? g.value(x).cols : 0;
+}
+}  // namespace
+
+Var layernorm(Graph& g, Var x, Var gain, Var bias, float eps) {
+  return layernorm_impl("layernorm", g, x, cols_of(g, x), gain, bias, eps);
+}
+
+Var rmsnorm(Graph& g, Var x, Var gain, float eps) {
+  return rmsnorm_impl("rmsnorm", g, x, cols_of(g, x), gain, eps);
+}
+
+Var layernorm_groups(Graph& g, Var x, int64_t group, Var gain, Var bias, float eps) {
+  return layernorm_impl("layernorm_groups", g, x, group, gain, bias, eps);
+}
+
+Var rmsnorm_groups(Graph& g, Var x, int64_t group, Var gain, float eps) {
+  return rmsnorm_impl("rmsnorm_groups", g, x, group, gain, eps);
 }
 
 Var softmax(Graph& g, Var x) {

@@ -36,6 +36,7 @@ namespace ablate {
 //      (head.hpp: the LM head, model.head) and BuildContext::tied_embedding. The qk_transform
 //      family (qk_transform.hpp: q, k and v head by head between attention's projection and
 //      the attention, model.attention.qk_transform), which MultiHeadAttention applies.
+//      Ops gather/scatter_add/scale_rows, reshape, top_k, *norm_groups; custom-op IntArray.
 constexpr int kPluginApiVersion = 8;
 
 // Model sizes a plugin may need. `layer` is the block index (-1 outside blocks).
