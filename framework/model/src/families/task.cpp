@@ -165,20 +165,20 @@ class @CLASS@Evaluator final : public ablate::Evaluator {
     if (lines_.empty()) o.fail("data", "no problems in '" + data + "'");
   }
 
-  // Greedy continuation of each prompt "$abc=" until '$'; exact match of the answer.
+  // Greedy continuation of every prompt "$abc=" until '$', all prompts decoded together
+  // through the KV cache (decode_prompts); exact match of the answer.
   std::vector<std::pair<std::string, double>> evaluate(ablate::EvalContext& ctx) override {
-    int64_t exact = 0;
+    std::vector<std::string> prompts, answers;
+    std::vector<int64_t> max_chars;
     for (const std::string& l : lines_) {
       const size_t eq = l.find('=');
-      const std::string prompt = l.substr(0, eq + 1), answer = l.substr(eq + 1);  // answer ends with '$'
-      ablate::Sampling greedy;
-      greedy.greedy = true;
-      ablate::Rng rng(ctx.seed);
-      const auto ids = ablate::generate(ctx.model, ctx.tokenizer.encode(prompt), static_cast<int64_t>(answer.size()), greedy, rng);
-      std::string text = ctx.tokenizer.decode(ids);
-      text = text.substr(0, std::min(text.size(), text.find('$') + 1));
-      exact += text == answer ? 1 : 0;
+      prompts.push_back(l.substr(0, eq + 1));
+      answers.push_back(l.substr(eq + 1));  // ends with '$'
+      max_chars.push_back(static_cast<int64_t>(answers.back().size()));
     }
+    const auto out = ablate::decode_prompts(ctx.model, ctx.tokenizer, prompts, max_chars, ablate::DecodeOptions(), "$");
+    int64_t exact = 0;
+    for (size_t i = 0; i < out.size(); ++i) exact += out[i] == answers[i] ? 1 : 0;
     return {{"exact_match", static_cast<double>(exact) / static_cast<double>(lines_.size())}};
   }
 
