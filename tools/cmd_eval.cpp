@@ -120,8 +120,8 @@ int cmd_eval(const std::vector<std::string>& args) {
             << " threads" << std::endl;
   ablate::EvalContext ctx{*run.model, *run.tokenizer, run.step, true, f.seed, ""};
   auto row = ev->evaluate(ctx);
-  const std::string report = ev->report();
-  std::cout << (report.empty() ? ev->summary(row) + "\n" : report);
+  const std::string report = ev->report();  // the line training prints, then the details
+  std::cout << ev->summary(row) << "\n" << (report.empty() ? "" : "\n" + report);
   if (f.write) {
     namespace fs = std::filesystem;
     const std::string dir =

@@ -80,8 +80,8 @@ class Evaluator {
     if (row.size() > 6) s += " (+" + std::to_string(row.size() - 6) + " more columns in run.h5)";
     return s;
   }
-  // Details of the last evaluate() for `ablate eval` (breakdowns, wrong answers), several
-  // lines; "" when there is nothing beyond the metrics.
+  // Details of the last evaluate() that `ablate eval` prints after the summary line
+  // (breakdowns, wrong answers), several lines; "" when there is nothing beyond the metrics.
   virtual std::string report() const { return ""; }
 };
 
