@@ -155,3 +155,17 @@ TEST_CASE("qk_transform/bad input: an unknown transform or option names the file
   const std::string eps = run("{type: causal, qk_transform: {type: qk_norm, eps: 5}}");
   CHECK(ablate::test::contains(eps, "model.attention.qk_transform.eps"));
 }
+
+TEST_CASE("qk_transform/the attention check names the custom ops its gradients went through") {
+  ablate::conformance::Settings s;
+  s.options_yaml = "{qk_transform: qk_norm}";
+  const auto r = ablate::conformance::check_variant("attention", "causal", s);
+  bool noted = false;
+  for (const auto& c : r.checks) {
+    INFO(c.name);
+    CHECK_MESSAGE(c.passed, c.detail);
+    if (c.name.find("finite differences") != std::string::npos)
+      noted = c.detail.find("custom ops: head_rmsnorm") != std::string::npos;
+  }
+  CHECK(noted);
+}

@@ -1,5 +1,8 @@
 // Family "attention": its descriptor (see ablate/family.hpp), conformance checks and the
 // skeleton of `ablate plugin new attention NAME`.
+#include <set>
+#include <string>
+
 #include "ablate/attention.hpp"
 #include "ablate/positional.hpp"
 #include "kit.hpp"
@@ -271,6 +274,7 @@ void check_attention(Checker& ck, const Subject& s) {
         mask[static_cast<size_t>(T - 1)] = 0;
         const int32_t prompts[B] = {3, 1};  // ForwardArgs::prefix: what a prefix mask reads whole
         int checked = 0;
+        std::set<std::string> custom;
         for (const Pos* p : usable)
           for (int config = 0; config < 3; ++config) {
             const uint8_t* km = config == 1 ? mask.data() : nullptr;
@@ -292,8 +296,11 @@ void check_attention(Checker& ck, const Subject& s) {
                             (prefix ? " and prompts of 3 and 1 positions" : "") + ": " + f.message};
             }
             ++checked;
+            const size_t at = n.find("; custom ops: ");  // collected over the configurations
+            if (at != std::string::npos) custom.insert(n.substr(at + 14));
           }
         note = std::to_string(checked) + " configurations";
+        for (const std::string& c : custom) note += "; custom ops: " + c;
       });
   check_options<Attention>(ck, s, d);
 }
