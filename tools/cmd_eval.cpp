@@ -5,12 +5,12 @@
 // (--problems 100 is problems: 100), as in an experiment's eval entry.
 #include <tbb/global_control.h>
 
-#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <thread>
 
 #include "ablate/error.hpp"
+#include "ablate/machine.hpp"
 #include "ablate/ops.hpp"
 #include "ablate/registry.hpp"
 #include "ablate/runfile.hpp"
@@ -140,9 +140,7 @@ int cmd_eval(const std::vector<std::string>& args) {
       auto rf = ablate::RunFile::open_append(ablate::run_file_path(dir));
       row_index = rf.rows(f.table);
       rf.append(f.table, row);
-      char when[32];
-      const std::time_t now = std::time(nullptr);
-      std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+      const std::string when = ablate::now_iso();
       std::string cmd = "ablate eval --task " + f.task;
       for (const auto& a : f.rest) cmd += " " + a;
       rf.set_attr("eval_writes", previous + f.table + " row " + std::to_string(row_index) +

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <ctime>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -23,6 +24,13 @@
 #include "ablate/error.hpp"
 
 namespace ablate {
+
+std::string now_iso() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
 namespace fs = std::filesystem;
 
 namespace {

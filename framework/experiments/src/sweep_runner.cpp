@@ -13,7 +13,6 @@
 #include <cmath>
 #include <csignal>
 #include <cstring>
-#include <ctime>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -39,13 +38,6 @@ extern "C" void on_stop_signal(int sig) { g_signal = sig; }
 
 double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-std::string now_iso() {
-  std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
 }
 
 // The last lines a child wrote in this attempt (its log from `offset`).

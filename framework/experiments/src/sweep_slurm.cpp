@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -26,13 +25,6 @@ namespace ablate {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string now_iso() {
-  std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
 
 // A word for a bash script: single-quoted unless it is plainly safe.
 std::string shell_quote(const std::string& s) {

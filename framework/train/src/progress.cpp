@@ -4,18 +4,10 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <ctime>
 
 #include "ablate/error.hpp"
 
 namespace ablate {
-
-std::string now_iso() {
-  std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
 
 Progress::Progress(bool quiet, int64_t total)
     : quiet_(quiet), tty_(isatty(STDERR_FILENO)), total_(total) {}

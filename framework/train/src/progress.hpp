@@ -5,10 +5,9 @@
 #include <fstream>
 #include <string>
 
-namespace ablate {
+#include "ablate/machine.hpp"  // now_iso
 
-// The time now, UTC, as 2026-01-31T12:00:00Z (run.log and the run file's timestamps).
-std::string now_iso();
+namespace ablate {
 
 // The progress line on stderr (unless quiet) and run.log in the run directory (always,
 // on rank 0): one timestamped line per event, and a train line at most every 10 s.

@@ -7,6 +7,9 @@
 
 namespace ablate {
 
+// The time now, UTC, as 2026-01-31T12:00:00Z (run.log, sweep.log, the run file's timestamps).
+std::string now_iso();
+
 // Cores this process may run on: its CPU affinity mask, capped by a cgroup v2 cpu.max
 // quota (rounded up). At least 1.
 int64_t usable_cores();
