@@ -14,10 +14,7 @@ namespace {
 constexpr int kMaxDepth = 64;
 constexpr size_t kMaxNodes = 100000;
 
-std::string located(const std::string& file, const YAML::Mark& m) {
-  if (m.is_null() || m.line < 0) return file;
-  return file + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
-}
+std::string located(const std::string& file, const YAML::Mark& m) { return yaml_location(file, m); }
 
 // Rejects what yaml-cpp accepts but an experiment must not contain: duplicate keys (both
 // are kept, and a lookup silently sees the first), keys that are not plain scalars, and
@@ -82,8 +79,7 @@ Experiment Experiment::parse(const std::string& text, const std::string& file,
   try {
     e.root_ = YAML::Load(text);
   } catch (const YAML::ParserException& ex) {
-    throw ConfigError(file + ":" + std::to_string(ex.mark.line + 1) + ":" +
-                      std::to_string(ex.mark.column + 1) + ": YAML syntax error: " + ex.msg);
+    throw ConfigError(yaml_location(file, ex.mark) + ": YAML syntax error: " + ex.msg);
   }
   if (e.root_.IsNull()) e.root_ = YAML::Node(YAML::NodeType::Map);
   if (!e.root_.IsMap())

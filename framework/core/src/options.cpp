@@ -5,6 +5,11 @@
 
 namespace ablate {
 
+std::string yaml_location(const std::string& file, const YAML::Mark& m) {
+  if (m.is_null() || m.line < 0) return file;
+  return file + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+}
+
 Options::Options(YAML::Node node, std::shared_ptr<ConfigSource> source, std::string path)
     : node_(std::move(node)), source_(std::move(source)), path_(std::move(path)) {
   if (!source_) source_ = std::make_shared<ConfigSource>();
@@ -106,8 +111,7 @@ std::string Options::where(const std::string& key) const {
   if (m.is_null() && node_.IsDefined()) m = node_.Mark();
   if (m.is_null()) m = shorthand_mark_;
   std::string file = source_->file.empty() ? "<config>" : source_->file;
-  if (m.is_null() || m.line < 0) return file;
-  return file + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+  return yaml_location(file, m);
 }
 
 void Options::fail(const std::string& key, const std::string& message) const {

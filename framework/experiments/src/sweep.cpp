@@ -27,9 +27,7 @@ namespace {
 constexpr int64_t kMaxSeeds = 100000;
 
 std::string where_of(const std::string& file, const YAML::Node& n) {
-  const YAML::Mark m = n.Mark();
-  if (m.is_null() || m.line < 0) return file;
-  return file + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+  return yaml_location(file, n.Mark());
 }
 
 // Text that apply_override parses back to the same YAML value (quoted where needed).
@@ -255,8 +253,7 @@ Sweep parse_sweep(const std::string& text, const std::string& file, const std::s
   try {
     doc = YAML::Load(text);
   } catch (const YAML::ParserException& ex) {
-    throw ConfigError(file + ":" + std::to_string(ex.mark.line + 1) + ":" +
-                      std::to_string(ex.mark.column + 1) + ": YAML syntax error: " + ex.msg);
+    throw ConfigError(yaml_location(file, ex.mark) + ": YAML syntax error: " + ex.msg);
   }
   if (!doc.IsMap())
     throw ConfigError(
