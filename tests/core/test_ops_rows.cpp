@@ -295,7 +295,7 @@ TEST_CASE("ops/grad: a top-2 router dispatching tokens to experts and combining 
   }
 }
 
-TEST_CASE("ops/grad: rmsnorm_groups and layernorm_groups; each head as the norm of its own rows") {
+TEST_CASE("ops/grad: rmsnorm_groups and layernorm_groups normalise each head as its own rows") {
   CHECK_GRAD(
       [](Graph& g, const std::vector<Var>& in) { return rmsnorm_groups(g, in[0], 4, in[1]); },
       {{3, 12}, {1, 4}});
