@@ -118,6 +118,34 @@ TEST_CASE("cluster/mpi: 2 ranks x B/2 give the loss curve of 1 rank x B, rank 0 
   check_same_curves(a, run_data(d / "resumed"), 5e-4);
 }
 
+TEST_CASE("cluster/mpi: auxiliary terms are logged once from every rank's share of the batch") {
+  REQUIRE_MESSAGE(ABLATE_HAVE_MPI, "this build has no MPI (tools/bootstrap.sh --cluster)");
+  TempDir d;
+  d.write("dp.yaml", kBase);
+  // Logged only (weight 0): the routing of a token does not depend on the rest of the batch,
+  // so the loss curve is one process's; each rank's terms come from its half of the batch.
+  const std::string moe = " 'model.ffn={type: moe, experts: 4, top_k: 2, balance_weight: 0}'";
+  auto one = run_command(run_cmd(d, 0, "dp.yaml -o one" + moe));
+  REQUIRE_MESSAGE(one.status == 0, one.output);
+  auto two = run_command(run_cmd(d, 2, "dp.yaml -o two" + moe));
+  REQUIRE_MESSAGE(two.status == 0, two.output);
+  ablate::RunData a = run_data(d / "one"), b = run_data(d / "two");
+  const auto &ta = a.tables.at("train"), &tb = b.tables.at("train");
+  for (const char* col : {"loss", "grad_norm"})
+    for (size_t i = 0; i < ta.at(col).size(); ++i)
+      CHECK(std::fabs(ta.at(col)[i] - tb.at(col)[i]) <= 5e-4 * std::max(1.0, ta.at(col)[i]));
+  for (const char* col : {"aux_moe_balance", "aux_moe_max_load"}) {
+    REQUIRE(tb.count(col));
+    REQUIRE(tb.at(col).size() == ta.at(col).size());
+    for (size_t i = 0; i < ta.at(col).size(); ++i) {
+      INFO(col << "[" << i << "]: 1 rank " << ta.at(col)[i] << ", 2 ranks " << tb.at(col)[i]);
+      CHECK(std::isfinite(tb.at(col)[i]));
+      // The mean of two halves' terms, each near the whole batch's (not their sum).
+      CHECK(std::fabs(tb.at(col)[i] - ta.at(col)[i]) <= 0.25 * ta.at(col)[i]);
+    }
+  }
+}
+
 TEST_CASE("cluster/mpi: 3 ranks split a batch of 5 padded line windows like one process") {
   REQUIRE(ABLATE_HAVE_MPI);
   TempDir d;

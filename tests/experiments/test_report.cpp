@@ -471,6 +471,38 @@ TEST_CASE("report/compare on synthetic runs matches hand-computed statistics") {
   CHECK(md.find("- Not included (2):") != std::string::npos);
 }
 
+TEST_CASE("report/each variant's paired difference from the baseline over the steps, with its CI") {
+  TempDir d;
+  ablate::SweepResults r = ablate::load_sweep_results(synthetic_sweep(d));
+  const ablate::ReportOptions o;
+  const ablate::Comparison c = ablate::compare_sweep(r, o.compare);
+  const std::vector<ablate::svg::Series> diffs = ablate::difference_series(r, c, o);
+  // The synthetic curves keep each run's final offset at every evaluation (steps 100-300):
+  // swiglu - relu is -0.05, -0.03, -0.07 at each step; gelu has one pair (1.74 - 1.76).
+  REQUIRE(diffs.size() == 2);
+  CHECK(diffs[0].label == "swiglu");
+  CHECK(diffs[0].x == std::vector<double>{100, 200, 300});
+  const double half = 4.302652729749464 * 0.02 / std::sqrt(3.0);
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(diffs[0].y[i] == doctest::Approx(-0.05));
+    CHECK(diffs[0].lo[i] == doctest::Approx(-0.05 - half));
+    CHECK(diffs[0].hi[i] == doctest::Approx(-0.05 + half));
+  }
+  CHECK(diffs[1].label == "gelu");
+  REQUIRE(diffs[1].y.size() == 3);
+  CHECK(diffs[1].y[2] == doctest::Approx(-0.02));
+  CHECK(diffs[1].lo[2] == diffs[1].y[2]);  // one pair: no interval
+  const std::string html = ablate::render_report(r, o);
+  CHECK(html.find("Difference from relu over training: val_loss") != std::string::npos);
+  CHECK(html.find("Below the dashed line is better.") != std::string::npos);
+  // At another metric the differences follow it.
+  ablate::ReportOptions tl;
+  tl.compare.metric = "train_loss";
+  const auto tdiffs = ablate::difference_series(r, ablate::compare_sweep(r, tl.compare), tl);
+  REQUIRE(tdiffs.size() == 2);
+  CHECK(tdiffs[0].y[0] == doctest::Approx(-0.05));
+}
+
 TEST_CASE("report/the HTML page renders in headless Chromium with its plots drawn") {
   TempDir d;
   const std::string dir = synthetic_sweep(d);
@@ -872,7 +904,7 @@ TEST_CASE(
   CAPTURE(rep.output);
   REQUIRE(rep.status == 0);
   CHECK(count(ablate::test::read_file(d / "r.html"),
-              "class=\"ablate-plot\" width=\"720\" height=\"446\"") == 5);
+              "class=\"ablate-plot\" width=\"720\" height=\"446\"") == 5 + 1);  // + differences
   if (ablate::test::run_command("command -v chromium").status != 0) return;
   auto dom = ablate::test::run_command(ablate::test::chromium_flags(d) + "--dump-dom file://" +
                                        (d / "r.html") + " 2>/dev/null");

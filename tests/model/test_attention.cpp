@@ -156,9 +156,12 @@ TEST_CASE(
           "{type: causal, n_kv_heads: " + std::to_string(nkv) + ", qk_transform: " + t + "}", d);
       ptest::randomize(*a.store, 3, 0.3f);
       auto rope = ptest::build<PositionalEncoding>("{type: rope}", d);
+      std::vector<int32_t> ids(static_cast<size_t>(T));
+      for (int64_t i = 0; i < T; ++i)
+        ids[static_cast<size_t>(i)] = static_cast<int32_t>((5 * i + 2) % d.vocab_size);
       ablate::Graph g;
       AttentionInput in;
-      in.pos = {1, T, 0};
+      in.pos = {1, T, 0, ids.data()};
       in.positional = rope.obj.get();
       const auto full = ptest::values(g, a->forward(g, g.constant(x.data(), T, C), in));
       ablate::KVCache cache;
@@ -168,7 +171,7 @@ TEST_CASE(
       for (int64_t t = 0; t < T; ++t) {
         g.reset();
         AttentionInput step;
-        step.pos = {1, 1, t};
+        step.pos = {1, 1, t, ids.data() + t};
         step.positional = rope.obj.get();
         step.cache = &cache;
         const auto y = ptest::values(g, a->forward(g, g.constant(x.data() + t * C, 1, C), step));

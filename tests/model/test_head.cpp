@@ -198,17 +198,8 @@ TEST_CASE("head/cli: a softcap run trains and generates, Hugging Face export nam
 
 TEST_CASE("head/bad input: an unknown head or a bad cap names the file, line, value and choices") {
   ablate::test::TempDir d;
-  auto run = [&](const std::string& head) {
-    const std::string exp = d.write(
-        "bad.yaml", std::string("name: bad\nseed: 3\ndata: {path: ") + ABLATE_TEST_DATA_DIR +
-                        "/shakespeare_16k.txt}\ntokenizer: byte\n"
-                        "model:\n  d_model: 16\n  n_heads: 2\n  n_layers: 1\n  context: 16\n"
-                        "  head: " +
-                        head + "\ntrain: {steps: 1, batch_size: 2}\nsample: {tokens: 0}\n");
-    auto r = ablate::test::run_command(ablate::test::ablate_binary() + " run " + exp + " -o " +
-                                       (d / "run") + " -q");
-    CHECK(r.status != 0);
-    return r.output;
+  auto run = [&](const std::string& value) {
+    return ablate::test::run_with_bad_model_option(d, "head", value);
   };
   const std::string unknown = run("sofcap");
   CHECK(ablate::test::contains(unknown, "bad.yaml:10:"));

@@ -144,3 +144,13 @@ TEST_CASE(
     CHECK(std::string(e.what()).find("gpt2") != std::string::npos);
   }
 }
+
+TEST_CASE("init/zero_out: residual outputs at 0, every other parameter gpt2's of the same seed") {
+  const Initialised zero("{type: zero_out}"), gpt2("{type: gpt2}");
+  for (Role r : kRoles) {
+    INFO(ablate::role_name(r));
+    if (r == Role::kResidualOut) CHECK(zero.values(r) == std::vector<float>(16 * 24, 0.0f));
+    else CHECK(zero.values(r) == gpt2.values(r));
+  }
+  CHECK(gpt2.rms(Role::kResidualOut) > 0);
+}

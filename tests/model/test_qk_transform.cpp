@@ -130,17 +130,8 @@ TEST_CASE("qk_transform/cli: a QK-norm run trains and generates, Hugging Face ex
 
 TEST_CASE("qk_transform/bad input: an unknown transform or option names the file and line") {
   ablate::test::TempDir d;
-  auto run = [&](const std::string& attention) {
-    const std::string exp = d.write(
-        "bad.yaml", std::string("name: bad\nseed: 3\ndata: {path: ") + ABLATE_TEST_DATA_DIR +
-                        "/shakespeare_16k.txt}\ntokenizer: byte\n"
-                        "model:\n  d_model: 16\n  n_heads: 2\n  n_layers: 1\n  context: 16\n"
-                        "  attention: " +
-                        attention + "\ntrain: {steps: 1, batch_size: 2}\nsample: {tokens: 0}\n");
-    auto r = ablate::test::run_command(ablate::test::ablate_binary() + " run " + exp + " -o " +
-                                       (d / "run") + " -q");
-    CHECK(r.status != 0);
-    return r.output;
+  auto run = [&](const std::string& value) {
+    return ablate::test::run_with_bad_model_option(d, "attention", value);
   };
   const std::string unknown = run("{type: causal, qk_transform: qknorm}");
   CHECK(ablate::test::contains(unknown, "bad.yaml:10:"));
@@ -168,4 +159,48 @@ TEST_CASE("qk_transform/the attention check names the custom ops its gradients w
       noted = c.detail.find("custom ops: head_rmsnorm") != std::string::npos;
   }
   CHECK(noted);
+}
+
+TEST_CASE(
+    "qk_transform/value_embed: v gains its token's row of the table, and with qk_norm QK-norm") {
+  const int64_t C = 12, NH = 3, HS = 4, NKV = 1, rows = 5;
+  const auto d = ptest::dims(C, NH, 16);
+  const auto q0 = ptest::randn(static_cast<size_t>(rows * C), 1, 3.0f);
+  const auto k0 = ptest::randn(static_cast<size_t>(rows * NKV * HS), 2);
+  const auto v0 = ptest::randn(static_cast<size_t>(rows * NKV * HS), 3);
+  const int32_t ids[rows] = {4, 0, 4, 10, 7};
+  auto t = ptest::build<QkTransform>("{type: value_embed}", d);
+  REQUIRE(t.store->all().size() == 1);
+  const ablate::Parameter& table = *t.store->all()[0];
+  CHECK(table.name == "p.value_embed.weight");
+  CHECK(table.value.rows == d.vocab_size);
+  CHECK(table.role == ablate::Role::kEmbedding);
+  ablate::Graph g;
+  ablate::Var q = g.constant(q0.data(), rows, C), k = g.constant(k0.data(), rows, NKV * HS),
+              v = g.constant(v0.data(), rows, NKV * HS);
+  t->apply(g, q, k, v, ablate::QkvHeads{NH, NKV, HS, {1, rows, 0, ids}});
+  CHECK(ptest::values(g, q) == q0);
+  CHECK(ptest::values(g, k) == k0);
+  const auto vv = ptest::values(g, v);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < NKV * HS; ++j)  // grouped-query heads: the first NKV * HS columns
+      CHECK(vv[static_cast<size_t>(r * NKV * HS + j)] ==
+            v0[static_cast<size_t>(r * NKV * HS + j)] + table.value.data[ids[r] * C + j]);
+  // Without the ids (a probe without tokens) it says what it needs.
+  ablate::Var v2 = g.constant(v0.data(), rows, NKV * HS);
+  CHECK(ablate::test::contains(ablate::test::error_of([&] {
+                                 t->apply(g, q, k, v2, ablate::QkvHeads{NH, NKV, HS, {1, rows, 0}});
+                               }),
+                               "needs the token ids"));
+  // With qk_norm: true, q and k are what the qk_norm transform makes of them (gains at 1).
+  auto both = ptest::build<QkTransform>("{type: value_embed, qk_norm: true}", d);
+  auto norm = ptest::build<QkTransform>("{type: qk_norm}", d);
+  ablate::Graph g2;
+  ablate::Var qa = g2.constant(q0.data(), rows, C), ka = g2.constant(k0.data(), rows, NKV * HS),
+              va = g2.constant(v0.data(), rows, NKV * HS);
+  ablate::Var qb = qa, kb = ka, vb = va;
+  both->apply(g2, qa, ka, va, ablate::QkvHeads{NH, NKV, HS, {1, rows, 0, ids}});
+  norm->apply(g2, qb, kb, vb, ablate::QkvHeads{NH, NKV, HS, {1, rows, 0, ids}});
+  const auto a = ptest::values(g2, qa), b = ptest::values(g2, qb);
+  for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == doctest::Approx(b[i]).epsilon(1e-5));
 }

@@ -438,6 +438,22 @@ TEST_CASE(
     CHECK(d.tables.at("train").at("step").back() < bad_step);
 }
 
+TEST_CASE("reliability/auxiliary-loss columns resume bitwise from a checkpoint inside a row") {
+  // A mixture of experts logs aux_moe_balance and aux_moe_max_load; the kill at step 30 leaves
+  // the checkpoint of step 28, inside the row of steps 26-30, whose partial sums it carries.
+  ablate::test::TempDir dir;
+  const std::string cfg = dir.write("resume.yaml", kConfig);
+  const std::string log = dir / "log.txt", moe = "model.ffn={type: moe, experts: 4, top_k: 2}";
+  REQUIRE_MESSAGE(run({cfg, "-o", dir / "full", "-q", moe}, "", log).code == 0,
+                  ablate::test::read_file(log));
+  const auto full = ablate::read_run_file(ablate::run_file_path(dir / "full"));
+  REQUIRE(full.tables.at("train").count("aux_moe_balance"));
+  REQUIRE(run({cfg, "-o", dir / "run", "-q", moe}, "step:30", log).killed);
+  REQUIRE_MESSAGE(run({cfg, "-o", dir / "run", "-q", "--resume", moe}, "", log).code == 0,
+                  ablate::test::read_file(log));
+  check_same_run(dir / "full", dir / "run");
+}
+
 TEST_CASE("reliability/a whole training run is bitwise the same on 1 and 2 threads") {
   ablate::test::registry();
   setenv("ABLATE_DATA_PATH", ABLATE_TEST_DATA_DIR, 1);

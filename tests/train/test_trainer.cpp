@@ -3,14 +3,18 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 
 #include <yaml-cpp/yaml.h>
 
 #include "ablate/checkpoint.hpp"
 #include "ablate/generate.hpp"
+#include "ablate/run_dir.hpp"
 #include "ablate/runfile.hpp"
 #include "ablate/trainer.hpp"
 #include "test_util.hpp"
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -283,4 +287,29 @@ TEST_CASE(
   CHECK(part.texts.at("segments/0").find("steps: 40") != std::string::npos);
   CHECK(part.texts.at("segments/1").find("schedule_steps: 40") != std::string::npos);
   CHECK(part.str_attrs.at("config") == part.texts.at("segments/1"));
+}
+
+TEST_CASE("trainer/evaluators get the run's data split and directory, objectives the vocabulary") {
+  ablate::test::TempDir d;
+  const std::string exp = d.write("tiny.yaml", ablate::test::kTinyBase);
+  fs::create_directories(d.path / "plugins");
+  for (const std::string probe : {"context_probe", "vocab_objective"})
+    fs::copy_file(std::string(ABLATE_TEST_PLUGIN_DIR) + "/" + probe + "/" + probe + ".so",
+                  d.path / "plugins" / (probe + ".so"));
+  auto r = ablate::test::run_command(
+      "ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " + ablate::test::ablate_binary() + " run " + exp +
+      " -q -o " + (d / "run") + " --plugin-dir " + (d / "plugins") +
+      " train.steps=20 sample.tokens=0 objective=vocab_objective 'eval=[{type: context_probe}]'");
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  const auto rd = ablate::read_run_file(ablate::run_file_path(d / "run"));
+  const auto& t = rd.tables.at("eval/context_probe");
+  // tiny.yaml: 16 KB of text, characters, train_fraction 0.9.
+  const std::string text = ablate::test::read_file(ABLATE_TEST_DATA_DIR "/shakespeare_16k.txt");
+  CHECK(t.at("has_data").back() == 1);
+  CHECK(t.at("train_chars").back() + t.at("val_chars").back() == static_cast<double>(text.size()));
+  CHECK(t.at("train_chars").back() == doctest::Approx(0.9 * text.size()).epsilon(0.01));
+  CHECK(t.at("train_ids").back() == t.at("train_chars").back());  // one id per character
+  CHECK(t.at("val_ids").back() == t.at("val_chars").back());
+  CHECK(t.at("vocab").back() == rd.num_attrs.at("vocab_size"));
+  CHECK(t.at("dir_has_experiment").back() == 1);
 }

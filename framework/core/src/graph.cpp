@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -50,6 +51,7 @@ uint64_t new_param_epoch() {
 
 void Graph::reset() {
   ++resets_;
+  aux_.clear();
   kernels::sync_scratch();  // no kernel is running: this thread's scratch may move
   open_op_ = nullptr;
   n_nodes_ = 0;
@@ -200,6 +202,26 @@ void Graph::backward(Var loss) {
     }
     if (after_backward_node) after_backward_node(after_backward_ctx, id);
   }
+}
+
+void Graph::add_aux(const std::string& name, Var value, float weight, int64_t layer) {
+  const std::string where = "auxiliary term '" + name + "'" +
+                            (layer >= 0 ? " (layer " + std::to_string(layer) + ")" : "");
+  if (name.empty() ||
+      name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
+    throw Error(where +
+                ": a name is lowercase letters, digits and '_', begun with the plugin's "
+                "name (e.g. 'moe_balance')");
+  if (!value.valid() || value.id >= static_cast<int>(n_nodes_))
+    throw Error(where + ": the value is not a node of this graph");
+  const Tensor& t = node(value).value;
+  if (t.rows != 1 || t.cols != 1)
+    throw Error(where + ": the value is (" + std::to_string(t.rows) + ", " +
+                std::to_string(t.cols) + "), expected a (1, 1) scalar (reduce it with sum())");
+  if (!std::isfinite(weight) || weight < 0)
+    throw Error(where + ": weight " + std::to_string(weight) +
+                " is not a finite number >= 0 (0 logs the term without training on it)");
+  aux_.push_back(AuxTerm{name, value, weight, layer});
 }
 
 }  // namespace ablate

@@ -16,6 +16,7 @@
 
 #include "ablate/error.hpp"
 #include "ablate/experiment.hpp"
+#include "ablate/run_dir.hpp"
 #include "ablate/svg.hpp"
 
 namespace ablate {
@@ -60,27 +61,13 @@ pre { background: #f6f8fa; padding: 8px 10px; font-size: 12px; overflow-x: auto;
 code { font-size: 12px; } td.id { white-space: nowrap; }
 )";
 
-// Tokens per optimizer step of a run (batch_size x grad_accum x context, from its resolved
-// config); NaN when the run does not record them.
-double tokens_per_step(const RunData& d) {
-  auto it = d.str_attrs.find("config_resolved");
-  if (it == d.str_attrs.end()) return kNaN;
-  try {
-    YAML::Node c = YAML::Load(it->second);
-    return c["train"]["batch_size"].as<double>() * c["train"]["grad_accum"].as<double>(1.0) *
-           c["model"]["context"].as<double>();
-  } catch (const YAML::Exception&) {
-    return kNaN;
-  }
-}
-
 }  // namespace
 
 std::vector<double> curve_x(const RunData& d, const std::vector<double>& steps,
                             const std::string& x) {
   if (x == "step") return steps;
   std::vector<double> out(steps.size(), kNaN);
-  const double tps = tokens_per_step(d);
+  const double tps = run_tokens_per_step(d);
   if (!std::isfinite(tps)) return out;
   if (x == "tokens") {
     for (size_t i = 0; i < steps.size(); ++i) out[i] = steps[i] * tps;
@@ -534,6 +521,46 @@ void comparisons_html(std::ostringstream& o, const SweepResults& r, const Compar
   o << heat_map_html(r, main);
 }
 
+// The figure of difference_series, with the baseline as a dashed line at 0.
+std::string difference_figure(const SweepResults& r, const Comparison& main,
+                              const ReportOptions& opt) {
+  std::vector<svg::Series> diffs = difference_series(r, main, opt);
+  if (diffs.empty()) return "";
+  svg::LinePlot p;
+  p.width = opt.plot_width;
+  p.height = static_cast<int>(0.62 * opt.plot_width);
+  p.title = "Difference from " + main.baseline + " over training: " + main.metric;
+  p.x.label = "step";
+  p.y.label = main.metric + " - " + main.baseline + "'s (paired)";
+  double x0 = INFINITY, x1 = -INFINITY;
+  for (const auto& d : diffs) x0 = std::min(x0, d.x.front()), x1 = std::max(x1, d.x.back());
+  svg::Series zero;
+  zero.label = main.baseline;
+  zero.x = {x0, x1};
+  zero.y = {0, 0};
+  zero.dashed = true;
+  for (size_t gi = 0; gi < main.groups.size(); ++gi) {  // the colours of the other curves
+    if (main.groups[gi].is_baseline) zero.color = svg::palette(gi);
+    for (auto& d : diffs)
+      if (d.label == main.groups[gi].label) d.color = svg::palette(gi);
+  }
+  p.series.push_back(zero);
+  p.series.insert(p.series.end(), diffs.begin(), diffs.end());
+  const std::string lvl = num(100 * main.level, 3) + "%";
+  const std::string cap =
+      "Mean over pairs of (group - " + main.baseline + ") in " + main.table + "/" + main.metric +
+      " at each step the baseline evaluated, runs paired as in the table above. Shaded: the " +
+      lvl + " t confidence interval of the mean difference (none with one pair). " +
+      (main.direction_known
+           ? std::string(main.higher_is_better ? "Above" : "Below") + " the dashed line is better."
+           : "") +
+      " A band that leaves 0 and stays away is a gap that opens and holds; one that returns to 0 "
+      "is a gap that closes.";
+  return "<figure>" + svg::line_plot(p) +
+         "<figcaption style=\"max-width: " + std::to_string(p.width) + "px\">" + escape(cap) +
+         "</figcaption></figure>\n";
+}
+
 // Curves of the losses, learning rate, gradient norm and evaluator metrics.
 void curves_html(std::ostringstream& o, const SweepResults& r, const Comparison& main,
                  const ReportOptions& opt, const EvaluatorColumns& extra_tables) {
@@ -548,6 +575,7 @@ void curves_html(std::ostringstream& o, const SweepResults& r, const Comparison&
   for (const auto& [t, cols] : extra_tables)
     for (const auto& col : cols) specs.push_back({t, col, t + ": " + col, col, false});
   o << "<h2>Curves</h2>\n<div class=\"plots\">\n";
+  o << difference_figure(r, main, opt);
   for (const auto& spec : specs) o << curve_figure(cg, spec, opt);
   o << "</div>\n";
 }
@@ -681,6 +709,49 @@ void configs_html(std::ostringstream& o, const SweepResults& r, const Comparison
 }  // namespace
 
 const char* report_css() { return kStyle; }
+
+std::vector<svg::Series> difference_series(const SweepResults& r, const Comparison& main,
+                                           const ReportOptions& opt) {
+  const GroupResult* base = nullptr;
+  for (const GroupResult& g : main.groups)
+    if (g.is_baseline) base = &g;
+  if (!base) return {};
+  std::set<double> steps;
+  for (const SweepRun* run : curve_runs(*base))
+    for (double st : metric_series(run->data, main.table, main.metric).first) steps.insert(st);
+  if (steps.size() < 2) return {};
+  std::map<std::string, svg::Series> by_group;
+  CompareOptions co = opt.compare;
+  co.metric = main.metric;
+  co.table = main.table;
+  co.baseline = main.baseline;
+  for (double st : steps) {
+    co.at = "step=" + std::to_string(static_cast<int64_t>(st));
+    Comparison c;
+    try {
+      c = compare_sweep(r, co);
+    } catch (const Error&) {
+      continue;  // a step not every group logged
+    }
+    for (const GroupResult& g : c.groups) {
+      if (!g.has_test || g.test.n < 1) continue;
+      svg::Series& s = by_group[g.label];
+      s.x.push_back(st);
+      s.y.push_back(g.test.mean_diff);
+      const bool ci = std::isfinite(g.test.ci_low) && std::isfinite(g.test.ci_high);
+      s.lo.push_back(ci ? g.test.ci_low : g.test.mean_diff);
+      s.hi.push_back(ci ? g.test.ci_high : g.test.mean_diff);
+    }
+  }
+  std::vector<svg::Series> out;
+  for (const GroupResult& g : main.groups) {
+    auto it = by_group.find(g.label);
+    if (it == by_group.end()) continue;
+    it->second.label = g.label;
+    out.push_back(std::move(it->second));
+  }
+  return out;
+}
 
 std::string render_report(const SweepResults& r, const ReportOptions& opt) {
   const Sweep& s = r.sweep;

@@ -91,7 +91,7 @@ Parameter& add_input(ParamStore& store, const std::string& name, int64_t rows, i
 }
 
 GradCheckResult check_gradients(const ForwardFn& forward, const std::vector<Parameter*>& wrt,
-                                int per_tensor, double h, double rtol, double atol) {
+                                int per_tensor, double h, double rtol, double atol, GradLoss what) {
   GradCheckResult res;
   Graph g;
   std::vector<std::vector<float>> R;
@@ -102,14 +102,24 @@ GradCheckResult check_gradients(const ForwardFn& forward, const std::vector<Para
         std::find(res.custom_ops.begin(), res.custom_ops.end(), op) == res.custom_ops.end())
       res.custom_ops.push_back(op);
   }
+  for (const AuxTerm& t : g.aux())
+    if (std::find(res.aux_terms.begin(), res.aux_terms.end(), t.name) == res.aux_terms.end())
+      res.aux_terms.push_back(t.name);
+  const bool outputs = what == GradLoss::kOutputsAndAux;
   Var loss;
   for (size_t k = 0; k < ys.size(); ++k) {
     const Tensor& t = g.value(ys[k]);
     R.push_back(randn(static_cast<size_t>(t.numel()), 1000 + k));
+    if (!outputs) continue;
     Var r = g.constant(R.back().data(), t.rows, t.cols);
     Var s = sum(g, mul(g, ys[k], r));
     loss = loss.valid() ? add(g, loss, s) : s;
   }
+  // The auxiliary terms at weight 1, whatever weight the plugin trains them at: a wrong
+  // gradient of a term weighted 0.01 in training is as wrong.
+  for (const AuxTerm& t : std::vector<AuxTerm>(g.aux()))
+    loss = loss.valid() ? add(g, loss, t.value) : t.value;
+  if (!loss.valid()) return res;  // nothing to check (aux_only without terms)
   for (Parameter* p : wrt)
     std::memset(p->grad.data, 0, sizeof(float) * static_cast<size_t>(p->grad.numel()));
   g.backward(loss);
@@ -121,11 +131,12 @@ GradCheckResult check_gradients(const ForwardFn& forward, const std::vector<Para
     NoGrad ng(g);
     Outputs out = forward(g);
     double L = 0;
-    for (size_t k = 0; k < out.size(); ++k) {
+    for (size_t k = 0; k < out.size() && outputs; ++k) {
       const Tensor& t = g.value(out[k]);
       for (int64_t i = 0; i < t.numel(); ++i)
         L += static_cast<double>(R[k][static_cast<size_t>(i)]) * t.data[i];
     }
+    for (const AuxTerm& t : g.aux()) L += g.value(t.value).data[0];
     return L;
   };
   const double L0 = eval();

@@ -41,6 +41,7 @@ void save_run_checkpoint(const std::string& dir, const Experiment& exp, const Se
   ck.texts["data_sha256"] = s.data->sha256;
   ck.ints["train/window_loss"] = to_bits(at.window.loss);
   ck.ints["train/window_steps"] = static_cast<uint64_t>(at.window.steps);
+  for (const auto& [name, sum] : at.window.aux) ck.ints["train/window_aux/" + name] = to_bits(sum);
   write_checkpoint(checkpoint_path(dir), ck);
   if (keep) {
     ck.ints["cpu/seconds"] =
@@ -121,6 +122,10 @@ CheckpointPosition checkpoint_position(const Checkpoint& ck) {
   at.window.steps = ck.ints.count("train/window_steps")
                         ? static_cast<int64_t>(ck.ints.at("train/window_steps"))
                         : 0;
+  const std::string aux = "train/window_aux/";
+  for (const auto& [key, bits] : ck.ints)
+    if (key.compare(0, aux.size(), aux) == 0)
+      at.window.aux[key.substr(aux.size())] = from_bits(bits);
   return at;
 }
 

@@ -4,6 +4,7 @@
 // and reading them is done here alone. Internal to the train layer.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@ namespace ablate {
 struct LossWindow {
   double loss = 0;
   int64_t steps = 0;
+  std::map<std::string, double> aux;  // auxiliary terms' sums (Graph::add_aux), by name
 };
 
 // Where the loop stands in a checkpoint: the step it was written after, the data stream's

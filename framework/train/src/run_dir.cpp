@@ -1,6 +1,7 @@
 // A run directory (see run_dir.hpp).
 #include "ablate/run_dir.hpp"
 
+#include <cmath>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -65,20 +66,27 @@ void read_state(const std::string& h5, RunState& st) {
   // resolved config: batch_size x grad_accum x context).
   if (st.status == RunStatus::running && st.last_step >= 0 && st.total_steps > st.last_step &&
       it->second.count("tokens_per_s") && it->second.at("tokens_per_s").back() > 0) {
-    try {
-      YAML::Node c = YAML::Load(get("config_resolved"));
-      const double tokens = c["train"]["batch_size"].as<double>() *
-                            c["train"]["grad_accum"].as<double>(1.0) *
-                            c["model"]["context"].as<double>();
+    const double tokens = run_tokens_per_step(d);  // NaN: no estimate
+    if (std::isfinite(tokens))
       st.seconds_left =
           double(st.total_steps - st.last_step) * tokens / it->second.at("tokens_per_s").back();
-    } catch (const YAML::Exception&) {
-      // an older run file without a resolved config: no estimate
-    }
   }
 }
 
 }  // namespace
+
+double run_tokens_per_step(const RunData& d) {
+  if (d.num_attrs.count("tokens_per_step")) return d.num_attrs.at("tokens_per_step");
+  auto cfg = d.str_attrs.find("config_resolved");
+  if (cfg == d.str_attrs.end()) return std::nan("");
+  try {
+    YAML::Node c = YAML::Load(cfg->second);
+    return c["train"]["batch_size"].as<double>() * c["train"]["grad_accum"].as<double>(1.0) *
+           c["model"]["context"].as<double>();
+  } catch (const YAML::Exception&) {
+    return std::nan("");
+  }
+}
 
 std::string checkpoint_path(const std::string& dir) {
   return (fs::path(dir) / "checkpoint.ckpt").string();

@@ -167,7 +167,13 @@ Setup build_setup(const Experiment& exp, const RunOptions& ro, const std::string
   tok_key << tok_opts.node();
   s.data = load_shared_text_data(root.child("data"), exp.dir(), *s.tokenizer, tok_key.c_str(),
                                  context, tokenizer_state == nullptr);
-  s.objective = reg.create<Objective>(family_options(root, Objective::kFamily), none);
+  {
+    BuildContext oc = none;  // the objective knows the tokenizer's vocabulary
+    const std::vector<std::string> texts = token_texts(*s.tokenizer);
+    oc.dims.vocab_size = s.tokenizer->vocab_size();
+    oc.vocab = &texts;
+    s.objective = reg.create<Objective>(family_options(root, Objective::kFamily), oc);
+  }
   s.model = build_model(model_opts, *s.tokenizer, *s.objective, s.seed);
   check_attention(*s.objective, *s.model, root);
   s.token_bytes = token_byte_counts(*s.tokenizer);
@@ -209,10 +215,14 @@ std::unique_ptr<Model> build_model(const Options& model_opts, const Tokenizer& t
 }
 
 Var batch_loss(Graph& g, Model& m, const Objective& obj, ForwardArgs a, const int32_t* targets,
-               std::vector<int32_t>& prefix) {
+               std::vector<int32_t>& prefix, Var* objective_loss) {
   scored_prefix(targets, a.batch, a.time, prefix);
   a.prefix = prefix.data();
-  return obj.loss(g, m.forward(g, a), targets, a.batch * a.time);
+  Var loss = obj.loss(g, m.forward(g, a), targets, a.batch * a.time);
+  if (objective_loss) *objective_loss = loss;
+  for (const AuxTerm& t : g.aux())
+    if (t.weight > 0) loss = add(g, loss, scale(g, t.value, t.weight));
+  return loss;
 }
 
 std::string scalar_at(const YAML::Node& n, const char* key) {
@@ -245,7 +255,7 @@ ExperimentInfo describe_experiment(const Experiment& exp, const RunOptions& ro, 
   info.batch_size = s.train.batch;
   info.grad_accum = s.train.accum;
   info.context = s.model->dims().context;
-  info.tokens_per_step = s.train.batch * s.train.accum * s.model->dims().context;
+  info.tokens_per_step = s.train.tokens_per_step(s.model->dims().context);
   if (estimate) {
     s.optimizer->init(s.model->params().all());
     info.memory = estimate_memory(s, s.train.batch);

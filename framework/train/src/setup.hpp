@@ -30,6 +30,8 @@ struct TrainConfig {
   Precision precision;
   std::vector<int64_t> keep_checkpoints;  // steps whose checkpoint is kept (branch points)
   bool keeps(int64_t step) const;
+  // Tokens of one optimizer step: batch x grad_accum x context (run.h5's tokens_per_step).
+  int64_t tokens_per_step(int64_t context) const { return batch * accum * context; }
 };
 
 // Everything the loop needs, built (and so validated) before any training starts.
@@ -66,12 +68,14 @@ std::string out_dir_of(const Experiment& exp, const RunOptions& ro);
 std::unique_ptr<Model> build_model(const Options& model_opts, const Tokenizer& tokenizer,
                                    const Objective& objective, uint64_t seed);
 
-// The loss of one batch under the run's objective; every training loss of the trainer
-// (the step, the memory probe) goes through here. The unscored positions before each
-// row's first scored one are its prompt (a prefix LM's attention reads it whole).
+// The training loss of one batch: the run's objective's, plus weight * value of every
+// auxiliary term the model added (Graph::add_aux); every training loss of the trainer
+// (the step, the memory probe) goes through here. *objective_loss, if given, gets the
+// objective's part (the train table's `loss`, comparable across variants). The unscored positions
+// before each row's first scored one are its prompt (a prefix LM's attention reads it whole).
 // `prefix` is scratch the caller keeps (no allocation per step).
 Var batch_loss(Graph& g, Model& m, const Objective& obj, ForwardArgs a, const int32_t* targets,
-               std::vector<int32_t>& prefix);
+               std::vector<int32_t>& prefix, Var* objective_loss = nullptr);
 
 // The scalar at key in a map node as text, else "" (no exceptions on missing keys).
 std::string scalar_at(const YAML::Node& n, const char* key);

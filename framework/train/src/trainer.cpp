@@ -108,6 +108,8 @@ class Trainer {
   void record_segment();
   void train_loop();
   double train_step(int64_t step, float lr, double& norm);
+  void add_aux_terms(int64_t step, float weight);
+  void allreduce_aux();
   void check_finite(int64_t step, double loss, double norm);
   void log_row(int64_t step, float lr, double norm);
   void evaluate_at(int64_t step);
@@ -143,6 +145,9 @@ class Trainer {
   Progress progress_{true, 0};
   Rng data_rng_{0};
   LossWindow window_;
+  std::map<std::string, double> aux_step_;  // this step's auxiliary terms, by name
+  bool aux_named_ = false;                  // aux_step_ holds the names of the first step's terms
+  std::string aux_first_bad_;               // " of layer L" of this rank's first non-finite term
   int64_t start_ = 0, last_checkpoint_ = -1, trained_steps_ = 0, init_step_ = 0;
   Graph g_;
   Slice sl_;
@@ -299,6 +304,7 @@ void Trainer::write_metadata() {
     rf.set_attr("precision", precision_name(s_.train.precision));
     rf.set_attr("n_params", model.n_params());
     rf.set_attr("flops_per_token", model.flops_per_token());
+    rf.set_attr("tokens_per_step", s_.train.tokens_per_step(model.dims().context));
     rf.set_attr("vocab_size", model.dims().vocab_size);
     rf.set_attr("data_file", s_.data->path);
     rf.set_attr("data_sha256", s_.data->sha256);
@@ -367,7 +373,7 @@ void Trainer::record_segment() {
 }
 
 // One optimizer step: accumulated micro-batches, gradient sync across ranks, the finite
-// check, clipping and the update. Returns the loss; `norm` gets the gradient norm.
+// check, clipping and the update. Returns the objective's loss; `norm` gets the gradient norm.
 double Trainer::train_step(int64_t step, float lr, double& norm) {
   const TrainConfig& t = s_.train;
   Model& model = *s_.model;
@@ -375,6 +381,8 @@ double Trainer::train_step(int64_t step, float lr, double& norm) {
   const int64_t B = t.batch, T = model.dims().context;
   model.params().zero_grad();
   double loss_sum = 0;
+  for (auto& [name, v] : aux_step_) v = 0;
+  aux_first_bad_.clear();
   g_.training = true;
   g_.step = static_cast<uint64_t>(step);
   g_.param_epoch =
@@ -400,10 +408,16 @@ double Trainer::train_step(int64_t step, float lr, double& norm) {
     g_.reset();
     ForwardArgs a = comm_.size() > 1 ? ForwardArgs{x_.data() + sl_.lo * T, sl_.hi - sl_.lo, T}
                                      : ForwardArgs{x_.data(), B, T};
-    Var loss = batch_loss(g_, model, *s_.objective, a,
-                          comm_.size() > 1 ? y_.data() + sl_.lo * T : y_.data(), prefix_);
+    Var objective_loss;
+    Var loss =
+        batch_loss(g_, model, *s_.objective, a,
+                   comm_.size() > 1 ? y_.data() + sl_.lo * T : y_.data(), prefix_, &objective_loss);
+    const bool aux_trained = loss.id != objective_loss.id;
     if (weight != 1.0f) loss = scale(g_, loss, weight);
-    loss_sum += g_.value(loss).data[0];
+    // The logged loss is the objective's (comparable across variants); the auxiliary terms
+    // have columns of their own.
+    loss_sum += aux_trained ? weight * g_.value(objective_loss).data[0] : g_.value(loss).data[0];
+    add_aux_terms(step, weight);
     if (comm_.size() > 1 && m + 1 == t.accum) sync_->attach(g_);
     g_.backward(loss);
   }
@@ -412,7 +426,17 @@ double Trainer::train_step(int64_t step, float lr, double& norm) {
     auto tc = clock::now();
     sync_->finish();
     comm_.allreduce_sum(&loss_sum, 1);
+    allreduce_aux();
     allreduce_seconds_ += std::chrono::duration<double>(clock::now() - tc).count();
+  }
+  for (const auto& [name, v] : aux_step_) {
+    window_.aux[name] += v;
+    if (!std::isfinite(v))
+      fail("step " + std::to_string(step) + ": auxiliary term '" + name + "'" +
+           (aux_first_bad_ == " of layer -1" ? "" : aux_first_bad_) + " is " + std::to_string(v) +
+           "; the model plugin that adds it (named by the term) computed a value that is not "
+           "finite: lower its weight or the learning rate, or check the plugin with `ablate "
+           "plugin check`");
   }
   norm = global_grad_norm(params);
   check_finite(step, loss_sum, norm);
@@ -425,6 +449,41 @@ double Trainer::train_step(int64_t step, float lr, double& norm) {
   return loss_sum;
 }
 
+// The step's auxiliary terms (Graph::add_aux) of one micro-batch: each name's mean over its
+// terms, weighted like the micro-batch's loss (so that the micro-batches' and ranks' parts
+// sum to the whole batch's).
+void Trainer::add_aux_terms(int64_t step, float weight) {
+  std::map<std::string, std::pair<double, int>> by_name;
+  for (const AuxTerm& t : g_.aux()) {
+    const double v = g_.value(t.value).data[0];
+    auto& [sum, n] = by_name[t.name];
+    sum += v;
+    ++n;
+    if (!std::isfinite(v) && aux_first_bad_.empty())
+      aux_first_bad_ = " of layer " + std::to_string(t.layer);
+  }
+  if (!aux_named_)
+    for (const auto& [name, sn] : by_name) aux_step_[name] = 0;
+  aux_named_ = true;
+  for (const auto& [name, sn] : by_name) {
+    auto it = aux_step_.find(name);
+    if (it == aux_step_.end())
+      fail("step " + std::to_string(step) + ": auxiliary term '" + name +
+           "' appeared after the first step; a plugin adds the same terms at every step");
+    it->second += weight * sn.first / sn.second;
+  }
+}
+
+// Every rank has the same terms (the same model): their sums in name order.
+void Trainer::allreduce_aux() {
+  if (aux_step_.empty()) return;
+  std::vector<double> v;
+  for (const auto& [name, x] : aux_step_) v.push_back(x);
+  comm_.allreduce_sum(v.data(), static_cast<int64_t>(v.size()));
+  size_t k = 0;
+  for (auto& [name, x] : aux_step_) x = v[k++];
+}
+
 void Trainer::check_finite(int64_t step, double loss, double norm) {
   if (std::isfinite(loss) && std::isfinite(norm)) return;
   fail(non_finite_error(s_.model->params().all(), step, loss, norm));
@@ -432,15 +491,18 @@ void Trainer::check_finite(int64_t step, double loss, double norm) {
 
 void Trainer::log_row(int64_t step, float lr, double norm) {
   const TrainConfig& t = s_.train;
-  const double tok_s = static_cast<double>(t.batch * t.accum * s_.model->dims().context) *
+  const double tok_s = static_cast<double>(t.tokens_per_step(s_.model->dims().context)) *
                        static_cast<double>(trained_steps_) / train_seconds_;
   const double loss = window_.loss / double(window_.steps);
   if (rfp_) {
-    rfp_->append("train", {{"step", double(step)},
-                           {"loss", loss},
-                           {"lr", lr},
-                           {"grad_norm", norm},
-                           {"tokens_per_s", tok_s}});
+    std::vector<std::pair<std::string, double>> row{{"step", double(step)},
+                                                    {"loss", loss},
+                                                    {"lr", lr},
+                                                    {"grad_norm", norm},
+                                                    {"tokens_per_s", tok_s}};
+    for (const auto& [name, sum] : window_.aux)
+      row.emplace_back("aux_" + name, sum / double(window_.steps));
+    rfp_->append("train", row);
     // Readers (h5py, reports) see the rows as of the last flush: at most a second old.
     if (std::chrono::duration<double>(clock::now() - last_flush_).count() >= 1.0) {
       rfp_->flush();
@@ -480,8 +542,8 @@ void Trainer::evaluate_at(int64_t step) {
   if (rfp_) rfp_->append("eval", eval_row);
   for (auto& [table, ev] : s_.evaluators) {
     if (!rfp_) break;
-    EvalContext ctx{model,   *s_.tokenizer, step,           step == s_.train.steps,
-                    s_.seed, exp_->dir(),   &s_.token_bytes};
+    EvalContext ctx{model,       *s_.tokenizer,   step,         step == s_.train.steps, s_.seed,
+                    exp_->dir(), &s_.token_bytes, s_.data.get()};
     auto row = ev->evaluate(ctx);
     const std::string shown = ev->summary(row);
     row.insert(row.begin(), {"step", double(step)});
@@ -590,7 +652,7 @@ void Trainer::finish() {
   const TrainConfig& t = s_.train;
   sum_.steps = t.steps;
   sum_.tokens_per_s = trained_steps_
-                          ? static_cast<double>(t.batch * t.accum * s_.model->dims().context) *
+                          ? static_cast<double>(t.tokens_per_step(s_.model->dims().context)) *
                                 double(trained_steps_) / train_seconds_
                           : 0;
   if (!root_) return;

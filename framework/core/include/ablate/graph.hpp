@@ -59,6 +59,15 @@ struct Node {
   const char* op = "input";  // op family, for profiles ("linear", "attention", ...)
 };
 
+// An auxiliary loss or metric a model plugin adds during its forward pass (a mixture of
+// experts' load-balancing loss, a router's entropy): see Graph::add_aux.
+struct AuxTerm {
+  std::string name;    // [a-z0-9_]+, begun with the plugin's name: "moe_balance"
+  Var value;           // a (1, 1) node of this tape
+  float weight = 0;    // in the training loss: loss + weight * value; 0: logged only
+  int64_t layer = -1;  // the block it comes from (BuildContext::dims.layer), -1: none
+};
+
 // Wall time per op family, forward and backward, summed over the steps a Graph was
 // profiled (Graph::profile). Forward time of a node is the time from its creation to the
 // creation of the next node (ops compute their value right after Graph::make), so code
@@ -182,8 +191,21 @@ class Graph {
   // The ops' own state kept across reset() (the bf16 copies of parameters; linalg.cpp).
   std::shared_ptr<void> op_state;
 
+  // Auxiliary losses and metrics (AuxTerm): a model plugin adds one term per call of its
+  // forward; reset() forgets them. Training adds weight * value of each to the objective's
+  // loss (so the term's gradient reaches the plugin's parameters through backward), checks
+  // that each is finite (an error names the term and its layer), and logs each name in
+  // run.h5's train table as aux_<name>, the mean of that name's terms (over layers); the
+  // evaluation losses (train_loss, val_loss) are the objective's alone, comparable across
+  // variants. `plugin check` checks each term's gradient by finite differences
+  // (docs/PLUGINS.md, "Auxiliary losses"). An Error for a value that is not (1, 1), a name outside
+  // [a-z0-9_]+ or a weight that is negative or not finite.
+  void add_aux(const std::string& name, Var value, float weight, int64_t layer = -1);
+  const std::vector<AuxTerm>& aux() const { return aux_; }
+
  private:
   uint64_t resets_ = 0;
+  std::vector<AuxTerm> aux_;
 };
 
 // Disables grad recording in a scope (evaluation, generation).

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ablate/compare.hpp"
+#include "ablate/svg.hpp"
 
 namespace ablate {
 
@@ -26,6 +27,14 @@ struct ReportOptions {
 // Errors: an unknown x axis, a plot width outside 240-4000, a --columns pattern that matches
 // nothing, and compare_sweep's.
 std::string render_report(const SweepResults& r, const ReportOptions& o = {});
+
+// Each group's paired difference from the baseline of `main` in its metric, at every step the
+// baseline's runs logged it (compare_sweep at step=N, so paired and tested as the table): one
+// series per group with a test, in group order, x the steps, y the mean difference, lo and hi
+// its confidence interval (equal to y with one pair). Empty without a baseline or with fewer
+// than two steps. The report draws it as "Difference from <baseline> over training".
+std::vector<svg::Series> difference_series(const SweepResults& r, const Comparison& main,
+                                           const ReportOptions& opt);
 
 // A run's x value at each of `steps` for ReportOptions::x: the step itself; tokens (step x
 // batch_size x grad_accum x context of its resolved config); or training seconds (step x

@@ -88,18 +88,24 @@ struct GradCheckResult {
   int checked = 0, skipped = 0, failed = 0;
   std::string report;                   // the mismatches, one per line
   std::vector<std::string> custom_ops;  // custom ops (custom_op.hpp) the forward used, so checked
+  std::vector<std::string> aux_terms;   // names of the auxiliary terms it added (Graph::add_aux)
   // Passed: no mismatch, something checked, and not mostly kinks.
   bool ok() const { return failed == 0 && checked > 0 && skipped <= checked; }
 };
 
+// What check_gradients differentiates: the outputs (and the auxiliary terms), or the
+// auxiliary terms alone, where a wrong gradient of a small term cannot hide behind the outputs'.
+enum class GradLoss { kOutputsAndAux, kAuxOnly };
+
 // Checks d(loss)/d(p) for every p in `wrt` (the plugin's parameters, and inputs made
 // Parameters so that they receive gradients), with loss = sum_k sum(out_k * R_k) for fixed
-// random R_k. At most `per_tensor` elements of each tensor are checked by central
-// differences (the loss accumulated in double). Elements where the two one-sided
-// differences disagree sit on a kink (relu, max) and are skipped.
+// random R_k, plus every auxiliary term the forward added (Graph::add_aux) at weight 1. At most
+// `per_tensor` elements of each tensor are checked by central differences (the loss accumulated in
+// double). Elements where the two one-sided differences disagree sit on a kink (relu, max) and are
+// skipped.
 GradCheckResult check_gradients(const ForwardFn& forward, const std::vector<Parameter*>& wrt,
                                 int per_tensor = 8, double h = 1e-3, double rtol = 3e-2,
-                                double atol = 2e-3);
+                                double atol = 2e-3, GradLoss what = GradLoss::kOutputsAndAux);
 
 // The built-in sample text (about 3 KB of tiny Shakespeare).
 const std::string& builtin_sample_text();

@@ -1,7 +1,8 @@
 // Family "evaluator": task-specific evaluations run beside the loss at every evaluation
 // step and at the end of training (e.g. exact match on arithmetic problems). Chosen in
 // the experiment's `eval:` list; each result row goes to the run file's table
-// "eval/<variant name>" together with the step.
+// "eval/<variant name>" together with the step. An evaluator sees the model, the tokenizer
+// (its vocabulary), the experiment's directory and the run's data split (EvalContext).
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -16,6 +17,8 @@
 
 namespace ablate {
 
+struct TextData;  // ablate/data.hpp (train layer, which evaluator plugins link)
+
 struct EvalContext {
   Model& model;
   const Tokenizer& tokenizer;
@@ -26,6 +29,10 @@ struct EvalContext {
   // Each id's bytes of raw text (token_byte_counts, 0 for ids the objective adds), computed
   // once per run; null where the caller has none (compute it from the tokenizer then).
   const std::vector<int32_t>* token_bytes = nullptr;
+  // The run's data as training reads it (ablate/data.hpp): the training and validation text
+  // and their token ids split as data.train_fraction says, or the token shards of each split;
+  // null where there is none (`ablate eval`, which scores --data files). Read-only.
+  const TextData* data = nullptr;
 };
 
 // The two sums of bits per byte (docs/RESULTS.md "Bits per byte"): bpb = nats / ln 2 / bytes

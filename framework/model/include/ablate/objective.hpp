@@ -15,6 +15,8 @@
 
 namespace ablate {
 
+// Its constructor's BuildContext has the tokenizer's vocabulary: dims.vocab_size and
+// vocab (each id's text), e.g. for an objective that treats some tokens apart.
 class Objective {
  public:
   static constexpr const char* kFamily = "objective";

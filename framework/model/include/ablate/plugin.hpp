@@ -37,6 +37,7 @@ namespace ablate {
 //      family (qk_transform.hpp: q, k and v head by head between attention's projection and
 //      the attention, model.attention.qk_transform), which MultiHeadAttention applies.
 //      Ops gather/scatter_add/scale_rows, reshape, top_k, *norm_groups; custom-op IntArray.
+//      Auxiliary losses and metrics (Graph::add_aux, AuxTerm).
 constexpr int kPluginApiVersion = 8;
 
 // Model sizes a plugin may need. `layer` is the block index (-1 outside blocks).

@@ -16,11 +16,17 @@ void check_attention(Checker& ck, const Subject& s) {
   constexpr int64_t C = 8, NH = 2, B = 2, T = 5;
   const ModelDims d = small_dims(C, NH, 16);
   const std::string path = path_of(s.family);
+  // Token ids of sequence b at position p, B x T of them, for the parts that read them (value
+  // embeddings): a forward of sequences from b at positions from p reads ids + b * T + p.
+  std::vector<int32_t> ids(static_cast<size_t>(B * T));
+  for (int64_t i = 0; i < B * T; ++i)
+    ids[static_cast<size_t>(i)] =
+        static_cast<int32_t>((7 * (i / T) + 3 * (i % T) + 1) % d.vocab_size);
   auto run = [&](Attention& a, PositionalEncoding* pos, const std::vector<float>& x, int64_t b,
                  int64_t t, float* weights = nullptr, const uint8_t* key_mask = nullptr) {
     Graph g;
     AttentionInput in;
-    in.pos = {b, t, 0};
+    in.pos = {b, t, 0, ids.data()};
     in.positional = pos;
     in.weights_out = weights;
     in.key_mask = key_mask;
@@ -183,7 +189,7 @@ void check_attention(Checker& ck, const Subject& s) {
              for (int64_t t = 0; t < T; ++t) {
                g.reset();
                AttentionInput in;
-               in.pos = {1, 1, t};
+               in.pos = {1, 1, t, ids.data() + t};
                in.positional = p->p.obj.get();
                in.cache = &cache;
                Var y = a->forward(g, g.constant(x.data() + t * C, 1, C), in);
@@ -213,7 +219,7 @@ void check_attention(Checker& ck, const Subject& s) {
         auto with_prompts = [&](const std::vector<float>& xs) {
           Graph g;
           AttentionInput in;
-          in.pos = {B, T, 0};
+          in.pos = {B, T, 0, ids.data()};
           in.prefix = prompts;
           return values(g, a->forward(g, g.constant(xs.data(), B * T, C), in));
         };
@@ -242,7 +248,7 @@ void check_attention(Checker& ck, const Subject& s) {
             g.reset();
             AttentionInput in;
             const int64_t n = t == 0 ? P : 1;
-            in.pos = {1, n, t};
+            in.pos = {1, n, t, ids.data() + b * T + t};
             in.cache = &cache;
             const int32_t prompt = static_cast<int32_t>(P);
             in.prefix = &prompt;
@@ -284,7 +290,7 @@ void check_attention(Checker& ck, const Subject& s) {
               expect_gradients(
                   [&](Graph& g) {
                     AttentionInput in;
-                    in.pos = {B, T, 0};
+                    in.pos = {B, T, 0, ids.data()};
                     in.positional = p->p.obj.get();
                     in.key_mask = km;
                     in.prefix = prefix;

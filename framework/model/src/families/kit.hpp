@@ -127,7 +127,18 @@ inline void expect_finite(const std::vector<float>& v, const std::string& what) 
 
 inline void expect_gradients(const ForwardFn& f, const std::vector<Parameter*>& wrt,
                              std::string& note) {
-  const GradCheckResult r = check_gradients(f, wrt);
+  GradCheckResult r = check_gradients(f, wrt);
+  if (!r.aux_terms.empty()) {
+    // The auxiliary terms on their own as well: their gradients are usually small beside the
+    // outputs', where a wrong sign would pass.
+    GradCheckResult a = check_gradients(f, wrt, 8, 1e-3, 3e-2, 2e-3, GradLoss::kAuxOnly);
+    expect(a.failed == 0, std::to_string(a.failed) + " of " + std::to_string(a.checked) +
+                              " elements of the gradient of the auxiliary terms " +
+                              join(a.aux_terms) + " alone disagree with finite differences:\n" +
+                              a.report);
+    expect(a.checked > 0, "no element of the auxiliary terms' gradient could be checked (" +
+                              std::to_string(a.skipped) + " on kinks)");
+  }
   std::string lines = r.report;
   size_t cut = 0;
   for (int k = 0; k < 6 && cut != std::string::npos; ++k) cut = lines.find('\n', cut ? cut + 1 : 0);
@@ -145,6 +156,8 @@ inline void expect_gradients(const ForwardFn& f, const std::vector<Parameter*>& 
   note = std::to_string(r.checked) + " elements checked" +
          (r.skipped ? ", " + std::to_string(r.skipped) + " on kinks skipped" : "");
   if (!r.custom_ops.empty()) note += "; custom ops: " + join(r.custom_ops);
+  if (!r.aux_terms.empty())
+    note += "; auxiliary terms " + join(r.aux_terms) + " also checked alone";
 }
 
 // The key path a family's options live at in an experiment (for messages).

@@ -14,12 +14,17 @@ void check_qk_transform(Checker& ck, const Subject& s) {
   struct Qkv {
     std::vector<float> q, k, v;
   };
+  // The rows' token ids, for transforms that read them (value embeddings).
+  std::vector<int32_t> ids(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i)
+    ids[static_cast<size_t>(i)] = static_cast<int32_t>((3 * i + 1) % d.vocab_size);
+  const PosContext pos{B, T, 0, ids.data()};
   // q (rows, NH*HS), k and v (rows, NKV*HS) through the transform.
   auto run = [&](QkTransform& t, const Qkv& in, int64_t nkv) {
     Graph g;
     Var q = g.constant(in.q.data(), rows, NH * HS), k = g.constant(in.k.data(), rows, nkv * HS),
         v = g.constant(in.v.data(), rows, nkv * HS);
-    t.apply(g, q, k, v, QkvHeads{NH, nkv, HS, {B, T, 0}});
+    t.apply(g, q, k, v, QkvHeads{NH, nkv, HS, pos});
     expect_shape(g, q, rows, NH * HS, "q");
     expect_shape(g, k, rows, nkv * HS, "k");
     expect_shape(g, v, rows, nkv * HS, "v");
@@ -115,7 +120,7 @@ void check_qk_transform(Checker& ck, const Subject& s) {
              expect_gradients(
                  [&](Graph& g) {
                    Var q = g.param(qp), k = g.param(kp), v = g.param(vp);
-                   t->apply(g, q, k, v, QkvHeads{NH, nkv, HS, {B, T, 0}});
+                   t->apply(g, q, k, v, QkvHeads{NH, nkv, HS, pos});
                    return Outputs{q, k, v};
                  },
                  wrt, note);

@@ -17,6 +17,11 @@ namespace ablate {
 
 class RunLock;
 
+// Tokens of one optimizer step of a run (batch_size x grad_accum x context): its run file's
+// tokens_per_step, or for a run file written before that was recorded, from its resolved
+// config; NaN when neither tells.
+double run_tokens_per_step(const RunData& d);
+
 // The checkpoint file of a run directory.
 std::string checkpoint_path(const std::string& run_dir);
 std::string run_file_path(const std::string& run_dir);
