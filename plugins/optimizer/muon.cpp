@@ -7,6 +7,9 @@
 // (embeddings, positions, the LM head, gains, biases, custom ones) gets AdamW with its own
 // learning rate, which the scheduler scales like Muon's. Roles come from the parameters
 // (tensor.hpp), never from their names.
+// `iteration: polar_express` (Amsel et al. 2025, "The Polar Express"; modded-nanogpt and
+// nanochat use it) takes per-iteration coefficients, optimal for each of the five steps,
+// instead of the same (a, b, c) at every step, on G / (1.02 |G|_F) (its safety margin).
 // ablate stores a weight (in, out), the transpose of torch's (out, in): torch's
 // max(1, rows / cols) is max(1, cols / rows) here. The iteration runs in float32 (the
 // reference uses bfloat16).
@@ -37,6 +40,10 @@ class Muon final : public ablate::Optimizer {
                                   "momentum of the hidden matrices' updates")),
         nesterov_(o.get<bool>("nesterov", true, "Nesterov momentum (the reference's default)")),
         ns_steps_(o.get_in<int64_t>("ns_steps", 5, 1, 100, "Newton-Schulz iterations")),
+        polar_(o.get_choice("iteration", "newton_schulz", {"newton_schulz", "polar_express"},
+                            "newton_schulz: Muon's fixed quintic (a, b, c) at every step; "
+                            "polar_express: Polar Express's coefficients per step (at most 5)") ==
+               "polar_express"),
         wd_(o.get_in<float>("weight_decay", 0.0f, 0.0f, 10.0f,
                             "decoupled weight decay, on roles that decay (tensor.hpp)")),
         adam_lr_(o.get_in<float>("adam_lr", 3e-4f, 1e-12f, 10.0f,
@@ -44,6 +51,10 @@ class Muon final : public ablate::Optimizer {
         adam_eps_(o.get_in<float>("adam_eps", 1e-10f, 1e-30f, 1.0f, "AdamW's eps")) {
     std::tie(b1_, b2_) = ablate::read_betas(o, "adam_betas", {0.9f, 0.95f},
                                             "AdamW's [beta1, beta2], each in [0, 1)");
+    if (polar_ && ns_steps_ > kPolarSteps)
+      o.fail("ns_steps", "Polar Express has coefficients for at most " +
+                             std::to_string(kPolarSteps) + " iterations, got " +
+                             std::to_string(ns_steps_) + "; set ns_steps: 5 or fewer");
   }
 
   void init(const std::vector<ablate::Parameter*>& params) override {
@@ -108,12 +119,12 @@ class Muon final : public ablate::Optimizer {
   // X <- a X + B X; for a tall one the same on X^T, written as A = X^T X, X <- a X + X B
   // (B is symmetric), so nothing is transposed in memory. Returns a view of x_.
   ablate::Tensor newton_schulz(const ablate::Tensor& g) {
-    constexpr float a = 3.4445f, b = -4.7750f, c = 2.0315f;
     const int64_t r = g.rows, k = g.cols, s = std::min(r, k);
     const bool wide = r <= k;
     double norm = 0;
     for (int64_t j = 0; j < g.numel(); ++j) norm += static_cast<double>(g.data[j]) * g.data[j];
-    const float inv = 1.0f / (static_cast<float>(std::sqrt(norm)) + 1e-7f);
+    const float inv =
+        1.0f / (static_cast<float>(std::sqrt(norm)) * (polar_ ? 1.02f : 1.0f) + 1e-7f);
     x_.resize(static_cast<size_t>(g.numel()));
     y_.resize(x_.size());
     a_.resize(static_cast<size_t>(s * s));
@@ -121,6 +132,8 @@ class Muon final : public ablate::Optimizer {
     ablate::Tensor X{x_.data(), r, k}, Y{y_.data(), r, k}, A{a_.data(), s, s}, B{b_.data(), s, s};
     for (int64_t j = 0; j < g.numel(); ++j) X.data[j] = g.data[j] * inv;
     for (int64_t it = 0; it < ns_steps_; ++it) {
+      const float* abc = polar_ ? kPolar[it] : kMuon;
+      const float a = abc[0], b = abc[1], c = abc[2];
       ablate::gemm(X, !wide, X, wide, A);      // A = X X^T (wide) or X^T X (tall)
       ablate::gemm(A, false, A, false, B, c);  // B = c A A
       for (int64_t j = 0; j < A.numel(); ++j) B.data[j] += b * A.data[j];
@@ -163,9 +176,19 @@ class Muon final : public ablate::Optimizer {
         throw ablate::Error("muon: parameter '" + params[i]->name + "' changed since init()");
   }
 
+  static constexpr float kMuon[3] = {3.4445f, -4.7750f, 2.0315f};
+  static constexpr int64_t kPolarSteps = 5;
+  static constexpr float kPolar[kPolarSteps][3] = {
+      {8.156554524902461f, -22.48329292557795f, 15.878769915207462f},
+      {4.042929935166739f, -2.808917465908714f, 0.5000178451051316f},
+      {3.8916678022926607f, -2.772484153217685f, 0.5060648178503393f},
+      {3.285753657755655f, -2.3681294933425376f, 0.46449024233003106f},
+      {2.3465413258596377f, -1.7097828382687081f, 0.42323551169305323f}};
+
   float lr_, momentum_;
   bool nesterov_;
   int64_t ns_steps_;
+  bool polar_;
   float wd_, adam_lr_, adam_eps_, b1_ = 0.9f, b2_ = 0.95f;
   std::vector<std::string> names_;
   std::vector<bool> muon_;

@@ -206,6 +206,50 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "optimizer/muon with Polar Express: the paper's per-step coefficients, a tighter polar "
+    "factor") {
+  const double coef[5][3] = {{8.156554524902461, -22.48329292557795, 15.878769915207462},
+                             {4.042929935166739, -2.808917465908714, 0.5000178451051316},
+                             {3.8916678022926607, -2.772484153217685, 0.5060648178503393},
+                             {3.285753657755655, -2.3681294933425376, 0.46449024233003106},
+                             {2.3465413258596377, -1.7097828382687081, 0.42323551169305323}};
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{6, 10}, {10, 6}}) {
+    CAPTURE(rows);
+    const std::vector<float> g = ptest::randn(static_cast<size_t>(rows * cols), 3);
+    const auto u =
+        one_step("{type: muon, nesterov: false, momentum: 0.5, iteration: polar_express}",
+                 ablate::Role::kHidden, rows, cols, g, 1.0f);
+    const auto ns = one_step("{type: muon, nesterov: false, momentum: 0.5}", ablate::Role::kHidden,
+                             rows, cols, g, 1.0f);
+    const double scale = std::sqrt(std::max(1.0, double(cols) / double(rows)));
+    Eigen::MatrixXd U(rows, cols), N(rows, cols), X(rows, cols);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        U(r, c) = -u[size_t(r * cols + c)] / scale;
+        N(r, c) = -ns[size_t(r * cols + c)] / scale;
+        X(r, c) = 0.5 * g[size_t(r * cols + c)];  // the momentum buffer after one step
+      }
+    // The reference in double: X / (1.02 |X|_F), then X <- a X + (b A + c A^2) X, A = X X^T.
+    X /= 1.02 * X.norm() + 1e-7;
+    for (const auto& k : coef) {
+      const Eigen::MatrixXd A = X * X.transpose();
+      X = k[0] * X + (k[1] * A + k[2] * A * A) * X;
+    }
+    CHECK((U - X).cwiseAbs().maxCoeff() < 1e-4);
+    // Closer to the polar factor than Muon's fixed quintic: singular values nearer 1.
+    Eigen::JacobiSVD<Eigen::MatrixXd> su(U), sn(N);
+    auto spread = [](const Eigen::VectorXd& sv) {
+      return std::max(sv.maxCoeff() - 1.0, 1.0 - sv.minCoeff());
+    };
+    INFO("singular values: polar express " << su.singularValues().transpose() << "; newton-schulz "
+                                           << sn.singularValues().transpose());
+    CHECK(spread(su.singularValues()) < spread(sn.singularValues()));
+  }
+  CHECK_THROWS_WITH_AS(make("{type: muon, iteration: polar_express, ns_steps: 6}"),
+                       doctest::Contains("at most 5 iterations"), ablate::ConfigError);
+}
+
+TEST_CASE(
     "optimizer/schedule_free: two steps against the paper's recursion, eval point is the average "
     "x") {
   // p = 1 (decayed role), lr 0.1, betas 0.9 / 0.999, wd 0.1; gradients 0.5 then -0.25.
