@@ -105,8 +105,10 @@ inline std::string ablate_binary() { return std::string(ABLATE_BINARY_DIR) + "/a
 // Runs `ablate run` on a one-step experiment written to d/bad.yaml whose model section's last
 // line, line 10 of the file, is `  <key>: <value>` (e.g. "head", "{type: softcap, cap: -3}"),
 // which must fail; returns the output, for checking that the error names the file and line.
+// `flags` go to the command line (e.g. --plugin-dir).
 inline std::string run_with_bad_model_option(const TempDir& d, const std::string& key,
-                                             const std::string& value) {
+                                             const std::string& value,
+                                             const std::string& flags = "") {
   const std::string exp =
       d.write("bad.yaml",
               std::string("name: bad\nseed: 3\ndata: {path: ") + ABLATE_TEST_DATA_DIR +
@@ -114,7 +116,7 @@ inline std::string run_with_bad_model_option(const TempDir& d, const std::string
                   "model:\n  d_model: 16\n  n_heads: 2\n  n_layers: 1\n  context: 16\n  " +
                   key + ": " + value + "\ntrain: {steps: 1, batch_size: 2}\nsample: {tokens: 0}\n");
   const CommandResult r =
-      run_command(ablate_binary() + " run " + exp + " -o " + (d / "run") + " -q");
+      run_command(ablate_binary() + " run " + exp + " -o " + (d / "run") + " -q " + flags);
   CHECK_MESSAGE(r.status != 0, r.output);
   return r.output;
 }

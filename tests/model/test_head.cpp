@@ -214,3 +214,15 @@ TEST_CASE("head/bad input: an unknown head or a bad cap names the file, line, va
   CHECK(ablate::test::contains(key, "model.head.capp"));
   CHECK(ablate::test::contains(key, "Did you mean 'cap'?"));
 }
+
+TEST_CASE("head/a head whose logits the objective does not read stops the run, naming both") {
+  ablate::test::TempDir d;
+  const std::string out = ablate::test::run_with_bad_model_option(
+      d, "head", "wide_head", std::string("--plugin-dir ") + ABLATE_TEST_PLUGIN_DIR + "/wide_head");
+  CHECK(ablate::test::contains(out, "bad.yaml:"));
+  CHECK(ablate::test::contains(out, "model.head"));
+  CHECK(ablate::test::contains(out,
+                               "head 'wide_head' gives 512 logits per position, and "
+                               "objective 'next_token' reads 256"));
+  CHECK(ablate::test::contains(out, "they cannot combine"));
+}

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "ablate/checkpoint.hpp"
+#include "ablate/head.hpp"
 #include "ablate/interop.hpp"
 #include "ablate/registry.hpp"
 #include "ablate/task.hpp"
@@ -110,6 +111,26 @@ void check_attention(const Objective& obj, const Model& m, const Options& root) 
                  alternative);
 }
 
+// The head's logits must be what the objective reads: one forward of one token tells their
+// width before anything trains.
+void check_head(const Objective& obj, Model& m, const Options& root) {
+  Graph g;
+  NoGrad ng(g);
+  const int32_t id = 0;
+  const int64_t cols = g.value(m.forward(g, ForwardArgs{&id, 1, 1})).cols,
+                vocab = m.dims().vocab_size;
+  if (obj.reads_logits(cols, vocab)) return;
+  const Options model = root.child("model");
+  model.fail("head", "head '" + PluginRegistry::type_of(family_options(model, Head::kFamily)) +
+                         "' gives " + std::to_string(cols) +
+                         " logits per position, and objective '" +
+                         PluginRegistry::type_of(family_options(root, Objective::kFamily)) +
+                         "' reads " + std::to_string(vocab) +
+                         " (one per token of the vocabulary): they cannot combine. Choose a "
+                         "head with one logit per token (linear, softcap), or an objective "
+                         "written for this head");
+}
+
 void build_evaluators(Options& root, Setup& s, const BuildContext& none) {
   const YAML::Node& evn = root.node()["eval"];
   root.mark_used("eval");
@@ -176,6 +197,7 @@ Setup build_setup(const Experiment& exp, const RunOptions& ro, const std::string
   }
   s.model = build_model(model_opts, *s.tokenizer, *s.objective, s.seed);
   check_attention(*s.objective, *s.model, root);
+  check_head(*s.objective, *s.model, root);
   s.token_bytes = token_byte_counts(*s.tokenizer);
   s.token_bytes.resize(static_cast<size_t>(s.model->dims().vocab_size),
                        0);  // the objective's ids: no text

@@ -36,6 +36,11 @@ class Objective {
   // stream of the trainer's, the same on every data-parallel rank.
   virtual void prepare(int32_t* x, int32_t* y, int64_t batch, int64_t time, int64_t vocab,
                        Rng& rng) const = 0;
+  // Whether loss() and metrics() read logits of `cols` columns per position, for a model
+  // vocabulary of `vocab` ids: one column per id unless the objective is written for another
+  // head (e.g. a multi-token-prediction head's several blocks of V). A run whose head gives a
+  // width its objective does not read stops before training, naming both.
+  virtual bool reads_logits(int64_t cols, int64_t vocab) const { return cols == vocab; }
   // The scalar loss of logits (n, V) against the prepared targets y (mean over scored positions).
   virtual Var loss(Graph& g, Var logits, const int32_t* y, int64_t n) const {
     return cross_entropy(g, logits, y, n);
