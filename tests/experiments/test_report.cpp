@@ -494,6 +494,7 @@ TEST_CASE("report/each variant's paired difference from the baseline over the st
   CHECK(diffs[1].lo[2] == diffs[1].y[2]);  // one pair: no interval
   const std::string html = ablate::render_report(r, o);
   CHECK(html.find("Difference from relu over training: val_loss") != std::string::npos);
+  CHECK(html.find("Auxiliary term") == std::string::npos);  // no run logs one
   CHECK(html.find("Below the dashed line is better.") != std::string::npos);
   // At another metric the differences follow it.
   ablate::ReportOptions tl;

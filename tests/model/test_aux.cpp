@@ -83,6 +83,13 @@ TEST_CASE("aux/training logs each term, trains on it, and stops at a non-finite 
                                           << late(on, "aux_moe_max_load"));
   CHECK(late(on, "aux_moe_balance") < late(off, "aux_moe_balance"));
   CHECK(late(on, "aux_moe_max_load") < late(off, "aux_moe_max_load") - 0.2);
+  // The report draws each term beside the losses.
+  auto rep = ablate::test::run_command(ablate::test::ablate_binary() + " report " + (d / "moe0") +
+                                       " " + (d / "moe0.1") + " -o " + (d / "r.html"));
+  REQUIRE_MESSAGE(rep.status == 0, rep.output);
+  const std::string html = ablate::test::read_file(d / "r.html");
+  CHECK(ablate::test::contains(html, "Auxiliary term moe_balance"));
+  CHECK(ablate::test::contains(html, "Auxiliary term moe_max_load"));
   // A term that turns NaN stops the step with its name and layer.
   auto r = run("nan", std::string("--plugin-dir ") + ABLATE_TEST_PLUGIN_DIR +
                           "/bad_aux 'model.ffn={type: bad_aux, nan_at_step: 3}'");

@@ -572,6 +572,16 @@ void curves_html(std::ostringstream& o, const SweepResults& r, const Comparison&
       {"eval", "train_loss", "Training loss (evaluation batches)", "train_loss", false},
       {"train", "lr", "Learning rate", "lr", false},
       {"train", "grad_norm", "Gradient norm (before clipping)", "grad_norm", true}};
+  // Auxiliary terms of model plugins (Graph::add_aux): aux_<name> in the train table.
+  std::set<std::string> aux;
+  for (const SweepRun& run : r.runs) {
+    auto t = run.data.tables.find("train");
+    if (t == run.data.tables.end()) continue;
+    for (const auto& [col, values] : t->second)
+      if (col.compare(0, 4, "aux_") == 0) aux.insert(col);
+  }
+  for (const std::string& col : aux)
+    specs.push_back({"train", col, "Auxiliary term " + col.substr(4), col, false});
   for (const auto& [t, cols] : extra_tables)
     for (const auto& col : cols) specs.push_back({t, col, t + ": " + col, col, false});
   o << "<h2>Curves</h2>\n<div class=\"plots\">\n";
