@@ -147,7 +147,12 @@ class Trainer {
   LossWindow window_;
   std::map<std::string, double> aux_step_;  // this step's auxiliary terms, by name
   bool aux_named_ = false;                  // aux_step_ holds the names of the first step's terms
-  std::string aux_first_bad_;               // " of layer L" of this rank's first non-finite term
+  struct BadAux {
+    std::string name;
+    int64_t layer;
+    double value;
+  };
+  std::optional<BadAux> aux_bad_;  // this rank's first non-finite auxiliary term
   int64_t start_ = 0, last_checkpoint_ = -1, trained_steps_ = 0, init_step_ = 0;
   Graph g_;
   Slice sl_;
@@ -382,7 +387,7 @@ double Trainer::train_step(int64_t step, float lr, double& norm) {
   model.params().zero_grad();
   double loss_sum = 0;
   for (auto& [name, v] : aux_step_) v = 0;
-  aux_first_bad_.clear();
+  aux_bad_.reset();
   g_.training = true;
   g_.step = static_cast<uint64_t>(step);
   g_.param_epoch =
@@ -431,12 +436,17 @@ double Trainer::train_step(int64_t step, float lr, double& norm) {
   }
   for (const auto& [name, v] : aux_step_) {
     window_.aux[name] += v;
-    if (!std::isfinite(v))
-      fail("step " + std::to_string(step) + ": auxiliary term '" + name + "'" +
-           (aux_first_bad_ == " of layer -1" ? "" : aux_first_bad_) + " is " + std::to_string(v) +
-           "; the model plugin that adds it (named by the term) computed a value that is not "
-           "finite: lower its weight or the learning rate, or check the plugin with `ablate "
-           "plugin check`");
+    if (std::isfinite(v)) continue;
+    // This rank's first bad term names its layer; another rank's shows here by its sum.
+    const bool mine = aux_bad_.has_value();
+    const std::string bad = mine ? aux_bad_->name : name;
+    const std::string layer =
+        mine && aux_bad_->layer >= 0 ? " of layer " + std::to_string(aux_bad_->layer) : "";
+    fail("step " + std::to_string(step) + ": auxiliary term '" + bad + "'" + layer + " is " +
+         std::to_string(mine ? aux_bad_->value : v) +
+         "; the model plugin that adds it (named by the term) computed a value that is not "
+         "finite: lower its weight or the learning rate, or check the plugin with `ablate "
+         "plugin check`");
   }
   norm = global_grad_norm(params);
   check_finite(step, loss_sum, norm);
@@ -459,8 +469,7 @@ void Trainer::add_aux_terms(int64_t step, float weight) {
     auto& [sum, n] = by_name[t.name];
     sum += v;
     ++n;
-    if (!std::isfinite(v) && aux_first_bad_.empty())
-      aux_first_bad_ = " of layer " + std::to_string(t.layer);
+    if (!std::isfinite(v) && !aux_bad_) aux_bad_ = BadAux{t.name, t.layer, v};
   }
   if (!aux_named_)
     for (const auto& [name, sn] : by_name) aux_step_[name] = 0;
