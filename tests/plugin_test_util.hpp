@@ -124,4 +124,30 @@ inline void check_conformance(const std::string& family,
   }
 }
 
+#ifdef ABLATE_TEST_PLUGIN_DIR
+// The family's conformance checks on a deliberately broken fixture (tests/plugins/<name>.cpp,
+// loaded for the call and unloaded after): the report, for tests that a check fails on it.
+inline ablate::conformance::Report check_fixture(const std::string& family,
+                                                 const std::string& name) {
+  auto& reg = registry();
+  const ablate::PluginEntry& e =
+      reg.load_file(std::string(ABLATE_TEST_PLUGIN_DIR) + "/" + name + "/" + name + ".so");
+  ablate::conformance::Report r = ablate::conformance::check_variant(family, name);
+  reg.unregister(e);
+  return r;
+}
+
+// The detail of the check whose name contains `check` in a fixture's report, which must fail
+// (a failed doctest check when it passed or did not run).
+inline std::string failure_of(const ablate::conformance::Report& r, const std::string& check) {
+  for (const ablate::conformance::CheckResult& c : r.checks)
+    if (c.name.find(check) != std::string::npos) {
+      CHECK_MESSAGE(!c.passed, "'" << c.name << "' passed on " << r.variant);
+      return c.detail;
+    }
+  FAIL_CHECK("no check named '" << check << "' ran on " << r.variant);
+  return "";
+}
+#endif
+
 }  // namespace ptest

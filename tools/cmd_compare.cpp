@@ -28,7 +28,7 @@ static int cmd_compare(const std::vector<std::string>& args) {
       "group compared against (default: the sweep's baseline variant)")(
       "format,f", po::value<std::string>()->default_value("table"), "table | markdown | csv")(
       "higher-is-better", po::bool_switch(),
-      "larger values are better (default: from the metric name)")(
+      "larger values are better (default: as the runs declare it, else from the metric name)")(
       "lower-is-better", po::bool_switch(), "smaller values are better")(
       "level", po::value<double>()->default_value(0.95, "0.95"),
       "confidence level of the intervals");

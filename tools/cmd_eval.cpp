@@ -11,6 +11,7 @@
 
 #include "ablate/error.hpp"
 #include "ablate/machine.hpp"
+#include "ablate/metric_spec.hpp"
 #include "ablate/ops.hpp"
 #include "ablate/registry.hpp"
 #include "ablate/runfile.hpp"
@@ -130,11 +131,15 @@ int cmd_eval(const std::vector<std::string>& args) {
     // The row looks like the trainer's: the root attribute eval_writes says where it came
     // from (one line per write: table, row, step, the command's flags, when).
     std::string previous;
+    ablate::MetricSpecs specs;  // the table's columns declared beside the run's own
     try {
       const auto d0 = ablate::read_run_file(ablate::run_file_path(dir));
       if (d0.str_attrs.count("eval_writes")) previous = d0.str_attrs.at("eval_writes");
+      if (d0.str_attrs.count("metric_specs"))
+        specs = ablate::parse_metric_specs(d0.str_attrs.at("metric_specs"));
     } catch (const ablate::Error&) {
     }
+    specs[f.table] = ev->metric_specs();
     int64_t row_index = 0;
     try {
       auto rf = ablate::RunFile::open_append(ablate::run_file_path(dir));
@@ -147,6 +152,7 @@ int cmd_eval(const std::vector<std::string>& args) {
                                      " (step " + std::to_string(run.step) + "): " + cmd +
                                      " (seed " + std::to_string(f.seed) + "), " + when +
                                      ", ablate " + ablate::cli::version() + "\n");
+      rf.set_attr("metric_specs", ablate::metric_specs_yaml(specs));
       rf.flush();
       rf.close();
     } catch (const ablate::Error& e) {

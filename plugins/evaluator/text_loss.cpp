@@ -48,6 +48,11 @@ class TextLoss final : public ablate::Evaluator {
                                                  ctx.token_bytes ? *ctx.token_bytes : token_bytes_);
     return {{"loss", l}, {"ppl", std::exp(l)}, {"bpb", b.bpb()}};
   }
+  std::vector<ablate::MetricSpec> metric_specs() const override {
+    return {{"loss", ablate::Better::lower, 0},
+            {"ppl", ablate::Better::lower, 1},
+            {"bpb", ablate::Better::lower, 0}};
+  }
 
  private:
   std::string text_;

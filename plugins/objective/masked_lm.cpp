@@ -60,6 +60,9 @@ class MaskedLm final : public ablate::Objective {
     }
     return {{"accuracy", scored ? static_cast<double>(right) / static_cast<double>(scored) : 0.0}};
   }
+  std::vector<ablate::MetricSpec> metric_specs() const override {
+    return {{"accuracy", ablate::Better::higher, 0, 1}};
+  }
 
  private:
   float rate_, to_mask_, to_random_;

@@ -86,6 +86,10 @@ class ModAddEvaluator final : public ablate::Evaluator {
     return {{"exact_match", static_cast<double>(exact) / static_cast<double>(lines_.size())},
             {"problems", static_cast<double>(lines_.size())}};
   }
+  std::vector<ablate::MetricSpec> metric_specs() const override {
+    return {{"exact_match", ablate::Better::higher, 0, 1},
+            {"problems", ablate::Better::neither, 0}};
+  }
 
   std::string summary(const std::vector<std::pair<std::string, double>>& row) const override {
     char buf[96];

@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "ablate/compare.hpp"
+#include "ablate/metric_spec.hpp"
 #include "ablate/report.hpp"
 #include "ablate/runfile.hpp"
 #include "ablate/svg.hpp"
@@ -59,6 +60,16 @@ void fake_run(const std::string& dir, double final, double n_params,
 }
 
 // relu, swiglu: 3 seeds each; gelu: one finished, one failed, one never run.
+// A sweep `name` of `sweep_yaml` (its sweep: section's body) in d/<name>, manifest written.
+ablate::Sweep manifest_of(const TempDir& d, const std::string& name,
+                          const std::string& sweep_yaml) {
+  ablate::Sweep s =
+      ablate::parse_sweep("name: " + name + "\nbase: {name: x}\nsweep:\n" + sweep_yaml,
+                          name + ".yaml", d.path.string(), d / name);
+  ablate::write_manifest(s);
+  return s;
+}
+
 std::string synthetic_sweep(const TempDir& d) {
   ablate::Sweep s = ablate::parse_sweep(
       "name: syn\nbase: {name: x}\nsweep:\n  variants: {relu: {model.ffn: relu}, swiglu: "
@@ -190,11 +201,8 @@ TEST_CASE("report/a metric's direction from its name: whole words for 'em', unkn
 TEST_CASE(
     "report/compare cuts a proportion's t intervals to [0, 1] and its differences' to [-1, 1]") {
   TempDir d;
-  ablate::Sweep s = ablate::parse_sweep(
-      "name: bi\nbase: {name: x}\nsweep:\n  variants: {a: {}, b: {model.ffn: gelu}}\n  seeds: [1, "
-      "2, 3]\n",
-      "bi.yaml", d.path.string(), d / "bi");
-  ablate::write_manifest(s);
+  const ablate::Sweep s =
+      manifest_of(d, "bi", "  variants: {a: {}, b: {model.ffn: gelu}}\n  seeds: [1, 2, 3]\n");
   const double em[2][3] = {{0.50, 0.19, 0.51},
                            {0.05, 0.95, 0.10}};  // bimodal over seeds, as exact match often is
   for (size_t i = 0; i < 6; ++i) {
@@ -342,6 +350,64 @@ TEST_CASE(
   const std::string html = ablate::render_report(r);
   CHECK(count(html, "<h3 id=") >= 3);
   CHECK(count(html, "2 kinds of machine") == 1);
+}
+
+TEST_CASE("report/a metric's direction and bounds as the runs declare them, before its name") {
+  using ablate::Better;
+  const ablate::MetricSpecs specs{
+      {"eval", {{"val_loss", Better::lower, 0}, {"widgets", Better::higher, 0, 1}}},
+      {"eval/arithmetic", {{"em_*", Better::higher, 0, 1}, {"problems", Better::neither, 0}}}};
+  const ablate::MetricSpecs back = ablate::parse_metric_specs(ablate::metric_specs_yaml(specs));
+  REQUIRE(back.size() == 2);
+  const ablate::MetricSpec* em = ablate::find_metric_spec(back.at("eval/arithmetic"), "em_add");
+  REQUIRE(em != nullptr);
+  CHECK(em->better == Better::higher);
+  CHECK(em->lo == 0);
+  CHECK(em->hi == 1);
+  CHECK(ablate::find_metric_spec(back.at("eval/arithmetic"), "exact_match") == nullptr);
+  CHECK(std::isinf(back.at("eval")[0].hi));
+  CHECK_THROWS_WITH_AS(ablate::parse_metric_specs("{eval: [{column: x, better: up}]}"),
+                       doctest::Contains("eval[0]: better 'up'"), ablate::Error);
+
+  // Runs that log "widgets" (a name that tells nothing) and declare it better higher: compare
+  // counts wins by it; without the declaration it cannot.
+  TempDir d;
+  const ablate::Sweep s = manifest_of(
+      d, "w", "  variants: {a: {model.ffn: relu}, b: {model.ffn: gelu}}\n  seeds: [1, 2]\n");
+  const double widgets[] = {0.2, 0.3, 0.5, 0.45};
+  for (size_t i = 0; i < 4; ++i) {
+    fake_run(s.points[i].run_dir, 1.7, 1000);
+    auto rf = ablate::RunFile::open_append(ablate::run_file_path(s.points[i].run_dir));
+    rf.append("eval/count", {{"step", 300}, {"widgets", widgets[i]}});
+    rf.set_attr("metric_specs",
+                ablate::metric_specs_yaml({{"eval/count", {{"widgets", Better::higher, 0, 1}}}}));
+    rf.close();
+  }
+  ablate::SweepResults r = ablate::load_sweep_results(d / "w");
+  ablate::CompareOptions o;
+  o.metric = "widgets";
+  ablate::Comparison c = ablate::compare_sweep(r, o);
+  CHECK(c.direction_known);
+  CHECK(c.higher_is_better);
+  CHECK(c.direction_source == "declared by the runs");
+  CHECK(c.groups[1].wins == 2);
+  CHECK(ablate::format_comparison(c, "table").find("higher is better (declared by the runs)") !=
+        std::string::npos);
+  // As given beats declared; a loss-named column declared higher follows the declaration.
+  o.higher_is_better = 0;
+  c = ablate::compare_sweep(r, o);
+  CHECK_FALSE(c.higher_is_better);
+  CHECK(c.direction_source == "as given");
+  // The same runs without the attribute: the name does not tell.
+  for (size_t i = 0; i < 4; ++i) {
+    auto rf = ablate::RunFile::open_append(ablate::run_file_path(s.points[i].run_dir));
+    rf.set_attr("metric_specs", "{}");
+    rf.close();
+  }
+  ablate::SweepResults r2 = ablate::load_sweep_results(d / "w");
+  o.higher_is_better = -1;
+  c = ablate::compare_sweep(r2, o);
+  CHECK_FALSE(c.direction_known);
 }
 
 TEST_CASE("report/compare on synthetic runs matches hand-computed statistics") {

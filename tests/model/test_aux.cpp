@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "ablate/metric_spec.hpp"
 #include "ablate/run_dir.hpp"
 #include "ablate/runfile.hpp"
 #include "plugin_test_util.hpp"
@@ -29,19 +30,10 @@ TEST_CASE("aux/a term is a named (1, 1) node with a weight >= 0, forgotten at re
 }
 
 TEST_CASE("aux/plugin check fails a wrong gradient of an auxiliary term weighted 0.001") {
-  auto& reg = ptest::registry();
-  reg.load_file(std::string(ABLATE_TEST_PLUGIN_DIR) + "/bad_aux/bad_aux.so");
-  const ablate::conformance::Report r = ablate::conformance::check_variant("ffn", "bad_aux");
-  bool found = false;
-  for (const auto& c : r.checks)
-    if (ablate::test::contains(c.name, "gradients by finite differences")) {
-      found = true;
-      INFO(c.detail);
-      CHECK_FALSE(c.passed);
-      CHECK(ablate::test::contains(c.detail, "auxiliary terms bad_aux_square alone disagree"));
-    }
-  CHECK(found);
-  // The same plugin's output gradient is right: only the term's check fails it.
+  const std::string detail =
+      ptest::failure_of(ptest::check_fixture("ffn", "bad_aux"), "gradients by finite differences");
+  CHECK(ablate::test::contains(detail, "auxiliary terms bad_aux_square alone disagree"));
+  // A right term passes: the mixture of experts' balancing loss.
   CHECK(ablate::conformance::check_variant("ffn", "moe").passed());
 }
 
@@ -83,6 +75,14 @@ TEST_CASE("aux/training logs each term, trains on it, and stops at a non-finite 
                                           << late(on, "aux_moe_max_load"));
   CHECK(late(on, "aux_moe_balance") < late(off, "aux_moe_balance"));
   CHECK(late(on, "aux_moe_max_load") < late(off, "aux_moe_max_load") - 0.2);
+  // run.h5 says what each column is: the terms neither better higher nor lower, the losses lower.
+  const ablate::MetricSpecs specs = ablate::parse_metric_specs(on.str_attrs.at("metric_specs"));
+  const ablate::MetricSpec* aux = ablate::find_metric_spec(specs.at("train"), "aux_moe_balance");
+  REQUIRE(aux != nullptr);
+  CHECK(aux->better == ablate::Better::neither);
+  const ablate::MetricSpec* val = ablate::find_metric_spec(specs.at("eval"), "val_loss");
+  REQUIRE(val != nullptr);
+  CHECK(val->better == ablate::Better::lower);
   // The report draws each term beside the losses.
   auto rep = ablate::test::run_command(ablate::test::ablate_binary() + " report " + (d / "moe0") +
                                        " " + (d / "moe0.1") + " -o " + (d / "r.html"));

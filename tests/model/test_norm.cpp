@@ -114,17 +114,7 @@ TEST_CASE(
 }
 
 TEST_CASE("norm/plugin check fails a custom op with a wrong backward and names it") {
-  auto& reg = ptest::registry();
-  const ablate::PluginEntry& e =
-      reg.load_file(std::string(ABLATE_TEST_PLUGIN_DIR) + "/bad_custom_op/bad_custom_op.so");
-  const auto r = ablate::conformance::check_variant("norm", "bad_custom_op");
-  reg.unregister(e);
-  bool grad_failed = false;
-  for (const auto& c : r.checks)
-    if (c.name.find("gradients") != std::string::npos && !c.passed) {
-      grad_failed = true;
-      CHECK(c.detail.find("bad_triple") != std::string::npos);
-    }
-  CHECK(grad_failed);
+  const auto r = ptest::check_fixture("norm", "bad_custom_op");
+  CHECK(ptest::failure_of(r, "gradients").find("bad_triple") != std::string::npos);
   CHECK_FALSE(r.passed());
 }

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "ablate/experiment.hpp"
+#include "ablate/metric_spec.hpp"
 #include "ablate/objective.hpp"
 #include "ablate/runfile.hpp"
 #include "ablate/trainer.hpp"
@@ -135,6 +136,14 @@ TEST_CASE(
   CHECK(acc.back() > 2.0 / chars);       // above a guess
   CHECK(acc.back() <= 1.0);
   CHECK_FALSE(d.texts.count("samples/final"));  // an encoder samples no text
+  // The objective's accuracy is declared a proportion, better higher, for both splits.
+  const auto specs = ablate::parse_metric_specs(d.str_attrs.at("metric_specs"));
+  for (const char* col : {"train_accuracy", "val_accuracy"}) {
+    const ablate::MetricSpec* m = ablate::find_metric_spec(specs.at("eval"), col);
+    REQUIRE(m != nullptr);
+    CHECK(m->better == ablate::Better::higher);
+    CHECK(m->hi == 1);
+  }
   // ... and ablate generate and ablate eval --task refuse it, naming the objective.
   const std::string bin = ablate::test::ablate_binary();
   const auto gen =

@@ -17,6 +17,13 @@ TEST_CASE("evaluator/conformance: every evaluator gives stable named metrics") {
   ptest::check_conformance("evaluator");
 }
 
+TEST_CASE("evaluator/a declared range that a column breaks fails the conformance check") {
+  const std::string detail = ptest::failure_of(ptest::check_fixture("evaluator", "context_probe"),
+                                               "evaluate: named metrics");
+  CHECK(ablate::test::contains(detail, "metric 'vocab' = "));
+  CHECK(ablate::test::contains(detail, "lies outside [0, 1]"));
+}
+
 TEST_CASE(
     "task/modadd: ablate data, a training run scored by its evaluator, ablate eval on the run") {
   ablate::test::TempDir dir;

@@ -1,5 +1,6 @@
 // Test plugin: an evaluator that reports what its EvalContext holds (the run's data split, the
-// vocabulary, the experiment's directory), for the test that the trainer passes them.
+// vocabulary, the experiment's directory), for the test that the trainer passes them; and a
+// metric_specs range its column breaks, for the conformance check of declared ranges.
 #include <filesystem>
 
 #include "ablate/data.hpp"
@@ -22,6 +23,11 @@ class ContextProbe final : public ablate::Evaluator {
         {"vocab", static_cast<double>(ctx.tokenizer.vocab_size())},
         {"dir_has_experiment",
          std::filesystem::exists(std::filesystem::path(ctx.yaml_dir) / "tiny.yaml") ? 1.0 : 0.0}};
+  }
+  // Declared wrong on purpose: the vocabulary's size is no proportion (the conformance check
+  // of declared ranges must fail on it).
+  std::vector<ablate::MetricSpec> metric_specs() const override {
+    return {{"vocab", ablate::Better::higher, 0, 1}};
   }
 };
 

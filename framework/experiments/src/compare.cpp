@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -17,6 +18,7 @@
 
 #include "ablate/error.hpp"
 #include "ablate/experiment.hpp"
+#include "ablate/metric_spec.hpp"
 #include "ablate/trainer.hpp"
 
 namespace ablate {
@@ -548,6 +550,26 @@ std::string machines_note(const Comparison& c) {
          "on both.";
 }
 
+// The spec the valued runs' run files declare for table/metric (run.h5's metric_specs), the
+// first run's that has one; none when no run declares it (older runs, undeclared columns).
+std::optional<MetricSpec> declared_spec(const SweepResults& r, const std::string& table,
+                                        const std::string& metric) {
+  for (const SweepRun& run : r.runs) {
+    if (!run.readable) continue;
+    auto it = run.data.str_attrs.find("metric_specs");
+    if (it == run.data.str_attrs.end()) continue;
+    try {
+      const MetricSpecs specs = parse_metric_specs(it->second);
+      auto t = specs.find(table);
+      if (t == specs.end()) continue;
+      if (const MetricSpec* m = find_metric_spec(t->second, metric)) return *m;
+    } catch (const Error&) {
+      continue;  // a malformed attribute: judged by the name, as an older run
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
@@ -555,17 +577,26 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
   Comparison c;
   c.metric = o.metric;
   c.level = o.level;
-  const int direction =
-      o.higher_is_better < 0 ? metric_higher_is_better(o.metric) : o.higher_is_better;
+  c.table = find_table(r, o.metric, o.table);
+  // The direction as given, else as the runs declare it (metric_spec.hpp), else from the name.
+  const std::optional<MetricSpec> declared = declared_spec(r, c.table, o.metric);
+  int direction = o.higher_is_better;
+  c.direction_source = "as given";
+  if (direction < 0 && declared) {
+    direction = declared->better == Better::higher ? 1 : declared->better == Better::lower ? 0 : -1;
+    c.direction_source = "declared by the runs";
+  } else if (direction < 0) {
+    direction = metric_higher_is_better(o.metric);
+    c.direction_source = "from the metric name";
+  }
   c.direction_known = direction >= 0;
   c.higher_is_better = direction > 0;
   if (!c.direction_known && o.at == "best")
-    throw Error("--at best needs to know whether '" + o.metric +
-                "' is better higher or lower, and its name does not tell "
-                "(known: loss, ppl, error, bpc, bpb, bits are lower; acc, exact, match, em, f1, "
-                "score are higher). "
-                "Fix: add --higher-is-better or --lower-is-better");
-  c.table = find_table(r, o.metric, o.table);
+    throw Error("--at best needs to know whether '" + o.metric + "' is better higher or lower, " +
+                (declared ? "and its runs declare it neither"
+                          : "and its name does not tell (known: loss, ppl, error, bpc, bpb, bits "
+                            "are lower; acc, exact, match, em, f1, score are higher)") +
+                ". Fix: add --higher-is-better or --lower-is-better");
 
   c.at = o.at;
   const int64_t at_step = parse_at(o.at);
@@ -650,7 +681,8 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
   // A proportion (an accuracy or exact match, every value in [0, 1]): its mean lies in
   // [0, 1] and a difference of two in [-1, 1], so the t intervals are cut there (a
   // confidence set cut to the parameter's range keeps its coverage).
-  bool proportion = is_proportion_name(c.metric);
+  bool proportion =
+      declared ? declared->lo == 0 && declared->hi == 1 : is_proportion_name(c.metric);
   for (const auto& g : c.groups)
     for (double v : g.values) proportion = proportion && v >= 0 && v <= 1;
   bool cut = false;
@@ -682,8 +714,8 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
                                               : " and the same other swept values");
   if (c.direction_known)
     c.notes.push_back(std::string(c.higher_is_better ? "higher" : "lower") + " is better (" +
-                      (o.higher_is_better < 0 ? "from the metric name" : "as given") +
-                      "); wins: pairs where the group beats " + c.baseline + ".");
+                      c.direction_source + "); wins: pairs where the group beats " + c.baseline +
+                      ".");
   else
     c.notes.push_back(
         "whether '" + c.metric +

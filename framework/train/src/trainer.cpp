@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <new>
 #include <optional>
 
@@ -106,6 +107,7 @@ class Trainer {
   void open_run_file();
   void write_metadata();
   void record_segment();
+  MetricSpecs run_metric_specs() const;
   void train_loop();
   double train_step(int64_t step, float lr, double& norm);
   void add_aux_terms(int64_t step, float weight);
@@ -164,6 +166,30 @@ class Trainer {
   CpuTime cpu_;
   bool evaluated_ = false;
 };
+
+// What every column the run logs means for comparisons (metric_spec.hpp): the trainer's own,
+// the objective's (as train_ and val_ columns) and each evaluator's.
+MetricSpecs Trainer::run_metric_specs() const {
+  const double inf = std::numeric_limits<double>::infinity();
+  MetricSpecs m;
+  m["train"] = {{"loss", Better::lower, 0, inf},
+                {"lr", Better::neither, 0, inf},
+                {"grad_norm", Better::neither, 0, inf},
+                {"tokens_per_s", Better::higher, 0, inf},
+                {"aux_*", Better::neither, -inf, inf}};
+  std::vector<MetricSpec>& ev = m["eval"];
+  for (const char* split : {"train_", "val_"}) {
+    ev.push_back({std::string(split) + "loss", Better::lower, 0, inf});
+    ev.push_back({std::string(split) + "ppl", Better::lower, 1, inf});
+    ev.push_back({std::string(split) + "bpb", Better::lower, 0, inf});
+    for (MetricSpec spec : s_.objective->metric_specs()) {
+      spec.column = split + spec.column;
+      ev.push_back(spec);
+    }
+  }
+  for (const auto& [table, e] : s_.evaluators) m[table] = e->metric_specs();
+  return m;
+}
 
 // How the run starts in its directory (rank 0; under its lock): a directory that holds a run
 // is never written over silently (RunDir::plan).
@@ -310,6 +336,7 @@ void Trainer::write_metadata() {
     rf.set_attr("n_params", model.n_params());
     rf.set_attr("flops_per_token", model.flops_per_token());
     rf.set_attr("tokens_per_step", s_.train.tokens_per_step(model.dims().context));
+    rf.set_attr("metric_specs", metric_specs_yaml(run_metric_specs()));
     rf.set_attr("vocab_size", model.dims().vocab_size);
     rf.set_attr("data_file", s_.data->path);
     rf.set_attr("data_sha256", s_.data->sha256);

@@ -188,6 +188,15 @@ class ArithmeticEvaluator final : public ablate::Evaluator {
 
   std::string report() const override { return report_text(last_, show_errors_, subset_, scores_); }
 
+  // Every score is a proportion of problems or characters, better higher; the counts and the
+  // speed are neither.
+  std::vector<ablate::MetricSpec> metric_specs() const override {
+    using ablate::Better;
+    return {{"problems", Better::neither, 0},       {"problems_per_s", Better::neither, 0},
+            {"exact_match*", Better::higher, 0, 1}, {"char_acc*", Better::higher, 0, 1},
+            {"em_*", Better::higher, 0, 1},         {"acc_pos_*", Better::higher, 0, 1}};
+  }
+
  private:
   std::string data_, path_;
   int64_t problems_ = 1000, final_problems_ = -1;

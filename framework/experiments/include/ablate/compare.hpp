@@ -44,14 +44,14 @@ std::map<std::string, size_t> runs_by_state(const SweepResults& r);
 
 struct CompareOptions {
   std::string metric = "val_loss";
-  std::string table;         // "" = the table holding the metric (eval first)
-  std::string at = "final";  // final | best | step=N
-  std::string by;            // "" = variant if any, else the one swept key, else point
-                             // (any runs: the one differing key, else point, else run);
-                             // run = every run its own group
-  std::string baseline;      // "" = the sweep's baseline variant, else the first group
-  int higher_is_better =
-      -1;  // -1 = from the metric name (accuracy, exact_match, em_*, ... are higher)
+  std::string table;          // "" = the table holding the metric (eval first)
+  std::string at = "final";   // final | best | step=N
+  std::string by;             // "" = variant if any, else the one swept key, else point
+                              // (any runs: the one differing key, else point, else run);
+                              // run = every run its own group
+  std::string baseline;       // "" = the sweep's baseline variant, else the first group
+  int higher_is_better = -1;  // -1 = as the runs declare it (run.h5's metric_specs), else from
+                              // the metric name (accuracy, exact_match, em_*, ... are higher)
   double level = 0.95;
 };
 
@@ -72,8 +72,9 @@ struct GroupResult {
 struct Comparison {
   std::string metric, table, at, by, baseline;
   bool higher_is_better = false;
-  bool direction_known =
-      true;  // false: the name told nothing and no option was given (no wins, no best, no colours)
+  bool direction_known = true;   // false: neither an option, the runs' declaration
+                                 // (metric_specs) nor the name told (no wins, no best, no colours)
+  std::string direction_source;  // "as given", "declared by the runs", "from the metric name"
   bool intervals_cut =
       false;  // a proportion whose t intervals were cut to [0, 1] (means) and [-1, 1] (differences)
   bool differences_cut = false;  // ... and a difference's interval among them

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "ablate/metric_spec.hpp"
 #include "ablate/model.hpp"
 #include "ablate/tokenizer.hpp"
 
@@ -87,6 +88,9 @@ class Evaluator {
     if (row.size() > 6) s += " (+" + std::to_string(row.size() - 6) + " more columns in run.h5)";
     return s;
   }
+  // What its columns mean for comparisons (metric_spec.hpp): which way is better and their
+  // range, by name or pattern ("em_*"). A column left out is judged by its name.
+  virtual std::vector<MetricSpec> metric_specs() const { return {}; }
   // Details of the last evaluate() that `ablate eval` prints after the summary line
   // (breakdowns, wrong answers), several lines; "" when there is nothing beyond the metrics.
   virtual std::string report() const { return ""; }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ablate/graph.hpp"
+#include "ablate/metric_spec.hpp"
 #include "ablate/ops.hpp"
 #include "ablate/tensor.hpp"
 
@@ -52,6 +53,9 @@ class Objective {
                                                               const int32_t* y, int64_t n) const {
     return {};
   }
+  // What metrics()' columns mean for comparisons (metric_spec.hpp; without the train_ and
+  // val_ prefixes): which way is better and their range. A column left out is judged by its name.
+  virtual std::vector<MetricSpec> metric_specs() const { return {}; }
 };
 
 }  // namespace ablate

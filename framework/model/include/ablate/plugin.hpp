@@ -37,7 +37,9 @@ namespace ablate {
 //      family (qk_transform.hpp: q, k and v head by head between attention's projection and
 //      the attention, model.attention.qk_transform), which MultiHeadAttention applies.
 //      Ops gather/scatter_add/scale_rows, reshape, top_k, *norm_groups; custom-op IntArray.
-//      Auxiliary losses and metrics (Graph::add_aux, AuxTerm).
+//      Auxiliary losses and metrics (Graph::add_aux, AuxTerm). EvalContext::data (the run's
+//      split); the objective's BuildContext has the vocabulary; Objective::reads_logits;
+//      Evaluator/Objective::metric_specs (metric_spec.hpp: direction and range of columns).
 constexpr int kPluginApiVersion = 8;
 
 // Model sizes a plugin may need. `layer` is the block index (-1 outside blocks).

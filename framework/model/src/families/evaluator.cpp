@@ -63,7 +63,9 @@ void check_evaluator(Checker& ck, const Subject& s) {
              expect(same, "metric '" + r1[i].first + "' differs between two identical calls: " +
                               num(r1[i].second) + " vs " + num(r2[i].second));
            }
-           note = std::to_string(r1.size()) + " metrics";
+           expect_specs_fit(e->metric_specs(), r1);
+           note = std::to_string(r1.size()) + " metrics, " +
+                  std::to_string(e->metric_specs().size()) + " declared (metric_specs)";
          });
   check_options<Evaluator>(ck, s, d);
 }
@@ -105,6 +107,11 @@ class @CLASS@ final : public ablate::Evaluator {
     ablate::Var loss = ablate::cross_entropy(g, ctx.model.forward(g, a), ids.data() + 1, T);  // next-token targets
     const double l = g.value(loss).data[0];
     return {{"loss", l}, {"ppl", std::exp(l)}};
+  }
+
+  // Which way each column is better and its range: run.h5 records it for `ablate compare`.
+  std::vector<ablate::MetricSpec> metric_specs() const override {
+    return {{"loss", ablate::Better::lower, 0}, {"ppl", ablate::Better::lower, 1}};
   }
 
  private:

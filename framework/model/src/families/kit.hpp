@@ -17,6 +17,7 @@
 #include "ablate/error.hpp"
 #include "ablate/family.hpp"
 #include "ablate/init.hpp"
+#include "ablate/metric_spec.hpp"
 #include "ablate/ops.hpp"
 #include "ablate/registry.hpp"
 
@@ -158,6 +159,26 @@ inline void expect_gradients(const ForwardFn& f, const std::vector<Parameter*>& 
   if (!r.custom_ops.empty()) note += "; custom ops: " + join(r.custom_ops);
   if (!r.aux_terms.empty())
     note += "; auxiliary terms " + join(r.aux_terms) + " also checked alone";
+}
+
+// An evaluator's declared columns (metric_specs) fit what it returns: every spec matches a
+// column, its bounds are ordered, and the finite values of its columns lie inside them.
+inline void expect_specs_fit(const std::vector<MetricSpec>& specs,
+                             const std::vector<std::pair<std::string, double>>& row) {
+  for (const MetricSpec& spec : specs) {
+    expect(spec.lo <= spec.hi, "metric_specs: '" + spec.column + "' has lo " + num(spec.lo) +
+                                   " above hi " + num(spec.hi));
+    bool matched = false;
+    for (const auto& [name, v] : row) {
+      if (find_metric_spec({spec}, name) == nullptr) continue;
+      matched = true;
+      expect(!std::isfinite(v) || (v >= spec.lo && v <= spec.hi),
+             "metric '" + name + "' = " + num(v) + " lies outside [" + num(spec.lo) + ", " +
+                 num(spec.hi) + "], the range metric_specs declares for '" + spec.column + "'");
+    }
+    expect(matched, "metric_specs declares '" + spec.column +
+                        "', which matches none of the columns evaluate() returns");
+  }
 }
 
 // The key path a family's options live at in an experiment (for messages).

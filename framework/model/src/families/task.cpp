@@ -131,6 +131,7 @@ void check_task(Checker& ck, const Subject& s) {
                  "metric '" + r1[i].first +
                      "' differs between two identical calls (only timings, named *_per_s, may)");
         }
+        expect_specs_fit(ev->metric_specs(), r1);
         const std::string line = ev->summary(r1);
         expect(!line.empty() && line.find('\n') == std::string::npos,
                "summary() should be one non-empty line, got '" + line + "'");
