@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 
 #include "ablate/checkpoint.hpp"
 #include "ablate/head.hpp"
@@ -245,6 +246,28 @@ Var batch_loss(Graph& g, Model& m, const Objective& obj, ForwardArgs a, const in
   for (const AuxTerm& t : g.aux())
     if (t.weight > 0) loss = add(g, loss, scale(g, t.value, t.weight));
   return loss;
+}
+
+MetricSpecs metric_specs_of(const Setup& s) {
+  const double inf = std::numeric_limits<double>::infinity();
+  MetricSpecs m;
+  m["train"] = {{"loss", Better::lower, 0, inf},
+                {"lr", Better::neither, 0, inf},
+                {"grad_norm", Better::neither, 0, inf},
+                {"tokens_per_s", Better::higher, 0, inf},
+                {"aux_*", Better::neither, -inf, inf}};
+  std::vector<MetricSpec>& ev = m["eval"];
+  for (const char* split : {"train_", "val_"}) {
+    ev.push_back({std::string(split) + "loss", Better::lower, 0, inf});
+    ev.push_back({std::string(split) + "ppl", Better::lower, 1, inf});
+    ev.push_back({std::string(split) + "bpb", Better::lower, 0, inf});
+    for (MetricSpec spec : s.objective->metric_specs()) {
+      spec.column = split + spec.column;
+      ev.push_back(spec);
+    }
+  }
+  for (const auto& [table, e] : s.evaluators) m[table] = e->metric_specs();
+  return m;
 }
 
 std::string scalar_at(const YAML::Node& n, const char* key) {

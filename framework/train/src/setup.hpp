@@ -68,6 +68,11 @@ std::string out_dir_of(const Experiment& exp, const RunOptions& ro);
 std::unique_ptr<Model> build_model(const Options& model_opts, const Tokenizer& tokenizer,
                                    const Objective& objective, uint64_t seed);
 
+// What every column a run of this setup logs means for comparisons (metric_spec.hpp; run.h5's
+// metric_specs): the trainer's own, the objective's (as train_ and val_ columns) and each
+// evaluator's.
+MetricSpecs metric_specs_of(const Setup& s);
+
 // The training loss of one batch: the run's objective's, plus weight * value of every
 // auxiliary term the model added (Graph::add_aux); every training loss of the trainer
 // (the step, the memory probe) goes through here. *objective_loss, if given, gets the

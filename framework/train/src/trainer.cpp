@@ -11,7 +11,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <new>
 #include <optional>
 
@@ -23,6 +22,7 @@
 #include "ablate/interop.hpp"
 #include "ablate/machine.hpp"
 #include "ablate/runfile.hpp"
+#include "aux_terms.hpp"
 #include "evaluate.hpp"
 #include "memory_estimate.hpp"
 #include "param_checks.hpp"
@@ -107,11 +107,8 @@ class Trainer {
   void open_run_file();
   void write_metadata();
   void record_segment();
-  MetricSpecs run_metric_specs() const;
   void train_loop();
   double train_step(int64_t step, float lr, double& norm);
-  void add_aux_terms(int64_t step, float weight);
-  void allreduce_aux();
   void check_finite(int64_t step, double loss, double norm);
   void log_row(int64_t step, float lr, double norm);
   void evaluate_at(int64_t step);
@@ -147,14 +144,7 @@ class Trainer {
   Progress progress_{true, 0};
   Rng data_rng_{0};
   LossWindow window_;
-  std::map<std::string, double> aux_step_;  // this step's auxiliary terms, by name
-  bool aux_named_ = false;                  // aux_step_ holds the names of the first step's terms
-  struct BadAux {
-    std::string name;
-    int64_t layer;
-    double value;
-  };
-  std::optional<BadAux> aux_bad_;  // this rank's first non-finite auxiliary term
+  AuxTerms aux_;
   int64_t start_ = 0, last_checkpoint_ = -1, trained_steps_ = 0, init_step_ = 0;
   Graph g_;
   Slice sl_;
@@ -166,30 +156,6 @@ class Trainer {
   CpuTime cpu_;
   bool evaluated_ = false;
 };
-
-// What every column the run logs means for comparisons (metric_spec.hpp): the trainer's own,
-// the objective's (as train_ and val_ columns) and each evaluator's.
-MetricSpecs Trainer::run_metric_specs() const {
-  const double inf = std::numeric_limits<double>::infinity();
-  MetricSpecs m;
-  m["train"] = {{"loss", Better::lower, 0, inf},
-                {"lr", Better::neither, 0, inf},
-                {"grad_norm", Better::neither, 0, inf},
-                {"tokens_per_s", Better::higher, 0, inf},
-                {"aux_*", Better::neither, -inf, inf}};
-  std::vector<MetricSpec>& ev = m["eval"];
-  for (const char* split : {"train_", "val_"}) {
-    ev.push_back({std::string(split) + "loss", Better::lower, 0, inf});
-    ev.push_back({std::string(split) + "ppl", Better::lower, 1, inf});
-    ev.push_back({std::string(split) + "bpb", Better::lower, 0, inf});
-    for (MetricSpec spec : s_.objective->metric_specs()) {
-      spec.column = split + spec.column;
-      ev.push_back(spec);
-    }
-  }
-  for (const auto& [table, e] : s_.evaluators) m[table] = e->metric_specs();
-  return m;
-}
 
 // How the run starts in its directory (rank 0; under its lock): a directory that holds a run
 // is never written over silently (RunDir::plan).
@@ -336,7 +302,7 @@ void Trainer::write_metadata() {
     rf.set_attr("n_params", model.n_params());
     rf.set_attr("flops_per_token", model.flops_per_token());
     rf.set_attr("tokens_per_step", s_.train.tokens_per_step(model.dims().context));
-    rf.set_attr("metric_specs", metric_specs_yaml(run_metric_specs()));
+    rf.set_attr("metric_specs", metric_specs_yaml(metric_specs_of(s_)));
     rf.set_attr("vocab_size", model.dims().vocab_size);
     rf.set_attr("data_file", s_.data->path);
     rf.set_attr("data_sha256", s_.data->sha256);
@@ -413,8 +379,7 @@ double Trainer::train_step(int64_t step, float lr, double& norm) {
   const int64_t B = t.batch, T = model.dims().context;
   model.params().zero_grad();
   double loss_sum = 0;
-  for (auto& [name, v] : aux_step_) v = 0;
-  aux_bad_.reset();
+  aux_.begin_step();
   g_.training = true;
   g_.step = static_cast<uint64_t>(step);
   g_.param_epoch =
@@ -449,7 +414,7 @@ double Trainer::train_step(int64_t step, float lr, double& norm) {
     // The logged loss is the objective's (comparable across variants); the auxiliary terms
     // have columns of their own.
     loss_sum += aux_trained ? weight * g_.value(objective_loss).data[0] : g_.value(loss).data[0];
-    add_aux_terms(step, weight);
+    aux_.add(g_, step, weight);
     if (comm_.size() > 1 && m + 1 == t.accum) sync_->attach(g_);
     g_.backward(loss);
   }
@@ -458,23 +423,10 @@ double Trainer::train_step(int64_t step, float lr, double& norm) {
     auto tc = clock::now();
     sync_->finish();
     comm_.allreduce_sum(&loss_sum, 1);
-    allreduce_aux();
+    aux_.allreduce(comm_);
     allreduce_seconds_ += std::chrono::duration<double>(clock::now() - tc).count();
   }
-  for (const auto& [name, v] : aux_step_) {
-    window_.aux[name] += v;
-    if (std::isfinite(v)) continue;
-    // This rank's first bad term names its layer; another rank's shows here by its sum.
-    const bool mine = aux_bad_.has_value();
-    const std::string bad = mine ? aux_bad_->name : name;
-    const std::string layer =
-        mine && aux_bad_->layer >= 0 ? " of layer " + std::to_string(aux_bad_->layer) : "";
-    fail("step " + std::to_string(step) + ": auxiliary term '" + bad + "'" + layer + " is " +
-         std::to_string(mine ? aux_bad_->value : v) +
-         "; the model plugin that adds it (named by the term) computed a value that is not "
-         "finite: lower its weight or the learning rate, or check the plugin with `ablate "
-         "plugin check`");
-  }
+  aux_.finish_step(step, window_.aux);
   norm = global_grad_norm(params);
   check_finite(step, loss_sum, norm);
   if (t.grad_clip > 0 && norm > t.grad_clip) {
@@ -484,40 +436,6 @@ double Trainer::train_step(int64_t step, float lr, double& norm) {
   }
   s_.optimizer->step(params, lr, step);
   return loss_sum;
-}
-
-// The step's auxiliary terms (Graph::add_aux) of one micro-batch: each name's mean over its
-// terms, weighted like the micro-batch's loss (so that the micro-batches' and ranks' parts
-// sum to the whole batch's).
-void Trainer::add_aux_terms(int64_t step, float weight) {
-  std::map<std::string, std::pair<double, int>> by_name;
-  for (const AuxTerm& t : g_.aux()) {
-    const double v = g_.value(t.value).data[0];
-    auto& [sum, n] = by_name[t.name];
-    sum += v;
-    ++n;
-    if (!std::isfinite(v) && !aux_bad_) aux_bad_ = BadAux{t.name, t.layer, v};
-  }
-  if (!aux_named_)
-    for (const auto& [name, sn] : by_name) aux_step_[name] = 0;
-  aux_named_ = true;
-  for (const auto& [name, sn] : by_name) {
-    auto it = aux_step_.find(name);
-    if (it == aux_step_.end())
-      fail("step " + std::to_string(step) + ": auxiliary term '" + name +
-           "' appeared after the first step; a plugin adds the same terms at every step");
-    it->second += weight * sn.first / sn.second;
-  }
-}
-
-// Every rank has the same terms (the same model): their sums in name order.
-void Trainer::allreduce_aux() {
-  if (aux_step_.empty()) return;
-  std::vector<double> v;
-  for (const auto& [name, x] : aux_step_) v.push_back(x);
-  comm_.allreduce_sum(v.data(), static_cast<int64_t>(v.size()));
-  size_t k = 0;
-  for (auto& [name, x] : aux_step_) x = v[k++];
 }
 
 void Trainer::check_finite(int64_t step, double loss, double norm) {
