@@ -75,6 +75,10 @@ TEST_CASE("aux/training logs each term, trains on it, and stops at a non-finite 
                                           << late(on, "aux_moe_max_load"));
   CHECK(late(on, "aux_moe_balance") < late(off, "aux_moe_balance"));
   CHECK(late(on, "aux_moe_max_load") < late(off, "aux_moe_max_load") - 0.2);
+  // The progress line (run.log keeps it) shows the terms after the loss.
+  CHECK_MESSAGE(
+      ablate::test::contains(ablate::test::read_file(d / "moe0.1/run.log"), " | moe_balance "),
+      ablate::test::read_file(d / "moe0.1/run.log"));
   // run.h5 says what each column is: the terms neither better higher nor lower, the losses lower.
   const ablate::MetricSpecs specs = ablate::parse_metric_specs(on.str_attrs.at("metric_specs"));
   const ablate::MetricSpec* aux = ablate::find_metric_spec(specs.at("train"), "aux_moe_balance");

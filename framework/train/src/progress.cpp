@@ -15,15 +15,15 @@ Progress::Progress(bool quiet, int64_t total)
 void Progress::open_log(const std::string& path) { log_.open(path, std::ios::app); }
 
 void Progress::step(int64_t step, double loss, float lr, double tok_s, double elapsed,
-                    double per_step) {
+                    double per_step, const std::string& aux) {
   double eta = per_step * static_cast<double>(total_ - step);
-  char rate[32], buf[256];  // 12.3k tok/s; below a thousand, whole tokens (34 tok/s)
+  char rate[32], buf[512];  // 12.3k tok/s; below a thousand, whole tokens (34 tok/s)
   if (tok_s >= 1000.0) std::snprintf(rate, sizeof rate, "%.1fk", tok_s / 1000.0);
   else std::snprintf(rate, sizeof rate, "%.0f", tok_s);
-  std::snprintf(buf, sizeof buf,
-                "step %lld/%lld | loss %.4f | lr %.2e | %s tok/s | %s elapsed, ETA %s",
-                static_cast<long long>(step), static_cast<long long>(total_), loss, lr, rate,
-                hms(elapsed).c_str(), hms(eta).c_str());
+  std::snprintf(
+      buf, sizeof buf, "step %lld/%lld | loss %.4f%s%s | lr %.2e | %s tok/s | %s elapsed, ETA %s",
+      static_cast<long long>(step), static_cast<long long>(total_), loss, aux.empty() ? "" : " | ",
+      aux.substr(0, 200).c_str(), lr, rate, hms(elapsed).c_str(), hms(eta).c_str());
   const bool periodic = elapsed - last_print_ >= 10.0 || step == total_;
   if (periodic) {
     last_print_ = elapsed;

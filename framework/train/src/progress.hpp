@@ -15,8 +15,10 @@ class Progress {
  public:
   Progress(bool quiet, int64_t total);
   void open_log(const std::string& path);
-  // A step's line: `per_step` seconds a step give the ETA to the run's last step.
-  void step(int64_t step, double loss, float lr, double tok_s, double elapsed, double per_step);
+  // A step's line: `per_step` seconds a step give the ETA to the run's last step; `aux` (may be
+  // empty) goes after the loss, e.g. "moe_balance 1.003, moe_max_load 1.09".
+  void step(int64_t step, double loss, float lr, double tok_s, double elapsed, double per_step,
+            const std::string& aux = "");
   // always: also with quiet (what the user must see: how to resume).
   void line(const std::string& s, bool always = false);
   // run.log only (the caller prints it).

@@ -463,8 +463,15 @@ void Trainer::log_row(int64_t step, float lr, double norm) {
       last_flush_ = clock::now();
     }
   }
+  std::string aux;  // the auxiliary terms' row values, after the loss
+  for (const auto& [name, sum] : window_.aux) {
+    char v[64];
+    std::snprintf(v, sizeof v, "%s%s %.4g", aux.empty() ? "" : ", ", name.c_str(),
+                  sum / double(window_.steps));
+    aux += v;
+  }
   progress_.step(step, loss, lr, tok_s, std::chrono::duration<double>(clock::now() - t0_).count(),
-                 train_seconds_ / double(trained_steps_));
+                 train_seconds_ / double(trained_steps_), aux);
   window_ = LossWindow{};
 }
 
