@@ -127,17 +127,17 @@ class Moe final : public ablate::Ffn {
   // E * sum_e f_e P_e: f (the routing choices' shares) is a constant of the step, P the
   // column means of the router's probabilities, so the gradient reaches the router alone.
   void add_balance_terms(Graph& g, Var probs, int64_t N) {
-    std::vector<float> f(static_cast<size_t>(E_));
+    f_.resize(static_cast<size_t>(E_));  // scratch kept across steps
     float busiest = 0;
     for (int64_t e = 0; e < E_; ++e) {
       const float share =
           static_cast<float>(rows_[static_cast<size_t>(e)].size()) / static_cast<float>(N * k_);
-      f[static_cast<size_t>(e)] = static_cast<float>(E_) * share;
+      f_[static_cast<size_t>(e)] = static_cast<float>(E_) * share;
       busiest = std::max(busiest, share);
     }
-    const std::vector<float> mean_row(static_cast<size_t>(N), 1.0f / static_cast<float>(N));
-    Var P = ablate::matmul(g, g.constant(mean_row.data(), 1, N), probs);  // (1, E)
-    Var balance = ablate::sum(g, ablate::mul(g, P, g.constant(f.data(), 1, E_)));
+    mean_row_.assign(static_cast<size_t>(N), 1.0f / static_cast<float>(N));
+    Var P = ablate::matmul(g, g.constant(mean_row_.data(), 1, N), probs);  // (1, E)
+    Var balance = ablate::sum(g, ablate::mul(g, P, g.constant(f_.data(), 1, E_)));
     g.add_aux("moe_balance", balance, balance_, layer_);
     const float load = busiest * static_cast<float>(E_);
     g.add_aux("moe_max_load", g.constant(&load, 1, 1), 0.0f, layer_);
@@ -150,6 +150,7 @@ class Moe final : public ablate::Ffn {
   ablate::Parameter* router_ = nullptr;
   std::vector<Expert> experts_;
   std::vector<std::vector<int32_t>> rows_, choices_;  // per expert: tokens, choices (scratch)
+  std::vector<float> f_, mean_row_;                   // the balancing loss's constants (scratch)
 };
 
 }  // namespace

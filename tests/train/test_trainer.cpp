@@ -312,4 +312,9 @@ TEST_CASE("trainer/evaluators get the run's data split and directory, objectives
   CHECK(t.at("val_ids").back() == t.at("val_chars").back());
   CHECK(t.at("vocab").back() == rd.num_attrs.at("vocab_size"));
   CHECK(t.at("dir_has_experiment").back() == 1);
+  // Loading the run builds its objective with the vocabulary too (ablate generate).
+  auto gen =
+      ablate::test::run_command(ablate::test::ablate_binary() + " generate " + (d / "run") +
+                                " --prompt ROMEO --tokens 5 --plugin-dir " + (d / "plugins"));
+  CHECK_MESSAGE(gen.status == 0, gen.output);
 }

@@ -14,8 +14,6 @@ namespace {
 constexpr int kMaxDepth = 64;
 constexpr size_t kMaxNodes = 100000;
 
-std::string located(const std::string& file, const YAML::Mark& m) { return yaml_location(file, m); }
-
 // Rejects what yaml-cpp accepts but an experiment must not contain: duplicate keys (both
 // are kept, and a lookup silently sees the first), keys that are not plain scalars, and
 // documents that aliases make cyclic or huge (every later walk would loop or explode).
@@ -26,13 +24,13 @@ void check_structure(const YAML::Node& n, const std::string& file, const std::st
     throw ConfigError(file + ": the experiment expands to more than " + std::to_string(kMaxNodes) +
                       " YAML nodes (through aliases?); write it out plainly");
   if (depth > kMaxDepth)
-    throw ConfigError(located(file, n.Mark()) + ": " + shown + ": nested more than " +
+    throw ConfigError(yaml_location(file, n.Mark()) + ": " + shown + ": nested more than " +
                       std::to_string(kMaxDepth) + " levels deep (a recursive alias?)");
   if (n.IsMap()) {
     std::map<std::string, YAML::Mark> seen;
     for (auto it = n.begin(); it != n.end(); ++it) {
       if (!it->first.IsScalar())
-        throw ConfigError(located(file, it->first.Mark()) + ": " + shown +
+        throw ConfigError(yaml_location(file, it->first.Mark()) + ": " + shown +
                           ": a key must be a plain name, not a " +
                           (it->first.IsMap()        ? "map"
                            : it->first.IsSequence() ? "list"
@@ -41,7 +39,7 @@ void check_structure(const YAML::Node& n, const std::string& file, const std::st
       const std::string child = path.empty() ? k : path + "." + k;
       auto [first, fresh] = seen.emplace(k, it->first.Mark());
       if (!fresh)
-        throw ConfigError(located(file, it->first.Mark()) + ": " + child +
+        throw ConfigError(yaml_location(file, it->first.Mark()) + ": " + child +
                           ": duplicate key (first at line " +
                           std::to_string(first->second.line + 1) + "); keep one of them");
       check_structure(it->second, file, child, depth + 1, count);

@@ -117,8 +117,7 @@ GradCheckResult check_gradients(const ForwardFn& forward, const std::vector<Para
   }
   // The auxiliary terms at weight 1, whatever weight the plugin trains them at: a wrong
   // gradient of a term weighted 0.01 in training is as wrong.
-  for (const AuxTerm& t : std::vector<AuxTerm>(g.aux()))
-    loss = loss.valid() ? add(g, loss, t.value) : t.value;
+  for (const AuxTerm& t : g.aux()) loss = loss.valid() ? add(g, loss, t.value) : t.value;
   if (!loss.valid()) return res;  // nothing to check (aux_only without terms)
   for (Parameter* p : wrt)
     std::memset(p->grad.data, 0, sizeof(float) * static_cast<size_t>(p->grad.numel()));

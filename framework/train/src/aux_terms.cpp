@@ -13,23 +13,25 @@ void AuxTerms::begin_step() {
 }
 
 void AuxTerms::add(Graph& g, int64_t step, float weight) {
-  std::map<std::string, std::pair<double, int>> by_name;
+  for (auto& [name, sn] : batch_) sn = {0.0, 0};  // kept nodes: no allocation after step 1
   for (const AuxTerm& t : g.aux()) {
     const double v = g.value(t.value).data[0];
-    auto& [sum, n] = by_name[t.name];
-    sum += v;
-    ++n;
+    auto it = batch_.find(t.name);
+    if (it == batch_.end()) {
+      if (named_)
+        throw Error("step " + std::to_string(step) + ": auxiliary term '" + t.name +
+                    "' appeared after the first step; a plugin adds the same terms at every step");
+      it = batch_.emplace(t.name, std::pair<double, int>{0.0, 0}).first;
+      step_[t.name] = 0;
+    }
+    it->second.first += v;
+    ++it->second.second;
     if (!std::isfinite(v) && !bad_) bad_ = Bad{t.name, t.layer, v};
   }
-  if (!named_)
-    for (const auto& [name, sn] : by_name) step_[name] = 0;
   named_ = true;
-  for (const auto& [name, sn] : by_name) {
-    auto it = step_.find(name);
-    if (it == step_.end())
-      throw Error("step " + std::to_string(step) + ": auxiliary term '" + name +
-                  "' appeared after the first step; a plugin adds the same terms at every step");
-    it->second += weight * sn.first / sn.second;
+  for (auto& [name, sum] : step_) {
+    const auto& [total, n] = batch_.at(name);
+    if (n > 0) sum += weight * total / n;
   }
 }
 

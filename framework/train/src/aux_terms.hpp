@@ -26,8 +26,9 @@ class AuxTerms {
   void finish_step(int64_t step, std::map<std::string, double>& window) const;
 
  private:
-  std::map<std::string, double> step_;  // this step's sums, by name
-  bool named_ = false;                  // step_ holds the names of the first step's terms
+  std::map<std::string, double> step_;                   // this step's sums, by name
+  std::map<std::string, std::pair<double, int>> batch_;  // a micro-batch's sum and count by name
+  bool named_ = false;  // step_ holds the names of the first step's terms
   struct Bad {
     std::string name;
     int64_t layer;

@@ -189,14 +189,9 @@ Setup build_setup(const Experiment& exp, const RunOptions& ro, const std::string
   tok_key << tok_opts.node();
   s.data = load_shared_text_data(root.child("data"), exp.dir(), *s.tokenizer, tok_key.c_str(),
                                  context, tokenizer_state == nullptr);
-  {
-    BuildContext oc = none;  // the objective knows the tokenizer's vocabulary
-    const std::vector<std::string> texts = token_texts(*s.tokenizer);
-    oc.dims.vocab_size = s.tokenizer->vocab_size();
-    oc.vocab = &texts;
-    s.objective = reg.create<Objective>(family_options(root, Objective::kFamily), oc);
-  }
-  s.model = build_model(model_opts, *s.tokenizer, *s.objective, s.seed);
+  const std::vector<std::string> texts = token_texts(*s.tokenizer);
+  s.objective = build_objective(root, texts, none);
+  s.model = build_model(model_opts, texts, *s.objective, s.seed);
   check_attention(*s.objective, *s.model, root);
   check_head(*s.objective, *s.model, root);
   s.token_bytes = token_byte_counts(*s.tokenizer);
@@ -231,10 +226,19 @@ std::string out_dir_of(const Experiment& exp, const RunOptions& ro) {
                                       : ro.name);
 }
 
-std::unique_ptr<Model> build_model(const Options& model_opts, const Tokenizer& tokenizer,
+std::unique_ptr<Objective> build_objective(const Options& root,
+                                           const std::vector<std::string>& texts,
+                                           BuildContext ctx) {
+  ctx.dims.vocab_size = static_cast<int64_t>(texts.size());
+  ctx.vocab = &texts;
+  return PluginRegistry::instance().create<Objective>(family_options(root, Objective::kFamily),
+                                                      ctx);
+}
+
+std::unique_ptr<Model> build_model(const Options& model_opts, const std::vector<std::string>& texts,
                                    const Objective& objective, uint64_t seed) {
-  return std::make_unique<Model>(model_opts, tokenizer.vocab_size() + objective.extra_tokens(),
-                                 seed, token_texts(tokenizer));
+  return std::make_unique<Model>(
+      model_opts, static_cast<int64_t>(texts.size()) + objective.extra_tokens(), seed, texts);
 }
 
 Var batch_loss(Graph& g, Model& m, const Objective& obj, ForwardArgs a, const int32_t* targets,
@@ -330,8 +334,9 @@ LoadedRun load_run(const std::string& dir) {
   r.tokenizer = reg.create<Tokenizer>(family_options(root, Tokenizer::kFamily), none);
   r.tokenizer->load(ck.texts["tokenizer"]);
   uint64_t seed = static_cast<uint64_t>(root.get<int64_t>("seed", 1));
-  auto objective = reg.create<Objective>(family_options(root, Objective::kFamily), none);
-  r.model = build_model(root.child("model"), *r.tokenizer, *objective, seed);
+  const std::vector<std::string> texts = token_texts(*r.tokenizer);
+  auto objective = build_objective(root, texts, none);
+  r.model = build_model(root.child("model"), texts, *objective, seed);
   restore_params(*r.model, ck, path);
   r.step = static_cast<int64_t>(ck.ints["step"]);
   r.objective = PluginRegistry::type_of(family_options(root, Objective::kFamily));

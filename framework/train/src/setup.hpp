@@ -64,8 +64,13 @@ Setup build_setup(const Experiment& exp, const RunOptions& ro,
 // decides, read from the config before building (the checkpoint there decides how to build).
 std::string out_dir_of(const Experiment& exp, const RunOptions& ro);
 
-// The model of a run: the tokenizer's vocabulary plus the objective's extra tokens.
-std::unique_ptr<Model> build_model(const Options& model_opts, const Tokenizer& tokenizer,
+// The objective of an experiment, its BuildContext given the tokenizer's vocabulary (texts:
+// token_texts of the tokenizer, as dims.vocab_size and vocab), for a run and for loading one.
+std::unique_ptr<Objective> build_objective(const Options& root,
+                                           const std::vector<std::string>& texts, BuildContext ctx);
+
+// The model of a run: the tokenizer's vocabulary (texts) plus the objective's extra tokens.
+std::unique_ptr<Model> build_model(const Options& model_opts, const std::vector<std::string>& texts,
                                    const Objective& objective, uint64_t seed);
 
 // What every column a run of this setup logs means for comparisons (metric_spec.hpp; run.h5's
