@@ -8,11 +8,13 @@
 #                                 # build runs no AVX-512 instruction: docs/BENCHMARKS.md)
 #   tools/bootstrap.sh --cluster  # Slurm (slurmctld slurmd slurm-client munge) and Open MPI, for
 #                                 # the `cluster` tests and data-parallel runs (docs/CLUSTER.md)
+#   tools/bootstrap.sh --no-build --tests --cluster   # only the packages (CI installs all first)
 #   ABLATE_BUILD_DIR=dir tools/bootstrap.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${ABLATE_BUILD_DIR:-$root/build}
 fuzz=0
+build_it=1
 
 packages=(g++ cmake make git libboost-program-options-dev libboost-dev libboost-filesystem-dev
           libeigen3-dev libtbb-dev libyaml-cpp-dev libhdf5-dev doctest-dev nlohmann-json3-dev zlib1g-dev libzstd-dev libsentencepiece-dev)
@@ -24,7 +26,8 @@ for arg in "$@"; do
     --fuzz) packages+=(clang libclang-rt-dev); fuzz=1 ;;
     --qemu) packages+=(qemu-user) ;;
     --cluster) packages+=(slurmctld slurmd slurm-client munge openmpi-bin libopenmpi-dev) ;;
-    *) echo "bootstrap: unknown option '$arg' (known: --tests, --fuzz, --qemu, --cluster)" >&2; exit 2 ;;
+    --no-build) build_it=0 ;;
+    *) echo "bootstrap: unknown option '$arg' (known: --tests, --fuzz, --qemu, --cluster, --no-build)" >&2; exit 2 ;;
   esac
 done
 missing=()
@@ -44,6 +47,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   done
 fi
 
+[ $build_it -eq 1 ] || exit 0
 if [ $fuzz -eq 1 ]; then
   build=${ABLATE_FUZZ_BUILD_DIR:-$root/build-fuzz}
   # -O1 with line tables only: reports keep file:line without the cost of full debug info.
