@@ -21,7 +21,9 @@
 #include "ablate/grad_sync.hpp"
 #include "ablate/interop.hpp"
 #include "ablate/machine.hpp"
+#include "ablate/process.hpp"
 #include "ablate/runfile.hpp"
+#include "ablate/stop_signals.hpp"
 #include "aux_terms.hpp"
 #include "evaluate.hpp"
 #include "memory_estimate.hpp"
@@ -29,7 +31,6 @@
 #include "progress.hpp"
 #include "run_checkpoint.hpp"
 #include "setup.hpp"
-#include "stop_signals.hpp"
 
 namespace ablate {
 namespace fs = std::filesystem;
@@ -94,7 +95,7 @@ class Trainer {
         exp_(&exp),
         comm_(ro.comm ? *ro.comm : world()),
         root_(comm_.root()),
-        signals_(ro.handle_signals) {}
+        signals_(OnStop::finish_step, ro.handle_signals) {}
   RunSummary run();
 
  private:
@@ -597,13 +598,12 @@ void Trainer::interrupt(int64_t step, int sig) {
   sum_.interrupted_by = sig;
   if (!rfp_) return;
   set_status(*rfp_, RunStatus::interrupted);
-  rfp_->set_attr("error", std::string("stopped by ") + stop_signal_name(sig) + " after step " +
-                              std::to_string(step));
+  rfp_->set_attr("error", "stopped by " + signal_name(sig) + " after step " + std::to_string(step));
   rfp_->set_attr("train_seconds", train_seconds_);
   cpu_.write(*rfp_);
   rfp_->close();
-  progress_.line("interrupted by " + std::string(stop_signal_name(sig)) + " at step " +
-                     std::to_string(step) + " of " + std::to_string(s_.train.steps) +
+  progress_.line("interrupted by " + signal_name(sig) + " at step " + std::to_string(step) +
+                     " of " + std::to_string(s_.train.steps) +
                      ": checkpoint written, status 'interrupted'. Continue with:\n  ablate run " +
                      s_.out_dir + " --resume",
                  true);
