@@ -6,7 +6,7 @@
 // those variants create. So this file holds, per architecture, (a) the configuration it
 // requires, key by key, (b) where each parameter goes, (c) how its config.json is written and
 // read; and, per tokenizer type, the tokenizer's Hugging Face files. Nothing else in the
-// framework depends on which variants these are: interop.cpp applies the tables generically,
+// framework depends on which variants these are: interop*.cpp apply the tables generically,
 // and a variant that changes its parameter names or options makes export and import fail
 // loudly (a parameter without a rule, an option without a rule), never silently.
 #include "hf_layout.hpp"
