@@ -10,8 +10,9 @@
 //      token it makes: the index of the merge that first produces that token (tiktoken's rule;
 //      for GPT-2's files the rank is the id minus 256).
 // The files are found on the data search path (ablate/data_source.hpp) and GPT-2's two are
-// downloaded (SHA-256 checked) when missing; they are read when the tokenizer is first used,
-// so a run loaded from its checkpoint, whose state holds the whole vocabulary, needs none.
+// downloaded (SHA-256 checked) when missing; they are read (tokenizer_files.cpp) when the
+// tokenizer is first used, so a run loaded from its checkpoint, whose state holds the whole
+// vocabulary, needs none.
 // Token texts in the files are in GPT-2's "bytes_to_unicode" form; ids decode to raw bytes.
 // With `train: {vocab_size: N}` the vocabulary is instead learned from the training text by fit()
 // (ablate/bpe_train.hpp: the byte-level BPE that `ablate data train-tokenizer` writes).
@@ -23,7 +24,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -36,8 +36,6 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "ablate/bpe_train.hpp"
 #include "ablate/byte_bpe.hpp"
 #include "ablate/data_source.hpp"
@@ -49,10 +47,9 @@
 namespace {
 
 namespace fs = std::filesystem;
-using Json = nlohmann::json;
 
-// The pre-tokenizer (Scanner) and GPT-2's byte map are shared with the BPE trainer
-// (ablate/byte_bpe.hpp).
+// The pre-tokenizer (Scanner) is shared with the BPE trainer (ablate/byte_bpe.hpp); the
+// files are read in tokenizer_files.cpp.
 using ablate::byte_bpe::Scanner;
 using ablate::gpt2::in_quotes;
 using ablate::gpt2::kPlain;
