@@ -3,7 +3,6 @@
 // its run file, which readers open without HDF5's lock). See sweep.hpp.
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,7 +10,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -22,10 +20,10 @@
 #include <thread>
 
 #include "ablate/machine.hpp"
+#include "ablate/process.hpp"
 #include "ablate/runfile.hpp"
+#include "ablate/stop_signals.hpp"
 #include "ablate/sweep.hpp"
-
-extern char** environ;
 
 namespace ablate {
 namespace fs = std::filesystem;
@@ -33,8 +31,6 @@ namespace fs = std::filesystem;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-volatile std::sig_atomic_t g_signal = 0;
-extern "C" void on_stop_signal(int sig) { g_signal = sig; }
 
 double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -58,19 +54,6 @@ std::string log_tail(const std::string& path, std::uintmax_t offset, size_t max_
     out += (out.empty() ? "" : "\n") + lines[i];
   if (out.size() > max_chars) out = "..." + out.substr(out.size() - max_chars);
   return out;
-}
-
-std::string signal_name(int sig) {
-  switch (sig) {
-    case SIGKILL: return "SIGKILL";
-    case SIGTERM: return "SIGTERM";
-    case SIGINT: return "SIGINT";
-    case SIGSEGV: return "SIGSEGV";
-    case SIGABRT: return "SIGABRT";
-    case SIGBUS: return "SIGBUS";
-    case SIGFPE: return "SIGFPE";
-    default: return "signal " + std::to_string(sig);
-  }
 }
 
 struct Job {
@@ -233,16 +216,7 @@ void SweepRun::launch(const SweepPoint& p) {
   std::string header = "==== " + now_iso() + " " + join(argv, " ") + "\n";
   [[maybe_unused]] ssize_t written = ::write(fd, header.data(), header.size());
   j.log_offset = fs::file_size(j.log);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, fd, 1);
-  posix_spawn_file_actions_adddup2(&fa, fd, 2);
-  std::vector<char*> args;
-  for (auto& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  int rc = posix_spawn(&j.pid, o_.binary.c_str(), &fa, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
+  int rc = spawn_process(argv, {-1, fd, fd}, j.pid);
   ::close(fd);
   if (rc != 0)
     throw Error("cannot start " + o_.binary + " for point " + std::to_string(p.index) + ": " +
@@ -370,8 +344,7 @@ bool SweepRun::reap() {
   bool any = false;
   for (size_t i = 0; i < running_.size();) {
     int ws = 0;
-    pid_t r = waitpid(running_[i].pid, &ws, WNOHANG);
-    if (r == running_[i].pid) {
+    if (process_ended(running_[i].pid, ws)) {
       finish(running_[i], ws, "");
       running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
       any = true;
@@ -388,36 +361,25 @@ void SweepRun::stop_all(int sig) {
   event("interrupted by " + signal_name(sig) + ": stopping " + std::to_string(running_.size()) +
         " running point(s); " + std::to_string(queue_.size()) + " not started");
   for (Job& j : running_) kill(j.pid, SIGTERM);
-  for (Job& j : running_) {
-    int ws = 0;
-    while (waitpid(j.pid, &ws, 0) < 0 && errno == EINTR) {
-    }
-    finish(j, ws, "interrupted by " + signal_name(sig));
-  }
+  for (Job& j : running_) finish(j, wait_process(j.pid), "interrupted by " + signal_name(sig));
   running_.clear();
 }
 
 SweepRunResult SweepRun::run() {
   queue_points();
-  struct sigaction sa {
-  }, old_int{}, old_term{};
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  g_signal = 0;
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
+  StopSignals signals(OnStop::record);
   const double every = o_.progress_every > 0 ? o_.progress_every : (display_.tty() ? 2.0 : 15.0);
   auto last_progress = Clock::now();
   bool changed = true;
   while (true) {
-    while (g_signal == 0 && static_cast<int64_t>(running_.size()) < jobs_ && !queue_.empty()) {
+    while (stop_signal() == 0 && static_cast<int64_t>(running_.size()) < jobs_ && !queue_.empty()) {
       launch(*queue_.front());
       queue_.pop_front();
       changed = true;
     }
     changed |= reap();
-    if (g_signal != 0) {
-      stop_all(g_signal);
+    if (int sig = stop_signal()) {
+      stop_all(sig);
       break;
     }
     if (running_.empty() && queue_.empty()) break;
@@ -431,8 +393,6 @@ SweepRunResult SweepRun::run() {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   display_.finish();
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
   result_.seconds = since(t0_);
   sweep_log_ << now_iso() << " finished: " << result_.done.size() << " done, "
              << result_.skipped.size() << " skipped, " << result_.failed.size() << " failed, "

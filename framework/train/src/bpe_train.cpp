@@ -317,6 +317,32 @@ class Learner {
   std::vector<uint8_t> at_, changed_, is_new_;  // scratch for merge_word
 };
 
+std::vector<std::string> corpus_files(const BpeCorpusOptions& opt) {
+  std::vector<std::string> files;
+  for (const std::string& in : opt.inputs) {
+    const std::vector<std::string> f = expand_inputs(in, "");
+    files.insert(files.end(), f.begin(), f.end());
+  }
+  if (files.empty()) throw Error("train-tokenizer: no input files");
+  return files;
+}
+
+// The threads' counts in one map: the largest takes in the others.
+Map merged_counts(tbb::enumerable_thread_specific<Map>& local) {
+  std::vector<Map*> maps;
+  for (Map& m : local) maps.push_back(&m);
+  Map all;
+  if (maps.empty()) return all;
+  std::sort(maps.begin(), maps.end(),
+            [](const Map* x, const Map* y) { return x->size() > y->size(); });
+  all = std::move(*maps[0]);
+  for (size_t k = 1; k < maps.size(); ++k) {
+    for (auto& kv : *maps[k]) all[kv.first] += kv.second;
+    maps[k]->clear();
+  }
+  return all;
+}
+
 }  // namespace
 
 WordCounts count_words(std::string_view text, const std::vector<std::string>& specials) {
@@ -327,12 +353,7 @@ WordCounts count_words(std::string_view text, const std::vector<std::string>& sp
 
 CorpusCount count_corpus_words(const BpeCorpusOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::string> files;
-  for (const std::string& in : opt.inputs) {
-    const std::vector<std::string> f = expand_inputs(in, "");
-    files.insert(files.end(), f.begin(), f.end());
-  }
-  if (files.empty()) throw Error("train-tokenizer: no input files");
+  const std::vector<std::string> files = corpus_files(opt);
   CorpusCount out;
   out.files = static_cast<int64_t>(files.size());
   tbb::enumerable_thread_specific<Map> local;
@@ -389,19 +410,7 @@ CorpusCount count_corpus_words(const BpeCorpusOptions& opt) {
                 Map& m = local.local();
                 for (const std::string& t : *item) count_into(t, opt.specials, m);
               }));
-  // The largest map takes in the others.
-  std::vector<Map*> maps;
-  for (Map& m : local) maps.push_back(&m);
-  Map all;
-  if (!maps.empty()) {
-    std::sort(maps.begin(), maps.end(),
-              [](const Map* x, const Map* y) { return x->size() > y->size(); });
-    all = std::move(*maps[0]);
-    for (size_t k = 1; k < maps.size(); ++k) {
-      for (auto& kv : *maps[k]) all[kv.first] += kv.second;
-      maps[k]->clear();
-    }
-  }
+  Map all = merged_counts(local);
   out.pieces = count_pieces(all);
   out.words = sorted_words(std::move(all));
   out.bytes = bytes.load();

@@ -209,7 +209,12 @@ std::vector<uint8_t> serialize_checkpoint(const Checkpoint& ck) {
   return out;
 }
 
-Checkpoint parse_checkpoint(const uint8_t* data, size_t size, const std::string& name) {
+namespace {
+
+// Checks the header (magic, version, size) and the CRC of the whole; returns the version and,
+// in `body_end`, where the entries end.
+uint32_t check_checkpoint_frame(const uint8_t* data, size_t size, const std::string& name,
+                                size_t& body_end) {
   const size_t magic_n = std::min(size, sizeof kMagic);
   if (size == 0) throw Error(name + ": not an ablate checkpoint (the file is empty)");
   if (std::memcmp(data, kMagic, magic_n) != 0)
@@ -235,11 +240,54 @@ Checkpoint parse_checkpoint(const uint8_t* data, size_t size, const std::string&
   if (size > total)
     throw Error(name + ": corrupt checkpoint (" + std::to_string(size - total) +
                 " unexpected bytes after byte " + std::to_string(total) + ")");
-  const size_t body_end = static_cast<size_t>(total) - kTrailerSize;
+  body_end = static_cast<size_t>(total) - kTrailerSize;
   if (crc32(data, body_end) != load_u32(data + body_end))
     throw Error(name +
                 ": corrupt checkpoint (CRC mismatch): the file was damaged after it was written");
 
+  return version;
+}
+
+std::vector<float> read_tensor_entry(Reader& r, const std::string& key, size_t at,
+                                     const std::string& name) {
+  const uint64_t n = r.u64("tensor length");
+  // Compare element counts, not bytes: 4 * n may overflow.
+  if (n > r.remaining() / 4)  // compare counts: 4 * n may overflow
+    throw Error(name + ": corrupt checkpoint (tensor '" + key + "' at byte " + std::to_string(at) +
+                " claims " + std::to_string(n) + " floats, only " + std::to_string(r.remaining()) +
+                " bytes remain)");
+  const uint8_t* p = r.take(n * 4, "tensor data");
+  std::vector<float> v(static_cast<size_t>(n));
+  for (size_t i = 0; i < v.size(); ++i) {
+    uint32_t u = load_u32(p + 4 * i);
+    std::memcpy(&v[i], &u, 4);
+  }
+  return v;
+}
+
+std::vector<int64_t> read_shape_entry(Reader& r, const std::string& key, size_t at,
+                                      const std::string& name) {
+  const uint32_t ndim = r.u32("shape rank");
+  if (ndim > kMaxDims)
+    throw Error(name + ": corrupt checkpoint (shape of '" + key + "' at byte " +
+                std::to_string(at) + " has " + std::to_string(ndim) + " dimensions, at most " +
+                std::to_string(kMaxDims) + ")");
+  std::vector<int64_t> dims(ndim);
+  for (auto& d : dims) {
+    const uint64_t v = r.u64("shape dimension");
+    if (v > (uint64_t{1} << 62))
+      throw Error(name + ": corrupt checkpoint (shape of '" + key + "' has a dimension of " +
+                  std::to_string(v) + ")");
+    d = static_cast<int64_t>(v);
+  }
+  return dims;
+}
+
+}  // namespace
+
+Checkpoint parse_checkpoint(const uint8_t* data, size_t size, const std::string& name) {
+  size_t body_end = 0;
+  const uint32_t version = check_checkpoint_frame(data, size, name, body_end);
   Checkpoint ck;
   Reader r(data, body_end, kHeaderSize, name);
   while (!r.done()) {
@@ -257,36 +305,11 @@ Checkpoint parse_checkpoint(const uint8_t* data, size_t size, const std::string&
               .emplace(key, std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(n)))
               .second;
     } else if (kind == kTensor) {
-      const uint64_t n = r.u64("tensor length");
-      // Compare element counts, not bytes: 4 * n may overflow.
-      if (n > r.remaining() / 4)  // compare counts: 4 * n may overflow
-        throw Error(name + ": corrupt checkpoint (tensor '" + key + "' at byte " +
-                    std::to_string(at) + " claims " + std::to_string(n) + " floats, only " +
-                    std::to_string(r.remaining()) + " bytes remain)");
-      const uint8_t* p = r.take(n * 4, "tensor data");
-      std::vector<float> v(static_cast<size_t>(n));
-      for (size_t i = 0; i < v.size(); ++i) {
-        uint32_t u = load_u32(p + 4 * i);
-        std::memcpy(&v[i], &u, 4);
-      }
-      fresh = ck.tensors.emplace(key, std::move(v)).second;
+      fresh = ck.tensors.emplace(key, read_tensor_entry(r, key, at, name)).second;
     } else if (kind == kInt) {
       fresh = ck.ints.emplace(key, r.u64("integer")).second;
     } else if (kind == kShape && version >= 2) {
-      const uint32_t ndim = r.u32("shape rank");
-      if (ndim > kMaxDims)
-        throw Error(name + ": corrupt checkpoint (shape of '" + key + "' at byte " +
-                    std::to_string(at) + " has " + std::to_string(ndim) + " dimensions, at most " +
-                    std::to_string(kMaxDims) + ")");
-      std::vector<int64_t> dims(ndim);
-      for (auto& d : dims) {
-        const uint64_t v = r.u64("shape dimension");
-        if (v > (uint64_t{1} << 62))
-          throw Error(name + ": corrupt checkpoint (shape of '" + key + "' has a dimension of " +
-                      std::to_string(v) + ")");
-        d = static_cast<int64_t>(v);
-      }
-      fresh = ck.shapes.emplace(key, std::move(dims)).second;
+      fresh = ck.shapes.emplace(key, read_shape_entry(r, key, at, name)).second;
     } else {
       throw Error(name + ": corrupt checkpoint (unknown entry kind " + std::to_string(kind) +
                   " at byte " + std::to_string(at) + ")");

@@ -237,53 +237,60 @@ bool DocumentReader::more() {
   return n > 0;
 }
 
-bool DocumentReader::next(Piece& p) {
-  if (jsonl_) {
-    size_t scan = 0;  // bytes after pos_ known to hold no newline
-    for (;;) {
-      size_t nl = buf_.find('\n', pos_ + scan);
-      if (nl == std::string::npos) {
-        scan = buf_.size() - pos_;
-        if (more()) continue;
-        if (pos_ == buf_.size()) return false;
-        nl = buf_.size();  // the last line, without a newline
-      }
-      std::string line = buf_.substr(pos_, nl - pos_);
-      ++line_;
-      offset_ += std::min(nl + 1, buf_.size()) - pos_;
-      pos_ = std::min(nl + 1, buf_.size());
-      scan = 0;
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      const std::string where = in_.path() + ":" + std::to_string(line_);
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(line);
-      } catch (const nlohmann::json::exception& e) {
-        throw Error(where + ": not a JSON line: " + e.what() +
-                    ". JSONL holds one JSON object per line");
-      }
-      if (!j.is_object())
-        throw Error(where + ": a JSON " + std::string(j.type_name()) + ", not an object {\"" +
-                    field_ + "\": \"...\"}");
-      auto it = j.find(field_);
-      if (it == j.end()) {
-        std::vector<std::string> keys;
-        for (const auto& kv : j.items()) keys.push_back(kv.key());
-        throw Error(where + ": no field '" + field_ + "'; this object has " +
-                    (keys.empty() ? "no fields" : "fields " + join(keys)) +
-                    ". Name the field that holds the text: --field NAME");
-      }
-      if (!it->is_string())
-        throw Error(where + ": field '" + field_ + "' is a JSON " + std::string(it->type_name()) +
-                    ", not a string of text");
-      std::string text = it->get<std::string>();
-      if (text.empty()) continue;
-      p.text = std::move(text);
-      p.starts_document = true;
-      p.where = where;
-      return true;
+bool DocumentReader::next(Piece& p) { return jsonl_ ? next_jsonl(p) : next_text(p); }
+
+bool DocumentReader::next_jsonl(Piece& p) {
+  size_t scan = 0;  // bytes after pos_ known to hold no newline
+  for (;;) {
+    size_t nl = buf_.find('\n', pos_ + scan);
+    if (nl == std::string::npos) {
+      scan = buf_.size() - pos_;
+      if (more()) continue;
+      if (pos_ == buf_.size()) return false;
+      nl = buf_.size();  // the last line, without a newline
     }
+    std::string line = buf_.substr(pos_, nl - pos_);
+    ++line_;
+    offset_ += std::min(nl + 1, buf_.size()) - pos_;
+    pos_ = std::min(nl + 1, buf_.size());
+    scan = 0;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = in_.path() + ":" + std::to_string(line_);
+    std::string text = jsonl_text(line, where);
+    if (text.empty()) continue;
+    p.text = std::move(text);
+    p.starts_document = true;
+    p.where = where;
+    return true;
   }
+}
+
+std::string DocumentReader::jsonl_text(const std::string& line, const std::string& where) const {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(line);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(where + ": not a JSON line: " + e.what() +
+                ". JSONL holds one JSON object per line");
+  }
+  if (!j.is_object())
+    throw Error(where + ": a JSON " + std::string(j.type_name()) + ", not an object {\"" + field_ +
+                "\": \"...\"}");
+  auto it = j.find(field_);
+  if (it == j.end()) {
+    std::vector<std::string> keys;
+    for (const auto& kv : j.items()) keys.push_back(kv.key());
+    throw Error(where + ": no field '" + field_ + "'; this object has " +
+                (keys.empty() ? "no fields" : "fields " + join(keys)) +
+                ". Name the field that holds the text: --field NAME");
+  }
+  if (!it->is_string())
+    throw Error(where + ": field '" + field_ + "' is a JSON " + std::string(it->type_name()) +
+                ", not a string of text");
+  return it->get<std::string>();
+}
+
+bool DocumentReader::next_text(Piece& p) {
   const size_t keep_back = sep_.empty() ? 0 : sep_.size() - 1;  // a separator may start there
   size_t scan = 0;
   for (;;) {
@@ -306,30 +313,7 @@ bool DocumentReader::next(Piece& p) {
     }
     const size_t avail = buf_.size() - pos_;
     if (avail >= piece_ + keep_back) {
-      // A long document: a piece of up to piece_ bytes, cut after a newline between two
-      // characters that are not white space (no GPT-2 pre-token spans such a newline, so
-      // its ids are those of the whole), else after any newline, else at a UTF-8 boundary.
-      const size_t end = pos_ + piece_;  // the piece is [pos_, cut), cut <= end
-      size_t cut = std::string::npos;
-      for (size_t c = end - 1; c > pos_ && c + 1 < buf_.size() && c + kCleanCutSearch > end; --c)
-        if (buf_[c] == '\n' && !is_space(buf_[c - 1]) && !is_space(buf_[c + 1])) {
-          cut = c + 1;
-          break;
-        }
-      if (cut == std::string::npos) {
-        const size_t nl = buf_.rfind('\n', end - 1);
-        if (nl != std::string::npos && nl >= pos_) cut = nl + 1;
-      }
-      if (cut == std::string::npos) {
-        cut = end;
-        while (cut > pos_ + 1 && (static_cast<unsigned char>(buf_[cut]) & 0xC0) == 0x80) --cut;
-      }
-      p.text = buf_.substr(pos_, cut - pos_);
-      p.starts_document = !in_document_;
-      p.where = in_.path() + " byte " + std::to_string(offset_);
-      in_document_ = true;
-      offset_ += cut - pos_;
-      pos_ = cut;
+      take_piece(p, piece_cut(), true);
       return true;
     }
     scan = avail > keep_back ? avail - keep_back : 0;
@@ -338,14 +322,29 @@ bool DocumentReader::next(Piece& p) {
       in_document_ = false;
       return false;
     }
-    p.text = buf_.substr(pos_);
-    p.starts_document = !in_document_;
-    p.where = in_.path() + " byte " + std::to_string(offset_);
-    offset_ += buf_.size() - pos_;
-    pos_ = buf_.size();
-    in_document_ = false;
+    take_piece(p, buf_.size(), false);
     return true;
   }
+}
+
+size_t DocumentReader::piece_cut() const {
+  const size_t end = pos_ + piece_;  // the piece is [pos_, cut), cut <= end
+  for (size_t c = end - 1; c > pos_ && c + 1 < buf_.size() && c + kCleanCutSearch > end; --c)
+    if (buf_[c] == '\n' && !is_space(buf_[c - 1]) && !is_space(buf_[c + 1])) return c + 1;
+  const size_t nl = buf_.rfind('\n', end - 1);
+  if (nl != std::string::npos && nl >= pos_) return nl + 1;
+  size_t cut = end;
+  while (cut > pos_ + 1 && (static_cast<unsigned char>(buf_[cut]) & 0xC0) == 0x80) --cut;
+  return cut;
+}
+
+void DocumentReader::take_piece(Piece& p, size_t cut, bool document_goes_on) {
+  p.text = buf_.substr(pos_, cut - pos_);
+  p.starts_document = !in_document_;
+  p.where = in_.path() + " byte " + std::to_string(offset_);
+  in_document_ = document_goes_on;
+  offset_ += cut - pos_;
+  pos_ = cut;
 }
 
 }  // namespace ablate

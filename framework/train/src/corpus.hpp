@@ -68,6 +68,17 @@ class DocumentReader {
 
  private:
   bool more();  // reads more bytes into buf_; false at the end
+  bool next_jsonl(Piece& p);
+  // The text of a JSONL line's field; Error naming `where` when the line has none.
+  std::string jsonl_text(const std::string& line, const std::string& where) const;
+  // Text: the next document up to the separator, or a piece of a long one.
+  bool next_text(Piece& p);
+  // Where a piece of a long document ends: after a newline between two characters that are not
+  // white space (no GPT-2 pre-token spans such a newline, so its ids are those of the whole),
+  // else after any newline, else at a UTF-8 boundary; at most piece_ bytes after pos_.
+  size_t piece_cut() const;
+  // buf_[pos_, cut) as the next piece; `document_goes_on` when more of its document follows.
+  void take_piece(Piece& p, size_t cut, bool document_goes_on);
   ByteStream in_;
   bool jsonl_;
   std::string field_, sep_;

@@ -6,7 +6,6 @@
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,8 +22,7 @@
 #include <sstream>
 
 #include "ablate/error.hpp"
-
-extern char** environ;
+#include "ablate/process.hpp"
 
 namespace ablate {
 namespace fs = std::filesystem;
@@ -157,17 +155,8 @@ std::string run_with_deadline(const std::vector<std::string>& argv, int timeout_
   int pipe_fd[2];
   if (::pipe2(pipe_fd, O_CLOEXEC) != 0)
     return std::string("cannot create a pipe: ") + std::strerror(errno);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, pipe_fd[1], 2);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
   pid_t pid = -1;
-  int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
+  int rc = spawn_process(argv, {-1, -1, pipe_fd[1]}, pid);
   ::close(pipe_fd[1]);
   if (rc != 0) {
     ::close(pipe_fd[0]);
@@ -195,9 +184,7 @@ std::string run_with_deadline(const std::vector<std::string>& argv, int timeout_
     if (err.size() < 16384) err.append(buf, static_cast<size_t>(got));
   }
   ::close(pipe_fd[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  const int status = wait_process(pid);
   if (timed_out)
     return argv[0] + " did not finish within " + std::to_string(timeout_s) + " s (killed)";
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";

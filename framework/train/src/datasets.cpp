@@ -314,6 +314,121 @@ int64_t zip_member_size(const std::string& zip_path, const std::string& member) 
   return static_cast<int64_t>(ZipFile(zip_path).entry(member).size);
 }
 
+namespace {
+
+std::string split_file(const std::string& dir, const char* part) {
+  return (fs::path(dir) / (std::string(part) + ".txt")).string();
+}
+
+// Whether splits.json records splits of these sources whose files are all there; then s gets
+// their digest and whether the text is the published one.
+bool read_recorded_splits(const std::string& json_path, const nlohmann::json& sources,
+                          DatasetSplits& s) {
+  std::error_code ec;
+  if (!fs::is_regular_file(json_path, ec)) return false;
+  try {
+    std::ifstream in(json_path);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    bool ok = j.at("version") == kSplitsVersion && j.at("sources") == sources;
+    for (const auto* f : {&s.train, &s.val, &s.test})
+      ok = ok && (f->empty() || fs::is_regular_file(*f, ec));
+    if (ok) {
+      s.sha256 = j.at("sha256").get<std::string>();
+      s.published = j.at("published").get<bool>();
+      return true;
+    }
+  } catch (const nlohmann::json::exception&) {
+  }
+  return false;
+}
+
+// Cuts the source's text (an archive's member when `unpack`) by bytes into the train, val and
+// (where the dataset has one) test files; returns the text's size.
+int64_t split_by_bytes(const NamedDataset& ds, const DatasetSplits& s, bool unpack, Sha256& hash,
+                       const std::string& what) {
+  const int64_t total =
+      unpack ? zip_member_size(s.source, ds.member) : static_cast<int64_t>(fs::file_size(s.source));
+  const int64_t parts = ds.train_parts + ds.val_parts + ds.test_parts;
+  const int64_t cut[3] = {total * ds.train_parts / parts,
+                          total * (ds.train_parts + ds.val_parts) / parts, total};
+  const char* names[3] = {"train", "val", "test"};
+  std::ofstream out[3];
+  for (int k = 0; k < 3; ++k)
+    if (k < 2 || ds.test_parts > 0)
+      out[k].open(split_file(s.dir, names[k]) + ".tmp", std::ios::binary);
+  int64_t bytes = 0;
+  auto sink = [&](const char* p, size_t n) {
+    hash.update(p, n);
+    while (n > 0) {
+      int k = 0;
+      while (k < 2 && bytes >= cut[k]) ++k;
+      const size_t take =
+          static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(n), cut[k] - bytes));
+      if (take == 0) break;  // past the end the archive gave: unzip_member's size check says so
+      out[k].write(p, static_cast<std::streamsize>(take));
+      p += take, n -= take, bytes += static_cast<int64_t>(take);
+    }
+  };
+  std::fprintf(stderr, "%s: %s %s into %s (first use)\n", what.c_str(),
+               unpack ? "unpacking and splitting" : "splitting", s.source.c_str(), s.dir.c_str());
+  if (unpack) unzip_member(s.source, ds.member, sink);
+  else read_file(s.source, sink);
+  for (int k = 0; k < 3; ++k) {
+    if (!out[k].is_open()) continue;
+    const std::string path = split_file(s.dir, names[k]);
+    if (!out[k].flush()) throw Error(path + ".tmp: cannot write: " + std::strerror(errno));
+    out[k].close();
+    fs::rename(path + ".tmp", path);
+  }
+  return bytes;
+}
+
+// The warning for a text that is not the published one (its sizes or digest differ).
+void warn_unpublished(const NamedDataset& ds, const DatasetSplits& s, bool val_file, int64_t bytes,
+                      int64_t val_bytes, const std::string& what) {
+  std::string have = with_commas(bytes) + " bytes" +
+                     (val_file ? " and " + with_commas(val_bytes) : ""),
+              want = with_commas(ds.text_bytes) + " bytes" +
+                     (val_file ? " and " + with_commas(ds.val_bytes) : "");
+  if (*ds.text_sha256)
+    have += ", sha256 " + s.sha256.substr(0, 16) + "...",
+        want += ", sha256 " + std::string(ds.text_sha256).substr(0, 16) + "...";
+  std::fprintf(stderr,
+               "%s: warning: %s holds %s, not the published text (%s): it is split all the same "
+               "(%lld/%lld/%lld parts), "
+               "but results on it do not compare with published ones\n",
+               what.c_str(), s.source.c_str(), have.c_str(), want.c_str(),
+               static_cast<long long>(ds.train_parts), static_cast<long long>(ds.val_parts),
+               static_cast<long long>(ds.test_parts));
+}
+
+// splits.json: what the split files were made from and how.
+nlohmann::json splits_json(const NamedDataset& ds, const DatasetSplits& s,
+                           const nlohmann::json& sources, bool by_bytes, int64_t bytes) {
+  nlohmann::json j;
+  j["version"] = kSplitsVersion;
+  j["dataset"] = ds.name;
+  j["sources"] = sources;
+  j["sha256"] = s.sha256;
+  j["published"] = s.published;
+  j["text_bytes"] = bytes;
+  if (by_bytes) {
+    const int64_t parts = ds.train_parts + ds.val_parts + ds.test_parts;
+    j["split"] = {
+        {"rule", "bytes [0, n*" + std::to_string(ds.train_parts) + "/" + std::to_string(parts) +
+                     "): train; then " + std::to_string(ds.val_parts) + "/" +
+                     std::to_string(parts) + " val" + (ds.test_parts ? "; the rest test" : "")},
+        {"train", s.train},
+        {"val", s.val},
+        {"test", s.test}};
+  } else {
+    j["split"] = {{"rule", "the published files"}, {"train", s.train}, {"val", s.val}};
+  }
+  return j;
+}
+
+}  // namespace
+
 DatasetSplits dataset_splits(const NamedDataset& ds, const std::string& yaml_dir,
                              const DataSearchOptions& opt_in) {
   DataSearchOptions opt = opt_in;
@@ -344,71 +459,21 @@ DatasetSplits dataset_splits(const NamedDataset& ds, const std::string& yaml_dir
   if (!val_source.empty()) sources.push_back(file_stamp(val_source));
   const std::string json_path = (fs::path(s.dir) / "splits.json").string();
   const bool by_bytes = val_source.empty();
-  auto split_path = [&](const char* part) {
-    return (fs::path(s.dir) / (std::string(part) + ".txt")).string();
-  };
   if (by_bytes) {
-    s.train = split_path("train");
-    s.val = split_path("val");
-    if (ds.test_parts > 0) s.test = split_path("test");
+    s.train = split_file(s.dir, "train");
+    s.val = split_file(s.dir, "val");
+    if (ds.test_parts > 0) s.test = split_file(s.dir, "test");
   } else {
     s.train = s.source;
     s.val = val_source;
   }
-
-  // Split already, from this source?
-  if (fs::is_regular_file(json_path, ec)) {
-    try {
-      std::ifstream in(json_path);
-      const nlohmann::json j = nlohmann::json::parse(in);
-      bool ok = j.at("version") == kSplitsVersion && j.at("sources") == sources;
-      for (const auto* f : {&s.train, &s.val, &s.test})
-        ok = ok && (f->empty() || fs::is_regular_file(*f, ec));
-      if (ok) {
-        s.sha256 = j.at("sha256").get<std::string>();
-        s.published = j.at("published").get<bool>();
-        return s;
-      }
-    } catch (const nlohmann::json::exception&) {
-    }
-  }
+  if (read_recorded_splits(json_path, sources, s)) return s;
 
   clear_dataset_dir(s.dir);
   Sha256 hash;
   int64_t bytes = 0, val_bytes = 0;
   if (by_bytes) {
-    const int64_t total = unpack ? zip_member_size(s.source, ds.member)
-                                 : static_cast<int64_t>(fs::file_size(s.source));
-    const int64_t parts = ds.train_parts + ds.val_parts + ds.test_parts;
-    const int64_t cut[3] = {total * ds.train_parts / parts,
-                            total * (ds.train_parts + ds.val_parts) / parts, total};
-    const char* names[3] = {"train", "val", "test"};
-    std::ofstream out[3];
-    for (int k = 0; k < 3; ++k)
-      if (k < 2 || ds.test_parts > 0) out[k].open(split_path(names[k]) + ".tmp", std::ios::binary);
-    auto sink = [&](const char* p, size_t n) {
-      hash.update(p, n);
-      while (n > 0) {
-        int k = 0;
-        while (k < 2 && bytes >= cut[k]) ++k;
-        const size_t take =
-            static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(n), cut[k] - bytes));
-        if (take == 0) break;  // past the end the archive gave: unzip_member's size check says so
-        out[k].write(p, static_cast<std::streamsize>(take));
-        p += take, n -= take, bytes += static_cast<int64_t>(take);
-      }
-    };
-    std::fprintf(stderr, "%s: %s %s into %s (first use)\n", what.c_str(),
-                 unpack ? "unpacking and splitting" : "splitting", s.source.c_str(), s.dir.c_str());
-    if (unpack) unzip_member(s.source, ds.member, sink);
-    else read_file(s.source, sink);
-    for (int k = 0; k < 3; ++k) {
-      if (!out[k].is_open()) continue;
-      if (!out[k].flush())
-        throw Error(split_path(names[k]) + ".tmp: cannot write: " + std::strerror(errno));
-      out[k].close();
-      fs::rename(split_path(names[k]) + ".tmp", split_path(names[k]));
-    }
+    bytes = split_by_bytes(ds, s, unpack, hash, what);
     s.published = bytes == ds.text_bytes;
   } else {
     read_file(s.source, [&](const char* p, size_t n) {
@@ -421,42 +486,8 @@ DatasetSplits dataset_splits(const NamedDataset& ds, const std::string& yaml_dir
   }
   s.sha256 = hash.hex();
   if (*ds.text_sha256 && by_bytes) s.published = s.sha256 == ds.text_sha256;
-  if (!s.published) {
-    std::string have = with_commas(bytes) + " bytes" +
-                       (val_source.empty() ? "" : " and " + with_commas(val_bytes)),
-                want = with_commas(ds.text_bytes) + " bytes" +
-                       (val_source.empty() ? "" : " and " + with_commas(ds.val_bytes));
-    if (*ds.text_sha256)
-      have += ", sha256 " + s.sha256.substr(0, 16) + "...",
-          want += ", sha256 " + std::string(ds.text_sha256).substr(0, 16) + "...";
-    std::fprintf(stderr,
-                 "%s: warning: %s holds %s, not the published text (%s): it is split all the same "
-                 "(%lld/%lld/%lld parts), "
-                 "but results on it do not compare with published ones\n",
-                 what.c_str(), s.source.c_str(), have.c_str(), want.c_str(),
-                 static_cast<long long>(ds.train_parts), static_cast<long long>(ds.val_parts),
-                 static_cast<long long>(ds.test_parts));
-  }
-  nlohmann::json j;
-  j["version"] = kSplitsVersion;
-  j["dataset"] = ds.name;
-  j["sources"] = sources;
-  j["sha256"] = s.sha256;
-  j["published"] = s.published;
-  j["text_bytes"] = bytes;
-  if (by_bytes) {
-    const int64_t parts = ds.train_parts + ds.val_parts + ds.test_parts;
-    j["split"] = {
-        {"rule", "bytes [0, n*" + std::to_string(ds.train_parts) + "/" + std::to_string(parts) +
-                     "): train; then " + std::to_string(ds.val_parts) + "/" +
-                     std::to_string(parts) + " val" + (ds.test_parts ? "; the rest test" : "")},
-        {"train", s.train},
-        {"val", s.val},
-        {"test", s.test}};
-  } else {
-    j["split"] = {{"rule", "the published files"}, {"train", s.train}, {"val", s.val}};
-  }
-  write_json(json_path, j);
+  if (!s.published) warn_unpublished(ds, s, !val_source.empty(), bytes, val_bytes, what);
+  write_json(json_path, splits_json(ds, s, sources, by_bytes, bytes));
   return s;
 }
 

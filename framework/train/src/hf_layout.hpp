@@ -1,5 +1,5 @@
 // The Hugging Face layouts ablate maps to and from, as data (hf_layout.cpp), and the
-// tokenizers' Hugging Face forms; interop.cpp does the reading, checking and writing.
+// tokenizers' Hugging Face forms; interop*.cpp do the reading, checking and writing.
 #pragma once
 #include <cstdint>
 #include <map>

@@ -260,11 +260,9 @@ void prepare_out_dir(const PrepareOptions& o) {
   for (const auto& p : old) fs::remove(p, ec);
 }
 
-}  // namespace
-
-PrepareSummary prepare_shards(
-    const PrepareOptions& o, Tokenizer& tok, const std::string& tokenizer_name,
-    const std::vector<std::pair<std::string, std::string>>& tokenizer_options) {
+// The shard names' prefix (--name, else the output directory's name), after checking the
+// options.
+std::string checked_shard_prefix(const PrepareOptions& o) {
   if (o.inputs.empty())
     throw Error("ablate data prepare: no input; give text or JSONL files, a directory or a glob");
   if (o.out_dir.empty()) throw Error("ablate data prepare: no output directory; give --out DIR");
@@ -278,7 +276,11 @@ PrepareSummary prepare_shards(
       o.name.empty() ? fs::path(o.out_dir).lexically_normal().filename().string() : o.name;
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
     throw Error("'" + name + "' cannot prefix shard names; give --name WORD");
+  return name;
+}
 
+// The files to read: the --val file's first, then the inputs', each file once; with their sizes.
+std::vector<Source> list_sources(const PrepareOptions& o) {
   std::vector<Source> sources;
   if (!o.val_file.empty())
     for (const auto& f : expand_inputs(o.val_file, o.out_dir)) {
@@ -297,183 +299,200 @@ PrepareSummary prepare_shards(
       s.path = f;
       sources.push_back(s);
     }
-  int64_t total = 0;
-  for (auto& s : sources) total += s.file_bytes = static_cast<int64_t>(fs::file_size(s.path));
-  prepare_out_dir(o);
+  for (auto& s : sources) s.file_bytes = static_cast<int64_t>(fs::file_size(s.path));
+  return sources;
+}
 
-  // A tokenizer fitted on text fits on the first fit_bytes of the training documents.
-  int64_t fitted_on = 0;
-  if (!tok.pretrained()) {
-    std::fprintf(stderr,
-                 "prepare: tokenizer '%s' is fitted on text: fitting it on the first %s of the "
-                 "training documents (--fit-bytes)\n",
-                 tokenizer_name.c_str(), mb(static_cast<double>(o.fit_bytes)).c_str());
-    std::vector<Source> copy = sources;
-    std::atomic<int64_t> ignored{0};
-    CorpusReader reader(copy, o, ignored);
-    std::string text;
-    Piece p;
-    size_t src = 0;
-    int64_t doc = -1;
-    bool val = false;
-    while (static_cast<int64_t>(text.size()) < o.fit_bytes && reader.next(p, src)) {
-      if (p.starts_document)
-        val = copy[src].val || (o.val_file.empty() && is_val_document(++doc, o.val_fraction));
-      if (!val)
-        text +=
-            p.text.substr(0, static_cast<size_t>(o.fit_bytes - static_cast<int64_t>(text.size())));
-    }
-    if (text.empty())
-      throw Error("ablate data prepare: no training text to fit tokenizer '" + tokenizer_name +
-                  "' on");
-    tok.fit(text);
-    fitted_on = static_cast<int64_t>(text.size());
+// Fits a tokenizer that learns from text on the first fit_bytes of the training documents;
+// returns how many bytes it saw.
+int64_t fit_tokenizer(const PrepareOptions& o, const std::vector<Source>& sources, Tokenizer& tok,
+                      const std::string& tokenizer_name) {
+  std::fprintf(stderr,
+               "prepare: tokenizer '%s' is fitted on text: fitting it on the first %s of the "
+               "training documents (--fit-bytes)\n",
+               tokenizer_name.c_str(), mb(static_cast<double>(o.fit_bytes)).c_str());
+  std::vector<Source> copy = sources;
+  std::atomic<int64_t> ignored{0};
+  CorpusReader reader(copy, o, ignored);
+  std::string text;
+  Piece p;
+  size_t src = 0;
+  int64_t doc = -1;
+  bool val = false;
+  while (static_cast<int64_t>(text.size()) < o.fit_bytes && reader.next(p, src)) {
+    if (p.starts_document)
+      val = copy[src].val || (o.val_file.empty() && is_val_document(++doc, o.val_fraction));
+    if (!val)
+      text +=
+          p.text.substr(0, static_cast<size_t>(o.fit_bytes - static_cast<int64_t>(text.size())));
   }
-  const int64_t vocab = tok.vocab_size();
-  const int32_t eot = tok.eot_id();
-  const ShardFormat format = shard_format_for_vocab(vocab);
-  if (eot < 0)
-    std::fprintf(stderr,
-                 "prepare: tokenizer '%s' has no end-of-text id: documents follow one another with "
-                 "nothing between them\n",
-                 tokenizer_name.c_str());
+  if (text.empty())
+    throw Error("ablate data prepare: no training text to fit tokenizer '" + tokenizer_name +
+                "' on");
+  tok.fit(text);
+  return static_cast<int64_t>(text.size());
+}
 
-  PrepareSummary sum;
-  SplitWriters out(o, name, format);
-  std::vector<uint64_t> hashes[2];  // each document's hash, by split
-  std::atomic<int64_t> consumed{0};
-  PrepareProgress progress(o.quiet, total);
-  try {
-    CorpusReader reader(sources, o, consumed);
-    int64_t doc = -1;
-    int split = 0;
-    uint64_t doc_hash = 0;
-    bool in_doc = false;
-    auto finish_doc = [&] {
-      if (in_doc) hashes[split].push_back(doc_hash);
-      in_doc = false;
-    };
+// The corpus encoded into the split writers as a TBB pipeline: read pieces in order -> encode
+// in parallel -> write in order. Each document's split is decided and its text hash kept (by
+// split, in `hashes`) as it is written.
+class ShardEncoder {
+ public:
+  ShardEncoder(const PrepareOptions& o, Tokenizer& tok, const std::string& tokenizer_name,
+               std::vector<Source>& sources, SplitWriters& out, PrepareSummary& sum)
+      : o_(o),
+        tok_(tok),
+        tokenizer_name_(tokenizer_name),
+        vocab_(tok.vocab_size()),
+        eot_(tok.eot_id()),
+        sources_(sources),
+        out_(out),
+        sum_(sum) {}
+
+  void run(PrepareProgress& progress) {
+    std::atomic<int64_t> consumed{0};
+    CorpusReader reader(sources_, o_, consumed);
     const size_t live =
         static_cast<size_t>(std::max(2, 2 * tbb::this_task_arena::max_concurrency()));
     tbb::parallel_pipeline(
-        live,
-        tbb::make_filter<void, std::shared_ptr<Item>>(
-            tbb::filter_mode::serial_in_order,
-            [&](tbb::flow_control& fc) -> std::shared_ptr<Item> {
-              auto item = std::make_shared<Item>();
-              size_t bytes = 0;
-              Piece p;
-              size_t src = 0;
-              while (bytes < kItemBytes && reader.next(p, src)) {
-                bytes += p.text.size();
-                item->pieces.push_back(std::move(p));
-                item->source.push_back(src);
-              }
-              if (item->pieces.empty()) {
-                fc.stop();
-                return nullptr;
-              }
-              return item;
-            }) &
-            tbb::make_filter<std::shared_ptr<Item>, std::shared_ptr<Item>>(
-                tbb::filter_mode::parallel,
-                [&](std::shared_ptr<Item> item) {
-                  item->ids.resize(item->pieces.size());
-                  item->hash.resize(item->pieces.size());
-                  for (size_t i = 0; i < item->pieces.size(); ++i) {
-                    try {
-                      item->ids[i] = tok.encode(item->pieces[i].text);
-                    } catch (const Error& e) {
-                      throw Error(item->pieces[i].where + ": tokenizer '" + tokenizer_name +
-                                  "': " + e.what());
-                    }
-                    item->hash[i] = text_hash(item->pieces[i].text);
-                  }
-                  return item;
-                }) &
-            tbb::make_filter<std::shared_ptr<Item>, void>(
-                tbb::filter_mode::serial_in_order, [&](std::shared_ptr<Item> item) {
-                  for (size_t i = 0; i < item->pieces.size(); ++i) {
-                    const Piece& p = item->pieces[i];
-                    Source& s = sources[item->source[i]];
-                    if (p.starts_document) {
-                      finish_doc();
-                      split =
-                          s.val || (o.val_file.empty() && is_val_document(++doc, o.val_fraction))
-                              ? 1
-                              : 0;
-                      ++s.documents[split];
-                      ++sum.documents[split];
-                      in_doc = true;
-                      doc_hash = 0x5EEDull;
-                      if (eot >= 0) {
-                        out.write(split, &eot, 1);
-                        ++sum.tokens[split];
-                      }
-                    }
-                    const auto& ids = item->ids[i];
-                    for (int32_t id : ids)
-                      if (id < 0 || id >= vocab)
-                        throw Error(p.where + ": tokenizer '" + tokenizer_name + "' gave id " +
-                                    std::to_string(id) + ", outside its vocabulary of " +
-                                    std::to_string(vocab) + " (a bug in the tokenizer)");
-                    out.write(split, ids.data(), ids.size());
-                    sum.tokens[split] += static_cast<int64_t>(ids.size());
-                    sum.bytes[split] += static_cast<int64_t>(p.text.size());
-                    doc_hash = combine(doc_hash, item->hash[i]);
-                  }
-                  progress.update(consumed.load(std::memory_order_relaxed),
-                                  sum.tokens[0] + sum.tokens[1], out.shards());
-                }));
-    finish_doc();
-    if (sum.documents[1] == 0 || sum.documents[0] == 0)
-      throw Error("ablate data prepare: " + std::to_string(sum.documents[0] + sum.documents[1]) +
-                  " documents: " +
-                  (sum.documents[0] == 0 ? "none left for training" : "none for validation") +
-                  ". Cut text files into documents with --split SEPARATOR (e.g. --split '\\n\\n'), "
-                  "give more documents, or "
-                  "a separate validation file with --val FILE");
-    out.close(0);
-    out.close(1);
-  } catch (...) {
-    out.remove_written();
-    throw;
+        live, tbb::make_filter<void, std::shared_ptr<Item>>(
+                  tbb::filter_mode::serial_in_order,
+                  [&](tbb::flow_control& fc) { return read_item(reader, fc); }) &
+                  tbb::make_filter<std::shared_ptr<Item>, std::shared_ptr<Item>>(
+                      tbb::filter_mode::parallel,
+                      [&](std::shared_ptr<Item> item) {
+                        encode_item(*item);
+                        return item;
+                      }) &
+                  tbb::make_filter<std::shared_ptr<Item>, void>(
+                      tbb::filter_mode::serial_in_order, [&](std::shared_ptr<Item> item) {
+                        write_item(*item);
+                        progress.update(consumed.load(std::memory_order_relaxed),
+                                        sum_.tokens[0] + sum_.tokens[1], out_.shards());
+                      }));
+    finish_document();
   }
-  progress.update(total, sum.tokens[0] + sum.tokens[1], out.shards(), true);
 
-  // Validation documents whose text is also a training document's.
+  std::vector<uint64_t> hashes[2];  // each document's hash, by split
+
+ private:
+  // Up to kItemBytes of pieces; null (and the pipeline stopped) after the last.
+  static std::shared_ptr<Item> read_item(CorpusReader& reader, tbb::flow_control& fc) {
+    auto item = std::make_shared<Item>();
+    size_t bytes = 0;
+    Piece p;
+    size_t src = 0;
+    while (bytes < kItemBytes && reader.next(p, src)) {
+      bytes += p.text.size();
+      item->pieces.push_back(std::move(p));
+      item->source.push_back(src);
+    }
+    if (item->pieces.empty()) {
+      fc.stop();
+      return nullptr;
+    }
+    return item;
+  }
+
+  void encode_item(Item& item) const {
+    item.ids.resize(item.pieces.size());
+    item.hash.resize(item.pieces.size());
+    for (size_t i = 0; i < item.pieces.size(); ++i) {
+      try {
+        item.ids[i] = tok_.encode(item.pieces[i].text);
+      } catch (const Error& e) {
+        throw Error(item.pieces[i].where + ": tokenizer '" + tokenizer_name_ + "': " + e.what());
+      }
+      item.hash[i] = text_hash(item.pieces[i].text);
+    }
+  }
+
+  void write_item(const Item& item) {
+    for (size_t i = 0; i < item.pieces.size(); ++i) {
+      const Piece& p = item.pieces[i];
+      if (p.starts_document) start_document(sources_[item.source[i]]);
+      const auto& ids = item.ids[i];
+      for (int32_t id : ids)
+        if (id < 0 || id >= vocab_)
+          throw Error(p.where + ": tokenizer '" + tokenizer_name_ + "' gave id " +
+                      std::to_string(id) + ", outside its vocabulary of " + std::to_string(vocab_) +
+                      " (a bug in the tokenizer)");
+      out_.write(split_, ids.data(), ids.size());
+      sum_.tokens[split_] += static_cast<int64_t>(ids.size());
+      sum_.bytes[split_] += static_cast<int64_t>(p.text.size());
+      doc_hash_ = combine(doc_hash_, item.hash[i]);
+    }
+  }
+
+  // A new document of source s: its split, and the end-of-text id before it.
+  void start_document(Source& s) {
+    finish_document();
+    split_ = s.val || (o_.val_file.empty() && is_val_document(++doc_, o_.val_fraction)) ? 1 : 0;
+    ++s.documents[split_];
+    ++sum_.documents[split_];
+    in_doc_ = true;
+    doc_hash_ = 0x5EEDull;
+    if (eot_ >= 0) {
+      out_.write(split_, &eot_, 1);
+      ++sum_.tokens[split_];
+    }
+  }
+
+  void finish_document() {
+    if (in_doc_) hashes[split_].push_back(doc_hash_);
+    in_doc_ = false;
+  }
+
+  const PrepareOptions& o_;
+  Tokenizer& tok_;
+  const std::string& tokenizer_name_;
+  const int64_t vocab_;
+  const int32_t eot_;
+  std::vector<Source>& sources_;
+  SplitWriters& out_;
+  PrepareSummary& sum_;
+  int64_t doc_ = -1;
+  int split_ = 0;
+  uint64_t doc_hash_ = 0;
+  bool in_doc_ = false;
+};
+
+// Validation documents whose text is also a training document's (a warning when any).
+int64_t count_val_in_train(std::vector<uint64_t> (&hashes)[2], int64_t val_documents) {
   std::sort(hashes[0].begin(), hashes[0].end());
-  for (uint64_t h : hashes[1])
-    sum.val_in_train += std::binary_search(hashes[0].begin(), hashes[0].end(), h);
-  if (sum.val_in_train > 0)
+  int64_t n = 0;
+  for (uint64_t h : hashes[1]) n += std::binary_search(hashes[0].begin(), hashes[0].end(), h);
+  if (n > 0)
     std::fprintf(stderr,
                  "prepare: warning: %lld of %lld validation documents also occur in the training "
                  "documents (the same text): "
                  "the validation loss then rewards memorising them. Deduplicate the corpus, or "
                  "give a separate --val FILE\n",
-                 static_cast<long long>(sum.val_in_train),
-                 static_cast<long long>(sum.documents[1]));
+                 static_cast<long long>(n), static_cast<long long>(val_documents));
+  return n;
+}
 
-  const std::string state = tok.save();
-  write_atomically((fs::path(o.out_dir) / "tokenizer.state").string(), state);
-  nlohmann::ordered_json m;
-  m["format"] = shard_format_name(format);
-  m["magic"] = format == ShardFormat::kUint16 ? kShardMagic16 : kShardMagic32;
-  m["version"] = format == ShardFormat::kUint16 ? kShardVersion16 : kShardVersion32;
-  m["token_bytes"] = shard_token_bytes(format);
+// The manifest's "tokenizer" entry.
+nlohmann::ordered_json tokenizer_json(
+    const Tokenizer& tok, const std::string& tokenizer_name,
+    const std::vector<std::pair<std::string, std::string>>& tokenizer_options,
+    const std::string& state, int64_t fitted_on) {
+  const int32_t eot = tok.eot_id();
   nlohmann::ordered_json t;
   t["name"] = tokenizer_name;
   t["options"] = nlohmann::ordered_json::object();
   for (const auto& [k, v] : tokenizer_options) t["options"][k] = option_value(v);
-  t["vocab_size"] = vocab;
+  t["vocab_size"] = tok.vocab_size();
   t["eot_id"] = eot >= 0 ? nlohmann::ordered_json(eot) : nlohmann::ordered_json();
   t["pretrained"] = tok.pretrained();
   t["fitted_on_bytes"] = fitted_on;
   t["state_file"] = "tokenizer.state";
   t["state_sha256"] = sha256_hex(state);
-  m["tokenizer"] = t;
-  m["documents_separated_by"] = eot >= 0 ? "the end-of-text id before each document"
-                                         : "nothing (the tokenizer has no end-of-text id)";
+  return t;
+}
+
+// The manifest's "split" entry: how documents were assigned to the validation split.
+nlohmann::ordered_json split_json(const PrepareOptions& o) {
   nlohmann::ordered_json split;
   if (o.val_file.empty()) {
     split["rule"] =
@@ -486,7 +505,24 @@ PrepareSummary prepare_shards(
   }
   split["separator"] = o.separator;
   split["jsonl_field"] = o.field;
-  m["split"] = split;
+  return split;
+}
+
+// manifest.json: the shard format, the tokenizer, the split rule, the counts, the shards and
+// the sources.
+nlohmann::ordered_json manifest_json(const PrepareOptions& o, ShardFormat format,
+                                     nlohmann::ordered_json tokenizer, const PrepareSummary& sum,
+                                     const SplitWriters& out, const std::vector<Source>& sources) {
+  nlohmann::ordered_json m;
+  m["format"] = shard_format_name(format);
+  m["magic"] = format == ShardFormat::kUint16 ? kShardMagic16 : kShardMagic32;
+  m["version"] = format == ShardFormat::kUint16 ? kShardVersion16 : kShardVersion32;
+  m["token_bytes"] = shard_token_bytes(format);
+  const bool eot = !tokenizer["eot_id"].is_null();
+  m["tokenizer"] = std::move(tokenizer);
+  m["documents_separated_by"] = eot ? "the end-of-text id before each document"
+                                    : "nothing (the tokenizer has no end-of-text id)";
+  m["split"] = split_json(o);
   const char* names[2] = {"train", "val"};
   for (int k = 0; k < 2; ++k) {
     m["documents"][names[k]] = sum.documents[k];
@@ -508,8 +544,57 @@ PrepareSummary prepare_shards(
                    {"bytes", s.file_bytes},
                    {"documents", {{"train", s.documents[0]}, {"val", s.documents[1]}}}});
   m["sources"] = src;
+  return m;
+}
+
+}  // namespace
+
+PrepareSummary prepare_shards(
+    const PrepareOptions& o, Tokenizer& tok, const std::string& tokenizer_name,
+    const std::vector<std::pair<std::string, std::string>>& tokenizer_options) {
+  const std::string name = checked_shard_prefix(o);
+  std::vector<Source> sources = list_sources(o);
+  int64_t total = 0;
+  for (const auto& s : sources) total += s.file_bytes;
+  prepare_out_dir(o);
+  const int64_t fitted_on = tok.pretrained() ? 0 : fit_tokenizer(o, sources, tok, tokenizer_name);
+  const ShardFormat format = shard_format_for_vocab(tok.vocab_size());
+  if (tok.eot_id() < 0)
+    std::fprintf(stderr,
+                 "prepare: tokenizer '%s' has no end-of-text id: documents follow one another with "
+                 "nothing between them\n",
+                 tokenizer_name.c_str());
+
+  PrepareSummary sum;
+  SplitWriters out(o, name, format);
+  PrepareProgress progress(o.quiet, total);
+  ShardEncoder encoder(o, tok, tokenizer_name, sources, out, sum);
+  try {
+    encoder.run(progress);
+    if (sum.documents[1] == 0 || sum.documents[0] == 0)
+      throw Error("ablate data prepare: " + std::to_string(sum.documents[0] + sum.documents[1]) +
+                  " documents: " +
+                  (sum.documents[0] == 0 ? "none left for training" : "none for validation") +
+                  ". Cut text files into documents with --split SEPARATOR (e.g. --split '\\n\\n'), "
+                  "give more documents, or "
+                  "a separate validation file with --val FILE");
+    out.close(0);
+    out.close(1);
+  } catch (...) {
+    out.remove_written();
+    throw;
+  }
+  progress.update(total, sum.tokens[0] + sum.tokens[1], out.shards(), true);
+  sum.val_in_train = count_val_in_train(encoder.hashes, sum.documents[1]);
+
+  const std::string state = tok.save();
+  write_atomically((fs::path(o.out_dir) / "tokenizer.state").string(), state);
+  nlohmann::ordered_json tokenizer =
+      tokenizer_json(tok, tokenizer_name, tokenizer_options, state, fitted_on);
   sum.manifest = (fs::path(o.out_dir) / "manifest.json").string();
-  write_atomically(sum.manifest, m.dump(2) + "\n");
+  write_atomically(
+      sum.manifest,
+      manifest_json(o, format, std::move(tokenizer), sum, out, sources).dump(2) + "\n");
   sum.shards = static_cast<int64_t>(out.written().size());
   sum.seconds = progress.seconds();
   return sum;

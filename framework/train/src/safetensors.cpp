@@ -81,6 +81,115 @@ std::string in_quotes(const std::string& s) {
   return "'" + (s.size() > 80 ? s.substr(0, 80) + "..." : s) + "'";
 }
 
+// The JSON header of a file of `size` bytes at p; its length in `n`.
+Json parse_header(const uint8_t* p, size_t size, const std::string& f, uint64_t& n) {
+  if (size < 8)
+    throw Error(f + ": not a safetensors file: " + std::to_string(size) +
+                " bytes, fewer than the 8 of the header length (truncated or empty)");
+  n = load_u64(p);
+  if (n > size - 8)
+    throw Error(f + ": truncated or not a safetensors file: the header length says " +
+                std::to_string(n) + " bytes, only " + std::to_string(size - 8) + " follow");
+  if (n > kMaxHeader)
+    throw Error(f + ": not a safetensors file: a header of " + std::to_string(n) +
+                " bytes (at most " + std::to_string(kMaxHeader) + ")");
+  if (n < 2 || p[8] != '{')
+    throw Error(f + ": not a safetensors file: the header does not start with '{' (a JSON object)");
+  const std::string text(reinterpret_cast<const char*>(p + 8), static_cast<size_t>(n));
+  Json j;
+  try {
+    j = Json::parse(text);
+  } catch (const Json::exception& e) {
+    std::string why = e.what();
+    const size_t at = why.find("] ");
+    if (at != std::string::npos) why = why.substr(at + 2);
+    throw Error(f + ": the safetensors header is not valid JSON (" + why +
+                "): a damaged or truncated file");
+  }
+  if (!j.is_object()) throw Error(f + ": the safetensors header is not a JSON object");
+  return j;
+}
+
+// The header's __metadata__: texts by key.
+void read_metadata(const Json& v, const std::string& f, std::map<std::string, std::string>& out) {
+  if (!v.is_object()) throw Error(f + ": __metadata__ is not a JSON object of texts");
+  for (auto m = v.begin(); m != v.end(); ++m) {
+    if (!m.value().is_string())
+      throw Error(f + ": __metadata__ entry " + in_quotes(m.key()) + " is not a text");
+    out[m.key()] = m.value().get<std::string>();
+  }
+}
+
+// The header's entry of tensor `name`, checked: a known dtype, a shape, and data offsets that
+// hold exactly its bytes within the data_size bytes after the header.
+SafetensorsEntry header_entry(const std::string& name, const Json& v, uint64_t data_size,
+                              const std::string& f) {
+  const std::string t = "tensor " + in_quotes(name);
+  if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
+    throw Error(f + ": " + t + " lacks dtype, shape or data_offsets in the header");
+  SafetensorsEntry e;
+  e.name = name;
+  if (!v["dtype"].is_string()) throw Error(f + ": " + t + ": dtype is not a text");
+  e.dtype = v["dtype"].get<std::string>();
+  const size_t esize = dtype_size(e.dtype);
+  if (esize == 0)
+    throw Error(f + ": " + t + " has dtype " + in_quotes(e.dtype) +
+                ", which is no safetensors dtype (BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, "
+                "BF16, I32, U32, F32, F64, "
+                "I64, U64)");
+  if (!v["shape"].is_array()) throw Error(f + ": " + t + ": shape is not a list");
+  uint64_t numel = 1;
+  for (const Json& d : v["shape"]) {
+    if (!d.is_number_unsigned())
+      throw Error(f + ": " + t + ": shape " + v["shape"].dump() +
+                  " has an entry that is not a size >= 0");
+    const uint64_t k = d.get<uint64_t>();
+    if (k > (uint64_t{1} << 40) || (k > 0 && numel > (uint64_t{1} << 50) / k))
+      throw Error(f + ": " + t + ": shape " + v["shape"].dump() + " is impossibly large");
+    numel *= k;
+    e.shape.push_back(static_cast<int64_t>(k));
+  }
+  const Json& o = v["data_offsets"];
+  if (!o.is_array() || o.size() != 2 || !o[0].is_number_unsigned() || !o[1].is_number_unsigned())
+    throw Error(f + ": " + t + ": data_offsets is not a pair [begin, end] of byte offsets");
+  e.begin = o[0].get<uint64_t>();
+  e.end = o[1].get<uint64_t>();
+  if (e.end < e.begin)
+    throw Error(f + ": " + t + ": data_offsets " + range(e.begin, e.end) +
+                " end before they begin");
+  if (e.end - e.begin != numel * esize)
+    throw Error(f + ": " + t + ": data_offsets " + range(e.begin, e.end) + " hold " +
+                std::to_string(e.end - e.begin) + " bytes, but shape " + v["shape"].dump() +
+                " of " + e.dtype + " needs " + std::to_string(numel * esize));
+  if (e.end > data_size)
+    throw Error(f + ": " + t + ": data_offsets " + range(e.begin, e.end) +
+                " reach past the end of the data (" + std::to_string(data_size) +
+                " bytes after the header): a truncated file or wrong offsets");
+  return e;
+}
+
+// The tensors (sorted by offset) fill the data exactly: no overlap, no gap, nothing after.
+void check_tensors_fill_data(const std::vector<SafetensorsEntry>& entries, uint64_t data_size,
+                             const std::string& f) {
+  uint64_t at = 0;
+  const SafetensorsEntry* prev = nullptr;
+  for (const SafetensorsEntry& e : entries) {
+    if (e.begin < at)
+      throw Error(f + ": tensors " + in_quotes(prev->name) + " " + range(prev->begin, prev->end) +
+                  " and " + in_quotes(e.name) + " " + range(e.begin, e.end) +
+                  " overlap in the data: a damaged header");
+    if (e.begin > at)
+      throw Error(
+          f + ": bytes " + range(at, e.begin) +
+          " of the data belong to no tensor (safetensors leaves no gaps): a damaged header");
+    at = e.end;
+    prev = &e;
+  }
+  if (at != data_size)
+    throw Error(f + ": bytes " + range(at, data_size) +
+                " of the data, after the last tensor, belong to no tensor: a damaged file");
+}
+
 }  // namespace
 
 // The file's bytes: a read-only mapping, or a buffer (parse()).
@@ -159,109 +268,19 @@ bool SafetensorsFile::looks_like(const std::string& path) {
 void SafetensorsFile::check(size_t size) {
   const uint8_t* p = bytes_->data;
   const std::string& f = path_;
-  if (size < 8)
-    throw Error(f + ": not a safetensors file: " + std::to_string(size) +
-                " bytes, fewer than the 8 of the header length (truncated or empty)");
-  const uint64_t n = load_u64(p);
-  if (n > size - 8)
-    throw Error(f + ": truncated or not a safetensors file: the header length says " +
-                std::to_string(n) + " bytes, only " + std::to_string(size - 8) + " follow");
-  if (n > kMaxHeader)
-    throw Error(f + ": not a safetensors file: a header of " + std::to_string(n) +
-                " bytes (at most " + std::to_string(kMaxHeader) + ")");
-  if (n < 2 || p[8] != '{')
-    throw Error(f + ": not a safetensors file: the header does not start with '{' (a JSON object)");
-  const std::string text(reinterpret_cast<const char*>(p + 8), static_cast<size_t>(n));
-  Json j;
-  try {
-    j = Json::parse(text);
-  } catch (const Json::exception& e) {
-    std::string why = e.what();
-    const size_t at = why.find("] ");
-    if (at != std::string::npos) why = why.substr(at + 2);
-    throw Error(f + ": the safetensors header is not valid JSON (" + why +
-                "): a damaged or truncated file");
-  }
-  if (!j.is_object()) throw Error(f + ": the safetensors header is not a JSON object");
+  uint64_t n = 0;
+  const Json j = parse_header(p, size, f, n);
   const uint64_t data_size = size - 8 - n;
   data_ = p + 8 + n;
   for (auto it = j.begin(); it != j.end(); ++it) {
-    const std::string& name = it.key();
-    const Json& v = it.value();
-    if (name == "__metadata__") {
-      if (!v.is_object()) throw Error(f + ": __metadata__ is not a JSON object of texts");
-      for (auto m = v.begin(); m != v.end(); ++m) {
-        if (!m.value().is_string())
-          throw Error(f + ": __metadata__ entry " + in_quotes(m.key()) + " is not a text");
-        metadata_[m.key()] = m.value().get<std::string>();
-      }
-      continue;
-    }
-    const std::string t = "tensor " + in_quotes(name);
-    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") ||
-        !v.contains("data_offsets"))
-      throw Error(f + ": " + t + " lacks dtype, shape or data_offsets in the header");
-    SafetensorsEntry e;
-    e.name = name;
-    if (!v["dtype"].is_string()) throw Error(f + ": " + t + ": dtype is not a text");
-    e.dtype = v["dtype"].get<std::string>();
-    const size_t esize = dtype_size(e.dtype);
-    if (esize == 0)
-      throw Error(f + ": " + t + " has dtype " + in_quotes(e.dtype) +
-                  ", which is no safetensors dtype (BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, "
-                  "BF16, I32, U32, F32, F64, "
-                  "I64, U64)");
-    if (!v["shape"].is_array()) throw Error(f + ": " + t + ": shape is not a list");
-    uint64_t numel = 1;
-    for (const Json& d : v["shape"]) {
-      if (!d.is_number_unsigned())
-        throw Error(f + ": " + t + ": shape " + v["shape"].dump() +
-                    " has an entry that is not a size >= 0");
-      const uint64_t k = d.get<uint64_t>();
-      if (k > (uint64_t{1} << 40) || (k > 0 && numel > (uint64_t{1} << 50) / k))
-        throw Error(f + ": " + t + ": shape " + v["shape"].dump() + " is impossibly large");
-      numel *= k;
-      e.shape.push_back(static_cast<int64_t>(k));
-    }
-    const Json& o = v["data_offsets"];
-    if (!o.is_array() || o.size() != 2 || !o[0].is_number_unsigned() || !o[1].is_number_unsigned())
-      throw Error(f + ": " + t + ": data_offsets is not a pair [begin, end] of byte offsets");
-    e.begin = o[0].get<uint64_t>();
-    e.end = o[1].get<uint64_t>();
-    if (e.end < e.begin)
-      throw Error(f + ": " + t + ": data_offsets " + range(e.begin, e.end) +
-                  " end before they begin");
-    if (e.end - e.begin != numel * esize)
-      throw Error(f + ": " + t + ": data_offsets " + range(e.begin, e.end) + " hold " +
-                  std::to_string(e.end - e.begin) + " bytes, but shape " + v["shape"].dump() +
-                  " of " + e.dtype + " needs " + std::to_string(numel * esize));
-    if (e.end > data_size)
-      throw Error(f + ": " + t + ": data_offsets " + range(e.begin, e.end) +
-                  " reach past the end of the data (" + std::to_string(data_size) +
-                  " bytes after the header): a truncated file or wrong offsets");
-    entries_.push_back(std::move(e));
+    if (it.key() == "__metadata__") read_metadata(it.value(), f, metadata_);
+    else entries_.push_back(header_entry(it.key(), it.value(), data_size, f));
   }
   std::sort(entries_.begin(), entries_.end(),
             [](const SafetensorsEntry& a, const SafetensorsEntry& b) {
               return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
             });
-  uint64_t at = 0;
-  const SafetensorsEntry* prev = nullptr;
-  for (const SafetensorsEntry& e : entries_) {
-    if (e.begin < at)
-      throw Error(f + ": tensors " + in_quotes(prev->name) + " " + range(prev->begin, prev->end) +
-                  " and " + in_quotes(e.name) + " " + range(e.begin, e.end) +
-                  " overlap in the data: a damaged header");
-    if (e.begin > at)
-      throw Error(
-          f + ": bytes " + range(at, e.begin) +
-          " of the data belong to no tensor (safetensors leaves no gaps): a damaged header");
-    at = e.end;
-    prev = &e;
-  }
-  if (at != data_size)
-    throw Error(f + ": bytes " + range(at, data_size) +
-                " of the data, after the last tensor, belong to no tensor: a damaged file");
+  check_tensors_fill_data(entries_, data_size, f);
   for (size_t i = 0; i < entries_.size(); ++i) index_[entries_[i].name] = i;
 }
 

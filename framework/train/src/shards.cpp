@@ -38,6 +38,106 @@ const char* kKnownFormats =
     "nanoGPT file (train.bin / val.bin, uint16 tokens from np.memmap) is read with format raw "
     "(data.format: raw)";
 
+// The file mapped read-only (null when it is empty), its size in `bytes`.
+void* map_shard_file(const std::string& path, int64_t& bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(path + ": cannot open token shard: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const std::string why = S_ISDIR(st.st_mode) ? "it is a directory" : std::strerror(errno);
+    ::close(fd);
+    throw Error(path + ": cannot read token shard: " + why);
+  }
+  bytes = static_cast<int64_t>(st.st_size);
+  void* addr = nullptr;
+  if (bytes > 0) {
+    addr = ::mmap(nullptr, static_cast<size_t>(bytes), PROT_READ, MAP_SHARED, fd, 0);
+    if (addr == MAP_FAILED) {
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      throw Error(path + ": cannot map token shard (" + std::to_string(bytes) + " bytes): " + why);
+    }
+  }
+  ::close(fd);  // the mapping keeps the file
+  return addr;
+}
+
+// A raw uint16 token file (nanoGPT's): an even length, and not an llm.c shard.
+void check_raw_shard(const std::string& path, int64_t bytes, const unsigned char* base) {
+  if (bytes % 2 != 0)
+    throw Error(path + ": " + std::to_string(bytes) +
+                " bytes, an odd length: a raw uint16 token file (nanoGPT) " +
+                "holds 2 bytes a token, and this one ends in half a token at byte offset " +
+                std::to_string(bytes - 1) +
+                ". The file is cut short, or it is not raw uint16 tokens (an llm.c shard, with a "
+                "header, reads with "
+                "data.format: header)");
+  if (bytes >= 8) {
+    int32_t magic;
+    std::memcpy(&magic, base, 4);
+    if (magic == kShardMagic16 || magic == kShardMagic32)
+      throw Error(path + ": read as raw uint16 tokens, but it starts with llm.c's shard magic " +
+                  std::to_string(magic) +
+                  ": it is an llm.c shard, whose 1,024-byte header would be read as tokens. Read "
+                  "it with format "
+                  "header (data.format: header, the default)");
+  }
+}
+
+// An llm.c shard's header: its format, and its token count in `n`, checked against the file's
+// size.
+ShardFormat check_shard_header(const std::string& path, int64_t bytes, const unsigned char* base,
+                               int64_t& n) {
+  if (bytes < kShardHeaderBytes)
+    throw Error(path + ": " + std::to_string(bytes) + " bytes, shorter than the " +
+                std::to_string(kShardHeaderBytes) +
+                "-byte header of an llm.c token shard (256 int32: magic, version, token count); " +
+                kKnownFormats);
+  int32_t header[3];
+  std::memcpy(header, base, sizeof header);
+  const int32_t magic = header[0], version = header[1], count = header[2];
+  ShardFormat format;
+  if (magic == kShardMagic16) {
+    format = ShardFormat::kUint16;
+  } else if (magic == kShardMagic32) {
+    format = ShardFormat::kUint32;
+  } else {
+    throw Error(path + ": not an llm.c token shard: its first int32 (the magic) is " +
+                std::to_string(magic) + " (" + hex32(static_cast<uint32_t>(magic)) + "); " +
+                kKnownFormats);
+  }
+  const int32_t want_version = format == ShardFormat::kUint16 ? kShardVersion16 : kShardVersion32;
+  if (version != want_version)
+    throw Error(path + ": llm.c shard with magic " + std::to_string(magic) + " but version " +
+                std::to_string(version) + "; magic " + std::to_string(magic) +
+                " goes with version " + std::to_string(want_version) + " (" +
+                shard_format_name(format) +
+                "). The file was written by another tool version or is damaged; "
+                "write it again in a known format (ablate data prepare)");
+  if (count < 0)
+    throw Error(path + ": the header's token count (int32 at byte offset 8) is " +
+                std::to_string(count) + ", negative: the header is damaged; write the shard again");
+  const int width = shard_token_bytes(format);
+  const int64_t want = kShardHeaderBytes + static_cast<int64_t>(count) * width;
+  if (bytes != want) {
+    const std::string expect = "the header counts " + std::to_string(count) +
+                               " tokens, so the file should be " + std::to_string(want) +
+                               " bytes (" + std::to_string(kShardHeaderBytes) + " + " +
+                               std::to_string(count) + " x " + std::to_string(width) + ")";
+    if (bytes < want)
+      throw Error(path + ": truncated: " + expect + ", but it has " + std::to_string(bytes) +
+                  " bytes; the tokens stop at byte offset " + std::to_string(bytes) +
+                  " (after token " + std::to_string((bytes - kShardHeaderBytes) / width) + " of " +
+                  std::to_string(count) +
+                  "). Copy or write the shard again (was its writer stopped before it finished?)");
+    throw Error(path + ": " + expect + ", but it has " + std::to_string(bytes) + " bytes: " +
+                std::to_string(bytes - want) + " bytes after the last token (byte offset " +
+                std::to_string(want) + "). The count or the file is wrong; write the shard again");
+  }
+  n = count;
+  return format;
+}
+
 }  // namespace
 
 struct Shard::Mapping {
@@ -68,105 +168,21 @@ Shard Shard::open(const std::string& path, ShardLayout layout) {
     throw Error(path +
                 ": token shards are little-endian; this machine is big-endian, which ablate does "
                 "not read them on");
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(path + ": cannot open token shard: " + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    const std::string why = S_ISDIR(st.st_mode) ? "it is a directory" : std::strerror(errno);
-    ::close(fd);
-    throw Error(path + ": cannot read token shard: " + why);
-  }
   Shard s;
   s.path_ = path;
-  s.bytes_ = static_cast<int64_t>(st.st_size);
   auto map = std::make_shared<Mapping>();
-  if (s.bytes_ > 0) {
-    map->length = static_cast<size_t>(s.bytes_);
-    void* a = ::mmap(nullptr, map->length, PROT_READ, MAP_SHARED, fd, 0);
-    if (a == MAP_FAILED) {
-      const std::string why = std::strerror(errno);
-      ::close(fd);
-      throw Error(path + ": cannot map token shard (" + std::to_string(s.bytes_) +
-                  " bytes): " + why);
-    }
-    map->addr = a;
-  }
-  ::close(fd);  // the mapping keeps the file
+  map->addr = map_shard_file(path, s.bytes_);
+  map->length = static_cast<size_t>(s.bytes_);
   s.map_ = map;
   const auto* base = static_cast<const unsigned char*>(map->addr);
-
   if (layout == ShardLayout::kRaw) {
-    if (s.bytes_ % 2 != 0)
-      throw Error(path + ": " + std::to_string(s.bytes_) +
-                  " bytes, an odd length: a raw uint16 token file (nanoGPT) " +
-                  "holds 2 bytes a token, and this one ends in half a token at byte offset " +
-                  std::to_string(s.bytes_ - 1) +
-                  ". The file is cut short, or it is not raw uint16 tokens (an llm.c shard, with a "
-                  "header, reads with "
-                  "data.format: header)");
-    if (s.bytes_ >= 8) {
-      int32_t magic;
-      std::memcpy(&magic, base, 4);
-      if (magic == kShardMagic16 || magic == kShardMagic32)
-        throw Error(path + ": read as raw uint16 tokens, but it starts with llm.c's shard magic " +
-                    std::to_string(magic) +
-                    ": it is an llm.c shard, whose 1,024-byte header would be read as tokens. Read "
-                    "it with format "
-                    "header (data.format: header, the default)");
-    }
+    check_raw_shard(path, s.bytes_, base);
     s.format_ = ShardFormat::kRaw16;
     s.n_ = s.bytes_ / 2;
     s.u16_ = reinterpret_cast<const uint16_t*>(base);
     return s;
   }
-
-  if (s.bytes_ < kShardHeaderBytes)
-    throw Error(path + ": " + std::to_string(s.bytes_) + " bytes, shorter than the " +
-                std::to_string(kShardHeaderBytes) +
-                "-byte header of an llm.c token shard (256 int32: magic, version, token count); " +
-                kKnownFormats);
-  int32_t header[3];
-  std::memcpy(header, base, sizeof header);
-  const int32_t magic = header[0], version = header[1], count = header[2];
-  if (magic == kShardMagic16) {
-    s.format_ = ShardFormat::kUint16;
-  } else if (magic == kShardMagic32) {
-    s.format_ = ShardFormat::kUint32;
-  } else {
-    throw Error(path + ": not an llm.c token shard: its first int32 (the magic) is " +
-                std::to_string(magic) + " (" + hex32(static_cast<uint32_t>(magic)) + "); " +
-                kKnownFormats);
-  }
-  const int32_t want_version =
-      s.format_ == ShardFormat::kUint16 ? kShardVersion16 : kShardVersion32;
-  if (version != want_version)
-    throw Error(path + ": llm.c shard with magic " + std::to_string(magic) + " but version " +
-                std::to_string(version) + "; magic " + std::to_string(magic) +
-                " goes with version " + std::to_string(want_version) + " (" +
-                shard_format_name(s.format_) +
-                "). The file was written by another tool version or is damaged; "
-                "write it again in a known format (ablate data prepare)");
-  if (count < 0)
-    throw Error(path + ": the header's token count (int32 at byte offset 8) is " +
-                std::to_string(count) + ", negative: the header is damaged; write the shard again");
-  const int width = shard_token_bytes(s.format_);
-  const int64_t want = kShardHeaderBytes + static_cast<int64_t>(count) * width;
-  if (s.bytes_ != want) {
-    const std::string expect = "the header counts " + std::to_string(count) +
-                               " tokens, so the file should be " + std::to_string(want) +
-                               " bytes (" + std::to_string(kShardHeaderBytes) + " + " +
-                               std::to_string(count) + " x " + std::to_string(width) + ")";
-    if (s.bytes_ < want)
-      throw Error(path + ": truncated: " + expect + ", but it has " + std::to_string(s.bytes_) +
-                  " bytes; the tokens stop at byte offset " + std::to_string(s.bytes_) +
-                  " (after token " + std::to_string((s.bytes_ - kShardHeaderBytes) / width) +
-                  " of " + std::to_string(count) +
-                  "). Copy or write the shard again (was its writer stopped before it finished?)");
-    throw Error(path + ": " + expect + ", but it has " + std::to_string(s.bytes_) + " bytes: " +
-                std::to_string(s.bytes_ - want) + " bytes after the last token (byte offset " +
-                std::to_string(want) + "). The count or the file is wrong; write the shard again");
-  }
-  s.n_ = count;
+  s.format_ = check_shard_header(path, s.bytes_, base, s.n_);
   if (s.format_ == ShardFormat::kUint16)
     s.u16_ = reinterpret_cast<const uint16_t*>(base + kShardHeaderBytes);
   else s.u32_ = reinterpret_cast<const uint32_t*>(base + kShardHeaderBytes);

@@ -1,5 +1,5 @@
-// Stopping a run on SIGINT/SIGTERM (see stop_signals.hpp).
-#include "stop_signals.hpp"
+// Stopping a run or a sweep on SIGINT/SIGTERM (see stop_signals.hpp).
+#include "ablate/stop_signals.hpp"
 
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 namespace ablate {
 namespace {
 
-// Set by the first signal while the handlers are installed; the loop reads it after each step.
+// Set by a signal while the handlers are installed; the loop reads it after each step.
 volatile std::sig_atomic_t g_stop_signal = 0;
 
 extern "C" void on_run_stop_signal(int sig) {
@@ -25,13 +25,15 @@ extern "C" void on_run_stop_signal(int sig) {
   [[maybe_unused]] ssize_t w = ::write(STDERR_FILENO, msg, sizeof msg - 1);
 }
 
+extern "C" void on_recorded_stop_signal(int sig) { g_stop_signal = sig; }
+
 }  // namespace
 
-StopSignals::StopSignals(bool install) : installed_(install) {
+StopSignals::StopSignals(OnStop on_stop, bool install) : installed_(install) {
   if (!installed_) return;
   g_stop_signal = 0;
   struct sigaction sa {};
-  sa.sa_handler = on_run_stop_signal;
+  sa.sa_handler = on_stop == OnStop::finish_step ? on_run_stop_signal : on_recorded_stop_signal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old_int_);
   sigaction(SIGTERM, &sa, &old_term_);
@@ -44,9 +46,5 @@ StopSignals::~StopSignals() {
 }
 
 int stop_signal() { return static_cast<int>(g_stop_signal); }
-
-const char* stop_signal_name(int sig) {
-  return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
-}
 
 }  // namespace ablate

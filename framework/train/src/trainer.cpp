@@ -1,8 +1,6 @@
 // The training loop (see trainer.hpp).
 #include "ablate/trainer.hpp"
 
-#include <tbb/global_control.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -21,15 +19,17 @@
 #include "ablate/grad_sync.hpp"
 #include "ablate/interop.hpp"
 #include "ablate/machine.hpp"
+#include "ablate/process.hpp"
 #include "ablate/runfile.hpp"
+#include "ablate/stop_signals.hpp"
 #include "aux_terms.hpp"
 #include "evaluate.hpp"
 #include "memory_estimate.hpp"
 #include "param_checks.hpp"
 #include "progress.hpp"
 #include "run_checkpoint.hpp"
+#include "run_scope.hpp"
 #include "setup.hpp"
-#include "stop_signals.hpp"
 
 namespace ablate {
 namespace fs = std::filesystem;
@@ -42,50 +42,6 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-// train.precision for every graph made while the run goes on (its evaluators', the final
-// sample's), and the default before it afterwards.
-struct PrecisionScope {
-  Precision saved = default_precision();
-  explicit PrecisionScope(Precision p) { set_default_precision(p); }
-  ~PrecisionScope() { set_default_precision(saved); }
-  PrecisionScope(const PrecisionScope&) = delete;
-  PrecisionScope& operator=(const PrecisionScope&) = delete;
-};
-
-// The CPU time of a run. Attribute cpu_seconds: the CPU time (user + system, all threads) of
-// every process that has trained the run, this one included; eval_cpu_seconds: the part of it
-// spent evaluating (so cpu_seconds - eval_cpu_seconds is the training's). Written at each
-// checkpoint and at the end.
-struct CpuTime {
-  double before = 0;  // CPU seconds of the processes that trained this run before this one
-  double eval = 0;    // CPU seconds spent in evaluate_at, by every process of this run
-  static double now() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }
-  double total() const { return before + now(); }
-  double write(RunFile& rf) const {  // returns the cpu_seconds written
-    const double cpu = total();
-    rf.set_attr("cpu_seconds", cpu);
-    rf.set_attr("eval_cpu_seconds", eval);
-    return cpu;
-  }
-};
-
-// The worker threads of a run, held while it lives. One process: the cores no other ablate
-// run claims (CoreClaim); ranks on one machine share its cores.
-struct Threads {
-  std::unique_ptr<CoreClaim> claim;
-  std::optional<tbb::global_control> parallelism;
-  int64_t n = 1, others = 0;  // others: the cores other ablate runs claim
-  void take(int64_t want, const Communicator& comm) {
-    if (comm.size() == 1) {
-      claim = std::make_unique<CoreClaim>(want, &others);
-      n = claim->threads();
-    } else {
-      n = want > 0 ? want : std::max<int64_t>(1, usable_cores() / comm.local_size());
-    }
-    parallelism.emplace(tbb::global_control::max_allowed_parallelism, static_cast<size_t>(n));
-  }
-};
-
 // One run of run_experiment, step by step.
 class Trainer {
  public:
@@ -94,7 +50,7 @@ class Trainer {
         exp_(&exp),
         comm_(ro.comm ? *ro.comm : world()),
         root_(comm_.root()),
-        signals_(ro.handle_signals) {}
+        signals_(OnStop::finish_step, ro.handle_signals) {}
   RunSummary run();
 
  private:
@@ -597,13 +553,12 @@ void Trainer::interrupt(int64_t step, int sig) {
   sum_.interrupted_by = sig;
   if (!rfp_) return;
   set_status(*rfp_, RunStatus::interrupted);
-  rfp_->set_attr("error", std::string("stopped by ") + stop_signal_name(sig) + " after step " +
-                              std::to_string(step));
+  rfp_->set_attr("error", "stopped by " + signal_name(sig) + " after step " + std::to_string(step));
   rfp_->set_attr("train_seconds", train_seconds_);
   cpu_.write(*rfp_);
   rfp_->close();
-  progress_.line("interrupted by " + std::string(stop_signal_name(sig)) + " at step " +
-                     std::to_string(step) + " of " + std::to_string(s_.train.steps) +
+  progress_.line("interrupted by " + signal_name(sig) + " at step " + std::to_string(step) +
+                     " of " + std::to_string(s_.train.steps) +
                      ": checkpoint written, status 'interrupted'. Continue with:\n  ablate run " +
                      s_.out_dir + " --resume",
                  true);
