@@ -236,7 +236,7 @@ int run_one_point(const ablate::Sweep& s, int64_t i, const PointLimits& l) {
 }
 
 // --launcher, with the sbatch options refused without slurm.
-std::string launcher(const po::variables_map& vm) {
+std::string chosen_launcher(const po::variables_map& vm) {
   const std::string launcher = vm["launcher"].as<std::string>();
   if (launcher != "local" && launcher != "slurm")
     throw ablate::cli::UsageError("--launcher must be local or slurm, got '" + launcher + "'");
@@ -348,7 +348,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
         "--points and --point: give one (--point runs one point in this process, --points several "
         "as a sweep)");
   if (vm.count("point")) return run_one_point(s, vm["point"].as<int64_t>(), limits);
-  const std::string how = launcher(vm);
+  const std::string how = chosen_launcher(vm);
   const std::vector<int64_t> only = chosen_points(s, vm);
   if (vm["status"].as<bool>()) return print_status(s);
   const std::vector<ablate::PointCheck> checks = validate_showing_progress(s, limits.quiet);
