@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -54,6 +55,20 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Tokens per second generating `gen_tokens` at batch 1: the median of three runs.
+double generation_rate(ablate::Model& model, int64_t gen_tokens) {
+  ablate::Sampling s;
+  ablate::Rng grng(0);
+  ablate::generate(model, {0}, 16, s, grng);  // warm-up
+  std::vector<double> secs;
+  for (int rep = 0; rep < 3; ++rep) {
+    auto t0 = clock_type::now();
+    ablate::generate(model, {0}, gen_tokens, s, grng);
+    secs.push_back(std::chrono::duration<double>(clock_type::now() - t0).count());
+  }
+  return static_cast<double>(gen_tokens) / median(secs);
 }
 
 BenchResult bench_one(const std::string& file, int64_t steps, int64_t warmup, int64_t gen_tokens,
@@ -123,18 +138,7 @@ BenchResult bench_one(const std::string& file, int64_t steps, int64_t warmup, in
   r.train_tok_s = static_cast<double>(B * T) / (r.step_ms / 1e3);
   r.gflops = r.flops_per_token * r.train_tok_s / 1e9;
   r.allocs_per_step = allocs;
-  if (gen_tokens > 0) {
-    ablate::Sampling s;
-    ablate::Rng grng(0);
-    ablate::generate(model, {0}, 16, s, grng);  // warm-up
-    std::vector<double> secs;
-    for (int rep = 0; rep < 3; ++rep) {
-      auto t0 = clock_type::now();
-      ablate::generate(model, {0}, gen_tokens, s, grng);
-      secs.push_back(std::chrono::duration<double>(clock_type::now() - t0).count());
-    }
-    r.gen_tok_s = static_cast<double>(gen_tokens) / median(secs);
-  }
+  if (gen_tokens > 0) r.gen_tok_s = generation_rate(model, gen_tokens);
   return r;
 }
 
@@ -270,9 +274,41 @@ void run_torch(BenchResult& r, const std::string& script, int64_t gen_tokens, bo
     }
 }
 
-}  // namespace
+// What `ablate bench` measures and how it prints, from its options.
+struct BenchSettings {
+  std::vector<std::string> files;
+  std::string torch;  // torch_ref.sh, or "" when PyTorch is not run
+  int64_t threads = 2, steps = 10, warmup = 3, gen_tokens = 256, rounds = 1;
+  bool profile = false, markdown = false;
+  ablate::Precision precision = ablate::Precision::float32;
+  bool bf16() const { return precision == ablate::Precision::bf16; }
+};
 
-static int cmd_bench(const std::vector<std::string>& args) {
+std::vector<std::string> bench_files(const po::variables_map& vm) {
+  if (vm.count("config")) return vm["config"].as<std::vector<std::string>>();
+  std::vector<std::string> files;
+  fs::path dir = fs::path(ABLATE_SOURCE_DIR) / "experiments" / "bench";
+  for (const auto& f : fs::directory_iterator(dir))
+    if (f.path().extension() == ".yaml") files.push_back(f.path().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// torch_ref.sh from --torch or its default place, or "" (--no-torch, or no default script).
+std::string torch_script(const po::variables_map& vm) {
+  if (vm["no-torch"].as<bool>()) return "";
+  const std::string torch =
+      vm.count("torch")
+          ? vm["torch"].as<std::string>()
+          : (fs::path(ABLATE_SOURCE_DIR) / ".." / "shared" / "bench" / "torch_ref.sh").string();
+  if (fs::exists(torch)) return torch;
+  if (vm.count("torch")) throw ablate::cli::UsageError("--torch: no such file '" + torch + "'");
+  std::cerr << "bench: " << torch << " not found; PyTorch is not run (give --torch PATH)\n";
+  return "";
+}
+
+// The settings, or nothing when --help was printed.
+std::optional<BenchSettings> parse_bench_options(const std::vector<std::string>& args) {
   po::options_description opts("options");
   opts.add_options()("config", po::value<std::vector<std::string>>()->composing(),
                      "bench YAML files (default: experiments/bench/*.yaml)")(
@@ -299,80 +335,78 @@ static int cmd_bench(const std::vector<std::string>& args) {
   pos.add("config", -1);
   po::variables_map vm;
   if (!ablate::cli::parse(args, "ablate bench [CONFIG.yaml ...] [options]", opts, pos, vm))
-    return 0;
+    return std::nullopt;
   ablate::cli::add_plugin_dirs(vm);
-  std::vector<std::string> files;
-  if (vm.count("config")) {
-    files = vm["config"].as<std::vector<std::string>>();
-  } else {
-    fs::path dir = fs::path(ABLATE_SOURCE_DIR) / "experiments" / "bench";
-    for (const auto& f : fs::directory_iterator(dir))
-      if (f.path().extension() == ".yaml") files.push_back(f.path().string());
-    std::sort(files.begin(), files.end());
+  BenchSettings s;
+  s.files = bench_files(vm);
+  s.torch = torch_script(vm);
+  s.threads = vm["threads"].as<int64_t>();
+  if (s.threads < 1) throw ablate::cli::UsageError("--threads must be >= 1");
+  s.precision = ablate::parse_precision(vm["precision"].as<std::string>(), "--precision");
+  s.rounds = vm["repeat"].as<int64_t>();
+  if (s.rounds < 1) throw ablate::cli::UsageError("--repeat must be >= 1");
+  s.steps = vm["steps"].as<int64_t>();
+  s.warmup = vm["warmup"].as<int64_t>();
+  s.gen_tokens = vm["gen-tokens"].as<int64_t>();
+  s.profile = vm["profile"].as<bool>();
+  s.markdown = vm["markdown"].as<bool>();
+  return s;
+}
+
+// One configuration in one round: ablate (and, for bf16, ablate in float32), the FMA peak
+// around it and PyTorch, with a progress line on stderr.
+BenchResult bench_config(const BenchSettings& s, const std::string& f, int64_t round) {
+  // The FMA peak right before and right after each configuration, the higher of the
+  // two: % peak compares the model with what the cores could do at the same time.
+  const double peak_before = measure_fma_peak(s.threads, 0.5);
+  std::cerr << "bench: ";
+  if (s.rounds > 1) std::cerr << "round " << round + 1 << "/" << s.rounds << ": ";
+  std::cerr << f << " ..." << std::flush;
+  double f32_tok_s = 0;
+  if (s.bf16()) {
+    f32_tok_s = bench_one(f, s.steps, s.warmup, 0, false, ablate::Precision::float32).train_tok_s;
+    std::cerr << " float32 " << static_cast<int64_t>(f32_tok_s) << " tok/s,";
   }
-  std::string torch;
-  if (!vm["no-torch"].as<bool>()) {
-    torch =
-        vm.count("torch")
-            ? vm["torch"].as<std::string>()
-            : (fs::path(ABLATE_SOURCE_DIR) / ".." / "shared" / "bench" / "torch_ref.sh").string();
-    if (!fs::exists(torch)) {
-      if (vm.count("torch")) throw ablate::cli::UsageError("--torch: no such file '" + torch + "'");
-      std::cerr << "bench: " << torch << " not found; PyTorch is not run (give --torch PATH)\n";
-      torch.clear();
-    }
+  BenchResult r =
+      bench_one(f, s.steps, s.warmup, s.gen_tokens, s.profile && round == 0, s.precision);
+  r.f32_train_tok_s = f32_tok_s;
+  r.peak_gflops = std::max(peak_before, measure_fma_peak(s.threads, 0.5));
+  std::cerr << " ablate " << (s.bf16() ? "bf16 " : "") << static_cast<int64_t>(r.train_tok_s)
+            << " tok/s (FMA peak " << std::lround(r.peak_gflops) << " GFLOP/s)";
+  if (!s.torch.empty() && !r.torch_name.empty()) {
+    run_torch(r, s.torch, s.gen_tokens, s.bf16());
+    std::cerr << ", PyTorch " << static_cast<int64_t>(r.torch_train_tok_s) << " tok/s";
   }
-  int64_t threads = vm["threads"].as<int64_t>();
-  if (threads < 1) throw ablate::cli::UsageError("--threads must be >= 1");
-  tbb::global_control gc(tbb::global_control::max_allowed_parallelism,
-                         static_cast<size_t>(threads));
-  const ablate::Precision precision =
-      ablate::parse_precision(vm["precision"].as<std::string>(), "--precision");
-  const bool bf16 = precision == ablate::Precision::bf16;
-  const int64_t rounds = vm["repeat"].as<int64_t>();
-  if (rounds < 1) throw ablate::cli::UsageError("--repeat must be >= 1");
+  std::cerr << "\n";
+  return r;
+}
+
+// Every configuration's results, one per round.
+std::vector<std::vector<BenchResult>> run_rounds(const BenchSettings& s) {
   // Rounds of all configs rather than repeats of one: this VM's speed drifts by 10-20%
   // over minutes, and each round measures ablate and PyTorch a minute apart at most.
   std::cerr << "bench: " << ablate::cpu_model() << ", kernel path " << ablate::kernel_path()
             << "\n";
-  if (bf16) std::cerr << "bench: bf16 products on the " << ablate::bf16_kernel() << " kernel\n";
-  if (bf16 && !ablate::bf16_notice().empty()) std::cerr << ablate::bf16_notice() << "\n";
-  std::vector<std::vector<BenchResult>> runs(files.size());
-  for (int64_t round = 0; round < rounds; ++round)
-    for (size_t i = 0; i < files.size(); ++i) {
-      const std::string& f = files[i];
-      // The FMA peak right before and right after each configuration, the higher of the
-      // two: % peak compares the model with what the cores could do at the same time.
-      const double peak_before = measure_fma_peak(threads, 0.5);
-      std::cerr << "bench: ";
-      if (rounds > 1) std::cerr << "round " << round + 1 << "/" << rounds << ": ";
-      std::cerr << f << " ..." << std::flush;
-      double f32_tok_s = 0;
-      if (bf16) {
-        f32_tok_s = bench_one(f, vm["steps"].as<int64_t>(), vm["warmup"].as<int64_t>(), 0, false,
-                              ablate::Precision::float32)
-                        .train_tok_s;
-        std::cerr << " float32 " << static_cast<int64_t>(f32_tok_s) << " tok/s,";
-      }
-      BenchResult r = bench_one(f, vm["steps"].as<int64_t>(), vm["warmup"].as<int64_t>(),
-                                vm["gen-tokens"].as<int64_t>(),
-                                vm["profile"].as<bool>() && round == 0, precision);
-      r.f32_train_tok_s = f32_tok_s;
-      r.peak_gflops = std::max(peak_before, measure_fma_peak(threads, 0.5));
-      std::cerr << " ablate " << (bf16 ? "bf16 " : "") << static_cast<int64_t>(r.train_tok_s)
-                << " tok/s (FMA peak " << std::lround(r.peak_gflops) << " GFLOP/s)";
-      if (!torch.empty() && !r.torch_name.empty()) {
-        run_torch(r, torch, vm["gen-tokens"].as<int64_t>(), bf16);
-        std::cerr << ", PyTorch " << static_cast<int64_t>(r.torch_train_tok_s) << " tok/s";
-      }
-      std::cerr << "\n";
-      runs[i].push_back(std::move(r));
-    }
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  bool md = vm["markdown"].as<bool>();
-  const char* sep = md ? " | " : "  ";
-  auto row = [&](const std::vector<std::string>& cells) {
+  if (s.bf16()) std::cerr << "bench: bf16 products on the " << ablate::bf16_kernel() << " kernel\n";
+  if (s.bf16() && !ablate::bf16_notice().empty()) std::cerr << ablate::bf16_notice() << "\n";
+  std::vector<std::vector<BenchResult>> runs(s.files.size());
+  for (int64_t round = 0; round < s.rounds; ++round)
+    for (size_t i = 0; i < s.files.size(); ++i)
+      runs[i].push_back(bench_config(s, s.files[i], round));
+  return runs;
+}
+
+std::string num(double v, int prec) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.*f", prec, v);
+  return std::string(b);
+}
+
+// Prints table rows, aligned in columns or as Markdown.
+struct TablePrinter {
+  bool md = false;
+  void row(const std::vector<std::string>& cells) const {
+    const char* sep = md ? " | " : "  ";
     std::cout << (md ? "| " : "");
     for (size_t i = 0; i < cells.size(); ++i) {
       char buf[64];
@@ -380,114 +414,139 @@ static int cmd_bench(const std::vector<std::string>& args) {
       std::cout << buf << (i + 1 < cells.size() ? sep : "");
     }
     std::cout << (md ? " |" : "") << "\n";
+  }
+};
+
+// The throughput table's row of one configuration. Each cell: the median over the rounds;
+// ratios and % peak are taken per round (both systems measured minutes apart at most), and
+// with several rounds their range follows.
+std::vector<std::string> throughput_cells(const std::vector<BenchResult>& rs, bool bf16) {
+  const BenchResult& r = rs.front();
+  auto values = [&](auto f) {
+    std::vector<double> v;
+    for (const auto& x : rs) v.push_back(f(x));
+    return v;
   };
-  auto num = [](double v, int prec) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%.*f", prec, v);
-    return std::string(b);
+  auto med = [&](auto f) { return median(values(f)); };
+  auto cell = [&](auto f, int prec, const std::string& unit) {
+    const std::vector<double> v = values(f);
+    std::string c = num(median(v), prec) + unit;
+    if (v.size() > 1)
+      c += " [" + num(*std::min_element(v.begin(), v.end()), prec) + "-" +
+           num(*std::max_element(v.begin(), v.end()), prec) + "]";
+    return c;
   };
+  // (No generation ratio when either side skipped generation: --gen-tokens 0.)
+  const bool t = r.torch_train_tok_s > 0, tg = r.torch_gen_tok_s > 0 && r.gen_tok_s > 0;
+  uint64_t allocs = 0;
+  for (const auto& x : rs) allocs = std::max(allocs, x.allocs_per_step);
+  std::vector<std::string> cells = {
+      r.name,
+      std::to_string(r.params),
+      num(med([](const BenchResult& x) { return x.train_tok_s; }), 0),
+      num(med([](const BenchResult& x) { return x.gflops; }), 1),
+      num(med([](const BenchResult& x) { return x.peak_gflops; }), 0),
+      cell([](const BenchResult& x) { return 100 * x.gflops / x.peak_gflops; }, 0, "%"),
+      t ? num(med([](const BenchResult& x) { return x.torch_train_tok_s; }), 0) : "-",
+      t ? cell([](const BenchResult& x) { return x.train_tok_s / x.torch_train_tok_s; }, 2, "x")
+        : "-",
+      r.gen_tok_s > 0 ? num(med([](const BenchResult& x) { return x.gen_tok_s; }), 0) : "-",
+      tg ? num(med([](const BenchResult& x) { return x.torch_gen_tok_s; }), 0) : "-",
+      tg ? cell([](const BenchResult& x) { return x.gen_tok_s / x.torch_gen_tok_s; }, 1, "x") : "-",
+      std::to_string(allocs),
+      num(r.arena_mib, 0)};
+  if (bf16)
+    cells.insert(
+        cells.begin() + 3,
+        {num(med([](const BenchResult& x) { return x.f32_train_tok_s; }), 0),
+         cell([](const BenchResult& x) { return x.train_tok_s / x.f32_train_tok_s; }, 2, "x")});
+  return cells;
+}
+
+void print_throughput(const std::vector<std::vector<BenchResult>>& runs, bool bf16,
+                      const TablePrinter& table) {
   std::vector<std::string> head = {"config",    "params",      "tok/s",    "GFLOP/s",   "FMA peak",
                                    "% peak",    "torch tok/s", "ratio",    "gen tok/s", "torch gen",
                                    "gen ratio", "allocs/step", "arena MiB"};
   if (bf16) head.insert(head.begin() + 3, {"f32 tok/s", "vs f32"});
-  row(head);
-  if (md) {
+  table.row(head);
+  if (table.md) {
     std::vector<std::string> align(head.size(), "---:");
     align[0] = "---";
-    row(align);
+    table.row(align);
   }
-  // Each cell: the median over the rounds; ratios and % peak are taken per round (both
-  // systems measured minutes apart at most), and with several rounds their range follows.
-  for (const auto& rs : runs) {
-    const BenchResult& r = rs.front();
-    auto values = [&](auto f) {
-      std::vector<double> v;
-      for (const auto& x : rs) v.push_back(f(x));
-      return v;
-    };
-    auto med = [&](auto f) { return median(values(f)); };
-    auto cell = [&](auto f, int prec, const std::string& unit) {
-      const std::vector<double> v = values(f);
-      std::string c = num(median(v), prec) + unit;
-      if (v.size() > 1)
-        c += " [" + num(*std::min_element(v.begin(), v.end()), prec) + "-" +
-             num(*std::max_element(v.begin(), v.end()), prec) + "]";
-      return c;
-    };
-    // (No generation ratio when either side skipped generation: --gen-tokens 0.)
-    const bool t = r.torch_train_tok_s > 0, tg = r.torch_gen_tok_s > 0 && r.gen_tok_s > 0;
-    uint64_t allocs = 0;
-    for (const auto& x : rs) allocs = std::max(allocs, x.allocs_per_step);
-    std::vector<std::string> cells = {
-        r.name,
-        std::to_string(r.params),
-        num(med([](const BenchResult& x) { return x.train_tok_s; }), 0),
-        num(med([](const BenchResult& x) { return x.gflops; }), 1),
-        num(med([](const BenchResult& x) { return x.peak_gflops; }), 0),
-        cell([](const BenchResult& x) { return 100 * x.gflops / x.peak_gflops; }, 0, "%"),
-        t ? num(med([](const BenchResult& x) { return x.torch_train_tok_s; }), 0) : "-",
-        t ? cell([](const BenchResult& x) { return x.train_tok_s / x.torch_train_tok_s; }, 2, "x")
-          : "-",
-        r.gen_tok_s > 0 ? num(med([](const BenchResult& x) { return x.gen_tok_s; }), 0) : "-",
-        tg ? num(med([](const BenchResult& x) { return x.torch_gen_tok_s; }), 0) : "-",
-        tg ? cell([](const BenchResult& x) { return x.gen_tok_s / x.torch_gen_tok_s; }, 1, "x")
-           : "-",
-        std::to_string(allocs),
-        num(r.arena_mib, 0)};
-    if (bf16)
-      cells.insert(
-          cells.begin() + 3,
-          {num(med([](const BenchResult& x) { return x.f32_train_tok_s; }), 0),
-           cell([](const BenchResult& x) { return x.train_tok_s / x.f32_train_tok_s; }, 2, "x")});
-    row(cells);
+  for (const auto& rs : runs) table.row(throughput_cells(rs, bf16));
+}
+
+// Where a profiled configuration's training step goes, per op family.
+void print_profile(const BenchResult& r, int64_t threads, const TablePrinter& table) {
+  const double n = static_cast<double>(r.profile_steps), step_ms = r.profile_step_s / n * 1e3;
+  std::cout << "\n"
+            << (table.md ? "#### " : "") << r.name << ": where a training step's "
+            << num(step_ms, 2) << " ms go (" << r.profile_steps << " profiled steps, " << threads
+            << " threads)\n\n";
+  table.row({"op family", "forward ms", "backward ms", "total ms", "% of step", "calls/step"});
+  if (table.md) table.row({"---", "---:", "---:", "---:", "---:", "---:"});
+  std::vector<std::pair<std::string, ablate::OpProfile::Entry>> ops(r.profile.ops.begin(),
+                                                                    r.profile.ops.end());
+  std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) {
+    return a.second.forward_s + a.second.backward_s > b.second.forward_s + b.second.backward_s;
+  });
+  double fwd = 0, bwd = 0;
+  for (const auto& [op, e] : ops) {
+    fwd += e.forward_s, bwd += e.backward_s;
+    const double tot = (e.forward_s + e.backward_s) / n * 1e3;
+    table.row({op, num(e.forward_s / n * 1e3, 3), num(e.backward_s / n * 1e3, 3), num(tot, 3),
+               num(100 * tot / step_ms, 1), num(static_cast<double>(e.calls) / n, 0)});
   }
-  for (const auto& rs : runs) {
-    const BenchResult& r = rs.front();
-    if (r.profile_steps == 0) continue;
-    const double n = static_cast<double>(r.profile_steps), step_ms = r.profile_step_s / n * 1e3;
-    std::cout << "\n"
-              << (md ? "#### " : "") << r.name << ": where a training step's " << num(step_ms, 2)
-              << " ms go (" << r.profile_steps << " profiled steps, " << threads << " threads)\n\n";
-    row({"op family", "forward ms", "backward ms", "total ms", "% of step", "calls/step"});
-    if (md) row({"---", "---:", "---:", "---:", "---:", "---:"});
-    std::vector<std::pair<std::string, ablate::OpProfile::Entry>> ops(r.profile.ops.begin(),
-                                                                      r.profile.ops.end());
-    std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) {
-      return a.second.forward_s + a.second.backward_s > b.second.forward_s + b.second.backward_s;
-    });
-    double fwd = 0, bwd = 0;
-    for (const auto& [op, e] : ops) {
-      fwd += e.forward_s, bwd += e.backward_s;
-      const double tot = (e.forward_s + e.backward_s) / n * 1e3;
-      row({op, num(e.forward_s / n * 1e3, 3), num(e.backward_s / n * 1e3, 3), num(tot, 3),
-           num(100 * tot / step_ms, 1), num(static_cast<double>(e.calls) / n, 0)});
-    }
-    const double opt_ms = r.profile_optimizer_s / n * 1e3,
-                 other = step_ms - (fwd + bwd) / n * 1e3 - opt_ms;
-    row({"optimizer step", "-", "-", num(opt_ms, 3), num(100 * opt_ms / step_ms, 1), "1"});
-    row({"other (zero_grad, reset)", "-", "-", num(other, 3), num(100 * other / step_ms, 1), "-"});
-    row({"all ops", num(fwd / n * 1e3, 3), num(bwd / n * 1e3, 3), num((fwd + bwd) / n * 1e3, 3),
-         num(100 * (fwd + bwd) / n * 1e3 / step_ms, 1), "-"});
-  }
+  const double opt_ms = r.profile_optimizer_s / n * 1e3,
+               other = step_ms - (fwd + bwd) / n * 1e3 - opt_ms;
+  table.row({"optimizer step", "-", "-", num(opt_ms, 3), num(100 * opt_ms / step_ms, 1), "1"});
+  table.row(
+      {"other (zero_grad, reset)", "-", "-", num(other, 3), num(100 * other / step_ms, 1), "-"});
+  table.row({"all ops", num(fwd / n * 1e3, 3), num(bwd / n * 1e3, 3), num((fwd + bwd) / n * 1e3, 3),
+             num(100 * (fwd + bwd) / n * 1e3 / step_ms, 1), "-"});
+}
+
+// The conditions of the measurement: CPU, kernel path, threads, precision, peak RSS.
+void print_conditions(const BenchSettings& s, long peak_rss_kib) {
+  const bool bf16 = s.bf16();
   std::cout << "\nCPU: " << ablate::cpu_model() << "; kernel path: " << ablate::kernel_path()
             << (std::getenv("ABLATE_ISA") && *std::getenv("ABLATE_ISA") ? " (forced by ABLATE_ISA)"
                                                                         : " (the CPU's best)")
             << (std::string(ablate::kernel_path()) == "avx2" && std::getenv("ABLATE_ISA")
                     ? "; PyTorch capped to AVX2"
                     : "")
-            << "\nablate: " << threads << " threads, "
+            << "\nablate: " << s.threads << " threads, "
             << (bf16 ? std::string("bf16 products (") + ablate::bf16_kernel() +
                            " kernel; 'vs f32': against float32 in the same round)"
                      : std::string("float32"))
             << "; FP32 FMA peak measured before and after each config (GFLOP/s,"
             << " the higher of the two); PyTorch" << (bf16 ? " (autocast bf16)" : "")
             << ": best of 1, 2 and 2 threads with 1 BLAS thread"
-            << " (torch_ref.sh); peak RSS " << ru.ru_maxrss / 1024 << " MiB";
-  if (rounds > 1)
-    std::cout << "; medians of " << rounds << " rounds, [min-max] of the per-round values";
+            << " (torch_ref.sh); peak RSS " << peak_rss_kib / 1024 << " MiB";
+  if (s.rounds > 1)
+    std::cout << "; medians of " << s.rounds << " rounds, [min-max] of the per-round values";
   std::cout << "\n";
+}
+
+int cmd_bench(const std::vector<std::string>& args) {
+  const std::optional<BenchSettings> s = parse_bench_options(args);
+  if (!s) return 0;
+  tbb::global_control gc(tbb::global_control::max_allowed_parallelism,
+                         static_cast<size_t>(s->threads));
+  const std::vector<std::vector<BenchResult>> runs = run_rounds(*s);
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  const TablePrinter table{s->markdown};
+  print_throughput(runs, s->bf16(), table);
+  for (const auto& rs : runs)
+    if (rs.front().profile_steps > 0) print_profile(rs.front(), s->threads, table);
+  print_conditions(*s, ru.ru_maxrss);
   return 0;
 }
+
+}  // namespace
 
 ABLATE_COMMAND("bench", "training/generation throughput vs the PyTorch reference (torch_ref.sh)",
                cmd_bench);

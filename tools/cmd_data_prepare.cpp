@@ -35,9 +35,7 @@ std::string unescape(const std::string& s) {
   return out;
 }
 
-}  // namespace
-
-int cmd_data_prepare(const std::vector<std::string>& args) {
+po::options_description prepare_options() {
   po::options_description opts("options");
   opts.add_options()("input", po::value<std::vector<std::string>>()->composing(),
                      "text or JSONL files, directories or globs (.gz and .zst read as they are)")(
@@ -67,25 +65,11 @@ int cmd_data_prepare(const std::vector<std::string>& args) {
       "overwrite", po::bool_switch(),
       "replace the shards, manifest and tokenizer state already in --out")(
       "quiet,q", po::bool_switch(), "no progress line");
-  po::positional_options_description pos;
-  pos.add("input", -1);
-  po::variables_map vm;
-  if (!ablate::cli::parse(
-          args,
-          "ablate data prepare INPUT... --out DIR --tokenizer NAME [--option K=V ...] [options]",
-          opts, pos, vm))
-    return 0;
-  if (!vm.count("input"))
-    throw ablate::cli::UsageError("missing the input: text or JSONL files, a directory or a glob");
-  if (!vm.count("out"))
-    throw ablate::cli::UsageError("missing --out DIR, the directory the shards go to");
-  auto& reg = ablate::PluginRegistry::instance();
-  std::vector<std::string> tokenizers;
-  for (const ablate::PluginEntry* e : reg.variants(ablate::Tokenizer::kFamily))
-    tokenizers.push_back(e->info->name);
-  if (!vm.count("tokenizer"))
-    throw ablate::cli::UsageError("missing --tokenizer NAME; available: " +
-                                  ablate::join(tokenizers));
+  return opts;
+}
+
+// The inputs, outputs and sizes of the shards, checked.
+ablate::PrepareOptions shard_options(const po::variables_map& vm) {
   ablate::PrepareOptions o;
   o.inputs = vm["input"].as<std::vector<std::string>>();
   o.out_dir = vm["out"].as<std::string>();
@@ -110,19 +94,15 @@ int cmd_data_prepare(const std::vector<std::string>& args) {
   if (vm.count("name")) o.name = vm["name"].as<std::string>();
   o.overwrite = vm["overwrite"].as<bool>();
   o.quiet = vm["quiet"].as<bool>();
-  const int64_t threads = vm["threads"].as<int64_t>();
-  if (threads < 0)
-    throw ablate::cli::UsageError("--threads must be >= 0, got " + std::to_string(threads));
-  std::unique_ptr<tbb::global_control> parallelism;
-  if (threads > 0)
-    parallelism = std::make_unique<tbb::global_control>(
-        tbb::global_control::max_allowed_parallelism, threads);
+  return o;
+}
 
-  // The tokenizer, from the registry, with its options as a YAML map would give them.
-  const std::string name = vm["tokenizer"].as<std::string>();
+// The tokenizer, from the registry, with its --option KEY=VALUE as a YAML map would give
+// them; `options` gets the (key, value) pairs given.
+std::unique_ptr<ablate::Tokenizer> create_tokenizer(
+    const po::variables_map& vm, std::vector<std::pair<std::string, std::string>>& options) {
   YAML::Node tn(YAML::NodeType::Map);
-  tn["type"] = name;
-  std::vector<std::pair<std::string, std::string>> options;
+  tn["type"] = vm["tokenizer"].as<std::string>();
   auto src = std::make_shared<ablate::ConfigSource>();
   src->file = "ablate data prepare";
   if (vm.count("option"))
@@ -140,10 +120,46 @@ int cmd_data_prepare(const std::vector<std::string>& args) {
       options.emplace_back(key, value);
     }
   ablate::ParamStore none;
-  auto tok = reg.create<ablate::Tokenizer>(
+  return ablate::PluginRegistry::instance().create<ablate::Tokenizer>(
       ablate::Options(tn, src, "tokenizer"),
       ablate::BuildContext{ablate::ModelDims{}, ablate::ParamScope(none, ""), 0});
-  const ablate::PrepareSummary s = ablate::prepare_shards(o, *tok, name, options);
+}
+
+}  // namespace
+
+int cmd_data_prepare(const std::vector<std::string>& args) {
+  po::options_description opts = prepare_options();
+  po::positional_options_description pos;
+  pos.add("input", -1);
+  po::variables_map vm;
+  if (!ablate::cli::parse(
+          args,
+          "ablate data prepare INPUT... --out DIR --tokenizer NAME [--option K=V ...] [options]",
+          opts, pos, vm))
+    return 0;
+  if (!vm.count("input"))
+    throw ablate::cli::UsageError("missing the input: text or JSONL files, a directory or a glob");
+  if (!vm.count("out"))
+    throw ablate::cli::UsageError("missing --out DIR, the directory the shards go to");
+  std::vector<std::string> tokenizers;
+  for (const ablate::PluginEntry* e :
+       ablate::PluginRegistry::instance().variants(ablate::Tokenizer::kFamily))
+    tokenizers.push_back(e->info->name);
+  if (!vm.count("tokenizer"))
+    throw ablate::cli::UsageError("missing --tokenizer NAME; available: " +
+                                  ablate::join(tokenizers));
+  const ablate::PrepareOptions o = shard_options(vm);
+  const int64_t threads = vm["threads"].as<int64_t>();
+  if (threads < 0)
+    throw ablate::cli::UsageError("--threads must be >= 0, got " + std::to_string(threads));
+  std::unique_ptr<tbb::global_control> parallelism;
+  if (threads > 0)
+    parallelism = std::make_unique<tbb::global_control>(
+        tbb::global_control::max_allowed_parallelism, threads);
+  std::vector<std::pair<std::string, std::string>> options;
+  const std::unique_ptr<ablate::Tokenizer> tok = create_tokenizer(vm, options);
+  const ablate::PrepareSummary s =
+      ablate::prepare_shards(o, *tok, vm["tokenizer"].as<std::string>(), options);
   std::cerr << "prepare: " << s.documents[0] << " training documents (" << s.tokens[0]
             << " tokens, " << s.bytes[0] << " bytes) and " << s.documents[1]
             << " validation documents (" << s.tokens[1] << " tokens, " << s.bytes[1]

@@ -77,6 +77,64 @@ const char* kUsage =
     "'ablate plugins task'\n"
     "  lists them. --problems defaults to 0 (the whole file).\n";
 
+// The task's name checked against the installed tasks.
+void check_task(const std::string& task) {
+  auto& reg = ablate::PluginRegistry::instance();
+  std::vector<std::string> names;
+  for (const ablate::PluginEntry* e : reg.variants(ablate::Task::kFamily))
+    names.push_back(e->info->name);
+  if (task.empty())
+    throw ablate::cli::UsageError("missing --task; available: " + ablate::join(names));
+  if (!reg.find(ablate::Task::kFamily, task)) {
+    const std::string dym = ablate::did_you_mean(task, names);
+    throw ablate::cli::UsageError("unknown task '" + task + "'. Available: " + ablate::join(names) +
+                                  (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
+  }
+}
+
+// --write: appends the scores to the run's run.h5 as the trainer writes its rows; the root
+// attribute eval_writes says where they came from (one line per write: table, row, step,
+// the command's flags, when).
+void append_scores(const EvalFlags& f, const ablate::LoadedRun& run, const ablate::Evaluator& ev,
+                   std::vector<std::pair<std::string, double>> row) {
+  namespace fs = std::filesystem;
+  const std::string dir =
+      fs::is_regular_file(f.run) ? fs::path(f.run).parent_path().string() : f.run;
+  row.insert(row.begin(), {"step", static_cast<double>(run.step)});
+  std::string previous;
+  ablate::MetricSpecs specs;  // the table's columns declared beside the run's own
+  try {
+    const auto d0 = ablate::read_run_file(ablate::run_file_path(dir));
+    if (d0.str_attrs.count("eval_writes")) previous = d0.str_attrs.at("eval_writes");
+    if (d0.str_attrs.count("metric_specs"))
+      specs = ablate::parse_metric_specs(d0.str_attrs.at("metric_specs"));
+  } catch (const ablate::Error&) {
+  }
+  specs[f.table] = ev.metric_specs();
+  int64_t row_index = 0;
+  try {
+    auto rf = ablate::RunFile::open_append(ablate::run_file_path(dir));
+    row_index = rf.rows(f.table);
+    rf.append(f.table, row);
+    const std::string when = ablate::now_iso();
+    std::string cmd = "ablate eval --task " + f.task;
+    for (const auto& a : f.rest) cmd += " " + a;
+    rf.set_attr("eval_writes", previous + f.table + " row " + std::to_string(row_index) +
+                                   " (step " + std::to_string(run.step) + "): " + cmd + " (seed " +
+                                   std::to_string(f.seed) + "), " + when + ", ablate " +
+                                   ablate::cli::version() + "\n");
+    rf.set_attr("metric_specs", ablate::metric_specs_yaml(specs));
+    rf.flush();
+    rf.close();
+  } catch (const ablate::Error& e) {
+    throw ablate::Error(std::string(e.what()) +
+                        ". To keep these scores apart, write them to another table: --table " +
+                        f.table + "_2");
+  }
+  std::cout << "\nappended to " << ablate::run_file_path(dir) << ", table " << f.table << ", row "
+            << row_index << " (step " << run.step << "); recorded in its attribute eval_writes\n";
+}
+
 int cmd_eval(const std::vector<std::string>& args) {
   for (const auto& a : args)
     if (a == "--help" || a == "-h") {
@@ -86,18 +144,7 @@ int cmd_eval(const std::vector<std::string>& args) {
   EvalFlags f = parse_flags(args);
   if (f.run.empty())
     throw ablate::cli::UsageError("missing the run directory (e.g. runs/addition)");
-  auto& reg = ablate::PluginRegistry::instance();
-  std::vector<std::string> names;
-  for (const ablate::PluginEntry* e : reg.variants(ablate::Task::kFamily))
-    names.push_back(e->info->name);
-  if (f.task.empty())
-    throw ablate::cli::UsageError("missing --task; available: " + ablate::join(names));
-  if (!reg.find(ablate::Task::kFamily, f.task)) {
-    const std::string dym = ablate::did_you_mean(f.task, names);
-    throw ablate::cli::UsageError("unknown task '" + f.task +
-                                  "'. Available: " + ablate::join(names) +
-                                  (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
-  }
+  check_task(f.task);
   if (f.table.empty()) f.table = "eval/" + f.task;
   if (f.threads == 0) f.threads = static_cast<int64_t>(std::thread::hardware_concurrency());
   tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism,
@@ -123,46 +170,7 @@ int cmd_eval(const std::vector<std::string>& args) {
   auto row = ev->evaluate(ctx);
   const std::string report = ev->report();  // the line training prints, then the details
   std::cout << ev->summary(row) << "\n" << (report.empty() ? "" : "\n" + report);
-  if (f.write) {
-    namespace fs = std::filesystem;
-    const std::string dir =
-        fs::is_regular_file(f.run) ? fs::path(f.run).parent_path().string() : f.run;
-    row.insert(row.begin(), {"step", static_cast<double>(run.step)});
-    // The row looks like the trainer's: the root attribute eval_writes says where it came
-    // from (one line per write: table, row, step, the command's flags, when).
-    std::string previous;
-    ablate::MetricSpecs specs;  // the table's columns declared beside the run's own
-    try {
-      const auto d0 = ablate::read_run_file(ablate::run_file_path(dir));
-      if (d0.str_attrs.count("eval_writes")) previous = d0.str_attrs.at("eval_writes");
-      if (d0.str_attrs.count("metric_specs"))
-        specs = ablate::parse_metric_specs(d0.str_attrs.at("metric_specs"));
-    } catch (const ablate::Error&) {
-    }
-    specs[f.table] = ev->metric_specs();
-    int64_t row_index = 0;
-    try {
-      auto rf = ablate::RunFile::open_append(ablate::run_file_path(dir));
-      row_index = rf.rows(f.table);
-      rf.append(f.table, row);
-      const std::string when = ablate::now_iso();
-      std::string cmd = "ablate eval --task " + f.task;
-      for (const auto& a : f.rest) cmd += " " + a;
-      rf.set_attr("eval_writes", previous + f.table + " row " + std::to_string(row_index) +
-                                     " (step " + std::to_string(run.step) + "): " + cmd +
-                                     " (seed " + std::to_string(f.seed) + "), " + when +
-                                     ", ablate " + ablate::cli::version() + "\n");
-      rf.set_attr("metric_specs", ablate::metric_specs_yaml(specs));
-      rf.flush();
-      rf.close();
-    } catch (const ablate::Error& e) {
-      throw ablate::Error(std::string(e.what()) +
-                          ". To keep these scores apart, write them to another table: --table " +
-                          f.table + "_2");
-    }
-    std::cout << "\nappended to " << ablate::run_file_path(dir) << ", table " << f.table << ", row "
-              << row_index << " (step " << run.step << "); recorded in its attribute eval_writes\n";
-  }
+  if (f.write) append_scores(f, run, *ev, std::move(row));
   return 0;
 }
 

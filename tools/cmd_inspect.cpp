@@ -15,6 +15,69 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using ablate::cli::UsageError;
+
+// The inspection's options, checked as far as they can be without the run.
+ablate::InspectOptions inspect_options(const po::variables_map& vm) {
+  ablate::InspectOptions o;
+  o.text = vm["text"].as<std::string>();
+  o.top = vm["top"].as<int64_t>();
+  o.perplexity = vm["perplexity"].as<double>();
+  o.tsne_iterations = vm["tsne-iterations"].as<int>();
+  o.map_tokens = vm["map-tokens"].as<int64_t>();
+  o.positions = vm["positions"].as<int64_t>();
+  const int64_t seed = vm["seed"].as<int64_t>();
+  if (o.text.empty())
+    throw UsageError("--text is empty; give at least one character, e.g. --text \"ROMEO:\"");
+  if (o.top < 1) throw UsageError("--top must be >= 1, got " + std::to_string(o.top));
+  if (seed < 0) throw UsageError("--seed must be >= 0, got " + std::to_string(seed));
+  o.seed = static_cast<uint64_t>(seed);
+  if (o.tsne_iterations < 1)
+    throw UsageError("--tsne-iterations must be >= 1, got " + std::to_string(o.tsne_iterations));
+  if (o.map_tokens < 4)
+    throw UsageError("--map-tokens must be >= 4, got " + std::to_string(o.map_tokens));
+  if (o.positions < 0)
+    throw UsageError("--positions must be >= 0 (0: min(context, 64)), got " +
+                     std::to_string(o.positions));
+  // Negated, so that NaN is refused too; the upper bound needs the vocabulary (below).
+  if (!(o.perplexity == 0 || o.perplexity >= 1))
+    throw UsageError("--perplexity must be >= 1 (or 0: automatic), got " +
+                     std::to_string(o.perplexity));
+  return o;
+}
+
+// Checks `o` against the run's vocabulary and context; an automatic perplexity is chosen.
+void fit_options_to_run(ablate::InspectOptions& o, const ablate::LoadedRun& run) {
+  const int64_t mapped = std::min(run.tokenizer->vocab_size(), o.map_tokens);
+  const double max_perp = ablate::tsne_max_perplexity(mapped);
+  if (o.perplexity == 0) o.perplexity = std::max(1.0, std::min(30.0, max_perp));
+  if (o.perplexity > max_perp)
+    throw UsageError("--perplexity " + ablate::svg::format_number(o.perplexity) +
+                     " is too large for the " + std::to_string(mapped) +
+                     " mapped tokens: t-SNE allows at most (N - 1) / 3 = " +
+                     ablate::svg::format_number(max_perp) + "; choose e.g. --perplexity " +
+                     ablate::svg::format_number(std::max(1.0, std::floor(max_perp / 2))));
+  const int64_t context = run.model->dims().context;
+  if (o.positions > context)
+    throw UsageError("--positions " + std::to_string(o.positions) +
+                     " exceeds the model's context of " + std::to_string(context) +
+                     "; choose at most " + std::to_string(context));
+}
+
+// Inspects the run; the text's problems name the --text flag.
+ablate::Inspection inspect_naming_text(ablate::LoadedRun& run, const ablate::InspectOptions& o) {
+  try {
+    return ablate::inspect_run(run, o);
+  } catch (const ablate::ConfigError&) {
+    throw;
+  } catch (const ablate::Error& e) {
+    const std::string what = e.what();
+    // The text's problems name the flag; the rest keep their own context.
+    if (what.rfind("the text", 0) == 0) throw UsageError("--text: " + what);
+    throw;
+  }
+}
+
 int cmd_inspect(const std::vector<std::string>& args) {
   po::options_description opts("options");
   opts.add_options()("run", po::value<std::string>(), "run directory (or its checkpoint file)")(
@@ -41,38 +104,12 @@ int cmd_inspect(const std::vector<std::string>& args) {
                           "ablate inspect RUN --text TEXT [-o inspect.html] [--h5 FILE] [options]",
                           opts, pos, vm))
     return 0;
-  using ablate::cli::UsageError;
   if (!vm.count("run")) throw UsageError("missing the run directory (e.g. runs/quickstart)");
   if (!vm.count("text"))
     throw UsageError(
         "missing --text TEXT: the input whose attention to show (e.g. --text \"ROMEO: But soft\")");
   ablate::cli::add_plugin_dirs(vm);
-
-  ablate::InspectOptions o;
-  o.text = vm["text"].as<std::string>();
-  o.top = vm["top"].as<int64_t>();
-  o.perplexity = vm["perplexity"].as<double>();
-  o.tsne_iterations = vm["tsne-iterations"].as<int>();
-  o.map_tokens = vm["map-tokens"].as<int64_t>();
-  o.positions = vm["positions"].as<int64_t>();
-  const int64_t seed = vm["seed"].as<int64_t>();
-  if (o.text.empty())
-    throw UsageError("--text is empty; give at least one character, e.g. --text \"ROMEO:\"");
-  if (o.top < 1) throw UsageError("--top must be >= 1, got " + std::to_string(o.top));
-  if (seed < 0) throw UsageError("--seed must be >= 0, got " + std::to_string(seed));
-  o.seed = static_cast<uint64_t>(seed);
-  if (o.tsne_iterations < 1)
-    throw UsageError("--tsne-iterations must be >= 1, got " + std::to_string(o.tsne_iterations));
-  if (o.map_tokens < 4)
-    throw UsageError("--map-tokens must be >= 4, got " + std::to_string(o.map_tokens));
-  if (o.positions < 0)
-    throw UsageError("--positions must be >= 0 (0: min(context, 64)), got " +
-                     std::to_string(o.positions));
-  // Negated, so that NaN is refused too; the upper bound needs the vocabulary (below).
-  if (!(o.perplexity == 0 || o.perplexity >= 1))
-    throw UsageError("--perplexity must be >= 1 (or 0: automatic), got " +
-                     std::to_string(o.perplexity));
-
+  ablate::InspectOptions o = inspect_options(vm);
   const std::string html_path = vm["output"].as<std::string>();
   const std::string h5_path = vm.count("h5")
                                   ? vm["h5"].as<std::string>()
@@ -85,31 +122,8 @@ int cmd_inspect(const std::vector<std::string>& args) {
   ablate::cli::require_output_dir("--h5", h5_path);
 
   auto run = ablate::load_run(vm["run"].as<std::string>());
-  const int64_t mapped = std::min(run.tokenizer->vocab_size(), o.map_tokens);
-  const double max_perp = ablate::tsne_max_perplexity(mapped);
-  if (o.perplexity == 0) o.perplexity = std::max(1.0, std::min(30.0, max_perp));
-  if (o.perplexity > max_perp)
-    throw UsageError("--perplexity " + ablate::svg::format_number(o.perplexity) +
-                     " is too large for the " + std::to_string(mapped) +
-                     " mapped tokens: t-SNE allows at most (N - 1) / 3 = " +
-                     ablate::svg::format_number(max_perp) + "; choose e.g. --perplexity " +
-                     ablate::svg::format_number(std::max(1.0, std::floor(max_perp / 2))));
-  const int64_t context = run.model->dims().context;
-  if (o.positions > context)
-    throw UsageError("--positions " + std::to_string(o.positions) +
-                     " exceeds the model's context of " + std::to_string(context) +
-                     "; choose at most " + std::to_string(context));
-  ablate::Inspection in;
-  try {
-    in = ablate::inspect_run(run, o);
-  } catch (const ablate::ConfigError&) {
-    throw;
-  } catch (const ablate::Error& e) {
-    const std::string what = e.what();
-    // The text's problems name the flag; the rest keep their own context.
-    if (what.rfind("the text", 0) == 0) throw UsageError("--text: " + what);
-    throw;
-  }
+  fit_options_to_run(o, run);
+  const ablate::Inspection in = inspect_naming_text(run, o);
   ablate::cli::write_output(html_path,
                             ablate::render_inspection(in, fs::path(h5_path).filename().string()));
   ablate::write_inspection_h5(in, h5_path);

@@ -170,7 +170,7 @@ int dry_run(const ablate::Experiment& exp, const ablate::RunOptions& ro) {
   return 0;
 }
 
-int cmd_run(const std::vector<std::string>& args) {
+po::options_description run_command_options() {
   po::options_description opts("options");
   opts.add_options()("experiment", po::value<std::string>(),
                      "experiment YAML file, or a run directory (runs its saved config)")(
@@ -202,21 +202,22 @@ int cmd_run(const std::vector<std::string>& args) {
       "no progress line (run.log in the run directory is written all the same)")(
       "plugin-dir", po::value<std::vector<std::string>>()->composing(),
       "extra plugin directory (repeatable)");
-  po::positional_options_description pos;
-  pos.add("experiment", 1).add("override", -1);
-  po::variables_map vm;
-  if (!ablate::cli::parse(args, "ablate run FILE|RUN_DIR [key.path=value ...] [options]", opts, pos,
-                          vm))
-    return 0;
-  if (!vm.count("experiment"))
-    throw ablate::cli::UsageError("missing the experiment file (e.g. experiments/quickstart.yaml)");
-  ablate::cli::add_plugin_dirs(vm);
+  return opts;
+}
+
+// The key.path=value overrides, checked for their '='.
+std::vector<std::string> overrides_given(const po::variables_map& vm) {
   std::vector<std::string> overrides;
   if (vm.count("override")) overrides = vm["override"].as<std::vector<std::string>>();
   for (const auto& o : overrides)
     if (o.find('=') == std::string::npos)
       throw ablate::cli::UsageError(
           "'" + o + "' is not an override; write key.path=value (e.g. train.steps=200)");
+  return overrides;
+}
+
+// How the run starts and runs, from the flags.
+ablate::RunOptions run_options(const po::variables_map& vm) {
   ablate::RunOptions ro;
   if (vm.count("out")) ro.out_dir = vm["out"].as<std::string>();
   ro.resume = vm["resume"].as<bool>();
@@ -243,7 +244,12 @@ int cmd_run(const std::vector<std::string>& args) {
   } catch (const ablate::Error& e) {
     throw ablate::cli::UsageError(e.what());
   }
-  const std::string target = vm["experiment"].as<std::string>();
+  return ro;
+}
+
+// --fork, --branch and --at checked against each other and the start flags; the step of
+// --at (0: none).
+int64_t branch_step(const po::variables_map& vm, const ablate::RunOptions& ro) {
   if (vm.count("fork") && ro.resume)
     throw ablate::cli::UsageError("--fork starts a new run: it excludes --resume and --extend-to");
   if (vm.count("at") && !vm.count("branch"))
@@ -256,6 +262,24 @@ int cmd_run(const std::vector<std::string>& args) {
   int64_t at = 0;
   if (vm.count("at") && (at = vm["at"].as<int64_t>()) < 1)
     throw ablate::cli::UsageError("--at must be a step >= 1, got " + std::to_string(at));
+  return at;
+}
+
+int cmd_run(const std::vector<std::string>& args) {
+  po::options_description opts = run_command_options();
+  po::positional_options_description pos;
+  pos.add("experiment", 1).add("override", -1);
+  po::variables_map vm;
+  if (!ablate::cli::parse(args, "ablate run FILE|RUN_DIR [key.path=value ...] [options]", opts, pos,
+                          vm))
+    return 0;
+  if (!vm.count("experiment"))
+    throw ablate::cli::UsageError("missing the experiment file (e.g. experiments/quickstart.yaml)");
+  ablate::cli::add_plugin_dirs(vm);
+  const std::vector<std::string> overrides = overrides_given(vm);
+  ablate::RunOptions ro = run_options(vm);
+  const std::string target = vm["experiment"].as<std::string>();
+  const int64_t at = branch_step(vm, ro);
   const bool dry = vm["dry-run"].as<bool>();
   auto exp = vm.count("branch")
                  ? branch_target(target, overrides, vm["branch"].as<std::string>(), at, dry, ro)

@@ -163,7 +163,7 @@ int submit(const ablate::Sweep& s, const std::vector<ablate::PointCheck>& checks
   return 0;
 }
 
-int cmd_sweep(const std::vector<std::string>& args) {
+po::options_description sweep_options() {
   po::options_description opts("options");
   opts.add_options()("sweep", po::value<std::string>(), "sweep YAML file")(
       "dry-run,n", po::bool_switch(),
@@ -193,53 +193,50 @@ int cmd_sweep(const std::vector<std::string>& args) {
       "mem", po::value<std::string>(), "slurm: sbatch --mem per point (e.g. 4G)")(
       "sbatch-arg", po::value<std::vector<std::string>>()->composing(),
       "slurm: another sbatch option, verbatim (repeatable), e.g. --sbatch-arg=--account=abc");
-  po::positional_options_description pos;
-  pos.add("sweep", 1);
-  po::variables_map vm;
-  if (!ablate::cli::parse(args,
-                          "ablate sweep FILE [--dry-run | --status | --jobs N [--points LIST] | "
-                          "--launcher slurm | --point I] [options]",
-                          opts, pos, vm))
-    return 0;
-  if (!vm.count("sweep"))
-    throw ablate::cli::UsageError(
-        "missing the sweep file (e.g. experiments/ablations/swiglu_vs_relu.yaml)");
-  ablate::cli::add_plugin_dirs(vm);
-  const int64_t jobs = vm["jobs"].as<int64_t>();
-  if (jobs < 1)
-    throw ablate::cli::UsageError("--jobs must be at least 1, got " + std::to_string(jobs));
-  int64_t threads = 0;
+  return opts;
+}
+
+// How each point runs: --jobs, --threads (0: the default), --quiet.
+struct PointLimits {
+  int64_t jobs = 1, threads = 0;
+  bool quiet = false;
+};
+
+PointLimits point_limits(const po::variables_map& vm) {
+  PointLimits l;
+  l.jobs = vm["jobs"].as<int64_t>();
+  if (l.jobs < 1)
+    throw ablate::cli::UsageError("--jobs must be at least 1, got " + std::to_string(l.jobs));
   if (vm.count("threads")) {
-    threads = vm["threads"].as<int64_t>();
-    if (threads < 1)
-      throw ablate::cli::UsageError("--threads must be at least 1, got " + std::to_string(threads));
+    l.threads = vm["threads"].as<int64_t>();
+    if (l.threads < 1)
+      throw ablate::cli::UsageError("--threads must be at least 1, got " +
+                                    std::to_string(l.threads));
   }
-  const bool quiet = vm["quiet"].as<bool>();
-  ablate::Sweep s = ablate::load_sweep(vm["sweep"].as<std::string>(),
-                                       vm.count("dir") ? vm["dir"].as<std::string>() : "");
+  l.quiet = vm["quiet"].as<bool>();
+  return l;
+}
 
-  if (vm.count("point") && vm.count("points"))
-    throw ablate::cli::UsageError(
-        "--points and --point: give one (--point runs one point in this process, --points several "
-        "as a sweep)");
-  if (vm.count("point")) {
-    const int64_t i = vm["point"].as<int64_t>();
-    if (i < 0 || i >= static_cast<int64_t>(s.points.size()))
-      throw ablate::cli::UsageError("--point " + std::to_string(i) +
-                                    " is out of range: the sweep has " +
-                                    std::to_string(s.points.size()) + " points (0 to " +
-                                    std::to_string(s.points.size() - 1) + ")");
-    const ablate::SweepPoint& p = s.points[static_cast<size_t>(i)];
-    ablate::RunOptions ro;
-    ro.threads = threads;
-    ro.quiet = quiet;
-    ro.handle_signals = true;  // the sweep stops its points with SIGTERM: they checkpoint
-    if (!ablate::run_point(s, p, ro))
-      std::cout << "point " << i << " (" << p.id << "): already done in " << p.run_dir << "\n";
-    else std::cout << "point " << i << " (" << p.id << "): done -> " << p.run_dir << "\n";
-    return 0;
-  }
+// --point I: runs that point in this process.
+int run_one_point(const ablate::Sweep& s, int64_t i, const PointLimits& l) {
+  if (i < 0 || i >= static_cast<int64_t>(s.points.size()))
+    throw ablate::cli::UsageError("--point " + std::to_string(i) +
+                                  " is out of range: the sweep has " +
+                                  std::to_string(s.points.size()) + " points (0 to " +
+                                  std::to_string(s.points.size() - 1) + ")");
+  const ablate::SweepPoint& p = s.points[static_cast<size_t>(i)];
+  ablate::RunOptions ro;
+  ro.threads = l.threads;
+  ro.quiet = l.quiet;
+  ro.handle_signals = true;  // the sweep stops its points with SIGTERM: they checkpoint
+  if (!ablate::run_point(s, p, ro))
+    std::cout << "point " << i << " (" << p.id << "): already done in " << p.run_dir << "\n";
+  else std::cout << "point " << i << " (" << p.id << "): done -> " << p.run_dir << "\n";
+  return 0;
+}
 
+// --launcher, with the sbatch options refused without slurm.
+std::string chosen_launcher(const po::variables_map& vm) {
   const std::string launcher = vm["launcher"].as<std::string>();
   if (launcher != "local" && launcher != "slurm")
     throw ablate::cli::UsageError("--launcher must be local or slurm, got '" + launcher + "'");
@@ -248,22 +245,24 @@ int cmd_sweep(const std::vector<std::string>& args) {
       if (vm.count(k))
         throw ablate::cli::UsageError(std::string("--") + k +
                                       " is an sbatch option: it needs --launcher slurm");
+  return launcher;
+}
 
-  std::vector<int64_t> only;
-  if (vm.count("points")) {
-    if (vm["status"].as<bool>() || vm["dry-run"].as<bool>())
-      throw ablate::cli::UsageError(
-          "--points chooses what runs; --status and --dry-run show every point: drop --points");
-    try {
-      only = ablate::select_points(s, vm["points"].as<std::string>());
-    } catch (const ablate::Error& e) {
-      throw ablate::cli::UsageError(e.what());
-    }
+// The points --points chooses; empty: all.
+std::vector<int64_t> chosen_points(const ablate::Sweep& s, const po::variables_map& vm) {
+  if (!vm.count("points")) return {};
+  if (vm["status"].as<bool>() || vm["dry-run"].as<bool>())
+    throw ablate::cli::UsageError(
+        "--points chooses what runs; --status and --dry-run show every point: drop --points");
+  try {
+    return ablate::select_points(s, vm["points"].as<std::string>());
+  } catch (const ablate::Error& e) {
+    throw ablate::cli::UsageError(e.what());
   }
+}
 
-  if (vm["status"].as<bool>()) return print_status(s);
-
-  // On a terminal the line counts the points checked, with an ETA, in place.
+// Validates every point; on a terminal a line counts the points checked, with an ETA, in place.
+std::vector<ablate::PointCheck> validate_showing_progress(const ablate::Sweep& s, bool quiet) {
   const std::string what = "validating " + std::to_string(s.points.size()) + " point" +
                            (s.points.size() == 1 ? "" : "s") + " of " + s.file;
   const bool tty = !quiet && isatty(STDERR_FILENO);
@@ -286,23 +285,11 @@ int cmd_sweep(const std::vector<std::string>& args) {
     throw;
   }
   if (tty) std::cerr << "\n";
-  if (vm["dry-run"].as<bool>()) {
-    print_dry_run(s, checks);
-    return 0;
-  }
+  return checks;
+}
 
-  if (launcher == "slurm") return submit(s, checks, vm, only);
-
-  ablate::SweepRunOptions ro;
-  ro.jobs = jobs;
-  ro.threads = threads;
-  ro.quiet = quiet;
-  ro.binary = fs::read_symlink("/proc/self/exe").string();
-  if (vm.count("progress-every")) ro.progress_every = vm["progress-every"].as<double>();
-  ro.extra_args = plugin_dir_args(vm);
-  ro.only = only;
-  ablate::SweepRunResult r = ablate::run_sweep(s, checks, ro);
-
+// Prints what a local run did; returns the exit status (130 when interrupted).
+int report_run(const ablate::Sweep& s, ablate::SweepRunResult r) {
   std::cout << "sweep " << s.name << ": " << r.done.size() << " done, " << r.skipped.size()
             << " already done, " << r.failed.size() << " failed"
             << (r.interrupted ? ", " + std::to_string(r.stopped.size()) + " stopped (interrupted)"
@@ -322,6 +309,55 @@ int cmd_sweep(const std::vector<std::string>& args) {
   std::cout << "compare: ablate compare " << s.dir << " --metric val_loss\n";
   if (r.interrupted) return 130;
   return r.failed.empty() ? 0 : 1;
+}
+
+// Runs the points not done here, --jobs at a time, as child processes.
+int run_locally(const ablate::Sweep& s, const std::vector<ablate::PointCheck>& checks,
+                const po::variables_map& vm, const PointLimits& l,
+                const std::vector<int64_t>& only) {
+  ablate::SweepRunOptions ro;
+  ro.jobs = l.jobs;
+  ro.threads = l.threads;
+  ro.quiet = l.quiet;
+  ro.binary = fs::read_symlink("/proc/self/exe").string();
+  if (vm.count("progress-every")) ro.progress_every = vm["progress-every"].as<double>();
+  ro.extra_args = plugin_dir_args(vm);
+  ro.only = only;
+  return report_run(s, ablate::run_sweep(s, checks, ro));
+}
+
+int cmd_sweep(const std::vector<std::string>& args) {
+  po::options_description opts = sweep_options();
+  po::positional_options_description pos;
+  pos.add("sweep", 1);
+  po::variables_map vm;
+  if (!ablate::cli::parse(args,
+                          "ablate sweep FILE [--dry-run | --status | --jobs N [--points LIST] | "
+                          "--launcher slurm | --point I] [options]",
+                          opts, pos, vm))
+    return 0;
+  if (!vm.count("sweep"))
+    throw ablate::cli::UsageError(
+        "missing the sweep file (e.g. experiments/ablations/swiglu_vs_relu.yaml)");
+  ablate::cli::add_plugin_dirs(vm);
+  const PointLimits limits = point_limits(vm);
+  ablate::Sweep s = ablate::load_sweep(vm["sweep"].as<std::string>(),
+                                       vm.count("dir") ? vm["dir"].as<std::string>() : "");
+  if (vm.count("point") && vm.count("points"))
+    throw ablate::cli::UsageError(
+        "--points and --point: give one (--point runs one point in this process, --points several "
+        "as a sweep)");
+  if (vm.count("point")) return run_one_point(s, vm["point"].as<int64_t>(), limits);
+  const std::string how = chosen_launcher(vm);
+  const std::vector<int64_t> only = chosen_points(s, vm);
+  if (vm["status"].as<bool>()) return print_status(s);
+  const std::vector<ablate::PointCheck> checks = validate_showing_progress(s, limits.quiet);
+  if (vm["dry-run"].as<bool>()) {
+    print_dry_run(s, checks);
+    return 0;
+  }
+  if (how == "slurm") return submit(s, checks, vm, only);
+  return run_locally(s, checks, vm, limits, only);
 }
 
 }  // namespace

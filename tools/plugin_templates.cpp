@@ -1,5 +1,5 @@
 // The CMake project `ablate plugin new` writes next to the family's skeleton (the
-// skeletons themselves are in the family descriptors, framework/model/src/families/).
+// skeletons themselves are tools/plugin_skeletons/<family>.cpp).
 #include "plugin_templates.hpp"
 
 namespace ablate::cli {

@@ -1,10 +1,10 @@
 // Plugin families declared as data. Each family (ffn, norm, optimizer, ...) is its
 // interface header (ablate/<family>.hpp, with `static constexpr const char* kFamily`) and
 // one file framework/model/src/families/<family>.cpp that registers a FamilyDescriptor: where
-// experiments choose it, its default variant, its conformance checks and the skeleton of
-// `ablate plugin new`. The registry, `ablate plugins`, `ablate plugin new/check`, the
-// conformance runner and the model and trainer (for defaults) loop over these
-// descriptors; none of them names a family's variants. docs/PLUGINS.md, "Adding a
+// experiments choose it, its default variant and its conformance checks (the skeleton of
+// `ablate plugin new` is tools/plugin_skeletons/<family>.cpp). The registry, `ablate plugins`,
+// `ablate plugin new/check`, the conformance runner and the model and trainer (for defaults) loop
+// over these descriptors; none of them names a family's variants. docs/PLUGINS.md, "Adding a
 // family", shows the steps.
 #pragma once
 #include <string>
@@ -29,10 +29,6 @@ struct FamilyDescriptor {
   // Conformance checks (framework/model/src/families/kit.hpp): run by `ablate plugin check`
   // and by the test suite on every variant.
   void (*checks)(conformance::Checker&, const conformance::Subject&) = nullptr;
-  // The skeleton `ablate plugin new FAMILY NAME` writes: a small working variant that
-  // passes the checks. @NAME@, @CLASS@ and @FAMILY@ are replaced.
-  std::string template_summary;
-  std::string template_source;
   // Options a variant reads beyond its constructor's, for `ablate plugins`: (heading, docs)
   // sections, found by calling it in describe mode (a task's data flags and evaluator
   // options). Null: none.

@@ -1,5 +1,5 @@
-// Family "norm": its descriptor (see ablate/family.hpp), conformance checks and the
-// skeleton of `ablate plugin new norm NAME`.
+// Family "norm": its descriptor (see ablate/family.hpp) and conformance checks (the
+// skeleton of `ablate plugin new norm NAME` is tools/plugin_skeletons/norm.cpp).
 #include "ablate/norm.hpp"
 #include "kit.hpp"
 
@@ -10,38 +10,6 @@ void check_norm(Checker& ck, const Subject& s) {
   check_rowwise<Norm>(ck, s, 10, 5, 2.0f, 1.0f, false);
 }
 
-const char* kTemplate =
-    R"TPL(// @NAME@: a normalisation variant for ablate (family "norm"), from `ablate plugin new norm @NAME@`.
-// As generated: RMSNorm (Zhang & Sennrich 2019): x / sqrt(mean(x^2) + eps) * gain.
-// x (B*T, C) -> (B*T, C); gain (1, C). Placement (pre/post) is the model's business.
-#include <string>
-
-#include "ablate/norm.hpp"
-#include "ablate/ops.hpp"
-#include "ablate/plugin.hpp"
-
-namespace {
-
-class @CLASS@ final : public ablate::Norm {
- public:
-  @CLASS@(const ablate::Options& o, const ablate::BuildContext& c)
-      : eps_(o.get_in<float>("eps", 1e-5f, 1e-12f, 1.0f, "added to the mean square")) {
-    if (c.dims.d_model <= 0) o.fail("", "d_model must be positive, got " + std::to_string(c.dims.d_model));
-    ablate::ParamScope ps = c.params;
-    gain_ = &ps.add("weight", 1, c.dims.d_model, ablate::Role::kGain);
-  }
-
-  ablate::Var forward(ablate::Graph& g, ablate::Var x) override { return ablate::rmsnorm(g, x, g.param(*gain_), eps_); }
-
- private:
-  float eps_;
-  ablate::Parameter* gain_ = nullptr;
-};
-
-}  // namespace
-ABLATE_PLUGIN(ablate::Norm, @NAME@, @CLASS@, "RMS normalisation with a learned gain")
-)TPL";
-
 [[maybe_unused]] const bool registered = register_family([] {
   FamilyDescriptor d;
   d.name = Norm::kFamily;
@@ -50,8 +18,6 @@ ABLATE_PLUGIN(ablate::Norm, @NAME@, @CLASS@, "RMS normalisation with a learned g
   d.default_variant = "layernorm";
   d.summary = "a normalisation over channels: x (B*T, C) -> (B*T, C)";
   d.checks = &check_norm;
-  d.template_summary = "RMS normalisation with a learned gain";
-  d.template_source = kTemplate;
   return d;
 }());
 

@@ -1,5 +1,5 @@
-// Family "positional": its descriptor (see ablate/family.hpp), conformance checks and the
-// skeleton of `ablate plugin new positional NAME`.
+// Family "positional": its descriptor (see ablate/family.hpp) and conformance checks (the
+// skeleton of `ablate plugin new positional NAME` is tools/plugin_skeletons/positional.cpp).
 #include "ablate/positional.hpp"
 #include "kit.hpp"
 
@@ -194,59 +194,6 @@ void check_positional(Checker& ck, const Subject& s) {
   check_options<PositionalEncoding>(ck, s, d);
 }
 
-const char* kTemplate =
-    R"TPL(// @NAME@: a positional encoding for ablate (family "positional"), from
-// `ablate plugin new positional @NAME@`. Positions act at three points (ablate/positional.hpp):
-// embed (added to token embeddings), rotate (queries and keys), attention_slopes (logit
-// biases); override the ones you need. As generated: learned absolute positions, a table
-// P (context, C) added to x (B*T, C) at positions pos0 + t.
-#include <string>
-#include <vector>
-
-#include "ablate/ops.hpp"
-#include "ablate/plugin.hpp"
-#include "ablate/positional.hpp"
-
-namespace {
-
-class @CLASS@ final : public ablate::PositionalEncoding {
- public:
-  @CLASS@(const ablate::Options& o, const ablate::BuildContext& c) : context_(c.dims.context) {
-    if (c.dims.context <= 0 || c.dims.d_model <= 0)
-      o.fail("", "needs positive context and d_model, got context = " + std::to_string(c.dims.context) +
-                     ", d_model = " + std::to_string(c.dims.d_model));
-    ablate::ParamScope ps = c.params;
-    table_ = &ps.add("weight", c.dims.context, c.dims.d_model, ablate::Role::kPosition);
-  }
-
-  ablate::Var embed(ablate::Graph& g, ablate::Var x, const ablate::PosContext& pc) override {
-    const int64_t B = pc.batch, T = pc.time;
-    // Errors are thrown (never exit()): the CLI prints them.
-    if (pc.pos0 < 0 || pc.pos0 + T > context_)
-      throw ablate::Error("@NAME@: positions " + std::to_string(pc.pos0) + ".." + std::to_string(pc.pos0 + T - 1) +
-                          " exceed the table of " + std::to_string(context_) + " (model.context)");
-    // embed() may run on several threads at once (decoding): no member is written here.
-    thread_local std::vector<int32_t> rows;
-    rows.resize(static_cast<size_t>(B * T));
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < T; ++t) rows[static_cast<size_t>(b * T + t)] = static_cast<int32_t>(pc.pos0 + t);
-    return ablate::add(g, x, ablate::embedding(g, g.param(*table_), rows.data(), B * T));  // (B*T, C)
-  }
-
-  int64_t max_positions() const override { return context_; }
-  // This variant leaves rotate() alone, so attention may skip it and read q, k and v
-  // straight from the fused projection. Return true (the default) if you override rotate().
-  bool rotates() const override { return false; }
-
- private:
-  int64_t context_;
-  ablate::Parameter* table_ = nullptr;
-};
-
-}  // namespace
-ABLATE_PLUGIN(ablate::PositionalEncoding, @NAME@, @CLASS@, "learned absolute position embeddings")
-)TPL";
-
 [[maybe_unused]] const bool registered = register_family([] {
   FamilyDescriptor d;
   d.name = PositionalEncoding::kFamily;
@@ -255,8 +202,6 @@ ABLATE_PLUGIN(ablate::PositionalEncoding, @NAME@, @CLASS@, "learned absolute pos
   d.default_variant = "learned";
   d.summary = "positions: added to the embeddings, rotating q and k, or attention biases";
   d.checks = &check_positional;
-  d.template_summary = "learned absolute position embeddings";
-  d.template_source = kTemplate;
   return d;
 }());
 
