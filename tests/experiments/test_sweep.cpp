@@ -189,6 +189,10 @@ TEST_CASE("sweep/spec errors name file:line:col, the key, what is allowed and a 
   has(e, "s.yaml:6:3: sweep.baseline: given twice, on line 4 and on line 6; keep one of them");
   e = spec_error("base: {name: x, model: {d_model: 8, d_model: 16}}\n", d);
   has(e, "s.yaml:1:37: base.model.d_model: given twice, on line 1, columns 25 and 37");
+  e = spec_error("base: {name: x, eval: [{type: a, type: b}]}\n", d);
+  has(e, "s.yaml:1:34: base.eval[0].type: given twice, on line 1, columns 25 and 34");
+  e = spec_error("base: {name: x}\nsweep:\n  grid: {? [a]: [1, 2]}\n", d);
+  has(e, "s.yaml:3:12: sweep.grid: a key must be a plain name, not a list");
   e = spec_error("base: {name: x}\nsweep: {seeds: 0}\n", d);
   has(e, "s.yaml:2:16: sweep.seeds: 0 is out of range");
   e = spec_error("base: {name: x}\nsweep: {seeds: [1, 2, 1]}\n", d);

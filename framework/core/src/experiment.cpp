@@ -1,61 +1,12 @@
-// Experiment loading: YAML parse errors with locations, overrides, flattening.
+// Experiment loading (through the checked YAML loader), overrides, flattening.
 #include "ablate/experiment.hpp"
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <sstream>
 
 namespace ablate {
-
-namespace {
-
-constexpr int kMaxDepth = 64;
-constexpr size_t kMaxNodes = 100000;
-
-// Rejects what yaml-cpp accepts but an experiment must not contain: duplicate keys (both
-// are kept, and a lookup silently sees the first), keys that are not plain scalars, and
-// documents that aliases make cyclic or huge (every later walk would loop or explode).
-void check_structure(const YAML::Node& n, const std::string& file, const std::string& path,
-                     int depth, size_t& count) {
-  const std::string shown = path.empty() ? "the document" : path;
-  if (++count > kMaxNodes)
-    throw ConfigError(file + ": the experiment expands to more than " + std::to_string(kMaxNodes) +
-                      " YAML nodes (through aliases?); write it out plainly");
-  if (depth > kMaxDepth)
-    throw ConfigError(yaml_location(file, n.Mark()) + ": " + shown + ": nested more than " +
-                      std::to_string(kMaxDepth) + " levels deep (a recursive alias?)");
-  if (n.IsMap()) {
-    std::map<std::string, YAML::Mark> seen;
-    for (auto it = n.begin(); it != n.end(); ++it) {
-      if (!it->first.IsScalar())
-        throw ConfigError(yaml_location(file, it->first.Mark()) + ": " + shown +
-                          ": a key must be a plain name, not a " +
-                          (it->first.IsMap()        ? "map"
-                           : it->first.IsSequence() ? "list"
-                                                    : "null"));
-      const std::string& k = it->first.Scalar();
-      const std::string child = path.empty() ? k : path + "." + k;
-      auto [first, fresh] = seen.emplace(k, it->first.Mark());
-      if (!fresh)
-        throw ConfigError(yaml_location(file, it->first.Mark()) + ": " + child +
-                          ": duplicate key (first at line " +
-                          std::to_string(first->second.line + 1) + "); keep one of them");
-      check_structure(it->second, file, child, depth + 1, count);
-    }
-  } else if (n.IsSequence()) {
-    for (size_t i = 0; i < n.size(); ++i)
-      check_structure(n[i], file, path + "[" + std::to_string(i) + "]", depth + 1, count);
-  }
-}
-
-void check_structure(const YAML::Node& n, const std::string& file) {
-  size_t count = 0;
-  check_structure(n, file, "", 0, count);
-}
-
-}  // namespace
 
 Experiment Experiment::load(const std::string& path, const std::vector<std::string>& overrides) {
   std::ifstream in(path, std::ios::binary);
@@ -74,15 +25,10 @@ Experiment Experiment::parse(const std::string& text, const std::string& file,
   e.source_ = std::make_shared<ConfigSource>();
   e.source_->file = file;
   e.dir_ = dir;
-  try {
-    e.root_ = YAML::Load(text);
-  } catch (const YAML::ParserException& ex) {
-    throw ConfigError(yaml_location(file, ex.mark) + ": YAML syntax error: " + ex.msg);
-  }
+  e.root_ = load_yaml(text, file, YamlDocument::experiment);
   if (e.root_.IsNull()) e.root_ = YAML::Node(YAML::NodeType::Map);
   if (!e.root_.IsMap())
     throw ConfigError(file + ":1:1: an experiment must be a YAML map (name:, model:, train:, ...)");
-  check_structure(e.root_, file);
   for (const auto& ov : overrides) {
     apply_override(e.root_, ov);
     e.source_->overrides[ov.substr(0, ov.find('='))] = ov;
@@ -115,7 +61,7 @@ void apply_override(YAML::Node& root, const std::string& a) {
     value = YAML::Node(text);
   }
   if (text.empty()) value = YAML::Node("");
-  check_structure(value, "command-line override '" + a + "'");
+  check_yaml(value, "command-line override '" + a + "'", YamlDocument::experiment);
   std::vector<std::string> parts;
   std::stringstream ks(key);
   for (std::string p; std::getline(ks, p, '.');) {

@@ -5,11 +5,6 @@
 
 namespace ablate {
 
-std::string yaml_location(const std::string& file, const YAML::Mark& m) {
-  if (m.is_null() || m.line < 0) return file;
-  return file + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
-}
-
 Options::Options(YAML::Node node, std::shared_ptr<ConfigSource> source, std::string path)
     : node_(std::move(node)), source_(std::move(source)), path_(std::move(path)) {
   if (!source_) source_ = std::make_shared<ConfigSource>();
@@ -133,11 +128,10 @@ void Options::check_unused(const std::vector<std::string>& also_allowed) const {
     std::sort(known.begin(), known.end());
     known.erase(std::unique(known.begin(), known.end()), known.end());
     std::string dym = did_you_mean(k, known);
-    std::string loc = source_->overrides.count(key_path(k))
-                          ? "command-line override '" + source_->overrides.at(key_path(k)) + "'"
-                          : (source_->file.empty() ? "<config>" : source_->file) + ":" +
-                                std::to_string(it->first.Mark().line + 1) + ":" +
-                                std::to_string(it->first.Mark().column + 1);
+    std::string loc =
+        source_->overrides.count(key_path(k))
+            ? "command-line override '" + source_->overrides.at(key_path(k)) + "'"
+            : yaml_location(source_->file.empty() ? "<config>" : source_->file, it->first.Mark());
     throw ConfigError(loc + ": " + key_path(k) + ": unknown key" +
                       (path_.empty() ? "" : " in " + path_) +
                       ". Allowed: " + (known.empty() ? "(none)" : join(known)) +

@@ -1,28 +1,21 @@
-// Sweep comparison: values per run, groups, seed-paired tests, text/Markdown/CSV output
-// (see compare.hpp).
+// Sweep comparison: values per run, groups, seed-paired tests and their notes (see
+// compare.hpp). Reading the runs is in compare_runs.cpp, the text forms in compare_format.cpp.
 #include "ablate/compare.hpp"
-
-#include <glob.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <map>
 #include <optional>
 #include <set>
 #include <sstream>
 
-#include <yaml-cpp/yaml.h>
-
 #include "ablate/error.hpp"
-#include "ablate/experiment.hpp"
 #include "ablate/metric_spec.hpp"
 #include "ablate/trainer.hpp"
 #include "compare_text.hpp"
 
 namespace ablate {
-namespace fs = std::filesystem;
 using namespace compare_text;
 
 namespace {
@@ -101,90 +94,6 @@ std::string find_table(const SweepResults& r, const std::string& metric, const s
                 join(std::vector<std::string>(it->second.begin(), it->second.end())) +
                 "); choose one with --table");
   return *it->second.begin();
-}
-
-// The run directories a command-line path stands for: a run directory, a run.h5 file, a
-// sweep directory (its points' runs) or a glob pattern of those.
-std::vector<std::string> run_dirs_of(const std::string& arg) {
-  std::vector<std::string> paths;
-  if (arg.find_first_of("*?[") != std::string::npos) {
-    glob_t g{};
-    const int rc = ::glob(arg.c_str(), 0, nullptr, &g);
-    for (size_t i = 0; rc == 0 && i < g.gl_pathc; ++i) paths.emplace_back(g.gl_pathv[i]);
-    globfree(&g);
-    if (paths.empty())
-      throw Error("'" + arg +
-                  "' matches no file or directory; give run directories (runs/a runs/b) or a "
-                  "pattern that matches some (runs/lr*)");
-  } else {
-    paths.push_back(arg);
-  }
-  std::vector<std::string> dirs;
-  for (std::string p : paths) {
-    while (p.size() > 1 && p.back() == '/') p.pop_back();
-    if (fs::is_regular_file(p) && fs::path(p).filename() == "run.h5") {
-      dirs.push_back(fs::path(p).has_parent_path() ? fs::path(p).parent_path().string() : ".");
-    } else if (fs::is_directory(p) &&
-               (fs::exists(run_file_path(p)) || fs::exists(RunDir(p).config()) ||
-                fs::exists(RunDir(p).failure_marker()))) {
-      // A run directory, also one whose run died before its run file existed: listed as
-      // missing or failed, not dropped.
-      dirs.push_back(p);
-    } else if (fs::is_directory(p) && fs::exists(fs::path(p) / "manifest.yaml")) {
-      for (const auto& pt : read_manifest(p).points) dirs.push_back(pt.run_dir);
-    } else {
-      throw Error("'" + p + "'" + (arg != p ? " (from '" + arg + "')" : "") + ": " +
-                  (fs::exists(p) ? "not a run (no run.h5 in it) nor a sweep (no manifest.yaml)"
-                                 : "no such file or directory") +
-                  "; give run directories written by 'ablate run' (runs/<name>), their run.h5 "
-                  "files, or sweep directories");
-    }
-  }
-  return dirs;
-}
-
-// Shortest tails of the paths (whole components) that tell them apart: runs/a, runs/b -> a, b.
-std::vector<std::string> short_names(const std::vector<std::string>& dirs) {
-  std::vector<std::vector<std::string>> parts;
-  for (const auto& d : dirs) {
-    std::vector<std::string> c;
-    for (const auto& e : fs::path(d).lexically_normal())
-      if (!e.empty() && e != ".") c.push_back(e.string());
-    if (c.empty()) c.push_back(d);
-    parts.push_back(c);
-  }
-  std::vector<std::string> names(dirs.size());
-  for (size_t depth = 1;; ++depth) {
-    std::map<std::string, int> seen;
-    bool longer = false;
-    for (size_t i = 0; i < dirs.size(); ++i) {
-      const auto& c = parts[i];
-      const size_t k = std::min(depth, c.size());
-      longer |= k < c.size();
-      std::string n;
-      for (size_t j = c.size() - k; j < c.size(); ++j) n += (n.empty() ? "" : "/") + c[j];
-      names[i] = n;
-      seen[n]++;
-    }
-    bool unique = true;
-    for (const auto& [n, k] : seen) unique &= k == 1;
-    if (unique || !longer) return names;
-  }
-}
-
-// A run's options, flattened from its resolved config (else the config as given).
-std::map<std::string, std::string> run_options(const RunData& d) {
-  std::map<std::string, std::string> m;
-  for (const char* attr : {"config_resolved", "config"}) {
-    auto it = d.str_attrs.find(attr);
-    if (it == d.str_attrs.end() || it->second.empty()) continue;
-    try {
-      for (auto& [k, v] : flatten(YAML::Load(it->second))) m[k] = v;
-      return m;
-    } catch (const YAML::Exception&) {
-    }
-  }
-  return m;
 }
 
 // The number one run gives to a comparison (its final, best or step-N value), or NaN with
@@ -374,114 +283,6 @@ int metric_higher_is_better(const std::string& metric) {
   return -1;
 }
 
-std::pair<std::vector<double>, std::vector<double>> metric_series(const RunData& d,
-                                                                  const std::string& table,
-                                                                  const std::string& metric) {
-  auto t = d.tables.find(table);
-  if (t == d.tables.end()) return {};
-  auto s = t->second.find("step"), m = t->second.find(metric);
-  if (s == t->second.end() || m == t->second.end()) return {};
-  size_t n = std::min(s->second.size(), m->second.size());
-  return {
-      std::vector<double>(s->second.begin(), s->second.begin() + static_cast<std::ptrdiff_t>(n)),
-      std::vector<double>(m->second.begin(), m->second.begin() + static_cast<std::ptrdiff_t>(n))};
-}
-
-SweepResults load_sweep_results(const std::string& sweep_dir) {
-  SweepResults r;
-  r.sweep = read_manifest(sweep_dir);
-  r.runs.resize(r.sweep.points.size());
-  for (size_t i = 0; i < r.sweep.points.size(); ++i) {
-    SweepRun& run = r.runs[i];
-    run.point = &r.sweep.points[i];
-    run.state = run_state(run.point->run_dir);
-    if (fs::exists(run_file_path(run.point->run_dir))) {
-      try {
-        run.data = read_run_file(run_file_path(run.point->run_dir));
-        run.readable = true;
-      } catch (const Error&) {
-      }
-    }
-  }
-  return r;
-}
-
-std::map<std::string, size_t> runs_by_state(const SweepResults& r) {
-  std::map<std::string, size_t> counts;
-  for (const SweepRun& run : r.runs) ++counts[status_name(run.state.status)];
-  return counts;
-}
-
-SweepResults load_run_results(const std::vector<std::string>& paths) {
-  std::vector<std::string> dirs;
-  std::set<std::string> seen;
-  for (const auto& a : paths)
-    for (const auto& d : run_dirs_of(a)) {
-      std::error_code ec;
-      auto canon = fs::weakly_canonical(d, ec).string();
-      if (seen.insert(ec ? d : canon).second) dirs.push_back(d);
-    }
-  if (dirs.empty())
-    throw Error(
-        "no runs given; give run directories (runs/a runs/b), a pattern (\"runs/lr*\") or a sweep "
-        "directory");
-  SweepResults r;
-  r.any_runs = true;
-  Sweep& s = r.sweep;
-  s.name = "runs";
-  s.dir = dirs.size() == 1 ? dirs[0] : "the " + std::to_string(dirs.size()) + " runs given";
-  s.base = "(runs given one by one)";
-  s.points.resize(dirs.size());
-  r.runs.resize(dirs.size());
-  const std::vector<std::string> ids = short_names(dirs);
-  std::vector<std::map<std::string, std::string>> options(dirs.size());
-  std::set<std::string> keys;
-  for (size_t i = 0; i < dirs.size(); ++i) {
-    SweepRun& run = r.runs[i];
-    run.point = &s.points[i];
-    run.state = run_state(dirs[i]);
-    try {
-      run.data = read_run_file(run_file_path(dirs[i]));
-      run.readable = true;
-    } catch (const Error&) {
-    }
-    options[i] = run_options(run.data);
-    for (const auto& kv : options[i]) keys.insert(kv.first);
-  }
-  // The options that differ between the runs: the dimensions, as a sweep's grid keys.
-  auto value = [&](size_t i, const std::string& k) {
-    auto it = options[i].find(k);
-    return it == options[i].end() ? std::string("-") : it->second;
-  };
-  for (const auto& k : keys) {
-    if (k == "seed" || bookkeeping_option(k)) continue;
-    for (size_t i = 1; i < dirs.size(); ++i)
-      if (value(i, k) != value(0, k)) {
-        s.grid_keys.push_back(k);
-        break;
-      }
-  }
-  std::set<int64_t> seeds;
-  for (size_t i = 0; i < dirs.size(); ++i) {
-    SweepPoint& p = s.points[i];
-    p.index = static_cast<int64_t>(i);
-    p.id = ids[i];
-    p.run_dir = dirs[i];
-    try {
-      p.seed = std::stoll(value(i, "seed"));
-    } catch (const std::exception&) {
-      p.seed = 0;
-    }
-    seeds.insert(p.seed);
-    for (const auto& k : s.grid_keys) {
-      p.values.emplace_back(k, value(i, k));
-      p.overrides.push_back({k, value(i, k), ""});
-    }
-  }
-  s.seeds.assign(seeds.begin(), seeds.end());
-  return r;
-}
-
 namespace {
 
 // Runs made on different CPUs or kernel paths compute differently rounded floats, so a
@@ -537,16 +338,10 @@ std::optional<MetricSpec> declared_spec(const SweepResults& r, const std::string
   return std::nullopt;
 }
 
-}  // namespace
-
-Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
-  const Sweep& s = r.sweep;
-  Comparison c;
-  c.metric = o.metric;
-  c.level = o.level;
-  c.table = find_table(r, o.metric, o.table);
-  // The direction as given, else as the runs declare it (metric_spec.hpp), else from the name.
-  const std::optional<MetricSpec> declared = declared_spec(r, c.table, o.metric);
+// The direction of the metric: as given, else as the runs declare it (metric_spec.hpp),
+// else from the name. --at best needs one.
+void resolve_direction(Comparison& c, const CompareOptions& o,
+                       const std::optional<MetricSpec>& declared) {
   int direction = o.higher_is_better;
   c.direction_source = "as given";
   if (direction < 0 && declared) {
@@ -564,32 +359,36 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
                           : "and its name does not tell (known: loss, ppl, error, bpc, bpb, bits "
                             "are lower; acc, exact, match, em, f1, score are higher)") +
                 ". Fix: add --higher-is-better or --lower-is-better");
+}
 
-  c.at = o.at;
-  const int64_t at_step = parse_at(o.at);
+// How --by puts runs into groups: a run's group label, and the key that pairs it with a
+// run of the baseline group.
+struct Grouping {
+  const Sweep& s;
+  std::string by;
+  bool by_grid = false;         // by a grid or zip key
+  bool by_variant_key = false;  // by a key whose value the variant decides
 
-  // --by: variant, point, or a swept key.
-  const std::vector<std::string> swept = s.swept_keys();
-  std::set<std::string> variant_keys;  // keys whose value the variant decides
-  for (const auto& p : s.points)
-    for (const auto& ov : p.overrides)
-      if (ov.key != "seed" &&
-          std::find(s.grid_keys.begin(), s.grid_keys.end(), ov.key) == s.grid_keys.end() &&
-          std::find(s.zip_keys.begin(), s.zip_keys.end(), ov.key) == s.zip_keys.end())
-        variant_keys.insert(ov.key);
-  c.by = resolve_by(r, o.by, swept);
-  const bool by_grid =
-      std::find(s.grid_keys.begin(), s.grid_keys.end(), c.by) != s.grid_keys.end() ||
-      std::find(s.zip_keys.begin(), s.zip_keys.end(), c.by) != s.zip_keys.end();
-  const bool by_variant_key = !by_grid && variant_keys.count(c.by);
+  Grouping(const SweepResults& r, const std::string& by_option) : s(r.sweep) {
+    const std::vector<std::string> swept = s.swept_keys();
+    std::set<std::string> variant_keys;  // keys whose value the variant decides
+    for (const auto& p : s.points)
+      for (const auto& ov : p.overrides)
+        if (ov.key != "seed" && !swept_by_list(ov.key)) variant_keys.insert(ov.key);
+    by = resolve_by(r, by_option, swept);
+    by_grid = swept_by_list(by);
+    by_variant_key = !by_grid && variant_keys.count(by);
+  }
 
-  // Label of a run's group, and the key that pairs it with a run of the baseline group.
-  std::vector<std::string> value_keys = s.grid_keys;
-  value_keys.insert(value_keys.end(), s.zip_keys.begin(), s.zip_keys.end());
-  auto label_of = [&](const SweepPoint& p) -> std::string {
-    if (c.by == "variant") return p.variant;
-    if (c.by == "run") return p.id;
-    if (c.by == "point") {
+  bool swept_by_list(const std::string& key) const {
+    return std::find(s.grid_keys.begin(), s.grid_keys.end(), key) != s.grid_keys.end() ||
+           std::find(s.zip_keys.begin(), s.zip_keys.end(), key) != s.zip_keys.end();
+  }
+
+  std::string label_of(const SweepPoint& p) const {
+    if (by == "variant") return p.variant;
+    if (by == "run") return p.id;
+    if (by == "point") {
       std::vector<std::string> parts;
       if (!p.variant.empty()) parts.push_back(p.variant);
       std::vector<std::string> keys;
@@ -597,22 +396,37 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
       for (const auto& [k, v] : p.values) parts.push_back(short_key(k, keys) + "=" + v);
       return parts.empty() ? "(all)" : join(parts, " ");
     }
-    const std::string v = p.value_of(c.by);
+    const std::string v = p.value_of(by);
     return v.empty() ? "(base value)" : v;
-  };
-  auto pair_key_of = [&](const SweepPoint& p) {
-    std::string key = "seed=" + std::to_string(p.seed);
-    if (c.by == "point" || c.by == "run") return key;
-    if (c.by != "variant" && !by_variant_key) key += "|variant=" + p.variant;
-    for (const auto& [k, v] : p.values)
-      if (k != c.by) key += "|" + k + "=" + v;
-    return key;
-  };
+  }
 
-  // Groups in point order.
-  std::vector<std::map<std::string, double>> pair_values;  // per group: pair key -> value
+  std::string pair_key_of(const SweepPoint& p) const {
+    std::string key = "seed=" + std::to_string(p.seed);
+    if (by == "point" || by == "run") return key;
+    if (by != "variant" && !by_variant_key) key += "|variant=" + p.variant;
+    for (const auto& [k, v] : p.values)
+      if (k != by) key += "|" + k + "=" + v;
+    return key;
+  }
+
+  // What runs pair by, for the notes.
+  std::string pairing() const {
+    const size_t swept_lists = s.grid_keys.size() + s.zip_keys.size();
+    return by == "point" || by == "run"
+               ? "the same seed"
+               : "the same seed" + std::string(swept_lists == 0 || (swept_lists == 1 && by_grid)
+                                                   ? ""
+                                                   : " and the same other swept values");
+  }
+};
+
+// The group of every run, in point order, with the value it gives (or the problem why it
+// gives none) and its parameter count. Returns per group: pair key -> value.
+std::vector<std::map<std::string, double>> group_runs(const SweepResults& r, const Grouping& by,
+                                                      int64_t at_step, Comparison& c) {
+  std::vector<std::map<std::string, double>> pair_values;
   for (const auto& run : r.runs) {
-    const std::string label = label_of(*run.point);
+    const std::string label = by.label_of(*run.point);
     auto it = std::find_if(c.groups.begin(), c.groups.end(),
                            [&](const GroupResult& g) { return g.label == label; });
     if (it == c.groups.end()) {
@@ -624,8 +438,6 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
     GroupResult& g = *it;
     auto& pv = pair_values[static_cast<size_t>(it - c.groups.begin())];
     g.runs.push_back(&run);
-    const std::string id = run.point->id;
-    auto problem = [&](const std::string& why) { g.problems.push_back(id + ": " + why); };
     if (run.readable && run.data.num_attrs.count("n_params")) {
       double np = run.data.num_attrs.at("n_params");
       g.params_min = std::isnan(g.params_min) ? np : std::min(g.params_min, np);
@@ -634,20 +446,21 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
     std::string why;
     const double v = run_value(run, c, at_step, why);
     if (!why.empty()) {
-      problem(why);
+      g.problems.push_back(run.point->id + ": " + why);
       continue;
     }
     g.valued.push_back(&run);
     g.values.push_back(v);
-    pv[pair_key_of(*run.point)] = v;
+    pv[by.pair_key_of(*run.point)] = v;
   }
+  return pair_values;
+}
 
-  test_against_baseline(c, pair_values,
-                        o.baseline.empty() && c.by == "variant" ? s.baseline : o.baseline, o.level);
-  c.pooled = pooled_dims(r, c);
-  // A proportion (an accuracy or exact match, every value in [0, 1]): its mean lies in
-  // [0, 1] and a difference of two in [-1, 1], so the t intervals are cut there (a
-  // confidence set cut to the parameter's range keeps its coverage).
+// A proportion (an accuracy or exact match, every value in [0, 1]): its mean lies in
+// [0, 1] and a difference of two in [-1, 1], so the t intervals are cut there (a
+// confidence set cut to the parameter's range keeps its coverage). Sets intervals_cut
+// and differences_cut.
+void cut_proportion_intervals(Comparison& c, const std::optional<MetricSpec>& declared) {
   bool proportion =
       declared ? declared->lo == 0 && declared->hi == 1 : is_proportion_name(c.metric);
   for (const auto& g : c.groups)
@@ -670,15 +483,13 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
         c.differences_cut = c.differences_cut || low || high;
       }
     }
+  c.intervals_cut = cut;
+}
 
+// The notes on the direction, the cut intervals and the test.
+void add_method_notes(Comparison& c, const std::string& pairing, double level) {
   char lvl[40];
-  std::snprintf(lvl, sizeof lvl, "%g%%", o.level * 100);
-  const std::string pairing =
-      c.by == "point" || c.by == "run"
-          ? "the same seed"
-          : "the same seed" + std::string(value_keys.empty() || (value_keys.size() == 1 && by_grid)
-                                              ? ""
-                                              : " and the same other swept values");
+  std::snprintf(lvl, sizeof lvl, "%g%%", level * 100);
   if (c.direction_known)
     c.notes.push_back(std::string(c.higher_is_better ? "higher" : "lower") + " is better (" +
                       c.direction_source + "); wins: pairs where the group beats " + c.baseline +
@@ -688,8 +499,7 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
         "whether '" + c.metric +
         "' is better higher or lower: not known from its name, so no wins are counted; "
         "add --higher-is-better or --lower-is-better.");
-  c.intervals_cut = cut;
-  if (cut)
+  if (c.intervals_cut)
     c.notes.push_back(
         "'" + c.metric +
         "' is a proportion (every value in [0, 1]): intervals are cut to [0, 1] for a mean, "
@@ -698,6 +508,11 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
       "p: two-sided paired t-test (Student's t, n-1 degrees of freedom) on the per-pair "
       "differences (group - " +
       c.baseline + "), runs paired by " + pairing + ". " + lvl + " CIs from the t distribution.");
+}
+
+// The notes on groups whose pairs the t-test cannot judge, pooled dimensions, groups with
+// no pairs at all, and machines.
+void add_result_notes(Comparison& c, const Sweep& s, const std::string& pairing) {
   // Quantized metrics can differ by the same amount in every pair (one problem more right):
   // no spread, so no t-test; the sign test's p for n pairs all one way is 2^(1-n).
   std::vector<std::string> flat;
@@ -732,6 +547,30 @@ Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
              : "; run the baseline on the same seeds to pair them."));
   c.machines = machines_note(c);
   if (!c.machines.empty()) c.notes.push_back(c.machines);
+}
+
+}  // namespace
+
+Comparison compare_sweep(const SweepResults& r, const CompareOptions& o) {
+  Comparison c;
+  c.metric = o.metric;
+  c.level = o.level;
+  c.table = find_table(r, o.metric, o.table);
+  const std::optional<MetricSpec> declared = declared_spec(r, c.table, o.metric);
+  resolve_direction(c, o, declared);
+  c.at = o.at;
+  const int64_t at_step = parse_at(o.at);
+  const Grouping grouping(r, o.by);
+  c.by = grouping.by;
+  const auto pair_values = group_runs(r, grouping, at_step, c);
+  test_against_baseline(c, pair_values,
+                        o.baseline.empty() && c.by == "variant" ? r.sweep.baseline : o.baseline,
+                        o.level);
+  c.pooled = pooled_dims(r, c);
+  cut_proportion_intervals(c, declared);
+  const std::string pairing = grouping.pairing();
+  add_method_notes(c, pairing, o.level);
+  add_result_notes(c, r.sweep, pairing);
   return c;
 }
 

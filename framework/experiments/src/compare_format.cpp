@@ -165,6 +165,59 @@ std::string format_comparison(const Comparison& c, const std::string& format) {
                      problems, format == "markdown");
 }
 
+namespace {
+
+// A group's cell in the table of several metrics: the baseline's mean ± std, else the
+// mean paired difference with its interval; its n when it differs from the first metric's.
+std::string metric_cell(const GroupResult& g, const GroupResult& g0) {
+  std::string cell;
+  if (g.is_baseline)
+    cell = g.summary.n == 0
+               ? "n/a"
+               : fmt(g.summary.mean) + (g.summary.n > 1 ? " ± " + fmt(g.summary.std) : "");
+  else if (!g.has_test)
+    cell = g.summary.n == 0 ? "no pairs" : "mean " + fmt(g.summary.mean) + ", no pairs";
+  else if (g.test.same_in_every_pair())  // no interval or test (see the single-metric notes)
+    cell = fmt(g.test.mean_diff, "%+.4f") + " in all " + std::to_string(g.test.n) + " pairs";
+  else
+    cell = fmt(g.test.mean_diff, "%+.4f") +
+           (g.test.n > 1 ? " [" + fmt(g.test.ci_low, "%+.4f") + ", " +
+                               fmt(g.test.ci_high, "%+.4f") + "]" + (g.test.p < 0.05 ? " *" : "")
+                         : " (1 pair)");
+  if (g.summary.n != g0.summary.n) cell += " (n " + std::to_string(g.summary.n) + ")";
+  return cell;
+}
+
+// The notes under the table of several metrics: what a cell holds, the directions, cut
+// intervals and machines.
+std::vector<std::string> metrics_notes(const std::vector<Comparison>& cs) {
+  const Comparison& first = cs[0];
+  char lvl[40];
+  std::snprintf(lvl, sizeof lvl, "%g%% CI", first.level * 100);
+  std::vector<std::string> directions;
+  for (const auto& c : cs) directions.push_back(c.metric + ": " + direction_text(c));
+  if (std::all_of(cs.begin(), cs.end(),
+                  [&](const Comparison& c) { return direction_text(c) == direction_text(first); }))
+    directions = {"every metric: " + direction_text(first)};
+  std::vector<std::string> notes{
+      "Cells: the mean paired difference (group - " + first.baseline + ") with its " + lvl +
+          " from Student's t; * p < 0.05 "
+          "(two-sided paired t-test on the per-pair differences, runs paired as in one metric's "
+          "table); `ablate compare --metric M` gives each "
+          "metric's full table (wins, p-values, params).",
+      join(directions, "; ") + "."};
+  std::vector<std::string> cut;
+  for (const auto& c : cs)
+    if (c.differences_cut)
+      cut.push_back(c.metric);  // the table shows differences' intervals, not means'
+  if (!cut.empty())
+    notes.push_back("Proportions (" + join(cut) + "): differences' intervals cut to [-1, 1].");
+  if (!first.machines.empty()) notes.push_back(first.machines);
+  return notes;
+}
+
+}  // namespace
+
 std::string format_comparisons(const std::vector<Comparison>& cs, const std::string& format) {
   if (cs.size() == 1) return format_comparison(cs[0], format);
   if (cs.empty()) throw Error("format_comparisons: no comparison");
@@ -182,8 +235,6 @@ std::string format_comparisons(const std::vector<Comparison>& cs, const std::str
     if (c.groups.size() != first.groups.size() || c.by != first.by || c.baseline != first.baseline)
       throw Error("format_comparisons: '" + c.metric + "' was compared with other groups than '" +
                   first.metric + "'");
-  char lvl[40];
-  std::snprintf(lvl, sizeof lvl, "%g%% CI", first.level * 100);
   std::set<std::string> tables;
   for (const auto& c : cs) tables.insert(c.table);
   std::vector<std::vector<std::string>> rows(1, std::vector<std::string>{first.by, "n"});
@@ -198,23 +249,7 @@ std::string format_comparisons(const std::vector<Comparison>& cs, const std::str
                                                     : "")};
     for (const auto& c : cs) {
       const GroupResult& g = c.groups[gi];  // the same groups, in the same order, for every metric
-      std::string cell;
-      if (g.is_baseline)
-        cell = g.summary.n == 0
-                   ? "n/a"
-                   : fmt(g.summary.mean) + (g.summary.n > 1 ? " ± " + fmt(g.summary.std) : "");
-      else if (!g.has_test)
-        cell = g.summary.n == 0 ? "no pairs" : "mean " + fmt(g.summary.mean) + ", no pairs";
-      else if (g.test.same_in_every_pair())  // no interval or test (see the single-metric notes)
-        cell = fmt(g.test.mean_diff, "%+.4f") + " in all " + std::to_string(g.test.n) + " pairs";
-      else
-        cell =
-            fmt(g.test.mean_diff, "%+.4f") +
-            (g.test.n > 1 ? " [" + fmt(g.test.ci_low, "%+.4f") + ", " +
-                                fmt(g.test.ci_high, "%+.4f") + "]" + (g.test.p < 0.05 ? " *" : "")
-                          : " (1 pair)");
-      if (g.summary.n != g0.summary.n) cell += " (n " + std::to_string(g.summary.n) + ")";
-      row.push_back(cell);
+      row.push_back(metric_cell(g, g0));
       for (const auto& pr : g.problems)
         if (std::find(problems.begin(), problems.end(), pr) == problems.end())
           problems.push_back(pr);
@@ -224,29 +259,10 @@ std::string format_comparisons(const std::vector<Comparison>& cs, const std::str
   const std::string at = first.at == "final"
                              ? "final value"
                              : (first.at == "best" ? "best value" : "value at " + first.at);
-  std::vector<std::string> directions;
-  for (const auto& c : cs) directions.push_back(c.metric + ": " + direction_text(c));
-  if (std::all_of(cs.begin(), cs.end(),
-                  [&](const Comparison& c) { return direction_text(c) == direction_text(first); }))
-    directions = {"every metric: " + direction_text(first)};
   const std::string title = "(" + join(std::vector<std::string>(tables.begin(), tables.end())) +
                             ", " + at + ") by " + first.by + ": the baseline " + first.baseline +
                             "'s mean ± std, each other group's difference from it";
-  std::vector<std::string> notes{
-      "Cells: the mean paired difference (group - " + first.baseline + ") with its " + lvl +
-          " from Student's t; * p < 0.05 "
-          "(two-sided paired t-test on the per-pair differences, runs paired as in one metric's "
-          "table); `ablate compare --metric M` gives each "
-          "metric's full table (wins, p-values, params).",
-      join(directions, "; ") + "."};
-  std::vector<std::string> cut;
-  for (const auto& c : cs)
-    if (c.differences_cut)
-      cut.push_back(c.metric);  // the table shows differences' intervals, not means'
-
-  if (!cut.empty())
-    notes.push_back("Proportions (" + join(cut) + "): differences' intervals cut to [-1, 1].");
-  if (!first.machines.empty()) notes.push_back(first.machines);
+  const std::vector<std::string> notes = metrics_notes(cs);
   std::vector<bool> right(rows[0].size(), true);
   right[0] = false;
   return render_rows(title, rows, right, notes, problems, format == "markdown");

@@ -269,37 +269,48 @@ std::string viridis(double t) {
   return b;
 }
 
-std::string line_plot(const LinePlot& p) {
-  const std::string id = gen_id(p.id, "plot");
+namespace {
+
+// Where a line plot's parts go: the plot area (a Frame), and the legend, right of the
+// plot for short labels, else below it in rows so that the plot keeps its width.
+struct LineLayout {
+  Frame f;                     // B: the margin below the plot without the legend rows
+  std::vector<size_t> listed;  // the series with a legend entry
+  bool legend = false, legend_right = false;
+  std::vector<std::pair<double, double>> below;  // legend entries below: x, y under the label
+};
+
+LineLayout line_layout(const LinePlot& p) {
+  LineLayout l;
   const double W = p.width, H = p.height;
   size_t longest = 0;
-  std::vector<size_t> listed;  // the series with a legend entry
   for (size_t i = 0; i < p.series.size(); ++i)
     if (!p.series[i].thin)
-      longest = std::max(longest, p.series[i].label.size()), listed.push_back(i);
-  const bool legend = p.legend && !listed.empty() && longest > 0;
-  // Short labels go right of the plot; long ones below it, in rows, so the plot keeps its width.
-  const bool legend_right = legend && longest <= 18;
-  const double legend_w = legend_right ? 36.0 + 7.0 * static_cast<double>(longest) : 0;
+      longest = std::max(longest, p.series[i].label.size()), l.listed.push_back(i);
+  l.legend = p.legend && !l.listed.empty() && longest > 0;
+  l.legend_right = l.legend && longest <= 18;
+  const double legend_w = l.legend_right ? 36.0 + 7.0 * static_cast<double>(longest) : 0;
   const double L = 64, R = 16 + legend_w, T = p.title.empty() ? 14 : 36,
                B0 = p.x.label.empty() ? 30 : 48;
   const double pw = std::max(20.0, W - L - R);
-  std::vector<std::pair<double, double>>
-      below;  // legend entry positions (x, y offset below the axis label)
   double legend_h = 0;
-  if (legend && !legend_right) {
+  if (l.legend && !l.legend_right) {
     double x = 0, row = 0;
-    for (size_t i : listed) {
+    for (size_t i : l.listed) {
       const double w = 40.0 + 7.0 * static_cast<double>(p.series[i].label.size());
       if (x > 0 && x + w > pw) x = 0, row += 1;
-      below.emplace_back(x, row * 18.0);
+      l.below.emplace_back(x, row * 18.0);
       x += w;
     }
     legend_h = (row + 1) * 18.0 + 6;
   }
-  const double B = B0 + legend_h;
-  const double ph = std::max(20.0, H - T - B);
+  const double ph = std::max(20.0, H - T - (B0 + legend_h));
+  l.f = {L, T, pw, ph, B0};
+  return l;
+}
 
+// The axis-space ranges of the finite points (and their bands) of every series.
+std::pair<Range, Range> data_ranges(const LinePlot& p) {
   Range xr, yr;
   for (const auto& s : p.series) {
     for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
@@ -314,28 +325,18 @@ std::string line_plot(const LinePlot& p) {
       if (any) xr.add(x);
     }
   }
-  const bool no_data = xr.empty();
-  finish_range(xr, p.x, false);
-  finish_range(yr, p.y, true);
-  Scale sx{xr.lo, xr.hi, L, L + pw}, sy{yr.lo, yr.hi, T + ph, T};
+  return {xr, yr};
+}
 
-  std::ostringstream o;
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"ablate-plot\" width=\"" << p.width
-    << "\" height=\"" << p.height << "\" viewBox=\"0 0 " << p.width << " " << p.height
-    << "\" font-family=\"sans-serif\" font-size=\"12\" role=\"img\">\n";
-  o << "<title>" << escape(p.title.empty() ? "plot" : p.title) << "</title>\n";
-  o << "<defs><clipPath id=\"" << escape(id) << "-clip\"><rect x=\"" << px(L) << "\" y=\"" << px(T)
-    << "\" width=\"" << px(pw) << "\" height=\"" << px(ph) << "\"/></clipPath></defs>\n";
-  o << "<rect x=\"0\" y=\"0\" width=\"" << p.width << "\" height=\"" << p.height
-    << "\" fill=\"#ffffff\"/>\n";
-  draw_frame(o, p.title, p.x, p.y, xr, yr, sx, sy, {L, T, pw, ph, B0}, no_data);
+std::vector<double> axis_values(const std::vector<double>& v, bool log) {
+  std::vector<double> r(v.size());
+  for (size_t i = 0; i < v.size(); ++i) r[i] = to_axis(v[i], log);
+  return r;
+}
 
-  // Bands under all lines, then the lines.
-  auto axis_values = [](const std::vector<double>& v, bool log) {
-    std::vector<double> r(v.size());
-    for (size_t i = 0; i < v.size(); ++i) r[i] = to_axis(v[i], log);
-    return r;
-  };
+// Bands under all lines, then the lines, clipped to the plot area.
+void draw_series(std::ostringstream& o, const LinePlot& p, const std::string& id, const Scale& sx,
+                 const Scale& sy) {
   o << "<g clip-path=\"url(#" << escape(id) << "-clip)\">\n";
   for (size_t i = 0; i < p.series.size(); ++i) {
     const Series& s = p.series[i];
@@ -358,116 +359,145 @@ std::string line_plot(const LinePlot& p) {
       << "><title>" << escape(s.label) << "</title></path>\n";
   }
   o << "</g>\n";
+}
 
-  if (legend) {
-    o << "<g class=\"legend\">\n";
-    for (size_t k = 0; k < listed.size(); ++k) {
-      const size_t i = listed[k];
-      const Series& s = p.series[i];
-      const std::string c = s.color.empty() ? palette(i) : s.color;
-      const double lx = legend_right ? L + pw + 14 : L + below[k].first;
-      const double ly =
-          legend_right ? T + 8 + 20.0 * static_cast<double>(k) : T + ph + B0 + 4 + below[k].second;
-      if (!s.lo.empty())
-        o << "<rect x=\"" << px(lx) << "\" y=\"" << px(ly - 6)
-          << "\" width=\"24\" height=\"12\" fill=\"" << c << "\" fill-opacity=\"0.2\"/>\n";
-      o << "<line x1=\"" << px(lx) << "\" y1=\"" << px(ly) << "\" x2=\"" << px(lx + 24)
-        << "\" y2=\"" << px(ly) << "\" stroke=\"" << c << "\" stroke-width=\"2\""
-        << (s.dashed ? " stroke-dasharray=\"6 4\"" : "") << "/>\n";
-      o << "<text x=\"" << px(lx + 30) << "\" y=\"" << px(ly + 4) << "\">" << escape(s.label)
-        << "</text>\n";
-    }
-    o << "</g>\n";
+void draw_legend(std::ostringstream& o, const LinePlot& p, const LineLayout& l) {
+  const Frame& f = l.f;
+  o << "<g class=\"legend\">\n";
+  for (size_t k = 0; k < l.listed.size(); ++k) {
+    const size_t i = l.listed[k];
+    const Series& s = p.series[i];
+    const std::string c = s.color.empty() ? palette(i) : s.color;
+    const double lx = l.legend_right ? f.L + f.pw + 14 : f.L + l.below[k].first;
+    const double ly = l.legend_right ? f.T + 8 + 20.0 * static_cast<double>(k)
+                                     : f.T + f.ph + f.B + 4 + l.below[k].second;
+    if (!s.lo.empty())
+      o << "<rect x=\"" << px(lx) << "\" y=\"" << px(ly - 6)
+        << "\" width=\"24\" height=\"12\" fill=\"" << c << "\" fill-opacity=\"0.2\"/>\n";
+    o << "<line x1=\"" << px(lx) << "\" y1=\"" << px(ly) << "\" x2=\"" << px(lx + 24) << "\" y2=\""
+      << px(ly) << "\" stroke=\"" << c << "\" stroke-width=\"2\""
+      << (s.dashed ? " stroke-dasharray=\"6 4\"" : "") << "/>\n";
+    o << "<text x=\"" << px(lx + 30) << "\" y=\"" << px(ly + 4) << "\">" << escape(s.label)
+      << "</text>\n";
   }
+  o << "</g>\n";
+}
+
+}  // namespace
+
+std::string line_plot(const LinePlot& p) {
+  const std::string id = gen_id(p.id, "plot");
+  const LineLayout l = line_layout(p);
+  const Frame& f = l.f;
+  auto [xr, yr] = data_ranges(p);
+  const bool no_data = xr.empty();
+  finish_range(xr, p.x, false);
+  finish_range(yr, p.y, true);
+  Scale sx{xr.lo, xr.hi, f.L, f.L + f.pw}, sy{yr.lo, yr.hi, f.T + f.ph, f.T};
+
+  std::ostringstream o;
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"ablate-plot\" width=\"" << p.width
+    << "\" height=\"" << p.height << "\" viewBox=\"0 0 " << p.width << " " << p.height
+    << "\" font-family=\"sans-serif\" font-size=\"12\" role=\"img\">\n";
+  o << "<title>" << escape(p.title.empty() ? "plot" : p.title) << "</title>\n";
+  o << "<defs><clipPath id=\"" << escape(id) << "-clip\"><rect x=\"" << px(f.L) << "\" y=\""
+    << px(f.T) << "\" width=\"" << px(f.pw) << "\" height=\"" << px(f.ph)
+    << "\"/></clipPath></defs>\n";
+  o << "<rect x=\"0\" y=\"0\" width=\"" << p.width << "\" height=\"" << p.height
+    << "\" fill=\"#ffffff\"/>\n";
+  draw_frame(o, p.title, p.x, p.y, xr, yr, sx, sy, f, no_data);
+  draw_series(o, p, id, sx, sy);
+  if (l.legend) draw_legend(o, p, l);
   o << "</svg>\n";
   return o.str();
 }
 
-std::string heat_map(const HeatMap& h) {
-  const std::string id = gen_id(h.id, "heat");
+namespace {
+
+// Where a heat map's parts go, and its colour range.
+struct HeatLayout {
+  double fs, gap;       // label font size; gap between cells
+  bool vertical;        // column labels written vertically (wider than their cell)
+  double col_label_h;   // height of the column labels
+  double L, T, gw, gh;  // grid: left, top, width, height
+  double bar_x, bar_h;  // colour bar
+  double W, H;          // the picture
+  Range r;              // values -> colours
+  std::string hi_label, lo_label;
+};
+
+HeatLayout heat_layout(const HeatMap& h) {
+  HeatLayout l;
   const size_t rows = h.row_labels.size(), cols = h.col_labels.size();
   const double cw = h.cell_width, ch = h.cell_height;
   // Small cells get small labels; a 1-px gap keeps them apart, 2 px for the large ones.
-  const double fs = std::clamp(std::min(cw, ch) * 0.75, 7.0, 12.0),
-               gap = std::min(cw, ch) >= 20 ? 2.0 : (std::min(cw, ch) >= 8 ? 1.0 : 0.0);
+  l.fs = std::clamp(std::min(cw, ch) * 0.75, 7.0, 12.0);
+  l.gap = std::min(cw, ch) >= 20 ? 2.0 : (std::min(cw, ch) >= 8 ? 1.0 : 0.0);
   size_t row_chars = 0, col_chars = 0;
   for (const auto& r : h.row_labels) row_chars = std::max(row_chars, r.size());
   for (const auto& c : h.col_labels) col_chars = std::max(col_chars, c.size());
-  // Column labels wider than their cell are written vertically.
-  const bool vertical = static_cast<double>(col_chars) * fs * 0.62 + 3 > cw;
-  const double col_label_h = vertical ? 8 + static_cast<double>(col_chars) * fs * 0.6 : fs + 6;
-  const double L = 20 + (h.y_label.empty() ? 0 : 20) + fs * 0.6 * static_cast<double>(row_chars),
-               T = h.title.empty() ? 12 : 36;
-  const double gw = cw * static_cast<double>(cols), gh = ch * static_cast<double>(rows);
-  const double bar_h = std::max(gh - gap, 40.0);
-  Range r;
+  l.vertical = static_cast<double>(col_chars) * l.fs * 0.62 + 3 > cw;
+  l.col_label_h = l.vertical ? 8 + static_cast<double>(col_chars) * l.fs * 0.6 : l.fs + 6;
+  l.L = 20 + (h.y_label.empty() ? 0 : 20) + l.fs * 0.6 * static_cast<double>(row_chars);
+  l.T = h.title.empty() ? 12 : 36;
+  l.gw = cw * static_cast<double>(cols);
+  l.gh = ch * static_cast<double>(rows);
+  l.bar_h = std::max(l.gh - l.gap, 40.0);
   for (const auto& row : h.values)
-    for (double v : row) r.add(v);
-  if (std::isfinite(h.min)) r.lo = h.min;
-  if (std::isfinite(h.max)) r.hi = h.max;
-  const std::string hi_label = r.empty() ? "" : format_number(r.hi, h.digits),
-                    lo_label = r.empty() ? "" : format_number(r.lo, h.digits);
+    for (double v : row) l.r.add(v);
+  if (std::isfinite(h.min)) l.r.lo = h.min;
+  if (std::isfinite(h.max)) l.r.hi = h.max;
+  l.hi_label = l.r.empty() ? "" : format_number(l.r.hi, h.digits);
+  l.lo_label = l.r.empty() ? "" : format_number(l.r.lo, h.digits);
   const double bar_labels_w =
-      7.0 * static_cast<double>(std::max(hi_label.size(), lo_label.size())) + 8;
-  const double bar_x = L + gw + 24,
-               W = std::max(bar_x + 18 + bar_labels_w,
-                            L + 20 + 8.0 * static_cast<double>(h.title.size()));
-  const double H = T + std::max(gh, bar_h) + col_label_h + 8 + (h.x_label.empty() ? 4 : 22);
+      7.0 * static_cast<double>(std::max(l.hi_label.size(), l.lo_label.size())) + 8;
+  l.bar_x = l.L + l.gw + 24;
+  l.W = std::max(l.bar_x + 18 + bar_labels_w, l.L + 20 + 8.0 * static_cast<double>(h.title.size()));
+  l.H = l.T + std::max(l.gh, l.bar_h) + l.col_label_h + 8 + (h.x_label.empty() ? 4 : 22);
+  return l;
+}
+
+// One row of cells with its label; a cell's title and text give its value.
+void draw_heat_row(std::ostringstream& o, const HeatMap& h, const HeatLayout& l, size_t i) {
+  const double cw = h.cell_width, ch = h.cell_height, fs = l.fs, gap = l.gap;
   auto t_of = [&](double v) {
-    double t = r.hi > r.lo ? std::clamp((v - r.lo) / (r.hi - r.lo), 0.0, 1.0) : 0.5;
+    double t = l.r.hi > l.r.lo ? std::clamp((v - l.r.lo) / (l.r.hi - l.r.lo), 0.0, 1.0) : 0.5;
     return h.low_is_bright ? 1.0 - t : t;
   };
+  const double y = l.T + ch * static_cast<double>(i);
+  o << "<text x=\"" << px(l.L - 6) << "\" y=\"" << px(y + ch / 2 + fs * 0.35)
+    << "\" text-anchor=\"end\" font-size=\"" << px(fs) << "\">" << escape(h.row_labels[i])
+    << "</text>\n";
+  for (size_t j = 0; j < h.col_labels.size(); ++j) {
+    const double x = l.L + cw * static_cast<double>(j);
+    double v = (i < h.values.size() && j < h.values[i].size())
+                   ? h.values[i][j]
+                   : std::numeric_limits<double>::quiet_NaN();
+    const bool ok = std::isfinite(v), blank = ok && h.zero_is_blank && v == 0.0;
+    const double t = ok ? t_of(v) : 0;
+    const std::string fill = blank ? "#ffffff" : ok ? viridis(t) : "#dddddd";
+    o << "<rect class=\"cell\" data-row=\"" << i << "\" data-col=\"" << j << "\" data-value=\""
+      << (ok ? format_number(v, 6) : std::string("nan")) << "\" x=\"" << px(x) << "\" y=\"" << px(y)
+      << "\" width=\"" << px(cw - gap) << "\" height=\"" << px(ch - gap) << "\" fill=\"" << fill
+      << "\"";
+    // Blank cells are most of a causal attention map: no tooltip, to keep pages small.
+    if (blank) o << "/>\n";
+    else
+      o << "><title>" << escape(h.row_labels[i]) << ", " << escape(h.col_labels[j]) << ": "
+        << format_number(v, h.digits) << "</title></rect>\n";
+    if (h.show_values && !blank)
+      o << "<text x=\"" << px(x + cw / 2 - gap / 2) << "\" y=\"" << px(y + ch / 2 + 3)
+        << "\" text-anchor=\"middle\" fill=\"" << (ok && t < 0.6 ? "#ffffff" : "#111111") << "\">"
+        << escape(ok ? format_number(v, h.digits) : "n/a") << "</text>\n";
+  }
+}
 
-  std::ostringstream o;
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"ablate-heatmap\" width=\"" << px(W)
-    << "\" height=\"" << px(H) << "\" viewBox=\"0 0 " << px(W) << " " << px(H)
-    << "\" font-family=\"sans-serif\" font-size=\"12\" role=\"img\">\n";
-  o << "<title>" << escape(h.title.empty() ? "heat map" : h.title) << "</title>\n";
-  o << "<defs><linearGradient id=\"" << escape(id) << "-bar\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">";
-  for (int k = 0; k <= 10; ++k) {
-    double t = k / 10.0;
-    o << "<stop offset=\"" << t << "\" stop-color=\"" << viridis(h.low_is_bright ? 1.0 - t : t)
-      << "\"/>";
-  }
-  o << "</linearGradient></defs>\n";
-  o << "<rect x=\"0\" y=\"0\" width=\"" << px(W) << "\" height=\"" << px(H)
-    << "\" fill=\"#ffffff\"/>\n";
-  if (!h.title.empty())  // over the grid, or further right when it is wider than the grid and its
-                         // labels
-    o << "<text x=\"" << px(std::max(L + gw / 2, 8 + 4.0 * static_cast<double>(h.title.size())))
-      << "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\" font-weight=\"bold\">"
-      << escape(h.title) << "</text>\n";
-  for (size_t i = 0; i < rows; ++i) {
-    const double y = T + ch * static_cast<double>(i);
-    o << "<text x=\"" << px(L - 6) << "\" y=\"" << px(y + ch / 2 + fs * 0.35)
-      << "\" text-anchor=\"end\" font-size=\"" << px(fs) << "\">" << escape(h.row_labels[i])
-      << "</text>\n";
-    for (size_t j = 0; j < cols; ++j) {
-      const double x = L + cw * static_cast<double>(j);
-      double v = (i < h.values.size() && j < h.values[i].size())
-                     ? h.values[i][j]
-                     : std::numeric_limits<double>::quiet_NaN();
-      const bool ok = std::isfinite(v), blank = ok && h.zero_is_blank && v == 0.0;
-      const double t = ok ? t_of(v) : 0;
-      const std::string fill = blank ? "#ffffff" : ok ? viridis(t) : "#dddddd";
-      o << "<rect class=\"cell\" data-row=\"" << i << "\" data-col=\"" << j << "\" data-value=\""
-        << (ok ? format_number(v, 6) : std::string("nan")) << "\" x=\"" << px(x) << "\" y=\""
-        << px(y) << "\" width=\"" << px(cw - gap) << "\" height=\"" << px(ch - gap) << "\" fill=\""
-        << fill << "\"";
-      // Blank cells are most of a causal attention map: no tooltip, to keep pages small.
-      if (blank) o << "/>\n";
-      else
-        o << "><title>" << escape(h.row_labels[i]) << ", " << escape(h.col_labels[j]) << ": "
-          << format_number(v, h.digits) << "</title></rect>\n";
-      if (h.show_values && !blank)
-        o << "<text x=\"" << px(x + cw / 2 - gap / 2) << "\" y=\"" << px(y + ch / 2 + 3)
-          << "\" text-anchor=\"middle\" fill=\"" << (ok && t < 0.6 ? "#ffffff" : "#111111") << "\">"
-          << escape(ok ? format_number(v, h.digits) : "n/a") << "</text>\n";
-    }
-  }
-  for (size_t j = 0; j < cols; ++j) {
-    const double cx = L + cw * static_cast<double>(j) + cw / 2 - gap / 2;
-    if (vertical)
+// The column labels under the grid and the axis labels.
+void draw_heat_labels(std::ostringstream& o, const HeatMap& h, const HeatLayout& l) {
+  const double cw = h.cell_width, fs = l.fs, T = l.T, gh = l.gh;
+  for (size_t j = 0; j < h.col_labels.size(); ++j) {
+    const double cx = l.L + cw * static_cast<double>(j) + cw / 2 - l.gap / 2;
+    if (l.vertical)
       o << "<text transform=\"translate(" << px(cx + fs * 0.35) << " " << px(T + gh + 6)
         << ") rotate(-90)\" text-anchor=\"end\" font-size=\"" << px(fs) << "\">"
         << escape(h.col_labels[j]) << "</text>\n";
@@ -477,19 +507,47 @@ std::string heat_map(const HeatMap& h) {
         << "</text>\n";
   }
   if (!h.x_label.empty())
-    o << "<text x=\"" << px(L + gw / 2) << "\" y=\"" << px(T + gh + col_label_h + 16)
+    o << "<text x=\"" << px(l.L + l.gw / 2) << "\" y=\"" << px(T + gh + l.col_label_h + 16)
       << "\" text-anchor=\"middle\" font-weight=\"bold\">" << escape(h.x_label) << "</text>\n";
   if (!h.y_label.empty())
     o << "<text transform=\"translate(14 " << px(T + gh / 2)
       << ") rotate(-90)\" text-anchor=\"middle\" font-weight=\"bold\">" << escape(h.y_label)
       << "</text>\n";
-  if (!r.empty()) {
-    o << "<rect x=\"" << px(bar_x) << "\" y=\"" << px(T) << "\" width=\"14\" height=\"" << px(bar_h)
-      << "\" fill=\"url(#" << escape(id) << "-bar)\"/>\n";
-    o << "<text x=\"" << px(bar_x + 18) << "\" y=\"" << px(T + 10) << "\">" << hi_label
+}
+
+}  // namespace
+
+std::string heat_map(const HeatMap& h) {
+  const std::string id = gen_id(h.id, "heat");
+  const HeatLayout l = heat_layout(h);
+  std::ostringstream o;
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"ablate-heatmap\" width=\"" << px(l.W)
+    << "\" height=\"" << px(l.H) << "\" viewBox=\"0 0 " << px(l.W) << " " << px(l.H)
+    << "\" font-family=\"sans-serif\" font-size=\"12\" role=\"img\">\n";
+  o << "<title>" << escape(h.title.empty() ? "heat map" : h.title) << "</title>\n";
+  o << "<defs><linearGradient id=\"" << escape(id) << "-bar\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">";
+  for (int k = 0; k <= 10; ++k) {
+    double t = k / 10.0;
+    o << "<stop offset=\"" << t << "\" stop-color=\"" << viridis(h.low_is_bright ? 1.0 - t : t)
+      << "\"/>";
+  }
+  o << "</linearGradient></defs>\n";
+  o << "<rect x=\"0\" y=\"0\" width=\"" << px(l.W) << "\" height=\"" << px(l.H)
+    << "\" fill=\"#ffffff\"/>\n";
+  if (!h.title.empty())  // over the grid, or further right when it is wider than the grid and its
+                         // labels
+    o << "<text x=\"" << px(std::max(l.L + l.gw / 2, 8 + 4.0 * static_cast<double>(h.title.size())))
+      << "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\" font-weight=\"bold\">"
+      << escape(h.title) << "</text>\n";
+  for (size_t i = 0; i < h.row_labels.size(); ++i) draw_heat_row(o, h, l, i);
+  draw_heat_labels(o, h, l);
+  if (!l.r.empty()) {
+    o << "<rect x=\"" << px(l.bar_x) << "\" y=\"" << px(l.T) << "\" width=\"14\" height=\""
+      << px(l.bar_h) << "\" fill=\"url(#" << escape(id) << "-bar)\"/>\n";
+    o << "<text x=\"" << px(l.bar_x + 18) << "\" y=\"" << px(l.T + 10) << "\">" << l.hi_label
       << "</text>\n";
-    o << "<text x=\"" << px(bar_x + 18) << "\" y=\"" << px(T + bar_h - 2) << "\">" << lo_label
-      << "</text>\n";
+    o << "<text x=\"" << px(l.bar_x + 18) << "\" y=\"" << px(l.T + l.bar_h - 2) << "\">"
+      << l.lo_label << "</text>\n";
   }
   o << "</svg>\n";
   return o.str();

@@ -215,18 +215,13 @@ std::vector<int64_t> parse_array_spec(const std::string& text) {
   return out;
 }
 
-SlurmSubmission submit_slurm(const Sweep& s, const std::vector<PointCheck>& checks,
-                             const SlurmOptions& o) {
-  if (!on_path("sbatch"))
-    throw Error(
-        "--launcher slurm: 'sbatch' is not on PATH. Run this on a Slurm login node (there: 'module "
-        "load slurm' if "
-        "needed), or install Slurm's client commands (Debian: apt-get install slurm-client), or "
-        "use --launcher local");
-  if (o.binary.empty()) throw Error("submit_slurm: no ablate binary for the tasks to run");
-  SlurmSubmission sub;
+namespace {
 
-  // Tasks of earlier submissions still queued or running: not submitted twice.
+// The chosen points, each as done, queued or running in an earlier job (not submitted
+// twice), or to submit.
+SlurmSubmission sort_points(const Sweep& s, const std::vector<PointCheck>& checks,
+                            const SlurmOptions& o) {
+  SlurmSubmission sub;
   std::set<int64_t> active;
   for (const SubmittedJob& j : read_jobs(s))
     for (const auto& [t, v] : slurm_tasks(j.id))
@@ -239,16 +234,11 @@ SlurmSubmission submit_slurm(const Sweep& s, const std::vector<PointCheck>& chec
     else if (active.count(p.index)) sub.queued.push_back(p.index);
     else sub.submitted.push_back(p.index);
   }
-  if (sub.submitted.empty()) return sub;
+  return sub;
+}
 
-  const fs::path dir = fs::absolute(s.dir);
-  fs::create_directories(dir / "logs");
-  fs::create_directories(dir / "slurm");
-  write_manifest(s);
-  int n = 1;
-  while (fs::exists(dir / "slurm" / ("submit-" + std::to_string(n) + ".sbatch"))) ++n;
-  sub.script = (dir / "slurm" / ("submit-" + std::to_string(n) + ".sbatch")).string();
-
+// The command an array task runs: `ablate sweep FILE --point $SLURM_ARRAY_TASK_ID ...`.
+std::string task_command(const Sweep& s, const SlurmOptions& o, const fs::path& dir) {
   std::vector<std::string> task = {o.binary,
                                    "sweep",
                                    fs::absolute(s.file).string(),
@@ -263,7 +253,11 @@ SlurmSubmission submit_slurm(const Sweep& s, const std::vector<PointCheck>& chec
   std::string cmd;
   for (size_t i = 0; i < task.size(); ++i)
     cmd += (i ? " " : "") + (task[i].front() == '$' ? "\"" + task[i] + "\"" : shell_quote(task[i]));
+  return cmd;
+}
 
+std::string batch_script(const Sweep& s, const SlurmOptions& o, const SlurmSubmission& sub,
+                         const fs::path& dir) {
   std::ostringstream sc;
   sc << "#!/bin/bash\n"
      << "# Sweep " << s.name << " (" << s.file << "): " << sub.submitted.size() << " of "
@@ -283,24 +277,53 @@ SlurmSubmission submit_slurm(const Sweep& s, const std::vector<PointCheck>& chec
   sc << "set -eu\ncd " << shell_quote(fs::current_path().string()) << "\n"
      << "echo \"$(date -u +%FT%TZ) array task $SLURM_ARRAY_TASK_ID of job $SLURM_ARRAY_JOB_ID on "
         "$(hostname)\"\n"
-     << "exec " << cmd << "\n";
-  {
-    std::ofstream f(sub.script);
-    f << sc.str();
-    if (!f) throw Error(sub.script + ": cannot write the batch script");
-  }
-  fs::permissions(sub.script, fs::perms::owner_exec | fs::perms::group_exec, fs::perm_options::add);
+     << "exec " << task_command(s, o, dir) << "\n";
+  return sc.str();
+}
 
-  ProcessResult r = run_process({"sbatch", "--parsable", sub.script});
+// Submits the batch script; returns the job id sbatch prints.
+std::string submit_batch_script(const std::string& script) {
+  ProcessResult r = run_process({"sbatch", "--parsable", script});
   if (r.status != 0)
-    throw Error("sbatch " + sub.script + " failed (exit " + std::to_string(r.status) +
+    throw Error("sbatch " + script + " failed (exit " + std::to_string(r.status) +
                 "): " + trim(r.output));
   // --parsable prints "<job id>" or "<job id>;<cluster>", possibly after warnings.
   static const std::regex id_line(R"((?:^|\n)(\d+)(?:;[^\n]*)?\s*$)");
   std::smatch m;
   if (!std::regex_search(r.output, m, id_line))
     throw Error("sbatch printed no job id: '" + trim(r.output) + "'");
-  sub.job_id = m[1];
+  return m[1];
+}
+
+}  // namespace
+
+SlurmSubmission submit_slurm(const Sweep& s, const std::vector<PointCheck>& checks,
+                             const SlurmOptions& o) {
+  if (!on_path("sbatch"))
+    throw Error(
+        "--launcher slurm: 'sbatch' is not on PATH. Run this on a Slurm login node (there: 'module "
+        "load slurm' if "
+        "needed), or install Slurm's client commands (Debian: apt-get install slurm-client), or "
+        "use --launcher local");
+  if (o.binary.empty()) throw Error("submit_slurm: no ablate binary for the tasks to run");
+  SlurmSubmission sub = sort_points(s, checks, o);
+  if (sub.submitted.empty()) return sub;
+
+  const fs::path dir = fs::absolute(s.dir);
+  fs::create_directories(dir / "logs");
+  fs::create_directories(dir / "slurm");
+  write_manifest(s);
+  int n = 1;
+  while (fs::exists(dir / "slurm" / ("submit-" + std::to_string(n) + ".sbatch"))) ++n;
+  sub.script = (dir / "slurm" / ("submit-" + std::to_string(n) + ".sbatch")).string();
+  {
+    std::ofstream f(sub.script);
+    f << batch_script(s, o, sub, dir);
+    if (!f) throw Error(sub.script + ": cannot write the batch script");
+  }
+  fs::permissions(sub.script, fs::perms::owner_exec | fs::perms::group_exec, fs::perm_options::add);
+
+  sub.job_id = submit_batch_script(sub.script);
   std::ofstream(jobs_file(s), std::ios::app)
       << sub.job_id << " " << array_spec(sub.submitted) << " " << now_iso() << "\n";
   std::ofstream(dir / "sweep.log", std::ios::app)

@@ -82,30 +82,25 @@ std::string token_maps(const TokenMap& m, const std::vector<std::string>& labels
   return out;
 }
 
-}  // namespace
-
-std::string render_inspection(const Inspection& in, const std::string& h5_name) {
-  const int64_t T = in.time, V = in.vocab;
-  std::vector<std::string> pos_labels;
-  for (int32_t id : in.ids) pos_labels.push_back(in.vocab_labels[static_cast<size_t>(id)]);
-  const std::string title = "Inspect " + (in.run_name.empty() ? in.run_dir : in.run_name) +
-                            " (step " + std::to_string(in.step) + ")";
-
-  std::ostringstream o;
+void header_html(std::ostringstream& o, const Inspection& in, const std::string& title,
+                 const std::string& h5_name) {
   o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>"
     << escape(title) << "</title>\n<style>" << report_css() << "</style>\n</head>\n<body>\n<h1>"
     << escape(title) << "</h1>\n<div class=\"meta\">run <code>" << escape(in.run_dir) << "</code>, "
     << in.n_layers << " layers, " << in.n_heads << " heads, d_model " << in.d_model << ", context "
-    << in.context << ", vocabulary " << V << ", positional encoding <code>"
+    << in.context << ", vocabulary " << in.vocab << ", positional encoding <code>"
     << escape(in.positional_type.empty() ? "?" : in.positional_type) << "</code>"
-    << (in.tied ? ", LM head tied to the embedding" : "") << "<br>text (" << T
+    << (in.tied ? ", LM head tied to the embedding" : "") << "<br>text (" << in.time
     << " tokens):</div>\n<pre class=\"text\">" << escape(in.text) << "</pre>\n";
   if (!h5_name.empty())
     o << "<p class=\"notes\">Every number on this page is also in <code>" << escape(h5_name)
       << "</code> (HDF5; layout in docs/INSPECT.md).</p>\n";
+}
 
-  // Next token.
-  std::vector<size_t> order(static_cast<size_t>(V));
+// The most likely next tokens after the text, as bars.
+void next_token_html(std::ostringstream& o, const Inspection& in,
+                     const std::vector<std::string>& pos_labels) {
+  std::vector<size_t> order(static_cast<size_t>(in.vocab));
   std::iota(order.begin(), order.end(), size_t{0});
   const size_t top =
       std::min<size_t>(order.size(), static_cast<size_t>(std::max<int64_t>(1, in.top)));
@@ -127,8 +122,12 @@ std::string render_inspection(const Inspection& in, const std::string& h5_name) 
                   " most likely tokens after the last position (together " +
                   svg::format_number(100 * covered, 3) + "% of the probability).")
     << "</div>\n";
+}
 
-  // Attention.
+// One heat map per layer and head, query by key.
+void attention_html(std::ostringstream& o, const Inspection& in,
+                    const std::vector<std::string>& pos_labels) {
+  const int64_t T = in.time;
   o << "<h2 id=\"attention\">Attention weights</h2>\n<p class=\"notes\">Rows: query positions, "
        "columns: key positions, both labelled "
        "with the input tokens (newline shown as \\n, space as &#9251;). Brightest: the largest "
@@ -156,8 +155,9 @@ std::string render_inspection(const Inspection& in, const std::string& h5_name) 
     }
     o << "</div>\n";
   }
+}
 
-  // Embedding maps.
+void embeddings_html(std::ostringstream& o, const Inspection& in) {
   o << "<h2 id=\"embeddings\">Token embedding and LM head</h2>\n<div class=\"plots\">\n";
   const double perplexity = in.perplexity;
   o << token_maps(in.embedding, in.vocab_labels, "embedding", perplexity, in.seed);
@@ -169,8 +169,10 @@ std::string render_inspection(const Inspection& in, const std::string& h5_name) 
     o << "<div class=\"plots\">\n"
       << token_maps(in.head, in.vocab_labels, "lm-head", perplexity, in.seed) << "</div>\n";
   }
+}
 
-  // Positional encodings.
+// The run's positional views, then the references under a heading of their own.
+void positional_html(std::ostringstream& o, const Inspection& in) {
   o << "<h2 id=\"positional\">Positional encoding</h2>\n";
   bool reference_heading = false;
   o << "<div class=\"plots\">\n";
@@ -200,6 +202,21 @@ std::string render_inspection(const Inspection& in, const std::string& h5_name) 
                 svg::heat_map(m), escape(v.caption));
   }
   o << "</div>\n";
+}
+
+}  // namespace
+
+std::string render_inspection(const Inspection& in, const std::string& h5_name) {
+  std::vector<std::string> pos_labels;
+  for (int32_t id : in.ids) pos_labels.push_back(in.vocab_labels[static_cast<size_t>(id)]);
+  const std::string title = "Inspect " + (in.run_name.empty() ? in.run_dir : in.run_name) +
+                            " (step " + std::to_string(in.step) + ")";
+  std::ostringstream o;
+  header_html(o, in, title, h5_name);
+  next_token_html(o, in, pos_labels);
+  attention_html(o, in, pos_labels);
+  embeddings_html(o, in);
+  positional_html(o, in);
   if (!in.notes.empty()) {
     o << "<h2>Notes</h2>\n<ul class=\"notes\">\n";
     for (const auto& n : in.notes) o << "<li>" << escape(n) << "</li>\n";

@@ -16,11 +16,9 @@
 #include <vector>
 
 #include "ablate/error.hpp"
+#include "ablate/yaml_load.hpp"
 
 namespace ablate {
-
-// Where in a YAML file: file:line:column (1-based), or the file alone for a null mark.
-std::string yaml_location(const std::string& file, const YAML::Mark& m);
 
 // True if a dotted path component is a list position (eval.0.type): digits only, at most 9.
 inline bool is_list_index(const std::string& part) {
