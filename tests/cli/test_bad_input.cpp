@@ -78,7 +78,7 @@ TEST_CASE("reliability/bad input: config errors exit 1 with a located message") 
        "model.d_model: expected an integer, got '99999999999999999999'"},
       {"model.bias=yes", "model.bias: expected true or false, got 'yes'"},
       {"data.path=", "data.path: data file: empty file name"},
-      {"'model={a: 1, a: 2}'", "a: duplicate key"},
+      {"'model={a: 1, a: 2}'", "a: given twice, on line 1, columns 2 and 8"},
   };
   for (const auto& c : cases) {
     INFO(c.overrides);
@@ -99,9 +99,9 @@ TEST_CASE("reliability/bad input: malformed YAML documents") {
   expect(run_text(""), 1, {"data.path: missing"});
   // yaml-cpp keeps both of two equal keys and a lookup sees the first: refused.
   expect(run_text(std::string(kExp) + "seed: 4\n"), 1,
-         {"doc.yaml:7:1: seed: duplicate key (first at line 2)"});
+         {"doc.yaml:7:1: seed: given twice, on line 2 and on line 7; keep one of them"});
   expect(run_text("model: {d_model: 32, d_model: 64}\n"), 1,
-         {"doc.yaml:1:22: model.d_model: duplicate key"});
+         {"doc.yaml:1:22: model.d_model: given twice, on line 1, columns"});
   // Keys must be names (yaml-cpp would throw a bare conversion error later).
   expect(run_text(std::string(kExp) + "? [a, b]\n: 3\n"), 1,
          {"doc.yaml:7:3: the document: a key must be a plain name, not a list"});
@@ -114,7 +114,7 @@ TEST_CASE("reliability/bad input: malformed YAML documents") {
       for (int k = 0; k < 10; ++k) r += (k ? ", *a" : "*a") + std::to_string(i - 1);
       return r;
     }() + "]\n";
-  expect(run_text(laughs), 1, {"doc.yaml: the experiment expands to more than 100000 YAML nodes"});
+  expect(run_text(laughs), 1, {"doc.yaml: the document expands to more than 100000 YAML nodes"});
   expect(ablate_cli("run " + (dir / "missing.yaml")), 1,
          {"missing.yaml: cannot open experiment file (no such file)"});
 }

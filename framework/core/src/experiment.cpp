@@ -25,7 +25,7 @@ Experiment Experiment::parse(const std::string& text, const std::string& file,
   e.source_ = std::make_shared<ConfigSource>();
   e.source_->file = file;
   e.dir_ = dir;
-  e.root_ = load_yaml(text, file, YamlDocument::experiment);
+  e.root_ = load_yaml(text, file);
   if (e.root_.IsNull()) e.root_ = YAML::Node(YAML::NodeType::Map);
   if (!e.root_.IsMap())
     throw ConfigError(file + ":1:1: an experiment must be a YAML map (name:, model:, train:, ...)");
@@ -61,7 +61,7 @@ void apply_override(YAML::Node& root, const std::string& a) {
     value = YAML::Node(text);
   }
   if (text.empty()) value = YAML::Node("");
-  check_yaml(value, "command-line override '" + a + "'", YamlDocument::experiment);
+  check_yaml(value, "command-line override '" + a + "'");
   std::vector<std::string> parts;
   std::stringstream ks(key);
   for (std::string p; std::getline(ks, p, '.');) {

@@ -12,12 +12,10 @@ namespace {
 constexpr int kMaxDepth = 64;
 constexpr size_t kMaxNodes = 100000;
 
-// "path: duplicate key (first at line 2)" or "path: given twice, on line 2 and on line 7".
-std::string duplicate_key_message(YamlDocument kind, const std::string& key,
-                                  const YAML::Mark& first, const YAML::Mark& again) {
+// "path: given twice, on line 2 and on line 7" (or "on line 1, columns 5 and 12").
+std::string duplicate_key_message(const std::string& key, const YAML::Mark& first,
+                                  const YAML::Mark& again) {
   const std::string line_a = std::to_string(first.line + 1);
-  if (kind == YamlDocument::experiment)
-    return key + ": duplicate key (first at line " + line_a + "); keep one of them";
   const std::string both =
       first.line == again.line
           ? "on line " + line_a + ", columns " + std::to_string(first.column + 1) + " and " +
@@ -28,15 +26,12 @@ std::string duplicate_key_message(YamlDocument kind, const std::string& key,
 
 struct StructureCheck {
   const std::string& file;
-  YamlDocument kind;
   size_t count = 0;
 
   void walk(const YAML::Node& n, const std::string& path, int depth) {
     const std::string shown = path.empty() ? "the document" : path;
     if (++count > kMaxNodes)
-      throw ConfigError(file + ": the " +
-                        (kind == YamlDocument::experiment ? "experiment" : "sweep") +
-                        " expands to more than " + std::to_string(kMaxNodes) +
+      throw ConfigError(file + ": the document expands to more than " + std::to_string(kMaxNodes) +
                         " YAML nodes (through aliases?); write it out plainly");
     if (depth > kMaxDepth)
       throw ConfigError(yaml_location(file, n.Mark()) + ": " + shown + ": nested more than " +
@@ -55,7 +50,7 @@ struct StructureCheck {
         auto [first, fresh] = seen.emplace(k, it->first.Mark());
         if (!fresh)
           throw ConfigError(yaml_location(file, it->first.Mark()) + ": " +
-                            duplicate_key_message(kind, child, first->second, it->first.Mark()));
+                            duplicate_key_message(child, first->second, it->first.Mark()));
         walk(it->second, child, depth + 1);
       }
     } else if (n.IsSequence()) {
@@ -72,18 +67,18 @@ std::string yaml_location(const std::string& file, const YAML::Mark& m) {
   return file + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
 }
 
-void check_yaml(const YAML::Node& doc, const std::string& file, YamlDocument kind) {
-  StructureCheck{file, kind}.walk(doc, "", 0);
+void check_yaml(const YAML::Node& doc, const std::string& file) {
+  StructureCheck{file}.walk(doc, "", 0);
 }
 
-YAML::Node load_yaml(const std::string& text, const std::string& file, YamlDocument kind) {
+YAML::Node load_yaml(const std::string& text, const std::string& file) {
   YAML::Node doc;
   try {
     doc = YAML::Load(text);
   } catch (const YAML::ParserException& ex) {
     throw ConfigError(yaml_location(file, ex.mark) + ": YAML syntax error: " + ex.msg);
   }
-  check_yaml(doc, file, kind);
+  check_yaml(doc, file);
   return doc;
 }
 

@@ -160,7 +160,7 @@ std::string short_key(const std::string& k, const std::vector<std::string>& all_
 
 // The sweep file as a checked YAML map.
 YAML::Node sweep_document(const std::string& text, const std::string& file) {
-  YAML::Node doc = load_yaml(text, file, YamlDocument::sweep);
+  YAML::Node doc = load_yaml(text, file);
   if (!doc.IsMap())
     throw ConfigError(
         file + ":1:1: a sweep must be a YAML map with base: and sweep: (see docs/SWEEPS.md)");

@@ -14,18 +14,14 @@ namespace ablate {
 // Where in a YAML file: file:line:column (1-based), or the file alone for a null mark.
 std::string yaml_location(const std::string& file, const YAML::Mark& m);
 
-// What a document is, for the words of the loader's messages: an experiment's duplicate
-// key reads "path: duplicate key (first at line 2)", a sweep's "path: given twice, on
-// line 2 and on line 7".
-enum class YamlDocument { experiment, sweep };
-
 // Parses `text` (`file` is the name messages show) and checks it as check_yaml does.
 // A syntax error is a ConfigError "file:line:col: YAML syntax error: <yaml-cpp's message>".
-YAML::Node load_yaml(const std::string& text, const std::string& file, YamlDocument kind);
+YAML::Node load_yaml(const std::string& text, const std::string& file);
 
-// Refuses duplicate keys at any depth (naming both places), keys that are not plain
+// Refuses duplicate keys at any depth ("path: given twice, on line 2 and on line 7; keep one
+// of them"), keys that are not plain
 // scalars, nesting deeper than 64 levels and more than 100000 nodes, each as a ConfigError
 // that names file:line:col and the key path.
-void check_yaml(const YAML::Node& doc, const std::string& file, YamlDocument kind);
+void check_yaml(const YAML::Node& doc, const std::string& file);
 
 }  // namespace ablate
