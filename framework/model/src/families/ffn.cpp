@@ -1,14 +1,11 @@
-// Family "ffn": its descriptor (see ablate/family.hpp), conformance checks and the
-// skeleton of `ablate plugin new ffn NAME`.
+// Family "ffn": its descriptor (see ablate/family.hpp) and the skeleton of
+// `ablate plugin new ffn NAME`; its conformance checks are in conformance/rowwise.cpp.
 #include "ablate/ffn.hpp"
-#include "kit.hpp"
 
-namespace ablate::conformance {
+#include "../conformance/suites.hpp"
+
+namespace ablate {
 namespace {
-
-void check_ffn(Checker& ck, const Subject& s) {
-  check_rowwise<Ffn>(ck, s, 12, 6, 1.0f, 0.5f, true);
-}
 
 const char* kTemplate =
     R"TPL(// @NAME@: a feed-forward variant for ablate (family "ffn"), from `ablate plugin new ffn @NAME@`.
@@ -69,11 +66,11 @@ ABLATE_PLUGIN(ablate::Ffn, @NAME@, @CLASS@, "squared-ReLU feed-forward network (
   d.list = false;
   d.default_variant = "relu";
   d.summary = "the feed-forward sublayer of each block: x (B*T, C) -> (B*T, C)";
-  d.checks = &check_ffn;
+  d.checks = &conformance::check_ffn;
   d.template_summary = "squared-ReLU feed-forward network (Primer)";
   d.template_source = kTemplate;
   return d;
 }());
 
 }  // namespace
-}  // namespace ablate::conformance
+}  // namespace ablate

@@ -1,14 +1,11 @@
-// Family "norm": its descriptor (see ablate/family.hpp), conformance checks and the
-// skeleton of `ablate plugin new norm NAME`.
+// Family "norm": its descriptor (see ablate/family.hpp) and the skeleton of
+// `ablate plugin new norm NAME`; its conformance checks are in conformance/rowwise.cpp.
 #include "ablate/norm.hpp"
-#include "kit.hpp"
 
-namespace ablate::conformance {
+#include "../conformance/suites.hpp"
+
+namespace ablate {
 namespace {
-
-void check_norm(Checker& ck, const Subject& s) {
-  check_rowwise<Norm>(ck, s, 10, 5, 2.0f, 1.0f, false);
-}
 
 const char* kTemplate =
     R"TPL(// @NAME@: a normalisation variant for ablate (family "norm"), from `ablate plugin new norm @NAME@`.
@@ -49,11 +46,11 @@ ABLATE_PLUGIN(ablate::Norm, @NAME@, @CLASS@, "RMS normalisation with a learned g
   d.list = false;
   d.default_variant = "layernorm";
   d.summary = "a normalisation over channels: x (B*T, C) -> (B*T, C)";
-  d.checks = &check_norm;
+  d.checks = &conformance::check_norm;
   d.template_summary = "RMS normalisation with a learned gain";
   d.template_source = kTemplate;
   return d;
 }());
 
 }  // namespace
-}  // namespace ablate::conformance
+}  // namespace ablate
