@@ -27,34 +27,47 @@ std::vector<std::vector<float>> initialised(const Subject& s, const ModelDims& d
   return v;
 }
 
+// What the init checks share: the variant.
+struct InitCase {
+  const Subject& s;
+  const ModelDims d = small_dims();
+};
+
+void sets_every_role(InitCase& c, std::string&) {
+  const auto v = initialised(c.s, c.d, 3);
+  for (Role r : kRoles)
+    expect_finite(v[static_cast<size_t>(r)], std::string("the ") + role_name(r) + " parameter");
+  expect(v[static_cast<size_t>(Role::kCustom)] == std::vector<float>(16 * 24, 0.25f),
+         "a custom parameter's values (set by its plugin) were changed");
+}
+
+// A residual-output matrix may start at 0 (modded-nanogpt): its inputs come from random
+// matrices, so its units differ from the first gradient on. Any other constant would not.
+void matrices_start_random(InitCase& c, std::string& note) {
+  const auto a = initialised(c.s, c.d, 3), b = initialised(c.s, c.d, 3),
+             other = initialised(c.s, c.d, 4);
+  expect(a == b, "two initialisations with the same seed differ");
+  for (Role r : {Role::kEmbedding, Role::kHidden, Role::kResidualOut, Role::kHead}) {
+    const auto& v = a[static_cast<size_t>(r)];
+    if (std::any_of(v.begin(), v.end(), [&](float x) { return x != v[0]; })) continue;
+    expect(r == Role::kResidualOut && v[0] == 0.0f, std::string("every value of the ") +
+                                                        role_name(r) + " matrix is " + num(v[0]) +
+                                                        " (units would stay symmetric)");
+    note = "residual-output matrices start at 0";
+  }
+  expect(a != other, "seeds 3 and 4 give the same values");
+}
+
 }  // namespace
 
 void check_init(Checker& ck, const Subject& s) {
-  const ModelDims d = small_dims();
-  ck.run("every role gets finite values; custom parameters are left alone", [&](std::string&) {
-    const auto v = initialised(s, d, 3);
-    for (Role r : kRoles)
-      expect_finite(v[static_cast<size_t>(r)], std::string("the ") + role_name(r) + " parameter");
-    expect(v[static_cast<size_t>(Role::kCustom)] == std::vector<float>(16 * 24, 0.25f),
-           "a custom parameter's values (set by its plugin) were changed");
-  });
-  // A residual-output matrix may start at 0 (modded-nanogpt): its inputs come from random
-  // matrices, so its units differ from the first gradient on. Any other constant would not.
-  ck.run("matrices start random: not constant, other values for another seed; deterministic",
-         [&](std::string& note) {
-           const auto a = initialised(s, d, 3), b = initialised(s, d, 3), c = initialised(s, d, 4);
-           expect(a == b, "two initialisations with the same seed differ");
-           for (Role r : {Role::kEmbedding, Role::kHidden, Role::kResidualOut, Role::kHead}) {
-             const auto& v = a[static_cast<size_t>(r)];
-             if (std::any_of(v.begin(), v.end(), [&](float x) { return x != v[0]; })) continue;
-             expect(r == Role::kResidualOut && v[0] == 0.0f,
-                    std::string("every value of the ") + role_name(r) + " matrix is " + num(v[0]) +
-                        " (units would stay symmetric)");
-             note = "residual-output matrices start at 0";
-           }
-           expect(a != c, "seeds 3 and 4 give the same values");
-         });
-  check_options<Initializer>(ck, s, d);
+  InitCase c{s};
+  run_properties<InitCase>(
+      ck, c,
+      {{"every role gets finite values; custom parameters are left alone", &sets_every_role},
+       {"matrices start random: not constant, other values for another seed; deterministic",
+        &matrices_start_random}});
+  check_options<Initializer>(ck, s, c.d);
 }
 
 }  // namespace ablate::conformance

@@ -6,9 +6,10 @@
 
 namespace ablate::conformance {
 
-const std::string& builtin_sample_text() {
-  // The opening of tiny Shakespeare (public domain), enough for tokenizers to fit on.
-  static const std::string text = R"SAMPLE(First Citizen:
+namespace {
+
+// The opening of tiny Shakespeare (public domain), enough for tokenizers to fit on.
+const char kSampleText[] = R"SAMPLE(First Citizen:
 Before we proceed any further, hear me speak.
 
 All:
@@ -112,6 +113,11 @@ Will you undo yourselves?
 First Citizen:
 We cannot, sir, we are undone already.
 )SAMPLE";
+
+}  // namespace
+
+const std::string& builtin_sample_text() {
+  static const std::string text = kSampleText;
   return text;
 }
 
