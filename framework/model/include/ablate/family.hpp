@@ -1,7 +1,8 @@
 // Plugin families declared as data. Each family (ffn, norm, optimizer, ...) is its
-// interface header (ablate/<family>.hpp, with `static constexpr const char* kFamily`) and
-// one file framework/model/src/families/<family>.cpp that registers a FamilyDescriptor: where
-// experiments choose it, its default variant, its conformance checks and the skeleton of
+// interface header (ablate/<family>.hpp, with `static constexpr const char* kFamily`), its
+// conformance suite (framework/model/src/conformance/<family>.cpp) and one file
+// framework/model/src/families/<family>.cpp that registers a FamilyDescriptor: where
+// experiments choose it, its default variant, its suite and the skeleton of
 // `ablate plugin new`. The registry, `ablate plugins`, `ablate plugin new/check`, the
 // conformance runner and the model and trainer (for defaults) loop over these
 // descriptors; none of them names a family's variants. docs/PLUGINS.md, "Adding a
@@ -26,7 +27,7 @@ struct FamilyDescriptor {
   bool list = false;            // the key holds a list of variants ({type: NAME, ...} each): "eval"
   std::string default_variant;  // taken when the key is absent; "" if there is none
   std::string summary;          // one line: what a variant of this family does
-  // Conformance checks (framework/model/src/families/kit.hpp): run by `ablate plugin check`
+  // Conformance suite (framework/model/src/conformance/): run by `ablate plugin check`
   // and by the test suite on every variant.
   void (*checks)(conformance::Checker&, const conformance::Subject&) = nullptr;
   // The skeleton `ablate plugin new FAMILY NAME` writes: a small working variant that

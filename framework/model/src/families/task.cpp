@@ -1,5 +1,8 @@
 // Family "task": its descriptor (see ablate/family.hpp) and the skeleton of
 // `ablate plugin new task NAME`; its conformance checks are in conformance/task.cpp.
+#include <sstream>
+
+#include "ablate/registry.hpp"
 #include "ablate/task.hpp"
 
 #include "../conformance/suites.hpp"
@@ -108,9 +111,8 @@ std::vector<std::pair<std::string, std::vector<OptionDoc>>> task_options(void* v
   std::ostringstream ignored;
   t.write_data(data, ignored);
   Options eval = Options::describe("eval.0");
-  ParamStore none;
   try {
-    t.evaluator(eval, BuildContext{ModelDims{}, ParamScope(none, ""), 0});
+    t.evaluator(eval, StandaloneContext());
   } catch (const std::exception&) {
   }
   return {{"ablate data flags (--key-name value)", data.docs()},
