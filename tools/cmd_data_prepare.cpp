@@ -139,10 +139,8 @@ int cmd_data_prepare(const std::vector<std::string>& args) {
       src->overrides["tokenizer." + key] = "--option " + kv;
       options.emplace_back(key, value);
     }
-  ablate::ParamStore none;
-  auto tok = reg.create<ablate::Tokenizer>(
-      ablate::Options(tn, src, "tokenizer"),
-      ablate::BuildContext{ablate::ModelDims{}, ablate::ParamScope(none, ""), 0});
+  auto tok = reg.create<ablate::Tokenizer>(ablate::Options(tn, src, "tokenizer"),
+                                           ablate::StandaloneContext());
   const ablate::PrepareSummary s = ablate::prepare_shards(o, *tok, name, options);
   std::cerr << "prepare: " << s.documents[0] << " training documents (" << s.tokens[0]
             << " tokens, " << s.bytes[0] << " bytes) and " << s.documents[1]

@@ -105,10 +105,8 @@ int cmd_data_tokenize(const std::vector<std::string>& args) {
         node[key] = YAML::Node(kv.substr(eq + 1));
         source->overrides["tokenizer." + key] = "--option " + kv;
       }
-    ablate::ParamStore none;
-    tok = reg.create<ablate::Tokenizer>(
-        ablate::Options(node, source, "tokenizer"),
-        ablate::BuildContext{ablate::ModelDims{}, ablate::ParamScope(none, ""), 0});
+    tok = reg.create<ablate::Tokenizer>(ablate::Options(node, source, "tokenizer"),
+                                        ablate::StandaloneContext());
     if (!tok->pretrained()) tok->fit(text);
   }
   const std::vector<int32_t> ids = tok->encode(text);
