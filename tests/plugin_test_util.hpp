@@ -109,8 +109,8 @@ inline void require_gradients(const ablate::conformance::ForwardFn& forward,
                                                                        << r.checked << " checked");
 }
 
-// The family's conformance checks (framework/model/src/conformance.cpp, the same that `ablate
-// plugin check` runs) on every variant of the family, one doctest check per check.
+// The family's conformance checks (framework/model/src/conformance/<family>.cpp, the same
+// that `ablate plugin check` runs) on every variant of the family, one doctest check per check.
 inline void check_conformance(const std::string& family,
                               const ablate::conformance::Settings& settings = {}) {
   for (const std::string& name : variants(family)) {

@@ -86,9 +86,8 @@ BenchResult bench_one(const std::string& file, int64_t steps, int64_t warmup, in
   ablate::Options tr = root.child("train");
   int64_t B = tr.get_in<int64_t>("batch_size", 32, 1, 1 << 20);
   tr.check_unused();
-  ablate::ParamStore none;
   auto opt = ablate::PluginRegistry::instance().create<ablate::Optimizer>(
-      root.child("optimizer"), ablate::BuildContext{{}, ablate::ParamScope(none, ""), 1});
+      root.child("optimizer"), ablate::StandaloneContext(1));
   root.check_unused();
   const int64_t T = model.dims().context;
   r.params = model.n_params();

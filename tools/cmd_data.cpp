@@ -78,12 +78,11 @@ int cmd_data(const std::vector<std::string>& args_in) {
     throw ablate::cli::UsageError("unknown task '" + name + "'. Available: " + ablate::join(names) +
                                   (dym.empty() ? "" : ". Did you mean '" + dym + "'?"));
   }
-  ablate::ParamStore none;
   YAML::Node tn;
   tn["type"] = name;
   auto task = reg.create<ablate::Task>(
       ablate::Options(tn, std::make_shared<ablate::ConfigSource>(), "task"),
-      ablate::BuildContext{ablate::ModelDims{}, ablate::ParamScope(none, ""), 0});
+      ablate::StandaloneContext());
   // The task's flags, from what write_data reads in describe mode.
   ablate::Options doc = ablate::Options::describe("");
   std::ostringstream ignored;

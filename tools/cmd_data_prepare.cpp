@@ -119,10 +119,8 @@ std::unique_ptr<ablate::Tokenizer> create_tokenizer(
       src->overrides["tokenizer." + key] = "--option " + kv;
       options.emplace_back(key, value);
     }
-  ablate::ParamStore none;
   return ablate::PluginRegistry::instance().create<ablate::Tokenizer>(
-      ablate::Options(tn, src, "tokenizer"),
-      ablate::BuildContext{ablate::ModelDims{}, ablate::ParamScope(none, ""), 0});
+      ablate::Options(tn, src, "tokenizer"), ablate::StandaloneContext());
 }
 
 }  // namespace

@@ -74,10 +74,8 @@ std::unique_ptr<ablate::Tokenizer> create_tokenizer(const po::variables_map& vm,
       node[key] = YAML::Node(kv.substr(eq + 1));
       source->overrides["tokenizer." + key] = "--option " + kv;
     }
-  ablate::ParamStore none;
   std::unique_ptr<ablate::Tokenizer> tok = reg.create<ablate::Tokenizer>(
-      ablate::Options(node, source, "tokenizer"),
-      ablate::BuildContext{ablate::ModelDims{}, ablate::ParamScope(none, ""), 0});
+      ablate::Options(node, source, "tokenizer"), ablate::StandaloneContext());
   if (!tok->pretrained()) tok->fit(text);
   return tok;
 }

@@ -161,9 +161,8 @@ int cmd_eval(const std::vector<std::string>& args) {
                                     : ablate::parse_precision(f.precision, "--precision"));
   if (ablate::default_precision() == ablate::Precision::bf16 && !ablate::bf16_notice().empty())
     std::cerr << ablate::bf16_notice() << "\n";
-  ablate::ParamStore none;
-  std::unique_ptr<ablate::Evaluator> ev = ablate::make_evaluator(
-      o, ablate::BuildContext{ablate::ModelDims{}, ablate::ParamScope(none, ""), f.seed});
+  std::unique_ptr<ablate::Evaluator> ev =
+      ablate::make_evaluator(o, ablate::StandaloneContext(f.seed));
   std::cout << "run " << f.run << " (step " << run.step << "), task " << f.task << ", " << f.threads
             << " threads" << std::endl;
   ablate::EvalContext ctx{*run.model, *run.tokenizer, run.step, true, f.seed, ""};

@@ -1,7 +1,7 @@
 // ablate plugin new FAMILY NAME: writes a plugin project (source + CMakeLists.txt) that
 //   builds against an installed ablate and works as it is.
 // ablate plugin check LIBRARY.so: loads a plugin library and runs its family's conformance
-//   checks (framework/model/src/conformance.cpp), printing PASS/FAIL per check; exit 1 on failure.
+//   checks (framework/model/src/conformance/), printing PASS/FAIL per check; exit 1 on failure.
 #include <sys/wait.h>
 #include <unistd.h>
 

@@ -35,12 +35,10 @@ const std::vector<std::string> kReferenceLines = {
 // A tokenizer fitted on the characters of arithmetic lines (plus newline).
 std::unique_ptr<ablate::Tokenizer> char_tokenizer(const std::string& text) {
   auto& reg = ablate::test::registry();
-  ablate::ParamStore none;
   YAML::Node n;
   n["type"] = "char";
   ablate::Options o(n, std::make_shared<ablate::ConfigSource>(), "tokenizer");
-  auto tok =
-      reg.create<ablate::Tokenizer>(o, ablate::BuildContext{{}, ablate::ParamScope(none, ""), 0});
+  auto tok = reg.create<ablate::Tokenizer>(o, ablate::StandaloneContext());
   tok->fit(text);
   return tok;
 }
@@ -705,11 +703,10 @@ sample: {tokens: 0}
   CHECK(t.count("acc_pos_1"));
   // The console line is a readable summary of the row, not its ~20 columns.
   {
-    ablate::ParamStore none;
     auto ev = ablate::make_evaluator(
         ablate::conformance::options_from_yaml(
             "{type: arithmetic, data: " + (dir / "test.txt") + "}", "eval.0"),
-        ablate::BuildContext{ablate::ModelDims{}, ablate::ParamScope(none, ""), 0});
+        ablate::StandaloneContext());
     std::vector<std::pair<std::string, double>> row;
     for (const auto& [name, values] : t)
       if (name != "step") row.emplace_back(name, values.back());

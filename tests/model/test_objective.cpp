@@ -18,10 +18,8 @@ namespace {
 
 std::unique_ptr<ablate::Objective> objective(const std::string& yaml) {
   ablate::test::registry();
-  ablate::ParamStore none;
   return ablate::PluginRegistry::instance().create<ablate::Objective>(
-      ablate::conformance::options_from_yaml(yaml, "objective"),
-      ablate::BuildContext{ablate::ModelDims{}, ablate::ParamScope(none, ""), 1});
+      ablate::conformance::options_from_yaml(yaml, "objective"), ablate::StandaloneContext(1));
 }
 
 // The tiny experiment of test_util.hpp with extra lines appended (later keys win).

@@ -144,11 +144,9 @@ TEST_CASE(
     "bpb/token_byte_counts: the bytes each id adds to decoded text, end-of-text and padding 0") {
   ablate::test::registry();
   auto& reg = ablate::PluginRegistry::instance();
-  ablate::ParamStore none;
   auto make = [&](const std::string& yaml) {
     ablate::Options o(YAML::Load(yaml), std::make_shared<ablate::ConfigSource>(), "tokenizer");
-    return reg.create<ablate::Tokenizer>(o,
-                                         ablate::BuildContext{{}, ablate::ParamScope(none, ""), 0});
+    return reg.create<ablate::Tokenizer>(o, ablate::StandaloneContext());
   };
   auto byte = make("{type: byte, pad: true, eot: true}");
   const auto b = ablate::token_byte_counts(*byte);

@@ -95,10 +95,8 @@ std::string stand_in(size_t n, size_t split) {
 
 std::unique_ptr<ablate::Tokenizer> tokenizer(const std::string& yaml) {
   auto& reg = ablate::test::registry();
-  ablate::ParamStore none;
   ablate::Options o(YAML::Load(yaml), std::make_shared<ablate::ConfigSource>(), "tokenizer");
-  return reg.create<ablate::Tokenizer>(o,
-                                       ablate::BuildContext{{}, ablate::ParamScope(none, ""), 0});
+  return reg.create<ablate::Tokenizer>(o, ablate::StandaloneContext());
 }
 
 ablate::TextData load(const std::string& data_yaml, ablate::Tokenizer& tok,

@@ -291,10 +291,8 @@ std::string write_shard(const std::string& path, const std::vector<int32_t>& ids
 
 std::unique_ptr<ablate::Tokenizer> tokenizer(const std::string& yaml) {
   auto& reg = ablate::test::registry();
-  ablate::ParamStore none;
   ablate::Options o(YAML::Load(yaml), std::make_shared<ablate::ConfigSource>(), "tokenizer");
-  return reg.create<ablate::Tokenizer>(o,
-                                       ablate::BuildContext{{}, ablate::ParamScope(none, ""), 0});
+  return reg.create<ablate::Tokenizer>(o, ablate::StandaloneContext());
 }
 
 // The data section `yaml` (a flow map) of an experiment in dir, loaded with `tok`.

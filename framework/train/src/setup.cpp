@@ -75,10 +75,8 @@ std::vector<std::string> objectives_for(bool causal) {
   for (const PluginEntry* e : PluginRegistry::instance().variants(Objective::kFamily)) {
     try {
       YAML::Node n(e->info->name);
-      ParamStore none;
       auto obj = PluginRegistry::instance().create<Objective>(
-          Options(n, std::make_shared<ConfigSource>(), "objective"),
-          BuildContext{ModelDims{}, ParamScope(none, ""), 0});
+          Options(n, std::make_shared<ConfigSource>(), "objective"), StandaloneContext());
       if (obj->causal() == causal) names.push_back(e->info->name);
     } catch (const std::exception&) {
       // a variant that needs options: not suggested

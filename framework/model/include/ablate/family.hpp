@@ -1,10 +1,11 @@
 // Plugin families declared as data. Each family (ffn, norm, optimizer, ...) is its
-// interface header (ablate/<family>.hpp, with `static constexpr const char* kFamily`) and
-// one file framework/model/src/families/<family>.cpp that registers a FamilyDescriptor: where
-// experiments choose it, its default variant and its conformance checks (the skeleton of
-// `ablate plugin new` is tools/plugin_skeletons/<family>.cpp). The registry, `ablate plugins`,
-// `ablate plugin new/check`, the conformance runner and the model and trainer (for defaults) loop
-// over these descriptors; none of them names a family's variants. docs/PLUGINS.md, "Adding a
+// interface header (ablate/<family>.hpp, with `static constexpr const char* kFamily`), its
+// conformance suite (framework/model/src/conformance/<family>.cpp), the skeleton of
+// `ablate plugin new` (tools/plugin_skeletons/<family>.cpp) and one file
+// framework/model/src/families/<family>.cpp that registers a FamilyDescriptor: where
+// experiments choose it, its default variant and its suite. The registry, `ablate plugins`,
+// `ablate plugin new/check`, the conformance runner and the model and trainer (for defaults)
+// loop over these descriptors; none of them names a family's variants. docs/PLUGINS.md, "Adding a
 // family", shows the steps.
 #pragma once
 #include <string>
@@ -26,7 +27,7 @@ struct FamilyDescriptor {
   bool list = false;            // the key holds a list of variants ({type: NAME, ...} each): "eval"
   std::string default_variant;  // taken when the key is absent; "" if there is none
   std::string summary;          // one line: what a variant of this family does
-  // Conformance checks (framework/model/src/families/kit.hpp): run by `ablate plugin check`
+  // Conformance suite (framework/model/src/conformance/): run by `ablate plugin check`
   // and by the test suite on every variant.
   void (*checks)(conformance::Checker&, const conformance::Subject&) = nullptr;
   // Options a variant reads beyond its constructor's, for `ablate plugins`: (heading, docs)

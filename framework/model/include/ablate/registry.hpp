@@ -59,4 +59,20 @@ class PluginRegistry {
   Impl& impl();
 };
 
+// The BuildContext of a variant that is no part of a model (tokenizer, optimizer, scheduler,
+// objective, task, evaluator): no model dimensions, no block parts, no vocabulary, and an
+// empty parameter store of its own. It converts to the BuildContext it holds, so a temporary
+// serves a create call: registry.create<Tokenizer>(options, StandaloneContext()).
+class StandaloneContext {
+ public:
+  explicit StandaloneContext(uint64_t seed = 0) : ctx_{ModelDims{}, ParamScope(store_, ""), seed} {}
+  StandaloneContext(const StandaloneContext&) = delete;  // ctx_ points at store_
+  StandaloneContext& operator=(const StandaloneContext&) = delete;
+  operator const BuildContext&() const { return ctx_; }
+
+ private:
+  ParamStore store_;
+  BuildContext ctx_;
+};
+
 }  // namespace ablate

@@ -1,14 +1,12 @@
-// Family "ffn": its descriptor (see ablate/family.hpp) and conformance checks (the
-// skeleton of `ablate plugin new ffn NAME` is tools/plugin_skeletons/ffn.cpp).
+// Family "ffn": its descriptor (see ablate/family.hpp). Its conformance checks are in
+// conformance/rowwise.cpp, the skeleton of `ablate plugin new ffn NAME` is
+// tools/plugin_skeletons/ffn.cpp.
 #include "ablate/ffn.hpp"
-#include "kit.hpp"
 
-namespace ablate::conformance {
+#include "../conformance/suites.hpp"
+
+namespace ablate {
 namespace {
-
-void check_ffn(Checker& ck, const Subject& s) {
-  check_rowwise<Ffn>(ck, s, 12, 6, 1.0f, 0.5f, true);
-}
 
 [[maybe_unused]] const bool registered = register_family([] {
   FamilyDescriptor d;
@@ -17,9 +15,9 @@ void check_ffn(Checker& ck, const Subject& s) {
   d.list = false;
   d.default_variant = "relu";
   d.summary = "the feed-forward sublayer of each block: x (B*T, C) -> (B*T, C)";
-  d.checks = &check_ffn;
+  d.checks = &conformance::check_ffn;
   return d;
 }());
 
 }  // namespace
-}  // namespace ablate::conformance
+}  // namespace ablate

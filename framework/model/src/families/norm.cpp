@@ -1,14 +1,12 @@
-// Family "norm": its descriptor (see ablate/family.hpp) and conformance checks (the
-// skeleton of `ablate plugin new norm NAME` is tools/plugin_skeletons/norm.cpp).
+// Family "norm": its descriptor (see ablate/family.hpp). Its conformance checks are in
+// conformance/rowwise.cpp, the skeleton of `ablate plugin new norm NAME` is
+// tools/plugin_skeletons/norm.cpp.
 #include "ablate/norm.hpp"
-#include "kit.hpp"
 
-namespace ablate::conformance {
+#include "../conformance/suites.hpp"
+
+namespace ablate {
 namespace {
-
-void check_norm(Checker& ck, const Subject& s) {
-  check_rowwise<Norm>(ck, s, 10, 5, 2.0f, 1.0f, false);
-}
 
 [[maybe_unused]] const bool registered = register_family([] {
   FamilyDescriptor d;
@@ -17,9 +15,9 @@ void check_norm(Checker& ck, const Subject& s) {
   d.list = false;
   d.default_variant = "layernorm";
   d.summary = "a normalisation over channels: x (B*T, C) -> (B*T, C)";
-  d.checks = &check_norm;
+  d.checks = &conformance::check_norm;
   return d;
 }());
 
 }  // namespace
-}  // namespace ablate::conformance
+}  // namespace ablate

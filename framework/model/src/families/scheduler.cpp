@@ -1,39 +1,12 @@
-// Family "scheduler": its descriptor (see ablate/family.hpp) and conformance checks (the
-// skeleton of `ablate plugin new scheduler NAME` is tools/plugin_skeletons/scheduler.cpp).
+// Family "scheduler": its descriptor (see ablate/family.hpp). Its conformance checks are in
+// conformance/scheduler.cpp, the skeleton of `ablate plugin new scheduler NAME` is
+// tools/plugin_skeletons/scheduler.cpp.
 #include "ablate/scheduler.hpp"
-#include "kit.hpp"
 
-namespace ablate::conformance {
+#include "../conformance/suites.hpp"
+
+namespace ablate {
 namespace {
-
-// ---- scheduler -----------------------------------------------------------------------------
-
-void check_scheduler(Checker& ck, const Subject& s) {
-  const ModelDims d = small_dims();
-  const std::string path = path_of(s.family);
-  ck.run("factors finite and in [0, 1] over runs of 1 to 60000 steps; positive mid-run",
-         [&](std::string&) {
-           auto sc = build<Scheduler>(s.options, path, d);
-           for (int64_t total : {1, 2, 10, 1000, 60000}) {
-             const int64_t stride = std::max<int64_t>(1, total / 500);
-             for (int64_t step = 0; step <= total + 10; step += stride) {
-               const float f = sc->factor(step, total);
-               expect(std::isfinite(f) && f >= 0.0f && f <= 1.0001f,
-                      "factor(" + std::to_string(step) + ", " + std::to_string(total) +
-                          ") = " + num(f));
-             }
-             expect(sc->factor(total / 2, total) > 0.0f,
-                    "factor is 0 half way through a run of " + std::to_string(total) + " steps");
-           }
-         });
-  ck.run("deterministic: two instances give the same factors", [&](std::string&) {
-    auto a = build<Scheduler>(s.options, path, d), b = build<Scheduler>(s.options, path, d);
-    for (int64_t step = 0; step <= 1000; step += 7)
-      expect(a->factor(step, 1000) == b->factor(step, 1000),
-             "factor(" + std::to_string(step) + ", 1000) differs");
-  });
-  check_options<Scheduler>(ck, s, d);
-}
 
 [[maybe_unused]] const bool registered = register_family([] {
   FamilyDescriptor d;
@@ -42,9 +15,9 @@ void check_scheduler(Checker& ck, const Subject& s) {
   d.list = false;
   d.default_variant = "constant";
   d.summary = "the learning-rate factor at each step";
-  d.checks = &check_scheduler;
+  d.checks = &conformance::check_scheduler;
   return d;
 }());
 
 }  // namespace
-}  // namespace ablate::conformance
+}  // namespace ablate

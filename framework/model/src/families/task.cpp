@@ -1,143 +1,13 @@
-// Family "task": its descriptor (see ablate/family.hpp) and conformance checks (the
-// skeleton of `ablate plugin new task NAME` is tools/plugin_skeletons/task.cpp).
-#include <stdlib.h>
-
-#include <filesystem>
-#include <fstream>
-#include <unordered_set>
-
-#include "ablate/model.hpp"
+// Family "task": its descriptor (see ablate/family.hpp). Its conformance checks are in
+// conformance/task.cpp, the skeleton of `ablate plugin new task NAME` is
+// tools/plugin_skeletons/task.cpp.
+#include "ablate/registry.hpp"
 #include "ablate/task.hpp"
-#include "ablate/tokenizer.hpp"
-#include "kit.hpp"
 
-namespace ablate::conformance {
+#include "../conformance/suites.hpp"
+
+namespace ablate {
 namespace {
-
-// A directory removed with its files when the check ends.
-struct ScratchDir {
-  std::string path;
-  ScratchDir() {
-    std::string t = (std::filesystem::temp_directory_path() / "ablate_task_check_XXXXXX").string();
-    if (!mkdtemp(t.data())) throw Error("cannot create a temporary directory under " + t);
-    path = t;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& f) const { return path + "/" + f; }
-};
-
-std::vector<std::string> file_lines(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  expect(static_cast<bool>(in), path + " was not written");
-  std::vector<std::string> v;
-  for (std::string l; std::getline(in, l);)
-    if (!l.empty()) v.push_back(l);
-  return v;
-}
-
-Options flags(const ScratchDir& dir, const std::string& tag, int64_t seed) {
-  YAML::Node n;
-  n["train"] = dir / (tag + "_train.txt");
-  n["test"] = dir / (tag + "_test.txt");
-  n["train_count"] = 200;
-  n["test_count"] = 20;
-  n["seed"] = seed;
-  return Options(n, std::make_shared<ConfigSource>(), "");
-}
-
-void check_task(Checker& ck, const Subject& s) {
-  const ModelDims d = small_dims();
-  ScratchDir dir;
-  std::ostringstream printed;
-  bool written = false;
-  ck.run(
-      "write_data: train and test files (train_count 200, test_count 20, seed); test distinct, "
-      "none in train; "
-      "the same seed writes the same files",
-      [&](std::string& note) {
-        auto t = build<Task>(s.options, "task", d);
-        for (const auto& [tag, seed] :
-             std::vector<std::pair<std::string, int64_t>>{{"a", 5}, {"b", 5}}) {
-          const Options o = flags(dir, tag, seed);
-          t->write_data(o, printed);
-          o.check_unused();
-        }
-        const auto train = file_lines(dir / "a_train.txt"), test = file_lines(dir / "a_test.txt");
-        expect(!train.empty() && !test.empty(), "an empty file: " + std::to_string(train.size()) +
-                                                    " training and " + std::to_string(test.size()) +
-                                                    " test lines");
-        const std::unordered_set<std::string> tr(train.begin(), train.end()),
-            te(test.begin(), test.end());
-        expect(te.size() == test.size(), "the test file repeats a problem");
-        for (const auto& l : test)
-          expect(!tr.count(l), "test problem '" + l + "' is also in the training file");
-        expect(train == file_lines(dir / "b_train.txt") && test == file_lines(dir / "b_test.txt"),
-               "two calls with the same seed wrote different files");
-        expect(!printed.str().empty(), "write_data printed nothing; say what was written");
-        written = true;
-        note = std::to_string(train.size()) + " training, " + std::to_string(test.size()) +
-               " test lines";
-      });
-  ck.run("write_data documents its options (ablate data TASK --help)", [&](std::string& note) {
-    auto t = build<Task>(s.options, "task", d);
-    Options o = Options::describe("");
-    std::ostringstream ignored;
-    t->write_data(o, ignored);
-    size_t standard = 0;
-    for (const OptionDoc& doc : o.docs())
-      for (const char* k : {"train", "test", "train_count", "test_count", "seed"})
-        standard += doc.key == k ? 1 : 0;
-    expect(standard == 5,
-           "in describe mode write_data should read train, test, train_count, test_count and seed");
-    note = std::to_string(o.docs().size()) + " options";
-  });
-  if (!written) return;
-  ck.run(
-      "evaluator on the test file: named metrics, the same on repeated calls (but *_per_s "
-      "timings), a one-line summary",
-      [&](std::string& note) {
-        auto t = build<Task>(s.options, "task", d);
-        std::string text;
-        for (const auto& l : file_lines(dir / "a_train.txt")) text += l + "\n";
-        YAML::Node tn;
-        tn["type"] = family(Tokenizer::kFamily).default_variant;
-        auto tok = build<Tokenizer>(tn, "tokenizer", d);
-        tok->fit(text);
-        Model model(
-            options_from_yaml("{d_model: 16, n_heads: 2, n_layers: 1, context: 64}", "model"),
-            tok->vocab_size(), 1);
-        YAML::Node en = YAML::Clone(s.options);
-        en["data"] = dir / "a_test.txt";
-        Options eo(en, std::make_shared<ConfigSource>(), "eval.0");
-        ParamStore none;
-        std::unique_ptr<Evaluator> ev = t->evaluator(eo, BuildContext{d, ParamScope(none, ""), 1});
-        eo.check_unused({"type"});
-        expect(ev != nullptr, "evaluator() returned null");
-        EvalContext ctx{model, *tok.obj, 10, true, 1, dir.path};
-        const auto r1 = ev->evaluate(ctx), r2 = ev->evaluate(ctx);
-        expect(!r1.empty(), "no metrics");
-        expect(r1.size() == r2.size(), "the number of columns changes between calls");
-        for (size_t i = 0; i < r1.size(); ++i) {
-          expect(!r1[i].first.empty() && r1[i].first == r2[i].first,
-                 "column " + std::to_string(i) + " has no name or changes name");
-          const bool timing = r1[i].first.size() > 6 &&
-                              r1[i].first.compare(r1[i].first.size() - 6, 6, "_per_s") == 0;
-          const bool same = r1[i].second == r2[i].second ||
-                            (std::isnan(r1[i].second) && std::isnan(r2[i].second));
-          expect(same || timing,
-                 "metric '" + r1[i].first +
-                     "' differs between two identical calls (only timings, named *_per_s, may)");
-        }
-        expect_specs_fit(ev->metric_specs(), r1);
-        const std::string line = ev->summary(r1);
-        expect(!line.empty() && line.find('\n') == std::string::npos,
-               "summary() should be one non-empty line, got '" + line + "'");
-        note = std::to_string(r1.size()) + " metrics; untrained: " + line;
-      });
-}
 
 std::vector<std::pair<std::string, std::vector<OptionDoc>>> task_options(void* variant) {
   Task& t = *static_cast<Task*>(variant);
@@ -145,9 +15,8 @@ std::vector<std::pair<std::string, std::vector<OptionDoc>>> task_options(void* v
   std::ostringstream ignored;
   t.write_data(data, ignored);
   Options eval = Options::describe("eval.0");
-  ParamStore none;
   try {
-    t.evaluator(eval, BuildContext{ModelDims{}, ParamScope(none, ""), 0});
+    t.evaluator(eval, StandaloneContext());
   } catch (const std::exception&) {
   }
   return {{"ablate data flags (--key-name value)", data.docs()},
@@ -162,10 +31,10 @@ std::vector<std::pair<std::string, std::vector<OptionDoc>>> task_options(void* v
   d.summary =
       "data of its own (ablate data TASK) and scoring (eval: [{type: TASK}], ablate eval --task "
       "TASK)";
-  d.checks = &check_task;
+  d.checks = &conformance::check_task;
   d.more_options = &task_options;
   return d;
 }());
 
 }  // namespace
-}  // namespace ablate::conformance
+}  // namespace ablate

@@ -1,6 +1,6 @@
 // The machinery of the conformance checks (see ablate/conformance.hpp), shared by the
-// family files in this directory: each check is a named section that passes unless an
-// expectation fails or the plugin throws.
+// families' suites in this directory: each check is a named section that passes unless an
+// expectation fails or the plugin throws; a suite is a list of such checks, one property each.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -75,6 +75,23 @@ class Checker {
   Report& report_;
   const Settings& settings_;
 };
+
+// One property a family's variants must have: its name in the report and the function that
+// checks it on the suite's fixture `Case` (built once per suite, shared by its checks). The
+// function may leave a note, shown in parentheses after PASS.
+template <class Case>
+struct Property {
+  std::string name;
+  void (*check)(Case& c, std::string& note);
+};
+
+// Runs `properties` in order as named checks on `c`; `suffix` follows each name.
+template <class Case>
+void run_properties(Checker& ck, Case& c, const std::vector<Property<Case>>& properties,
+                    const std::string& suffix = "") {
+  for (const Property<Case>& p : properties)
+    ck.run(p.name + suffix, [&](std::string& note) { p.check(c, note); });
+}
 
 // What a family's checks get: the variant's name and its options as a YAML map.
 struct Subject {
@@ -233,51 +250,6 @@ void check_options(Checker& ck, const Subject& s, const ModelDims& d) {
     note = n_numeric ? std::to_string(n_numeric) + " numeric option" + (n_numeric > 1 ? "s" : "")
                      : "no numeric options";
   });
-}
-
-// ---- ffn and norm: x (rows, C) -> (rows, C) ----------------------------------------------
-
-template <class Base>
-void check_rowwise(Checker& ck, const Subject& s, int64_t C, int64_t rows, float x_std,
-                   float param_std, bool both_bias) {
-  auto run = [&](Base& m, const std::vector<float>& x) {
-    Graph g;
-    Var y = m.forward(g, g.constant(x.data(), rows, C));
-    expect_shape(g, y, rows, C, "the output");
-    return values(g, y);
-  };
-  const std::vector<float> x = randn(static_cast<size_t>(rows * C), 3, x_std);
-  std::vector<bool> biases = both_bias ? std::vector<bool>{false, true} : std::vector<bool>{true};
-  for (bool bias : biases) {
-    const ModelDims d = small_dims(C, 2, 16, bias);
-    const std::string tag =
-        both_bias ? std::string(" [model.bias ") + (bias ? "true]" : "false]") : "";
-    ck.run("builds; output (rows, C) = (" + std::to_string(rows) + ", " + std::to_string(C) +
-               "), finite" + tag,
-           [&](std::string& note) {
-             auto a = build<Base>(s.options, path_of(s.family), d);
-             expect_finite(run(*a.obj, x), "the output");
-             note = std::to_string(a.store->count()) + " parameters";
-           });
-    ck.run("deterministic: same input, same output; same seed, same parameters" + tag,
-           [&](std::string&) {
-             auto a = build<Base>(s.options, path_of(s.family), d);
-             auto b = build<Base>(s.options, path_of(s.family), d);
-             const auto ya = run(*a.obj, x);
-             expect(ya == run(*a.obj, x), "two calls on the same input differ");
-             expect(ya == run(*b.obj, x), "two instances built with the same seed differ");
-           });
-    ck.run("gradients by finite differences (parameters and input)" + tag, [&](std::string& note) {
-      auto a = build<Base>(s.options, path_of(s.family), d);
-      randomize(*a.store, 5, param_std);
-      ParamStore inputs(11);
-      Parameter& xp = add_input(inputs, "x", rows, C);
-      std::vector<Parameter*> wrt = a.store->all();
-      wrt.push_back(&xp);
-      expect_gradients([&](Graph& g) { return Outputs{a->forward(g, g.param(xp))}; }, wrt, note);
-    });
-  }
-  check_options<Base>(ck, s, small_dims(C, 2, 16, true));
 }
 
 }  // namespace ablate::conformance
