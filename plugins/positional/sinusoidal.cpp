@@ -2,7 +2,6 @@
 // PE[pos, 2i+1] = cos(same), added to x (B*T, C). A constant, no parameters, no length limit.
 #include <algorithm>
 #include <cmath>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -25,8 +24,6 @@ class Sinusoidal final : public ablate::PositionalEncoding {
                           std::to_string(pc.pos0));
     ablate::Var pe = g.input(B * T, C);  // (B*T, C)
     float* out = g.value(pe).data;
-    // Decoding runs forward on two threads at once (model.hpp): the table grows under a lock.
-    std::lock_guard<std::mutex> lock(mutex_);
     grow(pc.pos0 + T, C);
     for (int64_t b = 0; b < B; ++b)
       for (int64_t t = 0; t < T; ++t) {
@@ -54,7 +51,6 @@ class Sinusoidal final : public ablate::PositionalEncoding {
   }
 
   double base_;
-  std::mutex mutex_;
   std::vector<float> table_;  // (rows_, C_)
   int64_t rows_ = 0, C_ = 0;
 };

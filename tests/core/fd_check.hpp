@@ -14,6 +14,7 @@
 
 #include "ablate/graph.hpp"
 #include "ablate/tensor.hpp"
+#include "node.hpp"  // private to the core layer: backward_with_seed walks the tape
 
 namespace ablate::test {
 
@@ -53,7 +54,7 @@ inline void backward_with_seed(Graph& g, Var out, const std::vector<float>& r) {
   REQUIRE(static_cast<size_t>(go.numel()) == r.size());
   std::memcpy(go.data, r.data(), sizeof(float) * r.size());
   for (int id = out.id; id >= 0; --id) {
-    Node& n = g.node(id);
+    Node& n = node(g, id);
     if (n.requires_grad && n.backward && n.grad.data) n.backward(g, id);
   }
 }

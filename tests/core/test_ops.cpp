@@ -15,7 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "ops/kernels.hpp"  // private to the core layer (include path set in CMakeLists.txt)
+#include "node.hpp"  // private to the core layer (include path set in CMakeLists.txt)
+#include "ops/kernels.hpp"
 #include "ablate/custom_op.hpp"
 #include "ablate/error.hpp"
 #include "ablate/conformance.hpp"
@@ -35,7 +36,7 @@ using conformance::add_input;
 float g_fake_factor = 1.0f;
 bool g_fake_assign = false;
 void fake_backward(Graph& g, int id) {
-  Node& n = g.node(id);
+  Node& n = node(g, id);
   Tensor& dx = g.grad(n.in[0]);
   for (int64_t i = 0; i < dx.numel(); ++i) {
     const float d = 2.0f * g_fake_factor * n.grad.data[i];
@@ -286,20 +287,108 @@ TEST_CASE(
   CHECK_THROWS_AS(ablate::custom_op<Cube>(g, {x}, 0, 1), ablate::Error);
 }
 
+// y = x * (sum of x's row), with what backward needs in a typed struct (OpContext::save<T>):
+// the row sums' buffer, the shape and the scale.
+struct RowScaleState {
+  float* row_sums;
+  int64_t rows, cols;
+  float scale;
+};
+struct RowScale {
+  static constexpr const char* kName = "test_row_scale";
+  static void forward(ablate::OpContext& op) {
+    const Tensor& x = op.in(0);
+    RowScaleState& st =
+        op.save<RowScaleState>(op.save(0, static_cast<size_t>(x.rows)), x.rows, x.cols, op.attr(0));
+    for (int64_t r = 0; r < st.rows; ++r) {
+      float s = 0;
+      for (int64_t c = 0; c < st.cols; ++c) s += x.data[r * st.cols + c];
+      st.row_sums[r] = s;
+      for (int64_t c = 0; c < st.cols; ++c)
+        op.out().data[r * st.cols + c] = st.scale * s * x.data[r * st.cols + c];
+    }
+  }
+  static void backward(ablate::OpContext& op) {
+    if (!op.needs_grad(0)) return;
+    const RowScaleState& st = op.saved<RowScaleState>();
+    const float* x = op.in(0).data;
+    const float* dy = op.grad_out().data;
+    float* dx = op.grad_in(0).data;
+    for (int64_t r = 0; r < st.rows; ++r) {
+      float dot = 0;  // sum_c dy x
+      for (int64_t c = 0; c < st.cols; ++c) dot += dy[r * st.cols + c] * x[r * st.cols + c];
+      for (int64_t c = 0; c < st.cols; ++c)
+        dx[r * st.cols + c] += st.scale * (st.row_sums[r] * dy[r * st.cols + c] + dot);
+    }
+  }
+};
+// Reads back a state of another type than the one saved.
+struct WrongState {
+  static constexpr const char* kName = "test_wrong_state";
+  static void forward(ablate::OpContext& op) {
+    op.out().data[0] = op.in(0).data[0];
+    op.save<int32_t>(7);
+    (void)op.saved<double>();
+  }
+  static void backward(ablate::OpContext&) {}
+};
+// Reads a state that forward never saved.
+struct NoState {
+  static constexpr const char* kName = "test_no_state";
+  static void forward(ablate::OpContext& op) {
+    op.out().data[0] = op.in(0).data[0];
+    (void)op.saved<RowScaleState>();
+  }
+  static void backward(ablate::OpContext&) {}
+};
+
+TEST_CASE("ops/custom_op: typed saved state, read back in backward, wrong reads are errors") {
+  const BuildFn f = [](Graph& g, const std::vector<Var>& in) {
+    const Tensor& x = g.value(in[0]);
+    return ablate::custom_op<RowScale>(g, {in[0]}, x.rows, x.cols, {0.7f});
+  };
+  CHECK_GRAD(f, {{3, 4}});
+  Graph g;
+  const float v[2] = {1.0f, 3.0f};
+  Var x = g.constant(v, 1, 2);
+  CHECK(g.value(ablate::custom_op<RowScale>(g, {x}, 1, 2, {0.5f})).data[1] ==
+        doctest::Approx(6.0f));  // 0.5 * 4 * 3
+  CHECK_THROWS_WITH(ablate::custom_op<WrongState>(g, {x}, 1, 1),
+                    doctest::Contains("test_wrong_state: saved<T>() asks for 8 bytes but "
+                                      "forward saved 4"));
+  CHECK_THROWS_WITH(ablate::custom_op<NoState>(g, {x}, 1, 1),
+                    doctest::Contains("test_no_state: saved<T>() finds no saved state"));
+}
+
+TEST_CASE("ops/graph: node() reads an op's name, value and parameter, and refuses other ids") {
+  ParamStore store(1);
+  Parameter& w = store.add("w", 2, 3, Role::kCustom);
+  Graph g;
+  Var p = g.param(w);
+  Var y = scale(g, p, 2.0f);
+  CHECK(std::string(g.node(p).op) == "input");
+  CHECK(g.node(p).param == &w);
+  CHECK(std::string(g.node(y).op) == std::string(node(g, y).op));
+  CHECK(&g.node(y).value == &g.value(y));
+  CHECK(g.node(y).param == nullptr);
+  CHECK_THROWS_WITH(g.node(2), doctest::Contains("Graph::node: 2 is not a node of this tape"));
+  CHECK_THROWS_AS(g.node(-1), ablate::Error);
+}
+
 TEST_CASE(
     "ops/graph: references to nodes and values taken before make() stay valid as the tape grows") {
   Graph g;
   const std::vector<float> xv = random_vec(6, 3);
   Var x = g.constant(xv.data(), 2, 3);
-  Node& node = g.node(x);
+  Node& first = node(g, x);
   const Tensor& value = g.value(x);
   for (int k = 0; k < 5000; ++k) scale(g, x, 1.0f);  // many chunks of nodes
-  CHECK(&node == &g.node(x));
+  CHECK(&first == &node(g, x));
   CHECK(&value == &g.value(x));
   CHECK(value.data[5] == xv[5]);
   g.reset();
   Var y = g.constant(xv.data(), 2, 3);
-  CHECK(&g.node(y) == &node);  // chunks are reused after reset
+  CHECK(&node(g, y) == &first);  // chunks are reused after reset
 }
 
 TEST_CASE("ops/grad: layernorm with and without gain and bias, rmsnorm, softmax") {
@@ -951,49 +1040,6 @@ TEST_CASE("ops/scratch: two threads asking for different sizes stay near the lar
   });
   CHECK(largest.load() >= 1699);
   CHECK(largest.load() <= 2 * 1700 + 16);
-}
-
-TEST_CASE("ops/decode team: two ranks at once, exchanges, the real error of a failing rank") {
-  tbb::task_arena(2).execute([&] {
-    // Ranks publish in lockstep; each reads the other's part of the same exchange even
-    // when the other is already one exchange further.
-    std::vector<float> seen[2];
-    std::thread::id ids[2];
-    const bool ran = kernels::run_decode_team([&](int64_t rank) {
-      const kernels::DecodeRank* me = kernels::decode_rank();
-      REQUIRE(me != nullptr);
-      ids[rank] = std::this_thread::get_id();
-      for (int e = 0; e < 50; ++e) {
-        float* mine = me->team->slot(rank, 3 + static_cast<size_t>(e));  // growing
-        mine[0] = static_cast<float>(100 * e + rank);
-        me->team->publish(rank);
-        seen[rank].push_back(me->team->slot_data(rank, 1 - rank)[0]);
-      }
-    });
-    REQUIRE(ran);
-    CHECK(ids[0] != ids[1]);
-    CHECK(kernels::decode_rank() == nullptr);
-    for (int e = 0; e < 50; ++e) {
-      CHECK(seen[0][static_cast<size_t>(e)] == static_cast<float>(100 * e + 1));
-      CHECK(seen[1][static_cast<size_t>(e)] == static_cast<float>(100 * e));
-    }
-    // A rank that throws: its partner, waiting in publish, stops, and the caller gets the
-    // thrower's error, whichever rank it was.
-    for (int64_t bad : {0, 1}) {
-      CAPTURE(bad);
-      CHECK_THROWS_WITH(kernels::run_decode_team([&](int64_t rank) {
-                          const kernels::DecodeRank* me = kernels::decode_rank();
-                          me->team->slot(rank, 1);
-                          if (rank == bad) throw Error("rank failed");
-                          me->team->publish(rank);
-                        }),
-                        "rank failed");
-    }
-    // Inside a parallel loop, or on one thread, there is no team: the caller runs serially.
-    kernels::parallel_chunks(
-        2, 1, [&](int64_t, int64_t) { CHECK_FALSE(kernels::run_decode_team([](int64_t) {})); });
-  });
-  tbb::task_arena(1).execute([&] { CHECK_FALSE(kernels::run_decode_team([](int64_t) {})); });
 }
 
 TEST_CASE("ops/parallel_chunks: every chunk once, fixed threads for few chunks, nesting, errors") {

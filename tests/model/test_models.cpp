@@ -64,11 +64,11 @@ TEST_CASE("models/every experiments/models file parses and builds its model") {
 }
 
 TEST_CASE("models/decoding with KV caches on two threads gives one thread's logits, bitwise") {
-  // Two threads decode as a team (each product's two reduction halves, and the kv heads,
-  // split between them); one thread computes the same halves itself. (d_model 96: the
-  // products split, gemv_splits; smaller models decode on one thread.)
+  // Two threads split each matrix-vector product's reduction into two fixed halves; one
+  // thread computes the same halves itself. (d_model 96: the products split, gemv_splits;
+  // smaller models decode on one thread.)
   if (tbb::info::default_concurrency() < 2) {
-    MESSAGE("one core: no decoding team to compare");
+    MESSAGE("one core: no second thread to compare");
     return;
   }
   ablate::test::registry();
@@ -117,14 +117,14 @@ TEST_CASE("models/decoding with KV caches on two threads gives one thread's logi
         }
         return logits;
       };
-      const std::vector<float> team = decode();
+      const std::vector<float> two = decode();
       std::vector<float> one;
       {
         tbb::global_control gc(tbb::global_control::max_allowed_parallelism, 1);
         one = decode();
       }
-      REQUIRE(team.size() == one.size());
-      CHECK(std::memcmp(team.data(), one.data(), sizeof(float) * team.size()) == 0);
+      REQUIRE(two.size() == one.size());
+      CHECK(std::memcmp(two.data(), one.data(), sizeof(float) * two.size()) == 0);
     }
   }
 }

@@ -9,6 +9,7 @@
 #include <new>
 
 #include "ablate/error.hpp"
+#include "node.hpp"
 #include "ops/kernels.hpp"
 
 namespace ablate {
@@ -110,7 +111,7 @@ Var Graph::push(const Node& n) {
   if (n_nodes_ >> kChunkBits >= chunks_.size())
     chunks_.push_back(std::make_unique<Node[]>(kChunkMask + 1));
   const int id = static_cast<int>(n_nodes_++);
-  node(id) = n;
+  ablate::node(*this, id) = n;
   return Var{id};
 }
 
@@ -174,8 +175,20 @@ Tensor& Graph::grad(int id) {
   return t;
 }
 
+Graph::NodeInfo Graph::node(int id) const {
+  if (id < 0 || static_cast<size_t>(id) >= n_nodes_)
+    throw Error("Graph::node: " + std::to_string(id) + " is not a node of this tape (it has " +
+                std::to_string(n_nodes_) + ")");
+  const Node& n = ablate::node(*this, id);
+  return NodeInfo{n.op, n.value, n.param};
+}
+
+Tensor& Graph::value(Var v) { return ablate::node(*this, v.id).value; }
+
+bool Graph::requires_grad(int id) const { return id >= 0 && ablate::node(*this, id).requires_grad; }
+
 Tensor& Graph::grad_unzeroed(int id, bool& fresh) {
-  Node& n = node(id);
+  Node& n = ablate::node(*this, id);
   fresh = !n.grad.data;
   if (fresh)
     n.grad = Tensor{alloc(static_cast<size_t>(n.value.numel())), n.value.rows, n.value.cols};
@@ -189,7 +202,7 @@ void Graph::backward(Var loss) {
   for (int64_t i = 0; i < g.numel(); ++i) g.data[i] = 1.0f;
   profile_flush();
   for (int id = loss.id; id >= 0; --id) {
-    Node& n = node(id);
+    Node& n = ablate::node(*this, id);
     if (n.requires_grad && n.backward && n.grad.data) {
       if (!profile) {
         n.backward(*this, id);
@@ -214,7 +227,7 @@ void Graph::add_aux(const std::string& name, Var value, float weight, int64_t la
                 "name (e.g. 'moe_balance')");
   if (!value.valid() || value.id >= static_cast<int>(n_nodes_))
     throw Error(where + ": the value is not a node of this graph");
-  const Tensor& t = node(value).value;
+  const Tensor& t = ablate::node(*this, value).value;
   if (t.rows != 1 || t.cols != 1)
     throw Error(where + ": the value is (" + std::to_string(t.rows) + ", " +
                 std::to_string(t.cols) + "), expected a (1, 1) scalar (reduce it with sum())");

@@ -41,6 +41,47 @@ std::vector<Options> block_pattern(const Options& o) {
   return layers;
 }
 
+// The model's sizes (model.d_model, n_heads, n_layers, ...), checked against each other and
+// against model.blocks (`layers`, when `pattern`), and the LM head's two switches.
+struct ModelSizes {
+  ModelDims dims;
+  bool tie_embeddings = false;
+  bool head_bias = false;
+};
+
+ModelSizes read_sizes(const Options& o, int64_t vocab_size, const std::vector<Options>& layers,
+                      bool pattern) {
+  ModelSizes r;
+  ModelDims& d = r.dims;
+  d.vocab_size = vocab_size;
+  d.d_model = o.get_in<int64_t>("d_model", 64, 1, 65536, "embedding width C");
+  d.n_heads = o.get_in<int64_t>("n_heads", 4, 1, 4096, "attention heads NH");
+  d.n_layers =
+      o.get_in<int64_t>("n_layers", pattern ? static_cast<int64_t>(layers.size()) : 4, 1, 1024,
+                        "transformer blocks (default with model.blocks: its length)");
+  d.context = o.get_in<int64_t>("context", 64, 1, 1 << 20, "context length T (tokens)");
+  d.ffn_multiplier =
+      o.get_in<int64_t>("ffn_multiplier", 4, 1, 64, "FFN hidden width = multiplier * d_model");
+  d.bias = o.get<bool>("bias", false, "biases in linear layers");
+  d.dropout = o.get_in<float>("dropout", 0.0f, 0.0f, 0.99f,
+                              "dropout probability on embeddings and residual branches");
+  r.tie_embeddings =
+      o.get<bool>("tie_embeddings", false, "LM head shares the token embedding matrix");
+  r.head_bias = o.get<bool>("head_bias", d.bias, "bias on the LM head");
+  if (d.d_model % d.n_heads != 0)
+    o.fail("n_heads", std::to_string(d.n_heads) +
+                          " does not divide d_model = " + std::to_string(d.d_model) +
+                          "; choose n_heads among the divisors of d_model");
+  if (pattern && static_cast<int64_t>(layers.size()) != d.n_layers)
+    o.fail("blocks",
+           "gives " + std::to_string(layers.size()) + " layers but n_layers is " +
+               std::to_string(d.n_layers) +
+               "; make them agree (or leave n_layers out: it defaults to the pattern's length)");
+  if (pattern && o.has("block"))
+    o.fail("block", "give either block (every layer) or blocks (one per layer), not both");
+  return r;
+}
+
 }  // namespace
 
 // What blocks create their attention, FFN and norms from: the model's options.
@@ -80,32 +121,9 @@ Model::Model(const Options& o, int64_t vocab_size, uint64_t seed,
   if (!texts.empty()) texts.resize(static_cast<size_t>(vocab_size));
   const bool pattern = o.has("blocks");
   std::vector<Options> layers = pattern ? block_pattern(o) : std::vector<Options>{};
-  dims_.vocab_size = vocab_size;
-  dims_.d_model = o.get_in<int64_t>("d_model", 64, 1, 65536, "embedding width C");
-  dims_.n_heads = o.get_in<int64_t>("n_heads", 4, 1, 4096, "attention heads NH");
-  dims_.n_layers =
-      o.get_in<int64_t>("n_layers", pattern ? static_cast<int64_t>(layers.size()) : 4, 1, 1024,
-                        "transformer blocks (default with model.blocks: its length)");
-  dims_.context = o.get_in<int64_t>("context", 64, 1, 1 << 20, "context length T (tokens)");
-  dims_.ffn_multiplier =
-      o.get_in<int64_t>("ffn_multiplier", 4, 1, 64, "FFN hidden width = multiplier * d_model");
-  dims_.bias = o.get<bool>("bias", false, "biases in linear layers");
-  dims_.dropout = o.get_in<float>("dropout", 0.0f, 0.0f, 0.99f,
-                                  "dropout probability on embeddings and residual branches");
-  const bool tie_embeddings =
-      o.get<bool>("tie_embeddings", false, "LM head shares the token embedding matrix");
-  bool head_bias = o.get<bool>("head_bias", dims_.bias, "bias on the LM head");
-  if (dims_.d_model % dims_.n_heads != 0)
-    o.fail("n_heads", std::to_string(dims_.n_heads) +
-                          " does not divide d_model = " + std::to_string(dims_.d_model) +
-                          "; choose n_heads among the divisors of d_model");
-  if (pattern && static_cast<int64_t>(layers.size()) != dims_.n_layers)
-    o.fail("blocks",
-           "gives " + std::to_string(layers.size()) + " layers but n_layers is " +
-               std::to_string(dims_.n_layers) +
-               "; make them agree (or leave n_layers out: it defaults to the pattern's length)");
-  if (pattern && o.has("block"))
-    o.fail("block", "give either block (every layer) or blocks (one per layer), not both");
+  const ModelSizes sizes = read_sizes(o, vocab_size, layers, pattern);
+  dims_ = sizes.dims;
+  const bool tie_embeddings = sizes.tie_embeddings, head_bias = sizes.head_bias;
 
   // What the blocks build their leaves from; lives while they are built (BuildContext::parts).
   Parts parts(family_options(o, Attention::kFamily), family_options(o, Ffn::kFamily),
@@ -190,35 +208,6 @@ std::vector<KVCache> Model::make_caches(int64_t batch, int64_t capacity) const {
 }
 
 Var Model::forward(Graph& g, const ForwardArgs& a) {
-  // Decoding a few rows against KV caches, without dropout or attention weights: the
-  // step runs on a decoding team of two threads (ops.hpp), rank 1 on a graph of its own;
-  // rank 0's graph `g` gets the logits, the same values a single thread computes.
-  constexpr int64_t kDecodeRows = 4;
-  // Only where its products split (a d x d one does): a smaller model decodes faster on
-  // one core than on a team, whose exchanges cost more than its products.
-  if (a.caches && a.batch * a.time <= kDecodeRows && !a.attention_weights &&
-      !(g.training && dims_.dropout > 0)) {
-    if (!team_graph_) team_graph_ = std::make_unique<Graph>();
-    Var logits;
-    const bool ran = run_decoding_team(dims_.d_model, [&](int64_t rank) {
-      if (rank == 0) {
-        logits = forward_on(g, a);
-        return;
-      }
-      Graph& g1 = *team_graph_;
-      g1.reset();
-      g1.grad_enabled = false;
-      g1.training = g.training;
-      g1.precision = g.precision;
-      g1.param_epoch = g.param_epoch;
-      forward_on(g1, a);
-    });
-    if (ran) return logits;
-  }
-  return forward_on(g, a);
-}
-
-Var Model::forward_on(Graph& g, const ForwardArgs& a) {
   const int64_t n = a.batch * a.time;
   Var x = embedding(g, g.param(*tok_emb_), a.ids, n);  // (B*T, C)
   PosContext pc{a.batch, a.time, a.pos0, a.ids, a.prefix};

@@ -26,6 +26,14 @@
 // read with op.ints(k), in forward and backward:
 //   ablate::custom_op<PickRows>(g, {x}, m, cols, {}, {ablate::IntArray{idx, m}});
 //
+// What forward computes for backward is saved in the graph's arena (freed at reset):
+// buffers of floats with op.save(slot, n) / op.saved(slot), and one struct of the op's own
+// (trivially copyable: the arena runs no destructors) with op.save<T>(fields...) /
+// op.saved<T>():
+//   struct Stats { float* inv_rms; int64_t rows; };
+//   op.save<Stats>(op.save(0, n), n);        // forward: a buffer of n floats and a count
+//   const Stats& st = op.saved<Stats>();     // backward
+//
 // Rules: up to 4 inputs, 4 float attributes and 4 integer arrays; forward writes every
 // element of out(); backward adds (+=) to grad_in(k), which is zeroed before its first use,
 // and only for inputs with needs_grad(k); results must not depend on the number of threads (use
@@ -34,9 +42,11 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <initializer_list>
+#include <new>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "ablate/error.hpp"
@@ -54,54 +64,49 @@ struct IntArray {
 };
 
 // What a custom op's forward and backward see of its node. References stay valid until
-// the graph is reset.
+// the graph is reset. Errors name the op.
 class OpContext {
  public:
   OpContext(Graph& g, int id) : g_(g), id_(id) {}
-  int n_inputs() const {
-    int k = 0;
-    while (k < 4 && node().in[k] >= 0) ++k;
-    return k;
-  }
-  const Tensor& in(int k) const { return g_.node(input_id(k)).value; }
-  Tensor& out() const { return node().value; }
-  float attr(int k) const { return node().f[k]; }
+  int n_inputs() const;
+  const Tensor& in(int k) const;
+  Tensor& out() const;
+  float attr(int k) const;
   // Integer array k (0..3) as given to custom_op.
-  IntArray ints(int k) const {
-    if (k < 0 || k >= node().i[kIntCount])
-      throw Error(std::string(node().op) + ": integer array " + std::to_string(k) +
-                  " does not exist; custom_op was given " + std::to_string(node().i[kIntCount]) +
-                  " (pass them after the attributes)");
-    return static_cast<const IntArray*>(node().p[kIntSlot])[k];
-  }
+  IntArray ints(int k) const;
   // Scratch memory saved from forward for backward (arena memory, freed at reset):
   // save(slot, n) in forward allocates n floats in slot 0..3, saved(slot) reads them back.
-  float* save(int slot, size_t n) const {
-    float* p = g_.alloc(n);
-    node().p[slot] = p;
-    return p;
+  float* save(int slot, size_t n) const;
+  float* saved(int slot) const;
+  // Typed state saved from forward for backward: save<T>(args...) constructs T{args...} in
+  // the arena (once per node) and returns it; saved<T>() returns it in backward. An Error
+  // for saved<T>() without a save, or with a T of another size than the one saved.
+  template <class T, class... Args>
+  T& save(Args&&... args) const {
+    static_assert(std::is_trivially_copyable<T>::value && std::is_trivially_destructible<T>::value,
+                  "OpContext::save<T>: T must be trivially copyable and destructible (the arena "
+                  "is freed without running destructors): keep pointers to arena buffers, not "
+                  "std::vector");
+    static_assert(alignof(T) <= 64, "OpContext::save<T>: T may be aligned to at most 64 bytes");
+    return *new (save_state(sizeof(T))) T{std::forward<Args>(args)...};
   }
-  float* saved(int slot) const { return static_cast<float*>(node().p[slot]); }
+  template <class T>
+  T& saved() const {
+    return *static_cast<T*>(saved_state(sizeof(T)));
+  }
   bool training() const { return g_.training; }
   // Backward only.
-  const Tensor& grad_out() const { return node().grad; }
+  const Tensor& grad_out() const;
   bool needs_grad(int k) const { return g_.requires_grad(input_id(k)); }
   Tensor& grad_in(int k) const { return g_.grad(input_id(k)); }  // zeroed on first use; add to it
   Graph& graph() const { return g_; }
 
-  // Where a custom op node keeps its integer arrays: p[kIntSlot] points to an IntArray
-  // table in the arena, i[kIntCount] counts them (save() uses p[0..3]).
-  static constexpr int kIntSlot = 4, kIntCount = 0;
-
  private:
   Graph& g_;
   int id_;
-  Node& node() const { return g_.node(id_); }
-  int input_id(int k) const {
-    if (k < 0 || k >= 4 || node().in[k] < 0)
-      throw Error(std::string(node().op) + ": input " + std::to_string(k) + " does not exist");
-    return node().in[k];
-  }
+  int input_id(int k) const;
+  void* save_state(size_t bytes) const;   // bytes of arena for save<T>, 64-byte aligned
+  void* saved_state(size_t bytes) const;  // what save_state gave, checked against `bytes`
 };
 
 // Records the name of a custom op, so that checks can say which custom ops they covered.
@@ -115,6 +120,19 @@ void custom_backward(Graph& g, int id) {
   OpContext c(g, id);
   Op::backward(c);
 }
+
+// A custom op's node as custom_op appends it.
+struct CustomNode {
+  const char* name;  // Op::kName
+  BackwardFn backward;
+  std::initializer_list<Var> inputs;
+  int64_t rows, cols;
+  std::initializer_list<float> attrs;
+  std::initializer_list<IntArray> ints;
+};
+// Checks the node's inputs, shape, attributes and integer arrays, appends it to g with
+// copies of the arrays, and returns it (custom_op.cpp).
+Var append_custom_node(Graph& g, const CustomNode& n);
 }  // namespace detail
 
 // Appends an Op node (rows, cols) with the given inputs, attributes and integer arrays to
@@ -125,34 +143,9 @@ Var custom_op(Graph& g, std::initializer_list<Var> inputs, int64_t rows, int64_t
               std::initializer_list<float> attrs = {}, std::initializer_list<IntArray> ints = {}) {
   static const bool registered = (register_custom_op(Op::kName), true);
   (void)registered;
-  if (inputs.size() > 4 || attrs.size() > 4 || ints.size() > 4)
-    throw Error(std::string(Op::kName) +
-                ": a custom op takes at most 4 inputs, 4 attributes and 4 integer arrays");
-  for (const IntArray& a : ints)
-    if (a.size < 0 || (a.size > 0 && !a.data))
-      throw Error(std::string(Op::kName) + ": an integer array has " + std::to_string(a.size) +
-                  " entries" + (a.size > 0 ? " but no data" : "") +
-                  "; give a size >= 0 and, unless 0, its data");
-  for (Var v : inputs)
-    if (!v.valid() || v.id >= static_cast<int>(g.num_nodes()))
-      throw Error(std::string(Op::kName) + ": an input is not a node of this graph");
-  if (rows <= 0 || cols <= 0)
-    throw Error(std::string(Op::kName) + ": output shape (" + std::to_string(rows) + ", " +
-                std::to_string(cols) + ") must be positive");
-  Var out = g.make(rows, cols, &detail::custom_backward<Op>, inputs, Op::kName);
-  int k = 0;
-  for (float a : attrs) g.node(out).f[k++] = a;
-  if (ints.size() > 0) {
-    IntArray* table = g.alloc_as<IntArray>(ints.size());
-    k = 0;
-    for (const IntArray& a : ints) {
-      int32_t* copy = g.alloc_as<int32_t>(static_cast<size_t>(a.size));
-      if (a.size > 0) std::memcpy(copy, a.data, sizeof(int32_t) * static_cast<size_t>(a.size));
-      table[k++] = IntArray{copy, a.size};
-    }
-    g.node(out).p[OpContext::kIntSlot] = table;
-    g.node(out).i[OpContext::kIntCount] = static_cast<int64_t>(ints.size());
-  }
+  Var out = detail::append_custom_node(
+      g,
+      detail::CustomNode{Op::kName, &detail::custom_backward<Op>, inputs, rows, cols, attrs, ints});
   OpContext c(g, out.id);
   Op::forward(c);
   return out;

@@ -3,9 +3,9 @@
 // step and then recycled, so a steady-state training step allocates nothing.
 // Ops (ops.hpp) append nodes; backward() walks the tape in reverse. A composite op
 // written from built-in ops needs no backward of its own; an op with a hand-written
-// backward is defined with ablate/custom_op.hpp (which uses make() below).
-// References to nodes, their values and gradients stay valid until reset(): nodes are
-// stored in fixed chunks that never move.
+// backward is defined with ablate/custom_op.hpp (which uses make() below), and sees its
+// node through OpContext. References to values and gradients stay valid until reset():
+// nodes are stored in fixed chunks that never move.
 #pragma once
 #include <cstddef>
 #include <chrono>
@@ -46,18 +46,8 @@ struct Var {
 
 using BackwardFn = void (*)(Graph& g, int node);
 
-struct Node {
-  Tensor value;
-  Tensor grad;                    // data is null until first needed
-  BackwardFn backward = nullptr;  // null for leaves
-  Parameter* param = nullptr;     // leaves bound to a parameter accumulate into it
-  bool requires_grad = false;
-  int in[4] = {-1, -1, -1, -1};                                // input node ids
-  float f[4] = {0, 0, 0, 0};                                   // saved float attributes
-  int64_t i[8] = {0, 0, 0, 0, 0, 0, 0, 0};                     // saved integer attributes
-  void* p[5] = {nullptr, nullptr, nullptr, nullptr, nullptr};  // saved buffers (arena) or pointers
-  const char* op = "input";  // op family, for profiles ("linear", "attention", ...)
-};
+// The tape's record of an op: private to the core (framework/core/src/node.hpp).
+struct Node;
 
 // An auxiliary loss or metric a model plugin adds during its forward pass (a mixture of
 // experts' load-balancing loss, a router's entropy): see Graph::add_aux.
@@ -101,11 +91,18 @@ class Graph {
   Var make(int64_t rows, int64_t cols, BackwardFn backward, std::initializer_list<Var> inputs,
            const char* op = "op");
 
-  Node& node(Var v) { return node(v.id); }
-  Node& node(int id) {
-    return chunks_[static_cast<size_t>(id) >> kChunkBits][static_cast<size_t>(id) & kChunkMask];
-  }
-  Tensor& value(Var v) { return node(v).value; }
+  // What may be read of node `id` (tests, checks, gradient sync): its op family ("input"
+  // for leaves, "linear", a custom op's kName), its value, and the parameter a leaf is
+  // bound to (or null). An Error for an id that is not a node of this tape.
+  struct NodeInfo {
+    const char* op;
+    const Tensor& value;
+    const Parameter* param;
+  };
+  NodeInfo node(int id) const;
+  NodeInfo node(Var v) const { return node(v.id); }
+
+  Tensor& value(Var v);
   // The gradient buffer of a node, allocated and zeroed on first use.
   Tensor& grad(Var v) { return grad(v.id); }
   Tensor& grad(int id);
@@ -114,11 +111,7 @@ class Graph {
   // as it goes, in cache) instead of accumulating.
   Tensor& grad_unzeroed(int id, bool& fresh);
   bool requires_grad(Var v) const { return requires_grad(v.id); }
-  bool requires_grad(int id) const {
-    return id >= 0 &&
-           chunks_[static_cast<size_t>(id) >> kChunkBits][static_cast<size_t>(id) & kChunkMask]
-               .requires_grad;
-  }
+  bool requires_grad(int id) const;
 
   // Scratch memory from the arena, valid until reset(). Aligned to 64 bytes.
   float* alloc(size_t n_floats);
@@ -158,6 +151,7 @@ class Graph {
   // across reset(), so a steady-state step allocates none.
   static constexpr size_t kChunkBits = 9, kChunkMask = (size_t{1} << kChunkBits) - 1;
   std::vector<std::unique_ptr<Node[]>> chunks_;
+  friend struct TapeAccess;  // the core's ops read and write nodes (node.hpp)
   size_t n_nodes_ = 0;
   Var push(const Node& n);
   std::vector<Block> blocks_;

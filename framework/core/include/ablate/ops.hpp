@@ -57,13 +57,6 @@ void parallel_for_params(const std::vector<Parameter*>& params, int64_t chunk, c
       const_cast<F*>(&f));
 }
 
-// Batch-1 decoding on both cores (the decoding team of core/src/ops/kernels.hpp): runs
-// f(0) on this thread and f(1) on a pinned worker at once, each on a graph of its own, and
-// the ops they run split their matrix-vector products and kv heads between the two ranks.
-// Returns false, having run nothing, when a model of width d_model decodes faster on one
-// core, on one thread, inside a parallel loop or while the workers are busy.
-bool run_decoding_team(int64_t d_model, const std::function<void(int64_t rank)>& f);
-
 // ---- linear algebra -------------------------------------------------------------
 // (N,K) x (K,M) -> (N,M); with transpose_b, b is (M,K) and the product is a b^T.
 Var matmul(Graph& g, Var a, Var b, bool transpose_b = false);
@@ -162,11 +155,6 @@ struct KVCache {
   // v (batch, capacity, width); k transposed, (batch, width, capacity), so that the
   // scores of one query are a product along contiguous keys.
   std::vector<float> k, v;
-  // Batch-1 decoding on a team: each rank's copy of the q/k/v projection columns it
-  // computes (qkv_projection), contiguous so that a core reads only its own. Made at the
-  // first step of a sequence on the team and dropped at every step at length 0: a cache
-  // serves the weights of one generation.
-  std::vector<float> team_weights[2];
   void init(int64_t batch_, int64_t capacity_, int64_t width_);
 };
 
@@ -185,24 +173,11 @@ struct AttentionSpec {
   // qkv, spec) with q_col 0, k_col NH*HS, v_col NH*HS + NKV*HS reads a fused projection
   // without copying it apart (k and v must then be the same width).
   int64_t q_col = 0, k_col = 0, v_col = 0;
-  // Output width of the linear layer that is the output's only reader (multi-head
-  // attention's output projection, (NH*HS, projection_out)), or 0. In batch-1 decoding on a
-  // team (run_decoding_team), each rank then leaves the other rank's heads at 0 instead of
-  // fetching them, where that projection's split of its reduction between the ranks falls
-  // at the same column: one exchange between the cores fewer per layer.
-  int64_t projection_out = 0;
 };
 // Fused scaled-dot-product attention, parallel over B x NH.
 // q (B*T, NH*HS), k and v (B*T, NKV*HS) -> (B*T, NH*HS), or column ranges of wider
 // nodes (q_col, k_col, v_col). Scale 1/sqrt(HS).
 Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec);
-
-// The fused query/key/value projection x (N, C) W (C, NH*HS + 2*NKV*HS) + b of
-// attention(g, qkv, qkv, qkv, spec): linear(g, x, w, b), except in batch-1 decoding on a
-// team (run_decoding_team, spec.cache set), where each rank computes only the columns of
-// its share of the kv heads, the ones its attention reads, and leaves the rest at 0: the
-// same values, and no partial sums cross between the cores.
-Var qkv_projection(Graph& g, Var x, Var w, Var b, const AttentionSpec& spec);
 
 // Rotary embedding: rotates each (even, odd) pair of every head of x (B*T, NH*HS) at
 // absolute position pos0 + t by angle pos * base^(-2i/HS).

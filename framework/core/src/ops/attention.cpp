@@ -14,6 +14,7 @@
 
 #include "ablate/ops.hpp"
 #include "dispatch.hpp"
+#include "../node.hpp"
 #include "kernels.hpp"
 
 namespace ablate {
@@ -32,7 +33,6 @@ void KVCache::init(int64_t batch_, int64_t capacity_, int64_t width_) {
   capacity = capacity_;
   width = width_;
   length = 0;
-  for (auto& c : team_weights) c.clear();
   const size_t n = static_cast<size_t>(batch * capacity * width);
   // 16 floats of slack: the decoding kernel reads whole 16-float vectors of a head's
   // values and of a key row's positions.
@@ -246,7 +246,7 @@ void backward_group(const Attn& a, int64_t b, int64_t kh, const float* out, cons
 // (B*T) or null, p[2] = slopes (NH) or null, p[3] = saved probabilities or null, p[4] =
 // prefix lengths (B) or null.
 void attention_backward(Graph& g, int id) {
-  Node& n = g.node(id);
+  Node& n = node(g, id);
   Attn a{};
   a.B = n.i[0];
   a.T = n.i[1];
@@ -263,11 +263,11 @@ void attention_backward(Graph& g, int id) {
   a.prefix = static_cast<const int32_t*>(n.p[4]);
   a.probs_head = probs_per_head(a);  // (a.T, a.Tk, offset, causal and prefix are set above)
   const int64_t q_col = n.i[6], k_col = n.i[7] & 0xffffffff, v_col = n.i[7] >> 32;
-  const Tensor Q = g.node(n.in[0]).value, K = g.node(n.in[1]).value;
+  const Tensor Q = node(g, n.in[0]).value, K = node(g, n.in[1]).value;
   a.q = Q.data + q_col;
   a.q_rstride = Q.cols;
   a.k = K.data + k_col;
-  a.v = g.node(n.in[2]).value.data + v_col;
+  a.v = node(g, n.in[2]).value.data + v_col;
   a.kv_rstride = a.k_rstride = K.cols;
   a.k_cstride = 1;
   a.kv_bstride = a.T * a.kv_rstride;
@@ -285,9 +285,9 @@ void attention_backward(Graph& g, int id) {
       backward_group(a, t / a.NKV, t % a.NKV, out, dout, lse, dq, dk, dv);
   });
 }
-}  // namespace
 
-Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
+// Throws for a spec or q, k, v shapes attention cannot read.
+void check_attention_inputs(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
   check_var("attention", "q", g, q);
   check_var("attention", "k", g, k);
   check_var("attention", "v", g, v);
@@ -315,218 +315,145 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
   if (V.rows != K.rows || V.cols != K.cols || V.cols < v_col + NKV * HS)
     shape_error("attention", "v must have k's shape, with NKV*HS columns from v_col", "v", V, "k",
                 K);
+}
 
+// Appends this call's keys and values (kd, vd: (B*T) rows of stride S) to the cache and
+// points `a` at the cache's keys and values, new ones included.
+void append_to_cache(KVCache& cache, const float* kd, const float* vd, int64_t S, Attn& a) {
+  const int64_t B = a.B, T = a.T, NKV = a.NKV, HS = a.HS;
+  if (cache.batch != B || cache.width != NKV * HS)
+    throw Error("attention: the KV cache holds batch " + std::to_string(cache.batch) + " x width " +
+                std::to_string(cache.width) + " but this call has batch " + std::to_string(B) +
+                " x NKV*HS " + std::to_string(NKV * HS) +
+                "; call KVCache::init with matching sizes");
+  if (cache.length + T > cache.capacity)
+    throw Error("attention: the KV cache is full: " + std::to_string(cache.length) + " + " +
+                std::to_string(T) + " positions exceed its capacity " +
+                std::to_string(cache.capacity) + "; init it with a larger capacity");
+  const int64_t W = cache.width, cap = cache.capacity, len = cache.length;
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t t = 0; t < T; ++t)
+      std::memcpy(cache.v.data() + (b * cap + len + t) * W, vd + (b * T + t) * S,
+                  sizeof(float) * static_cast<size_t>(W));
+    float* kt = cache.k.data() + b * cap * W;  // (W, cap)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t c = 0; c < W; ++c) kt[c * cap + len + t] = kd[(b * T + t) * S + c];
+  }
+  a.Tk = cache.length + T;
+  a.offset = cache.length;
+  a.k = cache.k.data();
+  a.v = cache.v.data();
+  a.kv_bstride = cap * W;
+  a.kv_rstride = W;
+  a.k_rstride = 1;
+  a.k_cstride = cap;
+  a.key_mask = nullptr;
+}
+
+// The Attn of a forward call: q, k and v read in place (or k and v from the cache, after
+// appending the new ones to it).
+Attn forward_attn(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
+  const Tensor Q = g.value(q), K = g.value(k), V = g.value(v);
   Attn a{};
-  a.B = B;
-  a.T = T;
-  a.NH = NH;
-  a.NKV = NKV;
-  a.HS = HS;
+  a.B = spec.batch;
+  a.T = spec.time;
+  a.NH = spec.n_heads;
+  a.NKV = spec.n_kv_heads;
+  a.HS = spec.head_size;
   a.causal = spec.causal;
-  a.scale = 1.0f / std::sqrt(static_cast<float>(HS));
-  a.q = Q.data + q_col;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(a.HS));
+  a.q = Q.data + spec.q_col;
   a.q_rstride = Q.cols;
-  const float* Kd = K.data + k_col;
-  const float* Vd = V.data + v_col;
+  const float* kd = K.data + spec.k_col;
+  const float* vd = V.data + spec.v_col;
   const int64_t S = K.cols;  // row stride of k and v
-  KVCache* cache = spec.cache;
-  // In a decoding team (kernels.hpp), this rank's share of the kv heads: it appends their
-  // keys and values and attends with their query heads; the outputs are swapped after.
-  const DecodeRank* team = cache && !spec.weights_out ? decode_rank() : nullptr;
-  const int64_t kh0 = team ? DecodeTeam::first(NKV, team->rank) : 0;
-  const int64_t kh1 = team ? DecodeTeam::first(NKV, team->rank + 1) : NKV;
-  if (cache) {
-    if (cache->batch != B || cache->width != NKV * HS)
-      throw Error("attention: the KV cache holds batch " + std::to_string(cache->batch) +
-                  " x width " + std::to_string(cache->width) + " but this call has batch " +
-                  std::to_string(B) + " x NKV*HS " + std::to_string(NKV * HS) +
-                  "; call KVCache::init with matching sizes");
-    if (cache->length + T > cache->capacity)
-      throw Error("attention: the KV cache is full: " + std::to_string(cache->length) + " + " +
-                  std::to_string(T) + " positions exceed its capacity " +
-                  std::to_string(cache->capacity) + "; init it with a larger capacity");
-    const int64_t W = cache->width, cap = cache->capacity, len = cache->length;
-    // Columns [c0, c1) of the new keys and values: all, or a decoding team rank's share.
-    const int64_t c0 = kh0 * HS, c1 = kh1 * HS;
-    for (int64_t b = 0; b < B; ++b) {
-      for (int64_t t = 0; t < T; ++t)
-        std::memcpy(cache->v.data() + (b * cap + len + t) * W + c0, Vd + (b * T + t) * S + c0,
-                    sizeof(float) * static_cast<size_t>(c1 - c0));
-      float* kt = cache->k.data() + b * cap * W;  // (W, cap)
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t c = c0; c < c1; ++c) kt[c * cap + len + t] = Kd[(b * T + t) * S + c];
-    }
-    a.Tk = cache->length + T;
-    a.offset = cache->length;
-    a.k = cache->k.data();
-    a.v = cache->v.data();
-    a.kv_bstride = cap * W;
-    a.kv_rstride = W;
-    a.k_rstride = 1;
-    a.k_cstride = cap;
-    a.key_mask = nullptr;
+  if (spec.cache) {
+    append_to_cache(*spec.cache, kd, vd, S, a);
   } else {
-    a.Tk = T;
+    a.Tk = a.T;
     a.offset = 0;
-    a.k = Kd;
-    a.v = Vd;
+    a.k = kd;
+    a.v = vd;
     a.kv_rstride = a.k_rstride = S;
     a.k_cstride = 1;
-    a.kv_bstride = T * a.kv_rstride;
+    a.kv_bstride = a.T * a.kv_rstride;
     a.key_mask = spec.key_mask;
   }
   a.slopes = spec.slopes;
   a.prefix = spec.causal ? spec.prefix : nullptr;
-
-  Var out = g.make(B * T, NH * HS, cache ? nullptr : &attention_backward, {q, k, v}, "attention");
-  Node& n = g.node(out);
-  float* lse = nullptr;
-  if (n.requires_grad) {
-    // Saved state: lse, and copies of the caller's mask and slopes (they need not outlive
-    // this call).
-    lse = g.alloc(static_cast<size_t>(B * NH * T));
-    if (a.key_mask) {
-      uint8_t* km = g.alloc_as<uint8_t>(static_cast<size_t>(B * T));
-      std::memcpy(km, a.key_mask, static_cast<size_t>(B * T));
-      a.key_mask = km;
-    }
-    if (a.slopes) {
-      float* sl = g.alloc(static_cast<size_t>(NH));
-      std::memcpy(sl, a.slopes, sizeof(float) * static_cast<size_t>(NH));
-      a.slopes = sl;
-    }
-    if (a.prefix) {
-      int32_t* pf = g.alloc_as<int32_t>(static_cast<size_t>(B));
-      std::memcpy(pf, a.prefix, sizeof(int32_t) * static_cast<size_t>(B));
-      a.prefix = pf;
-    }
-    n.i[0] = B;
-    n.i[1] = T;
-    n.i[2] = NH;
-    n.i[3] = NKV;
-    n.i[4] = HS;
-    n.i[5] = a.causal ? 1 : 0;
-    n.i[6] = q_col;
-    n.i[7] = k_col | (v_col << 32);
-    n.p[0] = lse;
-    n.p[1] = const_cast<uint8_t*>(a.key_mask);
-    n.p[2] = const_cast<float*>(a.slopes);
-    n.p[4] = const_cast<int32_t*>(a.prefix);
-    a.probs_head = probs_per_head(a);
-    if (lanes_kernel(a) && !spec.weights_out &&
-        B * NH * a.probs_head <= attention_saved_probs_limit()) {
-      a.probs = g.alloc(static_cast<size_t>(B * NH * a.probs_head));
-      n.p[3] = a.probs;
-    }
-  }
-  float* y = n.value.data;
-  if (team) {
-    const int64_t group = NH / NKV, h0 = kh0 * group, h1 = kh1 * group, rows = B * T, C = NH * HS;
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t h = h0; h < h1; ++h) forward_head(a, b, h, y, lse, nullptr);
-    // Every rank reads the filled length during the step: it grows after it.
-    if (team->rank == 0) team->team->add_after_step(&cache->length, T);
-    if (spec.projection_out > 0 &&
-        gemv_split_point(spec.projection_out, C) == DecodeTeam::first(NKV, 1) * group * HS) {
-      // The projection's rank r sums over exactly rank r's heads: the rest stays 0.
-      for (int64_t r = 0; r < rows; ++r) {
-        std::fill(y + r * C, y + r * C + h0 * HS, 0.0f);
-        std::fill(y + r * C + h1 * HS, y + (r + 1) * C, 0.0f);
-      }
-      return out;
-    }
-    float* mine = team->team->slot(team->rank, static_cast<size_t>(rows * (h1 - h0) * HS));
-    for (int64_t r = 0; r < rows; ++r)
-      std::copy(y + r * C + h0 * HS, y + r * C + h1 * HS, mine + r * (h1 - h0) * HS);
-    team->team->publish(team->rank);
-    for (int64_t other = 0; other < DecodeTeam::kSize; ++other) {
-      if (other == team->rank) continue;
-      const int64_t o0 = DecodeTeam::first(NKV, other) * group,
-                    o1 = DecodeTeam::first(NKV, other + 1) * group;
-      const float* theirs = team->team->slot_data(team->rank, other);
-      for (int64_t r = 0; r < rows; ++r)
-        std::copy(theirs + r * (o1 - o0) * HS, theirs + (r + 1) * (o1 - o0) * HS,
-                  y + r * C + o0 * HS);
-    }
-    return out;
-  }
-  // Tasks of equal size (decoding 8 heads: 4 + 4, not 7 + 1).
-  // Decoding with a cache reads B*Tk*NKV*HS keys and as many values: below 64K of them
-  // (seed002: 12K) one thread does it faster than two with a dispatch.
-  const int64_t cost = T * a.Tk * HS * 3;
-  const int64_t tasks =
-      cache && decode_kernel(a)
-          ? (B * a.Tk * NKV * HS >= (int64_t{1} << 16) ? std::min(B * NH, concurrency()) : 1)
-          : ceil_div(B * NH, items_per_task(cost));
-  parallel_chunks(B * NH, ceil_div(B * NH, tasks), [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) forward_head(a, t / NH, t % NH, y, lse, spec.weights_out);
-  });
-  if (cache) cache->length += T;
-  return out;
+  return a;
 }
 
-Var qkv_projection(Graph& g, Var x, Var w, Var b, const AttentionSpec& spec) {
+// What attention_backward reads, in the node n (see there): the log-sum-exp buffer (which
+// forward fills), copies of the caller's mask, slopes and prefix lengths (they need not
+// outlive the call; `a` is pointed at the copies), and room for the probabilities where
+// they fit. Returns the log-sum-exp buffer.
+float* save_for_backward(Graph& g, Node& n, const AttentionSpec& spec, Attn& a) {
+  const int64_t B = a.B, T = a.T, NH = a.NH;
+  float* lse = g.alloc(static_cast<size_t>(B * NH * T));
+  if (a.key_mask) {
+    uint8_t* km = g.alloc_as<uint8_t>(static_cast<size_t>(B * T));
+    std::memcpy(km, a.key_mask, static_cast<size_t>(B * T));
+    a.key_mask = km;
+  }
+  if (a.slopes) {
+    float* sl = g.alloc(static_cast<size_t>(NH));
+    std::memcpy(sl, a.slopes, sizeof(float) * static_cast<size_t>(NH));
+    a.slopes = sl;
+  }
+  if (a.prefix) {
+    int32_t* pf = g.alloc_as<int32_t>(static_cast<size_t>(B));
+    std::memcpy(pf, a.prefix, sizeof(int32_t) * static_cast<size_t>(B));
+    a.prefix = pf;
+  }
+  n.i[0] = B;
+  n.i[1] = T;
+  n.i[2] = NH;
+  n.i[3] = a.NKV;
+  n.i[4] = a.HS;
+  n.i[5] = a.causal ? 1 : 0;
+  n.i[6] = spec.q_col;
+  n.i[7] = spec.k_col | (spec.v_col << 32);
+  n.p[0] = lse;
+  n.p[1] = const_cast<uint8_t*>(a.key_mask);
+  n.p[2] = const_cast<float*>(a.slopes);
+  n.p[4] = const_cast<int32_t*>(a.prefix);
+  a.probs_head = probs_per_head(a);
+  if (lanes_kernel(a) && !spec.weights_out &&
+      B * NH * a.probs_head <= attention_saved_probs_limit()) {
+    a.probs = g.alloc(static_cast<size_t>(B * NH * a.probs_head));
+    n.p[3] = a.probs;
+  }
+  return lse;
+}
+
+// Every (batch, head) of the output y [and lse, weights], in tasks of equal size
+// (decoding 8 heads: 4 + 4, not 7 + 1).
+void forward_heads(const Attn& a, bool cached, float* y, float* lse, float* weights) {
+  const int64_t B = a.B, NH = a.NH;
+  // Decoding with a cache reads B*Tk*NKV*HS keys and as many values: below 64K of them
+  // (seed002: 12K) one thread does it faster than two with a dispatch.
+  const int64_t cost = a.T * a.Tk * a.HS * 3;
+  const int64_t tasks =
+      cached && decode_kernel(a)
+          ? (B * a.Tk * a.NKV * a.HS >= (int64_t{1} << 16) ? std::min(B * NH, concurrency()) : 1)
+          : ceil_div(B * NH, items_per_task(cost));
+  parallel_chunks(B * NH, ceil_div(B * NH, tasks), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) forward_head(a, t / NH, t % NH, y, lse, weights);
+  });
+}
+}  // namespace
+
+Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
+  check_attention_inputs(g, q, k, v, spec);
+  Attn a = forward_attn(g, q, k, v, spec);
   KVCache* cache = spec.cache;
-  const DecodeRank* team = cache && !spec.weights_out ? decode_rank() : nullptr;
-  if (!team) {
-    if (cache && cache->length == 0)
-      for (auto& c : cache->team_weights) c.clear();
-    return linear(g, x, w, b);
-  }
-  check_var("qkv_projection", "x", g, x);
-  check_var("qkv_projection", "w", g, w);
-  const Tensor X = g.value(x), W = g.value(w);
-  const int64_t NH = spec.n_heads, NKV = spec.n_kv_heads, HS = spec.head_size, N = X.rows,
-                K = X.cols;
-  const Tensor want{nullptr, K, (NH + 2 * NKV) * HS};
-  if (W.rows != want.rows || W.cols != want.cols)
-    shape_error("qkv_projection", "w must be (x.cols, (NH + 2*NKV)*HS)", "w", W,
-                "(C, (NH + 2*NKV)*HS)", want);
-  const float* bias = nullptr;
-  if (b.valid()) {
-    check_var("qkv_projection", "bias", g, b);
-    const Tensor Bt = g.value(b);
-    if (Bt.rows != 1 || Bt.cols != W.cols)
-      shape_error("qkv_projection", "bias must be (1, out)", "bias", Bt, "w", W);
-    bias = Bt.data;
-  }
-  // Forward only: a decoding team runs without gradients.
-  Var out = g.make(N, W.cols, nullptr, {x, w, b}, "qkv_projection");
-  float* y = g.node(out).value.data;
-  std::fill(y, y + N * W.cols, 0.0f);
-  const int64_t kh0 = DecodeTeam::first(NKV, team->rank),
-                kh1 = DecodeTeam::first(NKV, team->rank + 1);
-  const int64_t group = NH / NKV, q0 = kh0 * group * HS, q1 = kh1 * group * HS;
-  const int64_t k0 = NH * HS + kh0 * HS, k1 = NH * HS + kh1 * HS, v0 = k0 + NKV * HS,
-                v1 = k1 + NKV * HS;
-  const std::pair<int64_t, int64_t> ranges[3] = {{q0, q1}, {k0, k1}, {v0, v1}};
-  const int64_t width = (q1 - q0) + (k1 - k0) + (v1 - v0);
-  // This rank's columns side by side (K, width): read in place, the other rank's columns
-  // interleave with them and the prefetcher pulls those in too (seed002 decoding 5% slower).
-  // A bf16 graph multiplies the bf16 values of x and w (as linear does).
-  const bool bf16 = g.precision == Precision::bf16;
-  std::vector<float>& mine = cache->team_weights[team->rank];
-  if (cache->length == 0 || mine.size() != static_cast<size_t>(K * width)) {
-    const float* wv = bf16 ? bf16_rounded(g, w) : W.data;
-    mine.resize(static_cast<size_t>(K * width));
-    for (int64_t p = 0, at = 0; p < K; ++p)
-      for (const auto& [c0, c1] : ranges) {
-        std::copy(wv + p * W.cols + c0, wv + p * W.cols + c1, mine.data() + at);
-        at += c1 - c0;
-      }
-  }
-  const float* xv = X.data;
-  if (bf16) {
-    float* xr = g.alloc(static_cast<size_t>(N * K));
-    round_to_bf16(X.data, N * K, xr);
-    xv = xr;
-  }
-  int64_t col = 0;
-  for (const auto& [c0, c1] : ranges) {
-    gemv_columns(N, W.cols, K, xv, K, mine.data() + col, width, y + c0, W.cols,
-                 bias ? bias + c0 : nullptr, c1 - c0);
-    col += c1 - c0;
-  }
+  Var out =
+      g.make(a.B * a.T, a.NH * a.HS, cache ? nullptr : &attention_backward, {q, k, v}, "attention");
+  Node& n = node(g, out);
+  float* lse = n.requires_grad ? save_for_backward(g, n, spec, a) : nullptr;
+  forward_heads(a, cache != nullptr, n.value.data, lse, spec.weights_out);
+  if (cache) cache->length += a.T;
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "ablate/ops.hpp"
+#include "../node.hpp"
 #include "kernels.hpp"
 
 namespace ablate {
@@ -57,7 +58,7 @@ bool check_binary(const char* op, Graph& g, Var a, Var b) {
 
 // node: in = {a, b}; i[0] = broadcast.
 void add_backward(Graph& g, int id) {
-  Node& n = g.node(id);
+  Node& n = node(g, id);
   const Tensor dy = n.grad;  // (N,C)
   const int64_t N = dy.rows, C = dy.cols;
   const float* d = dy.data;
@@ -70,10 +71,10 @@ void add_backward(Graph& g, int id) {
 
 // node: in = {a, b}; i[0] = broadcast.
 void mul_backward(Graph& g, int id) {
-  Node& n = g.node(id);
-  const Tensor dy = n.grad;                // (N,C)
-  const Tensor a = g.node(n.in[0]).value;  // (N,C)
-  const Tensor b = g.node(n.in[1]).value;  // (N,C) or (1,C)
+  Node& n = node(g, id);
+  const Tensor dy = n.grad;                 // (N,C)
+  const Tensor a = node(g, n.in[0]).value;  // (N,C)
+  const Tensor b = node(g, n.in[1]).value;  // (N,C) or (1,C)
   const bool bc = n.i[0] != 0;
   const int64_t N = dy.rows, C = dy.cols;
   // (set_or_add_grad row by row, as b may be a broadcast row)
@@ -108,7 +109,7 @@ Var binary(const char* op, Graph& g, Var a, Var b, BackwardFn bw, F f) {
   const Tensor A = g.value(a);  // (N,C)
   const Tensor B = g.value(b);  // (N,C) or (1,C)
   Var out = g.make(A.rows, A.cols, bw, {a, b}, op);
-  Node& n = g.node(out);
+  Node& n = node(g, out);
   n.i[0] = bc ? 1 : 0;
   const int64_t C = A.cols;
   float* y = n.value.data;
@@ -154,12 +155,12 @@ float fixed_chunk_sum(Graph& g, const float* dy, const float* x, int64_t n) {
 
 // node: in = {a, s}; i[0] = 1 for mul, 0 for add.
 void scalar_backward(Graph& g, int id) {
-  Node& n = g.node(id);
+  Node& n = node(g, id);
   const bool is_mul = n.i[0] != 0;
   const float* dy = n.grad.data;
   const int64_t N = n.grad.numel();
-  const float* a = g.node(n.in[0]).value.data;
-  const float s = g.node(n.in[1]).value.data[0];
+  const float* a = node(g, n.in[0]).value.data;
+  const float s = node(g, n.in[1]).value.data[0];
   if (g.requires_grad(n.in[0])) {
     if (is_mul) set_or_add_grad(g, n.in[0], N, [s, dy](int64_t i) { return s * dy[i]; });
     else set_or_add_grad(g, n.in[0], N, dy);
@@ -172,7 +173,7 @@ Var scalar_binary(const char* op, Graph& g, Var a, Var b, bool is_mul) {
   const Tensor A = g.value(a);
   const float s = g.value(b).data[0];
   Var out = g.make(A.rows, A.cols, &scalar_backward, {a, b}, op);
-  Node& n = g.node(out);
+  Node& n = node(g, out);
   n.i[0] = is_mul ? 1 : 0;
   float* y = n.value.data;
   parallel_chunks(A.numel(), items_per_task(1), [&](int64_t i0, int64_t i1) {
@@ -188,7 +189,7 @@ Var scalar_binary(const char* op, Graph& g, Var a, Var b, bool is_mul) {
 
 // node: in = {x}; f[0] = s.
 void scale_backward(Graph& g, int id) {
-  Node& n = g.node(id);
+  Node& n = node(g, id);
   if (!g.requires_grad(n.in[0])) return;
   const float s = n.f[0], *d = n.grad.data;
   set_or_add_grad(g, n.in[0], n.grad.numel(), [s, d](int64_t i) { return s * d[i]; });
@@ -281,9 +282,9 @@ struct Tanh {
 
 template <class A>
 void activation_backward(Graph& g, int id) {
-  Node& n = g.node(id);
+  Node& n = node(g, id);
   if (!g.requires_grad(n.in[0])) return;
-  const float* x = g.node(n.in[0]).value.data;
+  const float* x = node(g, n.in[0]).value.data;
   const float* dy = n.grad.data;
   bool fresh;
   float* dx = g.grad_unzeroed(n.in[0], fresh).data;
@@ -335,7 +336,7 @@ void dropout_grad_span(const float* __restrict dy, const uint8_t* __restrict kee
 
 // node: in = {x}; f[0] = 1/(1-p); p[0] = keep mask (uint8, N*C).
 void dropout_backward(Graph& g, int id) {
-  Node& n = g.node(id);
+  Node& n = node(g, id);
   if (!g.requires_grad(n.in[0])) return;
   const float* dy = n.grad.data;
   const uint8_t* keep = static_cast<const uint8_t*>(n.p[0]);
@@ -360,7 +361,7 @@ Var scale(Graph& g, Var a, float s) {
   check_var("scale", "a", g, a);
   const Tensor A = g.value(a);
   Var out = g.make(A.rows, A.cols, &scale_backward, {a}, "scale");
-  Node& n = g.node(out);
+  Node& n = node(g, out);
   n.f[0] = s;
   float* y = n.value.data;
   parallel_chunks(A.numel(), items_per_task(1), [&](int64_t i0, int64_t i1) {
@@ -382,7 +383,7 @@ Var dropout(Graph& g, Var x, float p) {
   if (!g.training || p == 0.0f) return x;
   const Tensor X = g.value(x);
   Var out = g.make(X.rows, X.cols, &dropout_backward, {x}, "dropout");
-  Node& n = g.node(out);
+  Node& n = node(g, out);
   const float s = 1.0f / (1.0f - p);
   const uint64_t seed = dropout_seed(g);
   const uint64_t node_id = static_cast<uint64_t>(out.id);

@@ -199,76 +199,6 @@ bool run_pinned(int64_t parts, void (*fn)(void*, int64_t), void* ctx) {
   return pool->run(parts, fn, ctx);
 }
 
-float* DecodeTeam::slot(int64_t rank, size_t n) {
-  // The buffer of this parity was last read at the exchange before last, which every
-  // rank has finished: it may grow.
-  std::vector<float>& v = slots_[epoch_[rank].v.load(std::memory_order_relaxed) & 1][rank];
-  if (v.size() < n) v.resize(n);
-  return v.data();
-}
-
-void DecodeTeam::publish(int64_t rank) {
-  const int64_t e = epoch_[rank].v.load(std::memory_order_relaxed) + 1;
-  epoch_[rank].v.store(e, std::memory_order_release);
-  for (int64_t r = 0; r < kSize; ++r)
-    while (epoch_[r].v.load(std::memory_order_acquire) < e)
-      if (aborted_.load(std::memory_order_acquire)) throw TeamAborted{};
-}
-
-const float* DecodeTeam::slot_data(int64_t reader, int64_t owner) const {
-  // After the reader's publish, its epoch numbers the exchange being read (the owner may
-  // be one exchange further already).
-  return slots_[(epoch_[reader].v.load(std::memory_order_relaxed) - 1) & 1][owner].data();
-}
-
-void DecodeTeam::reset() {
-  for (auto& e : epoch_) e.v.store(0, std::memory_order_relaxed);
-  aborted_.store(false, std::memory_order_relaxed);
-  deferred_.clear();
-}
-
-void DecodeTeam::finish_step() {
-  for (const auto& [length, n] : deferred_) *length += n;
-  deferred_.clear();
-}
-
-namespace {
-thread_local const DecodeRank* tls_decode_rank = nullptr;
-}
-
-const DecodeRank* decode_rank() { return tls_decode_rank; }
-
-bool run_decode_team(const std::function<void(int64_t)>& f) {
-  if (in_parallel_region() || concurrency() < DecodeTeam::kSize) return false;
-  static DecodeTeam team;  // one team: run_pinned runs one job at a time
-  struct Ctx {
-    const std::function<void(int64_t)>* f;
-    std::exception_ptr error[DecodeTeam::kSize];
-  } ctx{&f, {}};
-  team.reset();
-  const bool ran = run_pinned(
-      DecodeTeam::kSize,
-      [](void* p, int64_t rank) {
-        auto* c = static_cast<Ctx*>(p);
-        const DecodeRank me{&team, rank};
-        tls_decode_rank = &me;
-        try {
-          (*c->f)(rank);
-        } catch (const TeamAborted&) {
-          // the partner's error is the one to report
-        } catch (...) {
-          c->error[rank] = std::current_exception();
-          team.abort();
-        }
-        tls_decode_rank = nullptr;
-      },
-      &ctx);
-  for (auto& e : ctx.error)
-    if (e) std::rethrow_exception(e);
-  if (ran) team.finish_step();
-  return ran;
-}
-
 namespace {
 // A few rows (incremental decoding): matrix-vector products per row (the kernel path's
 // gemv). Level-3 GEMM would pack the whole of B for each call, which costs more than the
@@ -353,26 +283,6 @@ void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   const bool split_k = !trans_b && (gemv || (trans_a && k >= 1024 && m * n <= kMaxSplitK));
   if (split_k) {
     const int64_t half = gemv ? gemv_split_point(n, k) : round_up(ceil_div(k, 2), 16);
-    const DecodeRank* dr = gemv ? decode_rank() : nullptr;
-    if (half < k && dr) {
-      // A decoding team: rank 0 sums the first half onto C's start value, rank 1 the
-      // second onto 0, and both add the two (the sums below, in the same order).
-      const int64_t k0 = dr->rank == 0 ? 0 : half, k1 = dr->rank == 0 ? half : k;
-      float* mine = dr->team->slot(dr->rank, static_cast<size_t>(m * n));
-      for (int64_t r = 0; r < m; ++r)
-        for (int64_t j = 0; j < n; ++j)
-          mine[r * n + j] = dr->rank != 0 ? 0.0f
-                            : !overwrite  ? c[r * ldc + j]
-                            : init        ? init[j]
-                                          : 0.0f;
-      gemm_acc(trans_a, false, m, n, k1 - k0, alpha, trans_a ? a + k0 * lda : a + k0, lda,
-               b + k0 * ldb, ldb, mine, n);
-      dr->team->publish(dr->rank);
-      const float *p0 = dr->team->slot_data(dr->rank, 0), *p1 = dr->team->slot_data(dr->rank, 1);
-      for (int64_t r = 0; r < m; ++r)
-        for (int64_t j = 0; j < n; ++j) c[r * ldc + j] = p0[r * n + j] + p1[r * n + j];
-      return;
-    }
     if (half < k) {
       float* upper = thread_scratch(kSlotReduce, static_cast<size_t>(m * n));
       parallel_chunks(k, half, [&](int64_t k0, int64_t k1) {
@@ -471,28 +381,6 @@ void round_to_bf16_parallel(const float* src, int64_t n, float* dst) {
                   [&](int64_t i0, int64_t i1) { bf.round(src + i0, i1 - i0, dst + i0); });
 }
 
-void round_to_bf16(const float* src, int64_t n, float* dst) {
-  isa_kernels().bf16.round(src, n, dst);
-}
-
-void gemv_columns(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-                  int64_t ldb, float* c, int64_t ldc, const float* init, int64_t w) {
-  const int64_t split = gemv_split_point(n, k);
-  if (w <= 0) return;
-  const IsaKernels& isa = isa_kernels();
-  float* upper = split < k ? thread_scratch(kSlotReduce, static_cast<size_t>(w)) : nullptr;
-  for (int64_t r = 0; r < m; ++r) {
-    float* cr = c + r * ldc;
-    if (init) std::copy(init, init + w, cr);
-    else std::fill(cr, cr + w, 0.0f);
-    isa.gemv(false, w, split, 1.0f, a + r * lda, 1, b, ldb, cr);
-    if (!upper) continue;
-    std::fill(upper, upper + w, 0.0f);
-    isa.gemv(false, w, k - split, 1.0f, a + r * lda + split, 1, b + split * ldb, ldb, upper);
-    for (int64_t j = 0; j < w; ++j) cr[j] += upper[j];
-  }
-}
-
 void add_column_sums(const float* src, int64_t rows, int64_t cols, int64_t ld, float* dst,
                      const float* mul) {
   constexpr int64_t kBlock = 64;
@@ -587,8 +475,5 @@ void parallel_for_params_raw(const std::vector<Parameter*>& params, int64_t chun
       fn(ctx, i, b, std::min(params[i]->value.numel(), b + chunk));
     }
   });
-}
-bool run_decoding_team(int64_t d_model, const std::function<void(int64_t)>& f) {
-  return kernels::gemv_splits(d_model, d_model) && kernels::run_decode_team(f);
 }
 }  // namespace ablate

@@ -55,59 +55,6 @@ inline int64_t concurrency() {
 // when the pool is already in use (a nested or concurrent call): run serially then.
 bool run_pinned(int64_t parts, void (*fn)(void*, int64_t), void* ctx);
 
-// Batch-1 decoding on both cores at once. A decoding step reads every weight once and
-// does little else; split op by op, each of its ~4 products a layer paid a hand-off to
-// the other core and back. Instead, Model::forward runs the whole step on each of the
-// team's two threads, each on a graph of its own (run_decode_team below): the ops
-// compute identical activations on both, except that a matrix-vector product computes
-// one of its two fixed halves of the reduction per rank and attention one share of the
-// kv heads per rank (appending to and reading its share of the KV cache), and the
-// ranks swap those parts through the team. Attention's own products need no swap (as in
-// Megatron-LM's split of a block): the fused q/k/v projection computes only the columns
-// of the rank's kv heads (qkv_projection), and when the output projection's halves fall
-// on the same heads, each rank's attention output goes straight into its half. Three
-// exchanges a layer instead of five. The arithmetic is that of the one-thread path.
-class DecodeTeam {
- public:
-  static constexpr int64_t kSize = 2;
-  // Rank `rank`'s share [first(n, rank), first(n, rank + 1)) of n items (kv heads).
-  static int64_t first(int64_t n, int64_t rank) { return n * rank / kSize; }
-  // This rank's buffer for its part of the next exchange (at least n floats).
-  float* slot(int64_t rank, size_t n);
-  // Publishes this rank's part and waits for every rank's; their slots can then be
-  // read (slot_data) until this rank's next publish. Throws TeamAborted if another rank
-  // failed.
-  void publish(int64_t rank);
-  // The part `owner` published in the exchange `reader` last published in.
-  const float* slot_data(int64_t reader, int64_t owner) const;
-  void abort() { aborted_.store(true, std::memory_order_release); }
-  void reset();  // between steps, no rank running
-  // Rank 0 only: adds n to *length once both ranks have finished the step (a KV cache's
-  // filled length, which every rank reads during the step), unless a rank failed.
-  void add_after_step(int64_t* length, int64_t n) { deferred_.emplace_back(length, n); }
-  void finish_step();  // applies them (run_decode_team, after both ranks)
-
- private:
-  struct alignas(64) Epoch {
-    std::atomic<int64_t> v{0};
-  };
-  Epoch epoch_[kSize];
-  std::vector<float> slots_[2][kSize];  // [exchange parity][rank]
-  std::atomic<bool> aborted_{false};
-  std::vector<std::pair<int64_t*, int64_t>> deferred_;  // keeps its capacity: no allocation a step
-};
-struct TeamAborted {};  // thrown by publish on a rank whose partner failed
-struct DecodeRank {
-  DecodeTeam* team;
-  int64_t rank;
-};
-// The team rank of this thread inside run_decode_team, or null.
-const DecodeRank* decode_rank();
-// Runs f(rank) for rank 0 (here) and 1 (a pinned worker) at once, each with decode_rank()
-// set; rethrows the first real failure. Returns false, having run nothing, when the pool
-// is busy, inside a parallel loop, or on one thread.
-bool run_decode_team(const std::function<void(int64_t)>& f);
-
 // True while this thread runs a part of a parallel_chunks loop, which marks each part
 // with a ParallelRegion.
 bool in_parallel_region();
@@ -240,20 +187,11 @@ void gemm_acc(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
 inline bool gemv_splits(int64_t n, int64_t k) { return n * k >= (int64_t{1} << 13); }
 
 // Where gemm_acc_parallel splits the reduction of such a product, C (m<=4, n) = A (m,k)
-// B (k,n): one part (a decoding team's rank 0) sums [0, split), the other [split, k);
-// k when it does not split.
+// B (k,n): one part sums [0, split), the other [split, k); k when it does not split.
 inline int64_t gemv_split_point(int64_t n, int64_t k) {
   const int64_t half = round_up(ceil_div(k, 2), 16);
   return gemv_splits(n, k) && n >= 32 && half < k ? half : k;
 }
-
-// w columns of C (m<=4, n) = init + A (m,k) B (k,n), B row-major, init a row or null: the
-// values gemm_acc_parallel(false, false, ..., overwrite, init) gives them (its two
-// reduction halves summed in the same order), computed alone, so that a decoding team's
-// rank can compute just the columns it reads. b, c and init point at the first of them
-// (b may be a copy of those columns, with its own ldb).
-void gemv_columns(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-                  int64_t ldb, float* c, int64_t ldc, const float* init, int64_t w);
 
 // The same, parallel over rows of C (if m >= n) or columns of C, never over k, with
 // block boundaries fixed by the shape: bitwise identical for any thread count.
@@ -274,12 +212,6 @@ void gemm_bf16_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_
 // the float32 values of those bits (dst may be src).
 void to_bf16_parallel(const float* src, int64_t n, uint16_t* dst);
 void round_to_bf16_parallel(const float* src, int64_t n, float* dst);
-// The values of w (a node of g) rounded to bf16, as float32: for a parameter, the graph's
-// copy (made once per Graph::param_epoch, as the bf16 copies linear reads; linalg.cpp),
-// else a copy in the arena. For the matrix-vector products of a bf16 graph.
-const float* bf16_rounded(Graph& g, Var w);
-// dst[0, n) = src[0, n) rounded to bf16, as float32 (dst may be src).
-void round_to_bf16(const float* src, int64_t n, float* dst);
 // The float32 value of bf16 bits.
 inline float bf16_to_float(uint16_t h) {
   const uint32_t u = static_cast<uint32_t>(h) << 16;

@@ -19,6 +19,7 @@
 #include "ablate/error.hpp"
 #include "ablate/ops.hpp"
 #include "dispatch.hpp"
+#include "../node.hpp"
 #include "kernels.hpp"
 
 namespace ablate {
@@ -80,7 +81,7 @@ const T* rounded_into(Graph& g, std::vector<float> Bf16State::*buf, const Tensor
 template <class T>
 const T* rounded_copy(Graph& g, Var w) {
   const Tensor W = g.value(w);
-  const Parameter* p = g.node(w).param;
+  const Parameter* p = node(g, w).param;
   if (!p) {
     T* t = g.alloc_as<T>(static_cast<size_t>(W.numel()));
     round_into(W, t);
@@ -132,10 +133,10 @@ void linear_backward_bf16(Graph& g, Node& n, const Tensor& x, const Tensor& dy, 
 }
 
 void linear_backward(Graph& g, int id) {
-  Node& n = g.node(id);
-  const Tensor dy = n.grad;                // (N,M)
-  const Tensor x = g.node(n.in[0]).value;  // (N,K)
-  const Tensor w = g.node(n.in[1]).value;  // (K,M), or (M,K) when transposed
+  Node& n = node(g, id);
+  const Tensor dy = n.grad;                 // (N,M)
+  const Tensor x = node(g, n.in[0]).value;  // (N,K)
+  const Tensor w = node(g, n.in[1]).value;  // (K,M), or (M,K) when transposed
   const bool tw = n.i[0] != 0;
   const int64_t N = x.rows, K = x.cols, M = dy.cols;
   if (n.i[1] != 0) {
@@ -180,11 +181,11 @@ Var linear_impl(const char* op, const char* xn, const char* wn, Graph& g, Var x,
     b = Bt.data;
   }
   Var out = g.make(N, M, &linear_backward, {x, w, bias}, op);
-  Node& n = g.node(out);
+  Node& n = node(g, out);
   n.i[0] = tw ? 1 : 0;
   if (g.precision == Precision::bf16) {
-    // A few rows (decoding) run the float32 kernels' matrix-vector products (and a decoding
-    // team's split) on float32 copies, whatever the GEMM.
+    // A few rows (decoding) run the float32 kernels' matrix-vector products (and their
+    // split of the reduction) on float32 copies, whatever the GEMM.
     const bool bits = isa_kernels().bf16.gemm != nullptr && N > 4;
     const int64_t ldw = tw ? K : M;
     if (bits) {
@@ -210,8 +211,6 @@ Var linear_impl(const char* op, const char* xn, const char* wn, Graph& g, Var x,
   return out;
 }
 }  // namespace
-
-const float* kernels::bf16_rounded(Graph& g, Var w) { return rounded_copy<float>(g, w); }
 
 size_t param_copy_bytes(const Graph& g) {
   if (!g.op_state) return 0;

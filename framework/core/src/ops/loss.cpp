@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "ablate/ops.hpp"
+#include "../node.hpp"
 #include "kernels.hpp"
 
 namespace ablate {
@@ -17,10 +18,10 @@ using RowMut = Eigen::Map<Eigen::Array<float, 1, Eigen::Dynamic>>;
 // node: in = {logits}; f[0] = 1/count (0 if every target is ignored); i[0] = ignore;
 // p[0] = lse (N), p[1] = targets (int32, N).
 void cross_entropy_backward(Graph& g, int id) {
-  Node& n = g.node(id);
+  Node& n = node(g, id);
   if (!g.requires_grad(n.in[0]) || n.f[0] == 0.0f) return;
-  const Tensor L = g.node(n.in[0]).value;  // (N,V)
-  Tensor dL = g.grad(n.in[0]);             // (N,V)
+  const Tensor L = node(g, n.in[0]).value;  // (N,V)
+  Tensor dL = g.grad(n.in[0]);              // (N,V)
   const float* lse = static_cast<const float*>(n.p[0]);
   const int32_t* targets = static_cast<const int32_t*>(n.p[1]);
   const int32_t ignore = static_cast<int32_t>(n.i[0]);
@@ -65,7 +66,7 @@ Var cross_entropy(Graph& g, Var logits, const int32_t* targets, int64_t n, int32
     ++count;
   }
   Var out = g.make(1, 1, &cross_entropy_backward, {logits}, "cross_entropy");
-  Node& nd = g.node(out);
+  Node& nd = node(g, out);
   const bool save = nd.requires_grad;
   float* row_loss = g.alloc(static_cast<size_t>(N));  // (N)
   float* lse = save ? g.alloc(static_cast<size_t>(N)) : nullptr;

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "ablate/ops.hpp"
+#include "../node.hpp"
 #include "kernels.hpp"
 
 namespace ablate {
@@ -57,10 +58,10 @@ Tensor as_rows(const Tensor& t, int64_t cols) { return Tensor{t.data, t.numel() 
 // p[2] = gain values or a row of ones (C); i[0] = C, the group size (x.cols unless grouped):
 // rows are the N = numel / C groups.
 void row_norm_backward(Graph& g, int id) {
-  Node& n = g.node(id);
+  Node& n = node(g, id);
   const int64_t C = n.i[0];
-  const Tensor x = as_rows(g.node(n.in[0]).value, C);  // (N,C)
-  const Tensor dy = as_rows(n.grad, C);                // (N,C)
+  const Tensor x = as_rows(node(g, n.in[0]).value, C);  // (N,C)
+  const Tensor dy = as_rows(n.grad, C);                 // (N,C)
   const float* mean = static_cast<const float*>(n.p[0]);
   const float* rstd = static_cast<const float*>(n.p[1]);
   const Row gain(static_cast<const float*>(n.p[2]), C);
@@ -107,7 +108,7 @@ void row_norm_backward(Graph& g, int id) {
 
 // node: in = {x}; the output y is the node's own value.
 void softmax_backward(Graph& g, int id) {
-  Node& n = g.node(id);
+  Node& n = node(g, id);
   if (!g.requires_grad(n.in[0])) return;
   const Tensor dy = n.grad, y = n.value;  // (N,C)
   Tensor dx = g.grad(n.in[0]);
@@ -132,7 +133,7 @@ Var layernorm_impl(const char* op, Graph& g, Var x, int64_t group, Var gain, Var
   const Tensor X = as_rows(XN, group);  // (N,C)
   const int64_t N = X.rows, C = X.cols;
   Var out = g.make(XN.rows, XN.cols, &row_norm_backward, {x, gain, bias}, op);
-  Node& n = g.node(out);
+  Node& n = node(g, out);
   const bool save = n.requires_grad;
   const float* gp = gain.valid() ? g.value(gain).data : filled_row(g, C, 1.0f);
   const float* bp = bias.valid() ? g.value(bias).data : filled_row(g, C, 0.0f);
@@ -169,7 +170,7 @@ Var rmsnorm_impl(const char* op, Graph& g, Var x, int64_t group, Var gain, float
   const Tensor X = as_rows(XN, group);  // (N,C)
   const int64_t N = X.rows, C = X.cols;
   Var out = g.make(XN.rows, XN.cols, &row_norm_backward, {x, gain}, op);
-  Node& n = g.node(out);
+  Node& n = node(g, out);
   const bool save = n.requires_grad;
   const float* gp = gain.valid() ? g.value(gain).data : filled_row(g, C, 1.0f);
   float* rstd = save ? g.alloc(static_cast<size_t>(N)) : nullptr;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "ablate/ops.hpp"
+#include "../node.hpp"
 #include "kernels.hpp"
 
 namespace ablate {
@@ -43,7 +44,7 @@ void rotate(const float* x, float* y, bool accumulate, const float* cs, int64_t 
 
 // node: in = {x}; i[0..3] = B, T, NH, HS; p[0] = table (T, 2*HS/2): cos then sin per step.
 void rope_backward(Graph& g, int id) {
-  Node& n = g.node(id);
+  Node& n = node(g, id);
   if (!g.requires_grad(n.in[0])) return;
   // The transpose of a rotation is the rotation by the negative angle.
   rotate(n.grad.data, g.grad(n.in[0]).data, true, static_cast<const float*>(n.p[0]), n.i[0], n.i[1],
@@ -78,7 +79,7 @@ Var rope(Graph& g, Var x, int64_t batch, int64_t time, int64_t n_heads, int64_t 
     }
   });
   Var out = g.make(X.rows, X.cols, &rope_backward, {x}, "rope");
-  Node& n = g.node(out);
+  Node& n = node(g, out);
   n.i[0] = batch;
   n.i[1] = time;
   n.i[2] = n_heads;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ablate/ops.hpp"
+#include "../node.hpp"
 #include "kernels.hpp"
 
 namespace ablate {
@@ -73,24 +74,24 @@ void gather(const Tensor& src, const int32_t* idx, const Tensor& dst, bool add) 
 
 // node: in = {x}; p[0] = idx (int32, value.rows).
 void gather_rows_backward(Graph& g, int id) {
-  Node& n = g.node(id);
+  Node& n = node(g, id);
   if (!g.requires_grad(n.in[0])) return;
   scatter_add(n.grad, static_cast<const int32_t*>(n.p[0]), g.grad(n.in[0]), false);
 }
 
 // node: in = {y}; p[0] = idx (int32, y.rows).
 void scatter_add_rows_backward(Graph& g, int id) {
-  Node& n = g.node(id);
+  Node& n = node(g, id);
   if (!g.requires_grad(n.in[0])) return;
   gather(n.grad, static_cast<const int32_t*>(n.p[0]), g.grad(n.in[0]), true);
 }
 
 // node: in = {x, s}.
 void scale_rows_backward(Graph& g, int id) {
-  Node& n = g.node(id);
+  Node& n = node(g, id);
   const Tensor dy = n.grad;
-  const Tensor x = g.node(n.in[0]).value;
-  const float* s = g.node(n.in[1]).value.data;
+  const Tensor x = node(g, n.in[0]).value;
+  const float* s = node(g, n.in[1]).value.data;
   float* dx = g.requires_grad(n.in[0]) ? g.grad(n.in[0]).data : nullptr;
   float* ds = g.requires_grad(n.in[1]) ? g.grad(n.in[1]).data : nullptr;
   const int64_t D = x.cols;
@@ -113,7 +114,7 @@ void scale_rows_backward(Graph& g, int id) {
 
 // node: in = {x} (same numel).
 void reshape_backward(Graph& g, int id) {
-  Node& n = g.node(id);
+  Node& n = node(g, id);
   if (!g.requires_grad(n.in[0])) return;
   const float* dy = n.grad.data;
   float* dx = g.grad(n.in[0]).data;
@@ -124,7 +125,7 @@ void reshape_backward(Graph& g, int id) {
 
 // node: in = {x}; i[0] = k; p[0] = indices (int32, N*k). Indices of a row are distinct.
 void top_k_backward(Graph& g, int id) {
-  Node& n = g.node(id);
+  Node& n = node(g, id);
   if (!g.requires_grad(n.in[0])) return;
   const Tensor dy = n.grad;  // (N,k)
   Tensor dx = g.grad(n.in[0]);
@@ -143,7 +144,7 @@ Var gather_rows(Graph& g, Var x, const int32_t* idx, int64_t m) {
   check_indices("gather_rows", idx, m, X.rows,
                 "the " + std::to_string(X.rows) + " rows of x " + shape_str(X));
   Var out = g.make(m, X.cols, &gather_rows_backward, {x}, "gather_rows");
-  Node& n = g.node(out);
+  Node& n = node(g, out);
   if (n.requires_grad) n.p[0] = copy_indices(g, idx, m);
   gather(X, idx, n.value, false);
   return out;
@@ -158,7 +159,7 @@ Var scatter_add_rows(Graph& g, Var y, const int32_t* idx, int64_t n_rows) {
   check_indices("scatter_add_rows", idx, Y.rows, n_rows,
                 "the " + std::to_string(n_rows) + " rows of the output (n_rows)");
   Var out = g.make(n_rows, Y.cols, &scatter_add_rows_backward, {y}, "scatter_add_rows");
-  Node& n = g.node(out);
+  Node& n = node(g, out);
   if (n.requires_grad) n.p[0] = copy_indices(g, idx, Y.rows);
   scatter_add(Y, idx, n.value, true);
   return out;
@@ -216,7 +217,7 @@ TopK top_k(Graph& g, Var x, int64_t k) {
                   ", column " + std::to_string(i % E) +
                   "; top_k orders numbers only (is the router's input finite?)");
   Var out = g.make(N, k, &top_k_backward, {x}, "top_k");
-  Node& n = g.node(out);
+  Node& n = node(g, out);
   int32_t* idx = g.alloc_as<int32_t>(static_cast<size_t>(N * k));
   n.i[0] = k;
   n.p[0] = idx;

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "ablate/ops.hpp"
+#include "../node.hpp"
 #include "kernels.hpp"
 
 namespace ablate {
@@ -10,7 +11,7 @@ using namespace kernels;
 
 // node: in = {x}; i[0] = start.
 void slice_cols_backward(Graph& g, int id) {
-  Node& n = g.node(id);
+  Node& n = node(g, id);
   if (!g.requires_grad(n.in[0])) return;
   const Tensor dy = n.grad;     // (N,W)
   Tensor dx = g.grad(n.in[0]);  // (N,C)
@@ -26,7 +27,7 @@ void slice_cols_backward(Graph& g, int id) {
 
 // node: in = {table}; i[0] = n; p[0] = ids (int32, n).
 void embedding_backward(Graph& g, int id) {
-  Node& n = g.node(id);
+  Node& n = node(g, id);
   if (!g.requires_grad(n.in[0])) return;
   const Tensor dy = n.grad;     // (n,C)
   Tensor dt = g.grad(n.in[0]);  // (R,C)
@@ -45,11 +46,11 @@ void embedding_backward(Graph& g, int id) {
 
 // node: in = {x}.
 void sum_backward(Graph& g, int id) {
-  Node& n = g.node(id);
+  Node& n = node(g, id);
   if (!g.requires_grad(n.in[0])) return;
   const float d = n.grad.data[0];
   float* dx = g.grad(n.in[0]).data;
-  parallel_chunks(g.node(n.in[0]).value.numel(), items_per_task(1), [&](int64_t i0, int64_t i1) {
+  parallel_chunks(node(g, n.in[0]).value.numel(), items_per_task(1), [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) dx[i] += d;
   });
 }
@@ -63,7 +64,7 @@ Var slice_cols(Graph& g, Var x, int64_t start, int64_t width) {
                 std::to_string(start + width) + ") are not inside x " + shape_str(X) +
                 "; need 0 <= start, 0 < width, start + width <= " + std::to_string(X.cols));
   Var out = g.make(X.rows, width, &slice_cols_backward, {x}, "slice_cols");
-  Node& n = g.node(out);
+  Node& n = node(g, out);
   n.i[0] = start;
   const Tensor Y = n.value;  // (N,W)
   parallel_chunks(X.rows, items_per_task(width), [&](int64_t r0, int64_t r1) {
@@ -85,7 +86,7 @@ Var embedding(Graph& g, Var table, const int32_t* ids, int64_t n) {
                   " rows; ids must lie in [0, " + std::to_string(Tb.rows) +
                   ") (is the vocabulary size right?)");
   Var out = g.make(n, Tb.cols, &embedding_backward, {table}, "embedding");
-  Node& nd = g.node(out);
+  Node& nd = node(g, out);
   nd.i[0] = n;
   if (nd.requires_grad) {
     int32_t* saved = g.alloc_as<int32_t>(static_cast<size_t>(n));

@@ -83,10 +83,9 @@ class MultiHeadAttention : public Attention {
     spec.prefix = prefix_ ? in.prefix : nullptr;
     spec.weights_out = in.weights_out;
     spec.cache = in.cache;
-    spec.projection_out = C_;  // wo reads the output, nothing else
-    Var qkv = qkv_projection(g, x, g.param(*wqkv_), bqkv_ ? g.param(*bqkv_) : Var{},
-                             spec);  // (B*T, C + 2*NKV*HS)
-    Var q = qkv, k = qkv, v = qkv;   // column ranges of the fused projection, unless changed
+    Var qkv =
+        linear(g, x, g.param(*wqkv_), bqkv_ ? g.param(*bqkv_) : Var{});  // (B*T, C + 2*NKV*HS)
+    Var q = qkv, k = qkv, v = qkv;  // column ranges of the fused projection, unless changed
     const bool transform = qk_ && qk_->transforms();
     const bool rotate = in.positional && in.positional->rotates();
     if (transform || rotate) {

@@ -46,9 +46,7 @@ class Model {
         const std::vector<std::string>& vocab = {});
   ~Model();
 
-  // logits (B*T, V), from the model's head. Decoding (caches, at most 4 rows) runs on two threads
-  // at once, each calling the plugins' forward on a graph of its own: plugins must not change
-  // shared state in forward (docs/PLUGINS.md).
+  // logits (B*T, V), from the model's head.
   Var forward(Graph& g, const ForwardArgs& args);
 
   std::vector<KVCache> make_caches(int64_t batch, int64_t capacity) const;
@@ -80,9 +78,6 @@ class Model {
   std::unique_ptr<Norm> final_norm_;
   std::unique_ptr<Head> head_;
   int64_t position_params_ = 0;
-  std::unique_ptr<Graph> team_graph_;  // the second decoding rank's (forward)
-
-  Var forward_on(Graph& g, const ForwardArgs& args);
 };
 
 }  // namespace ablate

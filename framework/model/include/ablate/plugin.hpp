@@ -13,7 +13,7 @@
 namespace ablate {
 
 // Bump on any change to PluginInfo, BuildContext, a family interface, or the layout of
-// what plugins use inline (Graph, Node, Tensor).
+// what plugins use inline (Graph, OpContext, Tensor).
 //   1: first release.
 //   2: Node names its op; Graph has a profile, gradient-sync hooks and grad_unzeroed.
 //   3: PositionalEncoding::rotates(); AttentionSpec has column offsets (fused qkv).
@@ -40,6 +40,12 @@ namespace ablate {
 //      Auxiliary losses and metrics (Graph::add_aux, AuxTerm). EvalContext::data (the run's
 //      split); the objective's BuildContext has the vocabulary; Objective::reads_logits;
 //      Evaluator/Objective::metric_specs (metric_spec.hpp: direction and range of columns).
+//      Node is private to the core: plugins see a node through OpContext (whose methods are
+//      no longer inline) and Graph::node's read-only NodeInfo (op, value, param); custom ops
+//      save typed state (OpContext::save<T>/saved<T>). Batch-1 decoding runs op by op:
+//      run_decoding_team, qkv_projection, AttentionSpec::projection_out and
+//      KVCache::team_weights are gone (MultiHeadAttention projects with linear), and
+//      plugins' forward no longer runs on two threads at once.
 constexpr int kPluginApiVersion = 8;
 
 // Model sizes a plugin may need. `layer` is the block index (-1 outside blocks).

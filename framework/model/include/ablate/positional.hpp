@@ -23,9 +23,6 @@ class PositionalEncoding {
  public:
   static constexpr const char* kFamily = "positional";
   virtual ~PositionalEncoding() = default;
-  // The hooks may run on two threads at once (batch-1 decoding runs a step on a team of
-  // two, each on a graph of its own): they must not write members; keep scratch local or
-  // thread_local.
   // x (B*T, C) -> x with positions added.
   virtual Var embed(Graph& g, Var x, const PosContext& pc) { return x; }
   // q (B*T, NH*HS), k (B*T, NKV*HS), rotated in place of the handles.

@@ -29,8 +29,7 @@ class QkTransform {
   virtual bool transforms() const = 0;
   // q (B*T, NH*HS), k and v (B*T, NKV*HS): replaced by their transforms, of the same shapes.
   // Each head of each row on its own: decoding with a KV cache transforms one position at a
-  // time, and a decoding team computes only its share of the heads (the others are 0 on that
-  // thread and must stay unread). The constructor's BuildContext has the model's sizes
+  // time. The constructor's BuildContext has the model's sizes
   // (head size = d_model / n_heads) and the attention's parameter scope.
   virtual void apply(Graph& g, Var& q, Var& k, Var& v, const QkvHeads& h) = 0;
 };

@@ -1,0 +1,40 @@
+// The tape's record of one op, private to the core: ops (src/ops) and custom ops
+// (custom_op.cpp) keep their inputs and saved state here; plugins see a node through
+// OpContext (custom_op.hpp) and Graph::node's read-only NodeInfo.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "ablate/graph.hpp"
+
+namespace ablate {
+
+struct Node {
+  Tensor value;
+  Tensor grad;                    // data is null until first needed
+  BackwardFn backward = nullptr;  // null for leaves
+  Parameter* param = nullptr;     // leaves bound to a parameter accumulate into it
+  bool requires_grad = false;
+  int in[4] = {-1, -1, -1, -1};                                // input node ids
+  float f[4] = {0, 0, 0, 0};                                   // saved float attributes
+  int64_t i[8] = {0, 0, 0, 0, 0, 0, 0, 0};                     // saved integer attributes
+  void* p[5] = {nullptr, nullptr, nullptr, nullptr, nullptr};  // saved buffers (arena) or pointers
+  void* state = nullptr;     // a custom op's typed saved state (OpContext::save<T>), arena
+  size_t state_bytes = 0;    // its size, checked by OpContext::saved<T>
+  const char* op = "input";  // op family, for profiles ("linear", "attention", ...)
+};
+
+// The core's access to Graph's tape (a friend of Graph).
+struct TapeAccess {
+  static Node& at(const Graph& g, int id) {
+    return g.chunks_[static_cast<size_t>(id) >> Graph::kChunkBits]
+                    [static_cast<size_t>(id) & Graph::kChunkMask];
+  }
+};
+
+// Node `id` of g's tape (valid until g.reset(); nodes never move).
+inline Node& node(Graph& g, int id) { return TapeAccess::at(g, id); }
+inline const Node& node(const Graph& g, int id) { return TapeAccess::at(g, id); }
+inline Node& node(Graph& g, Var v) { return node(g, v.id); }
+
+}  // namespace ablate
