@@ -1,4 +1,4 @@
-// GPT-2's byte-level BPE, the parts that its tokenizer (plugins/tokenizer/gpt2.cpp) and the
+// GPT-2's byte-level BPE, the parts that its tokenizer (plugins/tokenizer/gpt2/) and the
 // trainer of byte-level BPE vocabularies (ablate/bpe_train.hpp, `ablate data train-tokenizer`)
 // share: the pre-tokenizer, which cuts text into pieces as GPT-2's regex
 //   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+

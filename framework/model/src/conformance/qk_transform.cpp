@@ -149,8 +149,7 @@ void check_qk_transform(Checker& ck, const Subject& s) {
         ck, c,
         {{"builds; q, k and v keep their shapes, finite; transforms() false changes nothing",
           &keeps_shapes},
-         {"each head of each row on its own (KV-cache decoding, decoding teams); a head of "
-          "zeros stays finite",
+         {"each head of each row on its own (KV-cache decoding); a head of zeros stays finite",
           &transforms_each_head_apart},
          {"deterministic: same input, same output; same seed, same parameters", &is_deterministic},
          {"gradients by finite differences (parameters, q, k and v)",
