@@ -148,6 +148,37 @@ TEST_CASE("report/svg line plot: lines, bands, axes, legend, escaping, gaps") {
   const std::string l = ablate::svg::line_plot(lg);
   CHECK(l.find(">0.1</text>") != std::string::npos);
   CHECK(l.find(">10</text>") != std::string::npos);
+  // A title or y label longer than the figure is set smaller, whole, not cut off at the edges.
+  ablate::svg::LinePlot wide;
+  wide.width = 560;
+  wide.title =
+      "Difference from match_params=- ffn=relu schedule_steps=600 steps=600 over "
+      "training: val_loss";
+  wide.y.label = "val_loss - match_params=- ffn=relu schedule_steps=600 steps=600's (paired)";
+  wide.series = {ablate::svg::Series{"s", {1, 2}, {1, 2}, {}, {}, "", false}};
+  const std::string w = ablate::svg::line_plot(wide);
+  std::smatch wm;
+  REQUIRE(std::regex_search(w, wm,
+                            std::regex("<text x=\"([0-9.]+)\" y=\"22\" text-anchor=\"middle\" "
+                                       "font-size=\"([0-9.]+)\" font-weight=\"bold\">Difference")));
+  CHECK(std::stod(wm[1]) == doctest::Approx(280));  // centred on the figure
+  const double title_fs = std::stod(wm[2]);
+  CHECK(title_fs < 14);
+  CHECK(title_fs >= 8);
+  CHECK(0.65 * title_fs * static_cast<double>(wide.title.size()) <= 560 - 8 + 1e-6);
+  REQUIRE(std::regex_search(
+      w, wm,
+      std::regex(
+          "rotate\\(-90\\)\" text-anchor=\"middle\" font-size=\"([0-9.]+)\">val_loss - match")));
+  CHECK(std::stod(wm[1]) < 12);
+  // A short title keeps its size, over the plot.
+  CHECK(l.find("font-size=\"14\"") == std::string::npos);  // lg has no title
+  wide.title = "Validation loss";
+  wide.y.label = "val_loss";
+  const std::string n = ablate::svg::line_plot(wide);
+  CHECK(n.find("font-size=\"14\" font-weight=\"bold\">Validation loss</text>") !=
+        std::string::npos);
+  CHECK(n.find("rotate(-90)\" text-anchor=\"middle\">val_loss</text>") != std::string::npos);
 }
 
 TEST_CASE("report/svg ticks, numbers, colours and heat maps") {

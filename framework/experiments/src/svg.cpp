@@ -151,8 +151,21 @@ std::string band(const std::vector<double>& xs, const std::vector<double>& lo,
 // Where the plot area sits in the picture: left and top offsets, width, height, and the
 // height of the margin below it.
 struct Frame {
-  double L, T, pw, ph, B;
+  double L, T, pw, ph, B, W;  // W: the figure's width
 };
+
+// The font size (px) at which `text` fits `room` px, `size` at most and 8 at least (a
+// character of sans-serif is about 0.6 of the size wide; bold 0.65): a long title or axis
+// label (a baseline named by several swept values) is set smaller instead of cut off.
+double fitting_font(const std::string& text, double room, double size, double width = 0.6) {
+  const double need = width * size * static_cast<double>(text.size());
+  return need <= room ? size : std::max(8.0, room / (width * static_cast<double>(text.size())));
+}
+
+// A font size as the attribute says it: whole sizes without a decimal.
+std::string font_size(double size) {
+  return size == std::floor(size) ? std::to_string(static_cast<int>(size)) : px(size);
+}
 
 // Everything of an x-y plot but its marks: title, grid, tick labels, border, axis labels
 // (log axes say so) and "no data" when there is nothing to draw.
@@ -160,9 +173,11 @@ void draw_frame(std::ostringstream& o, const std::string& title, const Axis& x, 
                 const Range& xr, const Range& yr, const Scale& sx, const Scale& sy, const Frame& f,
                 bool no_data) {
   const double L = f.L, T = f.T, pw = f.pw, ph = f.ph, B = f.B;
-  if (!title.empty())
-    o << "<text x=\"" << px(L + pw / 2)
-      << "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\" font-weight=\"bold\">"
+  if (!title.empty())  // centred on the figure when it is wider than the plot
+    o << "<text x=\""
+      << px(0.65 * 14 * static_cast<double>(title.size()) > pw ? f.W / 2 : L + pw / 2)
+      << "\" y=\"22\" text-anchor=\"middle\" font-size=\""
+      << font_size(fitting_font(title, f.W - 8, 14, 0.65)) << "\" font-weight=\"bold\">"
       << escape(title) << "</text>\n";
   // Grid and ticks.
   const int xt = std::max(2, static_cast<int>(pw / 90)),
@@ -188,10 +203,14 @@ void draw_frame(std::ostringstream& o, const std::string& title, const Axis& x, 
   if (!x.label.empty())
     o << "<text x=\"" << px(L + pw / 2) << "\" y=\"" << px(T + ph + B - 10)
       << "\" text-anchor=\"middle\">" << escape(x.label) << (x.log ? " (log)" : "") << "</text>\n";
-  if (!y.label.empty())
+  if (!y.label.empty()) {
+    const std::string shown = y.label + (y.log ? " (log)" : "");
+    const double fs = fitting_font(shown, ph + 2 * T, 12);
     o << "<text transform=\"translate(16 " << px(T + ph / 2)
-      << ") rotate(-90)\" text-anchor=\"middle\">" << escape(y.label) << (y.log ? " (log)" : "")
+      << ") rotate(-90)\" text-anchor=\"middle\""
+      << (fs < 12 ? " font-size=\"" + font_size(fs) + "\"" : std::string()) << ">" << escape(shown)
       << "</text>\n";
+  }
   if (no_data)
     o << "<text x=\"" << px(L + pw / 2) << "\" y=\"" << px(T + ph / 2)
       << "\" text-anchor=\"middle\" fill=\"#888888\">no data</text>\n";
@@ -305,7 +324,7 @@ LineLayout line_layout(const LinePlot& p) {
     legend_h = (row + 1) * 18.0 + 6;
   }
   const double ph = std::max(20.0, H - T - (B0 + legend_h));
-  l.f = {L, T, pw, ph, B0};
+  l.f = {L, T, pw, ph, B0, W};
   return l;
 }
 
