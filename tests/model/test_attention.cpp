@@ -1,7 +1,8 @@
 // Conformance of every "attention" variant, alone and with every positional variant, with
 // every q/k transform (conformance/attention.cpp: shapes, determinism, gradients, KV-cache
-// decoding, weights, padding masks, options). Plus the causal mask, grouped-query heads, the bidirectional
-// variant, padding masks and attention weights through the model, and the GPT-1 seed's counts.
+// decoding, weights, padding masks, options). Plus the causal mask, grouped-query heads, the
+// bidirectional variant, padding masks and attention weights through the model, and the GPT-1
+// seed's counts.
 #include <doctest/doctest.h>
 
 #include <memory>
