@@ -1,7 +1,6 @@
 // ablate data prepare INPUT... --out DIR --tokenizer NAME [--option K=V ...]: a text corpus
 // into token shards (ablate/prepare.hpp, docs/DATA.md); `ablate data` hands it the arguments
 // after `prepare` (cmd_data.cpp).
-#include <tbb/global_control.h>
 
 #include <iostream>
 #include <memory>
@@ -147,13 +146,7 @@ int cmd_data_prepare(const std::vector<std::string>& args) {
     throw ablate::cli::UsageError("missing --tokenizer NAME; available: " +
                                   ablate::join(tokenizers));
   const ablate::PrepareOptions o = shard_options(vm);
-  const int64_t threads = vm["threads"].as<int64_t>();
-  if (threads < 0)
-    throw ablate::cli::UsageError("--threads must be >= 0, got " + std::to_string(threads));
-  std::unique_ptr<tbb::global_control> parallelism;
-  if (threads > 0)
-    parallelism = std::make_unique<tbb::global_control>(
-        tbb::global_control::max_allowed_parallelism, threads);
+  const std::unique_ptr<tbb::global_control> parallelism = ablate::cli::thread_limit(vm);
   std::vector<std::pair<std::string, std::string>> options;
   const std::unique_ptr<ablate::Tokenizer> tok = create_tokenizer(vm, options);
   const ablate::PrepareSummary s =

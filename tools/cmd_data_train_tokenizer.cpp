@@ -2,7 +2,6 @@
 // BPE as GPT-2's on a corpus and writes it as a Hugging Face tokenizer.json, which
 // `tokenizer: {type: gpt2, tokenizer_json: FILE}` loads (ablate/bpe_train.hpp, docs/DATA.md).
 // `ablate data` hands it the arguments after `train-tokenizer` (cmd_data.cpp).
-#include <tbb/global_control.h>
 
 #include <cerrno>
 #include <chrono>
@@ -111,13 +110,7 @@ int cmd_data_train_tokenizer(const std::vector<std::string>& args) {
           opts, pos, vm))
     return 0;
   const TrainTokenizerSettings s = train_settings(vm);
-  const int64_t threads = vm["threads"].as<int64_t>();
-  if (threads < 0)
-    throw ablate::cli::UsageError("--threads must be >= 0, got " + std::to_string(threads));
-  std::unique_ptr<tbb::global_control> parallelism;
-  if (threads > 0)
-    parallelism = std::make_unique<tbb::global_control>(
-        tbb::global_control::max_allowed_parallelism, threads);
+  const std::unique_ptr<tbb::global_control> parallelism = ablate::cli::thread_limit(vm);
   std::error_code ec;
   if (std::filesystem::is_directory(s.out, ec))
     throw ablate::Error(s.out + ": is a directory; --out names the tokenizer.json to write");

@@ -100,6 +100,14 @@ Options flag_options(const std::vector<std::string>& args, const std::string& co
   return Options(map, src, "");
 }
 
+std::unique_ptr<tbb::global_control> thread_limit(const boost::program_options::variables_map& vm) {
+  const int64_t threads = vm["threads"].as<int64_t>();
+  if (threads < 0) throw UsageError("--threads must be >= 0, got " + std::to_string(threads));
+  if (threads == 0) return nullptr;
+  return std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
+                                               static_cast<size_t>(threads));
+}
+
 void require_output_dir(const std::string& flag, const std::string& file) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::absolute(file).parent_path();

@@ -3,11 +3,13 @@
 #pragma once
 #include <functional>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <boost/program_options.hpp>
+#include <tbb/global_control.h>
 
 #include "ablate/options.hpp"
 
@@ -56,6 +58,10 @@ void require_output_dir(const std::string& flag, const std::string& file);
 
 // Writes an output file whole; Error with the system's reason (disk full, permission) otherwise.
 void write_output(const std::string& file, const std::string& text);
+
+// The worker-thread limit of a command's --threads N (0: every core, no limit), held while the
+// result lives. UsageError for a negative N.
+std::unique_ptr<tbb::global_control> thread_limit(const boost::program_options::variables_map& vm);
 
 // Applies --plugin-dir values to the registry.
 void add_plugin_dirs(const boost::program_options::variables_map& vm);

@@ -173,12 +173,13 @@ void draw_frame(std::ostringstream& o, const std::string& title, const Axis& x, 
                 const Range& xr, const Range& yr, const Scale& sx, const Scale& sy, const Frame& f,
                 bool no_data) {
   const double L = f.L, T = f.T, pw = f.pw, ph = f.ph, B = f.B;
-  if (!title.empty())  // centred on the figure when it is wider than the plot
-    o << "<text x=\""
-      << px(0.65 * 14 * static_cast<double>(title.size()) > pw ? f.W / 2 : L + pw / 2)
-      << "\" y=\"22\" text-anchor=\"middle\" font-size=\""
-      << font_size(fitting_font(title, f.W - 8, 14, 0.65)) << "\" font-weight=\"bold\">"
-      << escape(title) << "</text>\n";
+  if (!title.empty()) {  // centred on the figure when it is wider than the plot
+    const double fs = fitting_font(title, f.W - 8, 14, 0.65);
+    const bool wide = 0.65 * fs * static_cast<double>(title.size()) > pw;
+    o << "<text x=\"" << px(wide ? f.W / 2 : L + pw / 2)
+      << "\" y=\"22\" text-anchor=\"middle\" font-size=\"" << font_size(fs)
+      << "\" font-weight=\"bold\">" << escape(title) << "</text>\n";
+  }
   // Grid and ticks.
   const int xt = std::max(2, static_cast<int>(pw / 90)),
             yt = std::max(2, static_cast<int>(ph / 50));
