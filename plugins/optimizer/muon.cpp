@@ -193,7 +193,7 @@ class Muon final : public ablate::Optimizer {
   std::vector<std::string> names_;
   std::vector<bool> muon_;
   std::vector<std::vector<float>> buf_, m_, v_;
-  std::vector<float> u_, x_, y_, a_, b_;  // scratch of the current matrix
+  ablate::AlignedFloats u_, x_, y_, a_, b_;  // scratch of the current matrix
 };
 
 }  // namespace

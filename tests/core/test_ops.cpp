@@ -375,6 +375,25 @@ TEST_CASE("ops/graph: node() reads an op's name, value and parameter, and refuse
   CHECK_THROWS_AS(g.node(-1), ablate::Error);
 }
 
+TEST_CASE("ops/graph: parameter values, gradients and graph values start on 64-byte boundaries") {
+  // Sums vectorised over unaligned data round according to the address: every tensor is
+  // aligned so that results do not depend on where the heap put it.
+  auto aligned = [](const float* p) {
+    return reinterpret_cast<uintptr_t>(p) % kTensorAlignment == 0;
+  };
+  ParamStore store(1);
+  Graph g;
+  for (int64_t n = 1; n <= 33; n += 4) {
+    Parameter& p = store.add("p" + std::to_string(n), n, 3, Role::kCustom);
+    CHECK(aligned(p.value.data));
+    CHECK(aligned(p.grad.data));
+    CHECK(aligned(g.value(scale(g, g.param(p), 2.0f)).data));
+  }
+  AlignedFloats v(7);
+  v.resize(4099);
+  CHECK(aligned(v.data()));
+}
+
 TEST_CASE(
     "ops/graph: references to nodes and values taken before make() stay valid as the tape grows") {
   Graph g;

@@ -2,11 +2,19 @@
 // (rows, cols): activations are (B*T, C), weights (in, out), biases and gains (1, C).
 #pragma once
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
 namespace ablate {
+
+// A tensor's data starts on a 64-byte boundary (the graph's arena, parameters and
+// AlignedFloats all give such memory). Vectorised sums peel their first elements up to
+// an aligned address, so the same numbers at another offset round differently: keeping
+// every tensor aligned keeps results bitwise independent of where the heap put them.
+constexpr size_t kTensorAlignment = 64;
 
 struct Tensor {
   float* data = nullptr;
@@ -15,6 +23,33 @@ struct Tensor {
   int64_t numel() const { return rows * cols; }
   float* row(int64_t r) const { return data + r * cols; }
 };
+
+// Storage for tensors outside a graph (parameters, optimizer scratch): a std::vector
+// whose data is aligned to kTensorAlignment.
+template <class T>
+struct TensorAllocator {
+  using value_type = T;
+  TensorAllocator() = default;
+  template <class U>
+  TensorAllocator(const TensorAllocator<U>&) {}  // NOLINT: converting, as allocators are
+  T* allocate(size_t n) {
+    const size_t bytes =
+        (n * sizeof(T) + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
+    void* p = std::aligned_alloc(kTensorAlignment, bytes == 0 ? kTensorAlignment : bytes);
+    if (!p) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t) { std::free(p); }
+  template <class U>
+  bool operator==(const TensorAllocator<U>&) const {
+    return true;
+  }
+  template <class U>
+  bool operator!=(const TensorAllocator<U>&) const {
+    return false;
+  }
+};
+using AlignedFloats = std::vector<float, TensorAllocator<float>>;
 
 // Deterministic, serialisable random numbers (splitmix64). One u64 of state, so every
 // stream can be checkpointed and resumed bitwise.
@@ -71,8 +106,8 @@ struct Parameter {
   Tensor grad;
   Role role = Role::kCustom;
   bool weight_decay() const { return decays(role); }
-  std::vector<float> value_storage;
-  std::vector<float> grad_storage;
+  AlignedFloats value_storage;
+  AlignedFloats grad_storage;
 };
 
 // Fills for init variants and tests: every value = v; N(0, std) drawn in order from rng.
