@@ -31,11 +31,16 @@ long_tests=(
   # the same run twice: "reliability/a whole training run is bitwise ..." (kernel_path_* too)
   "trainer/same config, seed and threads give identical metrics"
 )
+# The training runs inside each kernel path's run (tests/CMakeLists.txt, kernel_path_*): the
+# plain run above has them under the sanitizers on the CPU's best path, and each path's op,
+# attention and decoding tests run its kernels under them.
+kernel_path_long="reliability/a whole training run is bitwise*,precision/a bf16 run learns*,precision/ablate generate --precision bf16*"
 args=()
 for a in "$@"; do
   if [ "$a" = "--ci" ]; then
     exclude=$(printf '%s\n' "${long_tests[@]}" | sed 's/[][\.*^$()+?{}|]/\\&/g' | paste -sd'|')
     args+=(-E "^($exclude)\$")
+    export ABLATE_KERNEL_PATH_SKIP=$kernel_path_long
   else
     args+=("$a")
   fi
