@@ -45,28 +45,6 @@ size_t char_len(const std::string& s, size_t i) {
   return len;
 }
 
-std::string to_hex(const std::string& s) {
-  static const char* d = "0123456789abcdef";
-  std::string h;
-  for (unsigned char c : s) h += d[c >> 4], h += d[c & 15];
-  return h.empty() ? "-" : h;  // "-" keeps an empty string one whitespace-free field
-}
-
-bool from_hex(const std::string& h, std::string& out) {
-  out.clear();
-  if (h == "-") return true;
-  if (h.size() % 2) return false;
-  auto nib = [](char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-  };
-  for (size_t i = 0; i < h.size(); i += 2) {
-    const int hi = nib(h[i]), lo = nib(h[i + 1]);
-    if (hi < 0 || lo < 0) return false;
-    out += static_cast<char>(hi * 16 + lo);
-  }
-  return true;
-}
-
 // A symbol: text plus whether it ends a word (carries </w>). Keeping the marker as a flag,
 // not as the characters "</w>", means text that contains "</w>" cannot forge a word end.
 struct Symbol {
@@ -172,10 +150,10 @@ class Bpe final : public ablate::Tokenizer {
   std::string save() const override {
     std::ostringstream s;
     s << "ablate-bpe-tokenizer 1\n"
-      << "unknown_hex " << to_hex(unknown_) << "\n"
+      << "unknown_hex " << ablate::bytes_hex_field(unknown_) << "\n"
       << "base " << n_base_ << "\n";
     for (size_t i = 0; i < n_base_; ++i)
-      s << to_hex(syms_[i].text) << " " << (syms_[i].end ? 1 : 0) << "\n";
+      s << ablate::bytes_hex_field(syms_[i].text) << " " << (syms_[i].end ? 1 : 0) << "\n";
     s << "merges " << merges_.size() << "\n";
     for (const auto& [a, b] : merges_) s << a << " " << b << "\n";
     return s.str();
@@ -193,14 +171,14 @@ class Bpe final : public ablate::Tokenizer {
       throw bad("not a bpe tokenizer state");
     if (version != 1) throw bad("version " + std::to_string(version) + ", expected 1");
     std::string unknown;
-    if (!(s >> key >> hex) || key != "unknown_hex" || !from_hex(hex, unknown))
+    if (!(s >> key >> hex) || key != "unknown_hex" || !ablate::hex_field_bytes(hex, unknown))
       throw bad("missing or malformed unknown_hex");
     if (!(s >> key >> n) || key != "base" || n > (size_t{1} << 24))
       throw bad("missing base symbols");
     std::vector<Symbol> base(n);
     for (size_t i = 0; i < n; ++i) {
       int end = 0;
-      if (!(s >> hex >> end) || !from_hex(hex, base[i].text))
+      if (!(s >> hex >> end) || !ablate::hex_field_bytes(hex, base[i].text))
         throw bad("base symbol " + std::to_string(i) + " is malformed");
       base[i].end = end != 0;
       base[i].space =

@@ -40,6 +40,12 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
   return best;
 }
 
+void detail::append_number(std::string& s, double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", v);
+  s += b;
+}
+
 std::string join(const std::vector<std::string>& items, const std::string& sep) {
   std::string s;
   for (size_t i = 0; i < items.size(); ++i) s += (i ? sep : "") + items[i];

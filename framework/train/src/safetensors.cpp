@@ -83,18 +83,15 @@ std::string in_quotes(const std::string& s) {
 
 // The JSON header of a file of `size` bytes at p; its length in `n`.
 Json parse_header(const uint8_t* p, size_t size, const std::string& f, uint64_t& n) {
-  if (size < 8)
-    throw Error(f + ": not a safetensors file: " + std::to_string(size) +
-                " bytes, fewer than the 8 of the header length (truncated or empty)");
+  ABLATE_CHECK(size >= 8, f, ": not a safetensors file: ", size,
+               " bytes, fewer than the 8 of the header length (truncated or empty)");
   n = load_u64(p);
-  if (n > size - 8)
-    throw Error(f + ": truncated or not a safetensors file: the header length says " +
-                std::to_string(n) + " bytes, only " + std::to_string(size - 8) + " follow");
-  if (n > kMaxHeader)
-    throw Error(f + ": not a safetensors file: a header of " + std::to_string(n) +
-                " bytes (at most " + std::to_string(kMaxHeader) + ")");
-  if (n < 2 || p[8] != '{')
-    throw Error(f + ": not a safetensors file: the header does not start with '{' (a JSON object)");
+  ABLATE_CHECK(n <= size - 8, f, ": truncated or not a safetensors file: the header length says ",
+               n, " bytes, only ", size - 8, " follow");
+  ABLATE_CHECK(n <= kMaxHeader, f, ": not a safetensors file: a header of ", n, " bytes (at most ",
+               kMaxHeader, ")");
+  ABLATE_CHECK(n >= 2 && p[8] == '{', f,
+               ": not a safetensors file: the header does not start with '{' (a JSON object)");
   const std::string text(reinterpret_cast<const char*>(p + 8), static_cast<size_t>(n));
   Json j;
   try {
@@ -106,16 +103,16 @@ Json parse_header(const uint8_t* p, size_t size, const std::string& f, uint64_t&
     throw Error(f + ": the safetensors header is not valid JSON (" + why +
                 "): a damaged or truncated file");
   }
-  if (!j.is_object()) throw Error(f + ": the safetensors header is not a JSON object");
+  ABLATE_CHECK(j.is_object(), f, ": the safetensors header is not a JSON object");
   return j;
 }
 
 // The header's __metadata__: texts by key.
 void read_metadata(const Json& v, const std::string& f, std::map<std::string, std::string>& out) {
-  if (!v.is_object()) throw Error(f + ": __metadata__ is not a JSON object of texts");
+  ABLATE_CHECK(v.is_object(), f, ": __metadata__ is not a JSON object of texts");
   for (auto m = v.begin(); m != v.end(); ++m) {
-    if (!m.value().is_string())
-      throw Error(f + ": __metadata__ entry " + in_quotes(m.key()) + " is not a text");
+    ABLATE_CHECK(m.value().is_string(), f, ": __metadata__ entry ", in_quotes(m.key()),
+                 " is not a text");
     out[m.key()] = m.value().get<std::string>();
   }
 }
@@ -125,46 +122,42 @@ void read_metadata(const Json& v, const std::string& f, std::map<std::string, st
 SafetensorsEntry header_entry(const std::string& name, const Json& v, uint64_t data_size,
                               const std::string& f) {
   const std::string t = "tensor " + in_quotes(name);
-  if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
-    throw Error(f + ": " + t + " lacks dtype, shape or data_offsets in the header");
+  ABLATE_CHECK(
+      v.is_object() && v.contains("dtype") && v.contains("shape") && v.contains("data_offsets"), f,
+      ": ", t, " lacks dtype, shape or data_offsets in the header");
   SafetensorsEntry e;
   e.name = name;
-  if (!v["dtype"].is_string()) throw Error(f + ": " + t + ": dtype is not a text");
+  ABLATE_CHECK(v["dtype"].is_string(), f, ": ", t, ": dtype is not a text");
   e.dtype = v["dtype"].get<std::string>();
   const size_t esize = dtype_size(e.dtype);
-  if (esize == 0)
-    throw Error(f + ": " + t + " has dtype " + in_quotes(e.dtype) +
-                ", which is no safetensors dtype (BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, "
-                "BF16, I32, U32, F32, F64, "
-                "I64, U64)");
-  if (!v["shape"].is_array()) throw Error(f + ": " + t + ": shape is not a list");
+  ABLATE_CHECK(esize != 0, f, ": ", t, " has dtype ", in_quotes(e.dtype),
+               ", which is no safetensors dtype (BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, "
+               "BF16, I32, U32, F32, F64, I64, U64)");
+  ABLATE_CHECK(v["shape"].is_array(), f, ": ", t, ": shape is not a list");
   uint64_t numel = 1;
   for (const Json& d : v["shape"]) {
-    if (!d.is_number_unsigned())
-      throw Error(f + ": " + t + ": shape " + v["shape"].dump() +
-                  " has an entry that is not a size >= 0");
+    ABLATE_CHECK(d.is_number_unsigned(), f, ": ", t, ": shape ", v["shape"].dump(),
+                 " has an entry that is not a size >= 0");
     const uint64_t k = d.get<uint64_t>();
-    if (k > (uint64_t{1} << 40) || (k > 0 && numel > (uint64_t{1} << 50) / k))
-      throw Error(f + ": " + t + ": shape " + v["shape"].dump() + " is impossibly large");
+    ABLATE_CHECK(k <= (uint64_t{1} << 40) && (k == 0 || numel <= (uint64_t{1} << 50) / k), f, ": ",
+                 t, ": shape ", v["shape"].dump(), " is impossibly large");
     numel *= k;
     e.shape.push_back(static_cast<int64_t>(k));
   }
   const Json& o = v["data_offsets"];
-  if (!o.is_array() || o.size() != 2 || !o[0].is_number_unsigned() || !o[1].is_number_unsigned())
-    throw Error(f + ": " + t + ": data_offsets is not a pair [begin, end] of byte offsets");
+  ABLATE_CHECK(
+      o.is_array() && o.size() == 2 && o[0].is_number_unsigned() && o[1].is_number_unsigned(), f,
+      ": ", t, ": data_offsets is not a pair [begin, end] of byte offsets");
   e.begin = o[0].get<uint64_t>();
   e.end = o[1].get<uint64_t>();
-  if (e.end < e.begin)
-    throw Error(f + ": " + t + ": data_offsets " + range(e.begin, e.end) +
-                " end before they begin");
-  if (e.end - e.begin != numel * esize)
-    throw Error(f + ": " + t + ": data_offsets " + range(e.begin, e.end) + " hold " +
-                std::to_string(e.end - e.begin) + " bytes, but shape " + v["shape"].dump() +
-                " of " + e.dtype + " needs " + std::to_string(numel * esize));
-  if (e.end > data_size)
-    throw Error(f + ": " + t + ": data_offsets " + range(e.begin, e.end) +
-                " reach past the end of the data (" + std::to_string(data_size) +
-                " bytes after the header): a truncated file or wrong offsets");
+  ABLATE_CHECK(e.end >= e.begin, f, ": ", t, ": data_offsets ", range(e.begin, e.end),
+               " end before they begin");
+  ABLATE_CHECK(e.end - e.begin == numel * esize, f, ": ", t, ": data_offsets ",
+               range(e.begin, e.end), " hold ", e.end - e.begin, " bytes, but shape ",
+               v["shape"].dump(), " of ", e.dtype, " needs ", numel * esize);
+  ABLATE_CHECK(e.end <= data_size, f, ": ", t, ": data_offsets ", range(e.begin, e.end),
+               " reach past the end of the data (", data_size,
+               " bytes after the header): a truncated file or wrong offsets");
   return e;
 }
 
@@ -174,20 +167,16 @@ void check_tensors_fill_data(const std::vector<SafetensorsEntry>& entries, uint6
   uint64_t at = 0;
   const SafetensorsEntry* prev = nullptr;
   for (const SafetensorsEntry& e : entries) {
-    if (e.begin < at)
-      throw Error(f + ": tensors " + in_quotes(prev->name) + " " + range(prev->begin, prev->end) +
-                  " and " + in_quotes(e.name) + " " + range(e.begin, e.end) +
-                  " overlap in the data: a damaged header");
-    if (e.begin > at)
-      throw Error(
-          f + ": bytes " + range(at, e.begin) +
-          " of the data belong to no tensor (safetensors leaves no gaps): a damaged header");
+    ABLATE_CHECK(e.begin >= at, f, ": tensors ", in_quotes(prev->name), " ",
+                 range(prev->begin, prev->end), " and ", in_quotes(e.name), " ",
+                 range(e.begin, e.end), " overlap in the data: a damaged header");
+    ABLATE_CHECK(e.begin <= at, f, ": bytes ", range(at, e.begin),
+                 " of the data belong to no tensor (safetensors leaves no gaps): a damaged header");
     at = e.end;
     prev = &e;
   }
-  if (at != data_size)
-    throw Error(f + ": bytes " + range(at, data_size) +
-                " of the data, after the last tensor, belong to no tensor: a damaged file");
+  ABLATE_CHECK(at == data_size, f, ": bytes ", range(at, data_size),
+               " of the data, after the last tensor, belong to no tensor: a damaged file");
 }
 
 }  // namespace

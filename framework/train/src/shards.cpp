@@ -55,7 +55,7 @@ void* map_shard_file(const std::string& path, int64_t& bytes) {
     if (addr == MAP_FAILED) {
       const std::string why = std::strerror(errno);
       ::close(fd);
-      throw Error(path + ": cannot map token shard (" + std::to_string(bytes) + " bytes): " + why);
+      throw Error(message(path, ": cannot map token shard (", bytes, " bytes): ", why));
     }
   }
   ::close(fd);  // the mapping keeps the file
@@ -64,23 +64,20 @@ void* map_shard_file(const std::string& path, int64_t& bytes) {
 
 // A raw uint16 token file (nanoGPT's): an even length, and not an llm.c shard.
 void check_raw_shard(const std::string& path, int64_t bytes, const unsigned char* base) {
-  if (bytes % 2 != 0)
-    throw Error(path + ": " + std::to_string(bytes) +
-                " bytes, an odd length: a raw uint16 token file (nanoGPT) " +
-                "holds 2 bytes a token, and this one ends in half a token at byte offset " +
-                std::to_string(bytes - 1) +
-                ". The file is cut short, or it is not raw uint16 tokens (an llm.c shard, with a "
-                "header, reads with "
-                "data.format: header)");
+  ABLATE_CHECK(bytes % 2 == 0, path, ": ", bytes,
+               " bytes, an odd length: a raw uint16 token file (nanoGPT) "
+               "holds 2 bytes a token, and this one ends in half a token at byte offset ",
+               bytes - 1,
+               ". The file is cut short, or it is not raw uint16 tokens (an llm.c shard, with a "
+               "header, reads with "
+               "data.format: header)");
   if (bytes >= 8) {
     int32_t magic;
     std::memcpy(&magic, base, 4);
-    if (magic == kShardMagic16 || magic == kShardMagic32)
-      throw Error(path + ": read as raw uint16 tokens, but it starts with llm.c's shard magic " +
-                  std::to_string(magic) +
-                  ": it is an llm.c shard, whose 1,024-byte header would be read as tokens. Read "
-                  "it with format "
-                  "header (data.format: header, the default)");
+    ABLATE_CHECK(magic != kShardMagic16 && magic != kShardMagic32, path,
+                 ": read as raw uint16 tokens, but it starts with llm.c's shard magic ", magic,
+                 ": it is an llm.c shard, whose 1,024-byte header would be read as tokens. Read "
+                 "it with format header (data.format: header, the default)");
   }
 }
 
@@ -88,11 +85,10 @@ void check_raw_shard(const std::string& path, int64_t bytes, const unsigned char
 // size.
 ShardFormat check_shard_header(const std::string& path, int64_t bytes, const unsigned char* base,
                                int64_t& n) {
-  if (bytes < kShardHeaderBytes)
-    throw Error(path + ": " + std::to_string(bytes) + " bytes, shorter than the " +
-                std::to_string(kShardHeaderBytes) +
-                "-byte header of an llm.c token shard (256 int32: magic, version, token count); " +
-                kKnownFormats);
+  ABLATE_CHECK(bytes >= kShardHeaderBytes, path, ": ", bytes, " bytes, shorter than the ",
+               kShardHeaderBytes,
+               "-byte header of an llm.c token shard (256 int32: magic, version, token count); ",
+               kKnownFormats);
   int32_t header[3];
   std::memcpy(header, base, sizeof header);
   const int32_t magic = header[0], version = header[1], count = header[2];
@@ -102,37 +98,30 @@ ShardFormat check_shard_header(const std::string& path, int64_t bytes, const uns
   } else if (magic == kShardMagic32) {
     format = ShardFormat::kUint32;
   } else {
-    throw Error(path + ": not an llm.c token shard: its first int32 (the magic) is " +
-                std::to_string(magic) + " (" + hex32(static_cast<uint32_t>(magic)) + "); " +
-                kKnownFormats);
+    throw Error(message(path, ": not an llm.c token shard: its first int32 (the magic) is ", magic,
+                        " (", hex32(static_cast<uint32_t>(magic)), "); ", kKnownFormats));
   }
   const int32_t want_version = format == ShardFormat::kUint16 ? kShardVersion16 : kShardVersion32;
-  if (version != want_version)
-    throw Error(path + ": llm.c shard with magic " + std::to_string(magic) + " but version " +
-                std::to_string(version) + "; magic " + std::to_string(magic) +
-                " goes with version " + std::to_string(want_version) + " (" +
-                shard_format_name(format) +
-                "). The file was written by another tool version or is damaged; "
-                "write it again in a known format (ablate data prepare)");
-  if (count < 0)
-    throw Error(path + ": the header's token count (int32 at byte offset 8) is " +
-                std::to_string(count) + ", negative: the header is damaged; write the shard again");
+  ABLATE_CHECK(version == want_version, path, ": llm.c shard with magic ", magic, " but version ",
+               version, "; magic ", magic, " goes with version ", want_version, " (",
+               shard_format_name(format),
+               "). The file was written by another tool version or is damaged; "
+               "write it again in a known format (ablate data prepare)");
+  ABLATE_CHECK(count >= 0, path, ": the header's token count (int32 at byte offset 8) is ", count,
+               ", negative: the header is damaged; write the shard again");
   const int width = shard_token_bytes(format);
   const int64_t want = kShardHeaderBytes + static_cast<int64_t>(count) * width;
   if (bytes != want) {
-    const std::string expect = "the header counts " + std::to_string(count) +
-                               " tokens, so the file should be " + std::to_string(want) +
-                               " bytes (" + std::to_string(kShardHeaderBytes) + " + " +
-                               std::to_string(count) + " x " + std::to_string(width) + ")";
-    if (bytes < want)
-      throw Error(path + ": truncated: " + expect + ", but it has " + std::to_string(bytes) +
-                  " bytes; the tokens stop at byte offset " + std::to_string(bytes) +
-                  " (after token " + std::to_string((bytes - kShardHeaderBytes) / width) + " of " +
-                  std::to_string(count) +
-                  "). Copy or write the shard again (was its writer stopped before it finished?)");
-    throw Error(path + ": " + expect + ", but it has " + std::to_string(bytes) + " bytes: " +
-                std::to_string(bytes - want) + " bytes after the last token (byte offset " +
-                std::to_string(want) + "). The count or the file is wrong; write the shard again");
+    const std::string expect =
+        message("the header counts ", count, " tokens, so the file should be ", want, " bytes (",
+                kShardHeaderBytes, " + ", count, " x ", width, ")");
+    ABLATE_CHECK(bytes > want, path, ": truncated: ", expect, ", but it has ", bytes,
+                 " bytes; the tokens stop at byte offset ", bytes, " (after token ",
+                 (bytes - kShardHeaderBytes) / width, " of ", count,
+                 "). Copy or write the shard again (was its writer stopped before it finished?)");
+    throw Error(message(path, ": ", expect, ", but it has ", bytes, " bytes: ", bytes - want,
+                        " bytes after the last token (byte offset ", want,
+                        "). The count or the file is wrong; write the shard again"));
   }
   n = count;
   return format;
@@ -255,11 +244,10 @@ void Shard::release() const {
 void check_shard_ids(const Shard& s, int64_t vocab_size, const std::string& fix) {
   const int64_t i = s.first_at_least(static_cast<uint64_t>(vocab_size));
   if (i < 0) return;
-  throw Error(s.path() + ": token " + std::to_string(i) + " (byte offset " +
-              std::to_string(s.header_bytes() + i * shard_token_bytes(s.format())) + ") is id " +
-              std::to_string(s[i]) + ", but the vocabulary has " + std::to_string(vocab_size) +
-              " ids (0 to " + std::to_string(vocab_size - 1) +
-              "): the shard was made with another tokenizer. " + fix);
+  throw Error(message(s.path(), ": token ", i, " (byte offset ",
+                      s.header_bytes() + i * shard_token_bytes(s.format()), ") is id ", s[i],
+                      ", but the vocabulary has ", vocab_size, " ids (0 to ", vocab_size - 1,
+                      "): the shard was made with another tokenizer. ", fix));
 }
 
 ShardWriter::ShardWriter(std::string path, ShardFormat format)
@@ -293,20 +281,19 @@ ShardWriter::~ShardWriter() {
 
 void ShardWriter::append(const int32_t* ids, size_t n) {
   if (!f_) throw Error(path_ + ": internal: append after close");
-  if (format_ != ShardFormat::kRaw16 && n_ + static_cast<int64_t>(n) > kShardMaxTokens)
-    throw Error(path_ + ": more than " + std::to_string(kShardMaxTokens) +
-                " tokens, which the header's int32 count cannot hold; write smaller shards "
-                "(--shard-tokens)");
+  ABLATE_CHECK(format_ == ShardFormat::kRaw16 || n_ + static_cast<int64_t>(n) <= kShardMaxTokens,
+               path_, ": more than ", kShardMaxTokens,
+               " tokens, which the header's int32 count cannot hold; write smaller shards "
+               "(--shard-tokens)");
   const int width = shard_token_bytes(format_);
   const uint32_t limit = width == 2 ? 65536u : 0xFFFFFFFFu;
   for (size_t i = 0; i < n; ++i) {
     const int32_t id = ids[i];
-    if (id < 0 || static_cast<uint32_t>(id) >= limit)
-      throw Error(path_ + ": token " + std::to_string(n_ + static_cast<int64_t>(i)) + " is id " +
-                  std::to_string(id) + ", which " + shard_format_name(format_) +
-                  " cannot hold (ids 0 to " + std::to_string(limit - 1) +
-                  "); write vocabularies over 65,536 ids as " +
-                  shard_format_name(ShardFormat::kUint32));
+    ABLATE_CHECK(id >= 0 && static_cast<uint32_t>(id) < limit, path_, ": token ",
+                 n_ + static_cast<int64_t>(i), " is id ", id, ", which ",
+                 shard_format_name(format_), " cannot hold (ids 0 to ", limit - 1,
+                 "); write vocabularies over 65,536 ids as ",
+                 shard_format_name(ShardFormat::kUint32));
     const uint32_t v = static_cast<uint32_t>(id);
     unsigned char b[4];
     std::memcpy(b, &v, 4);  // little-endian host

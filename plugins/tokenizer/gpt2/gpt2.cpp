@@ -58,28 +58,6 @@ using ablate::gpt2::read_gpt2_files;
 using ablate::gpt2::read_tokenizer_json;
 using ablate::gpt2::TokenSpec;
 
-std::string to_hex(const std::string& s) {
-  static const char* d = "0123456789abcdef";
-  std::string h;
-  h.reserve(2 * s.size());
-  for (unsigned char c : s) h += d[c >> 4], h += d[c & 15];
-  return h;
-}
-
-bool from_hex(const std::string& h, std::string& out) {
-  out.clear();
-  if (h.size() % 2) return false;
-  auto nib = [](char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-  };
-  for (size_t i = 0; i < h.size(); i += 2) {
-    const int hi = nib(h[i]), lo = nib(h[i + 1]);
-    if (hi < 0 || lo < 0) return false;
-    out += static_cast<char>(hi * 16 + lo);
-  }
-  return true;
-}
-
 // ---- the vocabulary --------------------------------------------------------------------------
 
 uint64_t hash_bytes(const unsigned char* p, size_t n) {
@@ -139,8 +117,8 @@ class Vocab {
         throw ablate::Error(
             what + ": tokens " +
             std::to_string(find(reinterpret_cast<const unsigned char*>(b.data()), b.size())) +
-            " and " + std::to_string(id) + " have the same bytes (" + in_quotes(to_hex(b)) +
-            " in hex)");
+            " and " + std::to_string(id) + " have the same bytes (" +
+            in_quotes(ablate::bytes_hex_field(b)) + " in hex)");
       insert(static_cast<int32_t>(id));
       if (b.size() == 1) byte_id_[static_cast<unsigned char>(b[0])] = static_cast<int32_t>(id);
     }
@@ -480,7 +458,7 @@ class Gpt2 final : public ablate::Tokenizer {
     std::string s = std::string(kStateMagic) + " 1\ntokens " + std::to_string(v->size()) + "\n";
     for (int32_t id = 0; id < v->size(); ++id) {
       const std::string_view b = v->bytes(id);
-      s += to_hex(std::string(b));
+      s += ablate::bytes_hex_field(std::string(b));
       const int32_t r = v->rank(id);
       s += r >= 0          ? " " + std::to_string(r) + "\n"
            : r == kSpecial ? std::string(" s\n")
@@ -504,7 +482,7 @@ class Gpt2 final : public ablate::Tokenizer {
     std::vector<TokenSpec> specs(n);
     std::string hex, rank;
     for (size_t id = 0; id < n; ++id) {
-      if (!(in >> hex >> rank) || !from_hex(hex, specs[id].bytes))
+      if (!(in >> hex >> rank) || !ablate::hex_field_bytes(hex, specs[id].bytes))
         throw bad("token " + std::to_string(id) + " is malformed");
       if (rank == "p") specs[id].rank = kPlain;
       else if (rank == "s") specs[id].rank = kSpecial;

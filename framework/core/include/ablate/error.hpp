@@ -2,6 +2,8 @@
 #pragma once
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace ablate {
@@ -22,9 +24,38 @@ class ConfigError : public Error {
 // or "" when nothing is close. Used for every "did you mean" in ablate.
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
 
+// A message from its parts: texts as they are, integers in decimal, floating-point numbers
+// as "%g" (0.001, 2.5e+06), e.g. message("shard ", path, " holds ", n, " tokens").
+namespace detail {
+void append_number(std::string& s, double v);  // "%g"
+inline void append_part(std::string& s, std::string_view v) { s += v; }
+inline void append_part(std::string& s, char c) { s += c; }
+template <class T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0>
+void append_part(std::string& s, T v) {
+  if constexpr (std::is_same_v<T, bool>) s += v ? "true" : "false";
+  else if constexpr (std::is_integral_v<T>) s += std::to_string(v);
+  else append_number(s, static_cast<double>(v));
+}
+}  // namespace detail
+template <class... Parts>
+std::string message(const Parts&... parts) {
+  std::string s;
+  (detail::append_part(s, parts), ...);
+  return s;
+}
+
 // "a, b, c" for messages.
 std::string join(const std::vector<std::string>& items, const std::string& sep = ", ");
 // A duration as "MM:SS" or "H:MM:SS" ("--:--" when negative or not finite).
 std::string hms(double seconds);
 
 }  // namespace ablate
+
+// Throws ablate::Error(ablate::message(parts...)) unless `cond` holds: a check on input whose
+// message names the bad value, what is allowed and the fix.
+//   ABLATE_CHECK(n <= size - 8, path, ": the header length says ", n, " bytes, only ", size - 8,
+//                " follow: a truncated file");
+#define ABLATE_CHECK(cond, ...)                                         \
+  do {                                                                  \
+    if (!(cond)) throw ::ablate::Error(::ablate::message(__VA_ARGS__)); \
+  } while (0)

@@ -53,4 +53,28 @@ inline std::vector<int32_t> token_byte_counts(const Tokenizer& t) {
   return v;
 }
 
+// A token's bytes as one whitespace-free field of a tokenizer's saved state: lower-case hex,
+// "-" for no bytes. hex_field_bytes reads one back into `bytes`; false if it is not such a field.
+inline std::string bytes_hex_field(const std::string& bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string h;
+  h.reserve(2 * bytes.size());
+  for (unsigned char c : bytes) h += digits[c >> 4], h += digits[c & 15];
+  return h.empty() ? "-" : h;
+}
+inline bool hex_field_bytes(const std::string& field, std::string& bytes) {
+  bytes.clear();
+  if (field == "-") return true;
+  if (field.empty() || field.size() % 2) return false;
+  auto nibble = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+  };
+  for (size_t i = 0; i < field.size(); i += 2) {
+    const int hi = nibble(field[i]), lo = nibble(field[i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    bytes += static_cast<char>(hi * 16 + lo);
+  }
+  return true;
+}
+
 }  // namespace ablate
