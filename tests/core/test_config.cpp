@@ -205,3 +205,16 @@ TEST_CASE("core/hms writes durations for progress lines and sweep status") {
   CHECK(ablate::hms(-1) == "--:--");
   CHECK(ablate::hms(std::nan("")) == "--:--");
 }
+
+TEST_CASE("core/message joins texts and numbers, ABLATE_CHECK throws it when its condition fails") {
+  const std::string path = "a.bin";
+  CHECK(ablate::message(path, ": ", int64_t{-3}, " of ", size_t{7}, ", ", 'x', ' ', true, " ",
+                        uint8_t{200}) == "a.bin: -3 of 7, x true 200");
+  CHECK(ablate::message(0.001, " ", 2.5e6, " ", 1.0f / 3.0f) == "0.001 2.5e+06 0.333333");
+  int evaluated = 0;
+  auto count = [&] { return ++evaluated; };
+  CHECK_NOTHROW(ABLATE_CHECK(1 + 1 == 2, "never built ", count()));
+  CHECK(evaluated == 0);  // the message is built only on failure
+  CHECK_THROWS_WITH_AS(ABLATE_CHECK(path.empty(), path, " is not empty (", path.size(), " bytes)"),
+                       "a.bin is not empty (5 bytes)", ablate::Error);
+}
