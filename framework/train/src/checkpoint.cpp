@@ -132,9 +132,8 @@ class Reader {
   size_t pos() const { return pos_; }
   size_t remaining() const { return end_ - pos_; }
   [[noreturn]] void fail(uint64_t n, const char* what) const {
-    throw Error(name_ + ": corrupt checkpoint (" + what + " at byte " + std::to_string(pos_) +
-                " needs " + std::to_string(n) + " bytes, only " + std::to_string(remaining()) +
-                " remain before the CRC)");
+    throw Error(message(name_, ": corrupt checkpoint (", what, " at byte ", pos_, " needs ", n,
+                        " bytes, only ", remaining(), " remain before the CRC)"));
   }
   const uint8_t* take(uint64_t n, const char* what) {
     if (n > remaining()) fail(n, what);
@@ -181,10 +180,8 @@ uint32_t crc32(const uint8_t* data, size_t size, uint32_t crc) {
 static void check_shapes(const Checkpoint& ck, const std::string& what) {
   for (const auto& [k, v] : ck.shapes) {
     auto t = ck.tensors.find(k);
-    if (t == ck.tensors.end())
-      throw Error(what + ": shape of '" + k + "' without a tensor of that name");
-    if (v.size() > kMaxDims)
-      throw Error(what + ": shape of '" + k + "' has " + std::to_string(v.size()) + " dimensions");
+    ABLATE_CHECK(t != ck.tensors.end(), what, ": shape of '", k, "' without a tensor of that name");
+    ABLATE_CHECK(v.size() <= kMaxDims, what, ": shape of '", k, "' has ", v.size(), " dimensions");
     uint64_t n = 1;
     bool ok = true;
     std::string dims;
@@ -193,10 +190,9 @@ static void check_shapes(const Checkpoint& ck, const std::string& what) {
       if (d < 0 || (d > 0 && n > (uint64_t{1} << 62) / static_cast<uint64_t>(d))) ok = false;
       else n *= static_cast<uint64_t>(d);
     }
-    if (!ok || n != t->second.size())
-      throw Error(what + ": tensor '" + k + "' has " + std::to_string(t->second.size()) +
-                  " values, but its shape (" + dims + ") has " +
-                  (ok ? std::to_string(n) : std::string("an impossible number of")) + " elements");
+    ABLATE_CHECK(ok && n == t->second.size(), what, ": tensor '", k, "' has ", t->second.size(),
+                 " values, but its shape (", dims, ") has ",
+                 ok ? std::to_string(n) : std::string("an impossible number of"), " elements");
   }
 }
 
@@ -216,35 +212,28 @@ namespace {
 uint32_t check_checkpoint_frame(const uint8_t* data, size_t size, const std::string& name,
                                 size_t& body_end) {
   const size_t magic_n = std::min(size, sizeof kMagic);
-  if (size == 0) throw Error(name + ": not an ablate checkpoint (the file is empty)");
-  if (std::memcmp(data, kMagic, magic_n) != 0)
-    throw Error(name + ": not an ablate checkpoint (it does not start with \"ABLATECK\")");
-  if (size < kHeaderSize)
-    throw Error(name + ": checkpoint truncated at byte " + std::to_string(size) +
-                " (the header alone is " + std::to_string(kHeaderSize) + " bytes)");
+  ABLATE_CHECK(size != 0, name, ": not an ablate checkpoint (the file is empty)");
+  ABLATE_CHECK(std::memcmp(data, kMagic, magic_n) == 0, name,
+               ": not an ablate checkpoint (it does not start with \"ABLATECK\")");
+  ABLATE_CHECK(size >= kHeaderSize, name, ": checkpoint truncated at byte ", size,
+               " (the header alone is ", kHeaderSize, " bytes)");
   const uint32_t version = load_u32(data + 8);
   const uint64_t total = load_u64(data + 12);
-  if (crc32(data, 20) != load_u32(data + 20))
-    throw Error(name + ": corrupt checkpoint (header CRC mismatch)");
-  if (version < 1 || version > kCheckpointVersion)
-    throw Error(name + ": checkpoint version " + std::to_string(version) +
-                " is not supported (this ablate reads " + "versions 1 to " +
-                std::to_string(kCheckpointVersion) + "); use the ablate that wrote it");
-  if (total < kHeaderSize + kTrailerSize)
-    throw Error(name + ": corrupt checkpoint (header gives an impossible size of " +
-                std::to_string(total) + " bytes)");
-  if (size < total)
-    throw Error(name + ": checkpoint truncated at byte " + std::to_string(size) + " (header says " +
-                std::to_string(total) +
-                " bytes): an interrupted write or incomplete copy; use an earlier checkpoint");
-  if (size > total)
-    throw Error(name + ": corrupt checkpoint (" + std::to_string(size - total) +
-                " unexpected bytes after byte " + std::to_string(total) + ")");
+  ABLATE_CHECK(crc32(data, 20) == load_u32(data + 20), name,
+               ": corrupt checkpoint (header CRC mismatch)");
+  ABLATE_CHECK(version >= 1 && version <= kCheckpointVersion, name, ": checkpoint version ",
+               version, " is not supported (this ablate reads versions 1 to ", kCheckpointVersion,
+               "); use the ablate that wrote it");
+  ABLATE_CHECK(total >= kHeaderSize + kTrailerSize, name,
+               ": corrupt checkpoint (header gives an impossible size of ", total, " bytes)");
+  ABLATE_CHECK(size >= total, name, ": checkpoint truncated at byte ", size, " (header says ",
+               total,
+               " bytes): an interrupted write or incomplete copy; use an earlier checkpoint");
+  ABLATE_CHECK(size <= total, name, ": corrupt checkpoint (", size - total,
+               " unexpected bytes after byte ", total, ")");
   body_end = static_cast<size_t>(total) - kTrailerSize;
-  if (crc32(data, body_end) != load_u32(data + body_end))
-    throw Error(name +
-                ": corrupt checkpoint (CRC mismatch): the file was damaged after it was written");
-
+  ABLATE_CHECK(crc32(data, body_end) == load_u32(data + body_end), name,
+               ": corrupt checkpoint (CRC mismatch): the file was damaged after it was written");
   return version;
 }
 
@@ -252,10 +241,8 @@ std::vector<float> read_tensor_entry(Reader& r, const std::string& key, size_t a
                                      const std::string& name) {
   const uint64_t n = r.u64("tensor length");
   // Compare element counts, not bytes: 4 * n may overflow.
-  if (n > r.remaining() / 4)  // compare counts: 4 * n may overflow
-    throw Error(name + ": corrupt checkpoint (tensor '" + key + "' at byte " + std::to_string(at) +
-                " claims " + std::to_string(n) + " floats, only " + std::to_string(r.remaining()) +
-                " bytes remain)");
+  ABLATE_CHECK(n <= r.remaining() / 4, name, ": corrupt checkpoint (tensor '", key, "' at byte ",
+               at, " claims ", n, " floats, only ", r.remaining(), " bytes remain)");
   const uint8_t* p = r.take(n * 4, "tensor data");
   std::vector<float> v(static_cast<size_t>(n));
   for (size_t i = 0; i < v.size(); ++i) {
@@ -268,16 +255,13 @@ std::vector<float> read_tensor_entry(Reader& r, const std::string& key, size_t a
 std::vector<int64_t> read_shape_entry(Reader& r, const std::string& key, size_t at,
                                       const std::string& name) {
   const uint32_t ndim = r.u32("shape rank");
-  if (ndim > kMaxDims)
-    throw Error(name + ": corrupt checkpoint (shape of '" + key + "' at byte " +
-                std::to_string(at) + " has " + std::to_string(ndim) + " dimensions, at most " +
-                std::to_string(kMaxDims) + ")");
+  ABLATE_CHECK(ndim <= kMaxDims, name, ": corrupt checkpoint (shape of '", key, "' at byte ", at,
+               " has ", ndim, " dimensions, at most ", kMaxDims, ")");
   std::vector<int64_t> dims(ndim);
   for (auto& d : dims) {
     const uint64_t v = r.u64("shape dimension");
-    if (v > (uint64_t{1} << 62))
-      throw Error(name + ": corrupt checkpoint (shape of '" + key + "' has a dimension of " +
-                  std::to_string(v) + ")");
+    ABLATE_CHECK(v <= (uint64_t{1} << 62), name, ": corrupt checkpoint (shape of '", key,
+                 "' has a dimension of ", v, ")");
     d = static_cast<int64_t>(v);
   }
   return dims;
@@ -311,12 +295,11 @@ Checkpoint parse_checkpoint(const uint8_t* data, size_t size, const std::string&
     } else if (kind == kShape && version >= 2) {
       fresh = ck.shapes.emplace(key, read_shape_entry(r, key, at, name)).second;
     } else {
-      throw Error(name + ": corrupt checkpoint (unknown entry kind " + std::to_string(kind) +
-                  " at byte " + std::to_string(at) + ")");
+      throw Error(
+          message(name, ": corrupt checkpoint (unknown entry kind ", kind, " at byte ", at, ")"));
     }
-    if (!fresh)
-      throw Error(name + ": corrupt checkpoint (entry '" + key +
-                  "' appears twice, second at byte " + std::to_string(at) + ")");
+    ABLATE_CHECK(fresh, name, ": corrupt checkpoint (entry '", key,
+                 "' appears twice, second at byte ", at, ")");
   }
   check_shapes(ck, name + ": corrupt checkpoint");
   return ck;
