@@ -63,9 +63,9 @@ bool unmapped_bytes(const std::string& text, std::string& out, std::string& bad)
 
 std::string read_file(const std::string& path, const std::string& what) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(what + ": cannot open " + path + ": " + std::strerror(errno));
+  ABLATE_CHECK(in, what, ": cannot open ", path, ": ", std::strerror(errno));
   std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw Error(what + ": error while reading " + path);
+  ABLATE_CHECK(!in.bad(), what, ": error while reading ", path);
   return s;
 }
 
@@ -96,8 +96,8 @@ std::string kind_of(const Json& j) {
 // token text (GPT-2 character form) -> id, from encoder.json or a tokenizer.json's model.vocab.
 std::vector<std::string> read_vocab_map(const Json& j, const std::string& path,
                                         const std::string& fix) {
-  if (!j.is_object())
-    throw Error(path + ": expected a JSON object of token -> id, found " + kind_of(j) + ". " + fix);
+  ABLATE_CHECK(j.is_object(), path, ": expected a JSON object of token -> id, found ", kind_of(j),
+               ". ", fix);
   if (j.contains("model") && j["model"].is_object())
     throw Error(path +
                 ": this is a Hugging Face tokenizer.json, not a token -> id map: name it with "
@@ -105,18 +105,16 @@ std::vector<std::string> read_vocab_map(const Json& j, const std::string& path,
                 fs::path(path).filename().string() + "}`");
   std::vector<std::string> by_id;
   for (auto it = j.begin(); it != j.end(); ++it) {
-    if (!it.value().is_number_integer())
-      throw Error(path + ": the value of token " + in_quotes(it.key()) + " is " +
-                  kind_of(it.value()) + ", not an integer id: not a token -> id map. " + fix);
+    ABLATE_CHECK(it.value().is_number_integer(), path, ": the value of token ", in_quotes(it.key()),
+                 " is ", kind_of(it.value()), ", not an integer id: not a token -> id map. ", fix);
     const int64_t id = it.value().get<int64_t>();
-    if (id < 0 || id >= static_cast<int64_t>(j.size()) + (int64_t{1} << 20))
-      throw Error(path + ": token " + in_quotes(it.key()) + " has id " + std::to_string(id) +
-                  ", out of range");
+    ABLATE_CHECK(id >= 0 && id < static_cast<int64_t>(j.size()) + (int64_t{1} << 20), path,
+                 ": token ", in_quotes(it.key()), " has id ", id, ", out of range");
     if (static_cast<size_t>(id) >= by_id.size()) by_id.resize(static_cast<size_t>(id) + 1);
-    if (!by_id[static_cast<size_t>(id)].empty())
-      throw Error(path + ": tokens " + in_quotes(by_id[static_cast<size_t>(id)]) + " and " +
-                  in_quotes(it.key()) + " have the same id " + std::to_string(id));
-    if (it.key().empty()) throw Error(path + ": an empty token (id " + std::to_string(id) + ")");
+    ABLATE_CHECK(by_id[static_cast<size_t>(id)].empty(), path, ": tokens ",
+                 in_quotes(by_id[static_cast<size_t>(id)]), " and ", in_quotes(it.key()),
+                 " have the same id ", id);
+    ABLATE_CHECK(!it.key().empty(), path, ": an empty token (id ", id, ")");
     by_id[static_cast<size_t>(id)] = it.key();
   }
   return by_id;
@@ -148,7 +146,7 @@ Merges read_merges_text(const std::string& text, const std::string& path, const 
                   ". " + fix);
     m.emplace_back(line.substr(0, sp), line.substr(sp + 1));
   }
-  if (m.empty()) throw Error(path + ": no merges in the file. " + fix);
+  ABLATE_CHECK(!m.empty(), path, ": no merges in the file. ", fix);
   return m;
 }
 
@@ -162,10 +160,8 @@ std::vector<TokenSpec> specs_of(const std::vector<std::string>& by_id, const std
   std::unordered_map<std::string, int32_t> id_of;
   for (size_t id = 0; id < by_id.size(); ++id) {
     if (raw[id]) continue;
-    if (by_id[id].empty())
-      throw Error(vocab_path + ": no token has id " + std::to_string(id) +
-                  " (ids must run from 0 to " + std::to_string(by_id.size() - 1) +
-                  " without gaps)");
+    ABLATE_CHECK(!by_id[id].empty(), vocab_path, ": no token has id ", id,
+                 " (ids must run from 0 to ", by_id.size() - 1, " without gaps)");
     id_of.emplace(by_id[id], static_cast<int32_t>(id));
   }
   std::vector<TokenSpec> specs(by_id.size(), TokenSpec{"", kPlain});
@@ -175,22 +171,21 @@ std::vector<TokenSpec> specs_of(const std::vector<std::string>& by_id, const std
       continue;
     }
     std::string bad;
-    if (!unmapped_bytes(by_id[id], specs[id].bytes, bad))
-      throw Error(vocab_path + ": token " + in_quotes(by_id[id]) + " (id " + std::to_string(id) +
-                  "): " + bad + ": not a byte-level BPE vocabulary such as GPT-2's encoder.json");
+    ABLATE_CHECK(unmapped_bytes(by_id[id], specs[id].bytes, bad), vocab_path, ": token ",
+                 in_quotes(by_id[id]), " (id ", id, "): ", bad,
+                 ": not a byte-level BPE vocabulary such as GPT-2's encoder.json");
   }
   for (size_t r = 0; r < merges.size(); ++r) {
     const auto& [a, b] = merges[r];
     const std::string where =
         merges_path + ": merge " + std::to_string(r + 1) + " (" + in_quotes(a + " " + b) + ")";
     for (const std::string* part : {&a, &b})
-      if (!id_of.count(*part))
-        throw Error(where + ": " + in_quotes(*part) + " is not a token of " + vocab_path +
-                    "; are the two files of the same tokenizer?");
+      ABLATE_CHECK(id_of.count(*part), where, ": ", in_quotes(*part), " is not a token of ",
+                   vocab_path, "; are the two files of the same tokenizer?");
     auto it = id_of.find(a + b);
-    if (it == id_of.end())
-      throw Error(where + ": it makes " + in_quotes(a + b) + ", which is not a token of " +
-                  vocab_path + "; are the two files of the same tokenizer?");
+    ABLATE_CHECK(it != id_of.end(), where, ": it makes ", in_quotes(a + b),
+                 ", which is not a token of ", vocab_path,
+                 "; are the two files of the same tokenizer?");
     TokenSpec& t = specs[static_cast<size_t>(it->second)];
     if (t.rank == kPlain) t.rank = static_cast<int32_t>(r);
   }
@@ -252,15 +247,14 @@ const Json& byte_level_bpe_model(const Json& j, const std::string& path) {
   if (model.contains("byte_fallback") && model["byte_fallback"].is_boolean() &&
       model["byte_fallback"].get<bool>())
     throw unsupported(path, "the model has byte_fallback true");
-  if (!model.contains("vocab") || !model.contains("merges"))
-    throw Error(path + ": model.vocab or model.merges is missing. " + fix + ".");
+  ABLATE_CHECK(model.contains("vocab") && model.contains("merges"), path,
+               ": model.vocab or model.merges is missing. ", fix, ".");
   return model;
 }
 
 // model.merges: "a b" texts or ["a", "b"] pairs, in rank order.
 Merges read_json_merges(const Json& list, const std::string& path) {
-  if (!list.is_array())
-    throw Error(path + ": model.merges is " + kind_of(list) + ", expected a list");
+  ABLATE_CHECK(list.is_array(), path, ": model.merges is ", kind_of(list), ", expected a list");
   Merges merges;
   for (const Json& m : list) {
     const std::string at = path + ": model.merges[" + std::to_string(merges.size()) + "]";
@@ -287,8 +281,8 @@ std::vector<std::pair<int64_t, std::string>> read_added_tokens(const Json& j,
                                                                const std::string& path) {
   std::vector<std::pair<int64_t, std::string>> added;
   if (!j.contains("added_tokens") || j["added_tokens"].is_null()) return added;
-  if (!j["added_tokens"].is_array())
-    throw Error(path + ": added_tokens is " + kind_of(j["added_tokens"]) + ", expected a list");
+  ABLATE_CHECK(j["added_tokens"].is_array(), path, ": added_tokens is ", kind_of(j["added_tokens"]),
+               ", expected a list");
   for (const Json& a : j["added_tokens"]) {
     if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() ||
         !a.contains("content") || !a["content"].is_string())

@@ -154,7 +154,7 @@ struct KVCache {
   int64_t length = 0;                          // positions filled
   // v (batch, capacity, width); k transposed, (batch, width, capacity), so that the
   // scores of one query are a product along contiguous keys.
-  std::vector<float> k, v;
+  AlignedFloats k, v;  // on 64-byte boundaries, as every tensor (tensor.hpp)
   void init(int64_t batch_, int64_t capacity_, int64_t width_);
 };
 
