@@ -15,7 +15,7 @@
 #include "plugin_test_util.hpp"
 
 using ablate::Attention;
-using ablate::AttentionInput;
+using ablate::Batch;
 using ablate::PositionalEncoding;
 
 namespace {
@@ -26,10 +26,11 @@ std::vector<float> run(Attention& a, PositionalEncoding* pos, const std::vector<
                        int64_t B, int64_t T, float* weights = nullptr,
                        const uint8_t* key_mask = nullptr) {
   ablate::Graph g;
-  AttentionInput in;
-  in.pos = {B, T, 0};
+  std::vector<float*> w{weights};
+  Batch in{nullptr, B, T};
   in.positional = pos;
-  in.weights_out = weights;
+  in.layer = 0;
+  if (weights) in.attention_weights = &w;
   in.key_mask = key_mask;
   ablate::Var y = a.forward(g, g.constant(x.data(), B * T, kC), in);
   CHECK(g.value(y).rows == B * T);
@@ -161,20 +162,19 @@ TEST_CASE(
       for (int64_t i = 0; i < T; ++i)
         ids[static_cast<size_t>(i)] = static_cast<int32_t>((5 * i + 2) % d.vocab_size);
       ablate::Graph g;
-      AttentionInput in;
-      in.pos = {1, T, 0, ids.data()};
+      Batch in{ids.data(), 1, T};
       in.positional = rope.obj.get();
       const auto full = ptest::values(g, a->forward(g, g.constant(x.data(), T, C), in));
-      ablate::KVCache cache;
-      cache.init(1, T, a->kv_width());
-      CHECK(cache.width == nkv * (C / NH));
+      std::vector<ablate::KVCache> caches(1);
+      caches[0].init(1, T, a->kv_width());
+      CHECK(caches[0].width == nkv * (C / NH));
       ablate::NoGrad ng(g);
       for (int64_t t = 0; t < T; ++t) {
         g.reset();
-        AttentionInput step;
-        step.pos = {1, 1, t, ids.data() + t};
+        Batch step{ids.data() + t, 1, 1, t};
         step.positional = rope.obj.get();
-        step.cache = &cache;
+        step.caches = &caches;
+        step.layer = 0;
         const auto y = ptest::values(g, a->forward(g, g.constant(x.data() + t * C, 1, C), step));
         for (int64_t c = 0; c < C; ++c)
           CHECK(y[static_cast<size_t>(c)] ==
@@ -231,8 +231,7 @@ TEST_CASE(
   auto x = ptest::randn(static_cast<size_t>(T * kC), 4);
   auto forward = [&](Attention& a, const std::vector<float>& xs, const int32_t* prefix) {
     ablate::Graph g;
-    AttentionInput in;
-    in.pos = {1, T, 0};
+    Batch in{nullptr, 1, T};
     in.prefix = prefix;
     return ptest::values(g, a.forward(g, g.constant(xs.data(), T, kC), in));
   };
@@ -306,7 +305,7 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("attention/model: ForwardArgs key_mask and attention_weights reach every layer") {
+TEST_CASE("attention/model: Batch key_mask and attention_weights reach every layer") {
   ptest::registry();
   for (const char* attn : {"causal", "bidirectional", "{type: causal, n_kv_heads: 1}"}) {
     INFO(attn);
@@ -321,7 +320,7 @@ TEST_CASE("attention/model: ForwardArgs key_mask and attention_weights reach eve
     std::vector<float*> ptrs{buf[0].data(), buf[1].data()};
     const std::vector<uint8_t> mask{1, 1, 1, 0, 0, 1, 1, 1, 1, 1};
     ablate::Graph g;
-    ablate::ForwardArgs a;
+    ablate::Batch a;
     a.ids = ids.data();
     a.batch = B;
     a.time = T;
