@@ -1,8 +1,8 @@
 // Conformance of every "attention" variant, alone and with every positional variant, with
 // every q/k transform (conformance/attention.cpp: shapes, determinism, gradients, KV-cache
 // decoding, weights, padding masks, options). Plus the causal mask, grouped-query heads, the
-// bidirectional variant, padding masks and attention weights through the model, and the GPT-1
-// seed's counts.
+// bidirectional variant, padding masks and attention weights through the model (one KV cache
+// and one weights buffer per layer, fewer an Error), and the GPT-1 seed's counts.
 #include <doctest/doctest.h>
 
 #include <memory>
@@ -13,6 +13,7 @@
 #include "ablate/ffn.hpp"
 #include "ablate/norm.hpp"
 #include "plugin_test_util.hpp"
+#include "test_util.hpp"
 
 using ablate::Attention;
 using ablate::Batch;
@@ -355,4 +356,35 @@ TEST_CASE("attention/model: Batch key_mask and attention_weights reach every lay
         CHECK(first[static_cast<size_t>(r * 13 + v)] ==
               doctest::Approx(second[static_cast<size_t>(r * 13 + v)]).epsilon(1e-5));
   }
+}
+
+TEST_CASE(
+    "attention/model: caches or attention-weight buffers fewer than the layers are an Error") {
+  ptest::registry();
+  ablate::Options o =
+      ptest::opts("{d_model: 16, n_heads: 4, n_layers: 2, context: 8, attention: causal}", "model");
+  ablate::Model m(o, 13, 1);
+  const std::vector<int32_t> ids{1, 2, 3};
+  ablate::Graph g;
+  ablate::NoGrad ng(g);
+  std::vector<ablate::KVCache> caches = m.make_caches(1, 8);
+  caches.pop_back();  // one cache for two layers
+  Batch a{ids.data(), 1, 3};
+  a.caches = &caches;
+  const std::string e = ablate::test::error_of([&] { m.forward(g, a); });
+  CHECK(ablate::test::contains(e, "Batch::layer = 1 is outside the 1 entries of Batch::caches"));
+  CHECK(ablate::test::contains(e, "Model::make_caches"));
+  // With one cache per layer it decodes.
+  caches = m.make_caches(1, 8);
+  g.reset();
+  CHECK(g.value(m.forward(g, a)).rows == 3);
+  CHECK(caches[1].length == 3);
+  // One attention-weights buffer for two layers.
+  std::vector<float> w(static_cast<size_t>(4 * 3 * 3));
+  std::vector<float*> buffers{w.data()};
+  Batch b{ids.data(), 1, 3};
+  b.attention_weights = &buffers;
+  g.reset();
+  CHECK(ablate::test::contains(ablate::test::error_of([&] { m.forward(g, b); }),
+                               "outside the 1 entries of Batch::attention_weights"));
 }
