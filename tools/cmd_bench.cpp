@@ -114,7 +114,7 @@ BenchResult bench_one(const std::string& file, int64_t steps, int64_t warmup, in
     auto t0 = clock_type::now();
     g.reset();
     g.profile = prof ? &r.profile : nullptr;
-    ablate::ForwardArgs fa{x.data(), B, T};
+    ablate::Batch fa{x.data(), B, T};
     ablate::Var loss = ablate::cross_entropy(g, model.forward(g, fa), y.data(), B * T);
     model.params().zero_grad();
     g.backward(loss);

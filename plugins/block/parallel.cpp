@@ -19,7 +19,7 @@ class Parallel final : public ablate::Block {
     ffn_ = parts.ffn(c, "ffn.");
   }
 
-  ablate::Var forward(ablate::Graph& g, ablate::Var x, const ablate::AttentionInput& in) override {
+  ablate::Var forward(ablate::Graph& g, ablate::Var x, const ablate::Batch& in) override {
     ablate::Var h1 = norm1_->forward(g, x);
     ablate::Var h2 = norm2_ ? norm2_->forward(g, x) : h1;
     ablate::Var a = ablate::dropout(g, attn_->forward(g, h1, in), p_);

@@ -15,7 +15,7 @@ class PostNorm final : public ablate::Block {
     ffn_ = parts.ffn(c, "ffn.");
   }
 
-  ablate::Var forward(ablate::Graph& g, ablate::Var x, const ablate::AttentionInput& in) override {
+  ablate::Var forward(ablate::Graph& g, ablate::Var x, const ablate::Batch& in) override {
     x = norm1_->forward(g, ablate::add(g, x, ablate::dropout(g, attn_->forward(g, x, in), p_)));
     return norm2_->forward(g, ablate::add(g, x, ablate::dropout(g, ffn_->forward(g, x), p_)));
   }

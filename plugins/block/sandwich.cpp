@@ -19,7 +19,7 @@ class Sandwich final : public ablate::Block {
     norm2_post_ = parts.norm(c, "norm2_post.");
   }
 
-  ablate::Var forward(ablate::Graph& g, ablate::Var x, const ablate::AttentionInput& in) override {
+  ablate::Var forward(ablate::Graph& g, ablate::Var x, const ablate::Batch& in) override {
     ablate::Var a = norm1_post_->forward(g, attn_->forward(g, norm1_->forward(g, x), in));
     x = ablate::add(g, x, ablate::dropout(g, a, p_));
     ablate::Var f = norm2_post_->forward(g, ffn_->forward(g, norm2_->forward(g, x)));

@@ -35,7 +35,7 @@ class TextLoss final : public ablate::Evaluator {
           "text_loss: the text encodes to fewer than two tokens; give a longer eval text");
     ablate::Graph g;
     ablate::NoGrad no_grad(g);
-    ablate::ForwardArgs a;
+    ablate::Batch a;
     a.ids = ids.data();
     a.batch = 1;
     a.time = T;

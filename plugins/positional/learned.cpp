@@ -22,11 +22,11 @@ class Learned final : public ablate::PositionalEncoding {
     table_ = &ps.add("weight", c.dims.context, c.dims.d_model, ablate::Role::kPosition);
   }
 
-  ablate::Var embed(ablate::Graph& g, ablate::Var x, const ablate::PosContext& pc) override {
-    const int64_t B = pc.batch, T = pc.time;
-    if (pc.pos0 < 0 || pc.pos0 + T > context_)
-      throw ablate::Error("learned positions: positions " + std::to_string(pc.pos0) + ".." +
-                          std::to_string(pc.pos0 + T - 1) + " exceed the table of " +
+  ablate::Var embed(ablate::Graph& g, ablate::Var x, const ablate::Batch& in) override {
+    const int64_t B = in.batch, T = in.time;
+    if (in.pos0 < 0 || in.pos0 + T > context_)
+      throw ablate::Error("learned positions: positions " + std::to_string(in.pos0) + ".." +
+                          std::to_string(in.pos0 + T - 1) + " exceed the table of " +
                           std::to_string(context_) +
                           " (model.context); shorten the input or use a positional encoding "
                           "without a limit (e.g. rope)");
@@ -35,7 +35,7 @@ class Learned final : public ablate::PositionalEncoding {
     rows.resize(static_cast<size_t>(B * T));
     for (int64_t b = 0; b < B; ++b)
       for (int64_t t = 0; t < T; ++t)
-        rows[static_cast<size_t>(b * T + t)] = static_cast<int32_t>(pc.pos0 + t);
+        rows[static_cast<size_t>(b * T + t)] = static_cast<int32_t>(in.pos0 + t);
     ablate::Var pe = ablate::embedding(g, g.param(*table_), rows.data(), B * T);  // (B*T, C)
     return ablate::add(g, x, pe);
   }

@@ -7,14 +7,14 @@
 // Learned absolute positions (a table (context, C), as `learned`) plus a learned table of
 // place rows added to x (B*T, C):
 //   - a digit in a number (a maximal run of digit and point tokens) inside the row's
-//     prompt (positions before PosContext::prefix[b]) gets the row of its place: the place
+//     prompt (positions before Batch::prefix[b]) gets the row of its place: the place
 //     is counted from the run's first point, or from the run's end if it has none, so it
 //     reads the digits after it, up to the point: only the prompt, which no loss scores
 //     and which generation is given whole, may look ahead (the run is cut at the prompt's
 //     end, so nothing past it is read);
 //   - a point in the prompt gets the point row;
 //   - every other token, every token past the prompt, and every token when the caller
-//     gives no ids (PosContext::ids null) or no prompt (prefix null) gets the "other" row.
+//     gives no ids (Batch::ids null) or no prompt (prefix null) gets the "other" row.
 // Places beyond the table share its last row on each side (options integers, decimals).
 // Which tokens are digits and the point comes from the tokenizer's vocabulary
 // (BuildContext::vocab): a token whose text is one character of `digits`, or `point`.
@@ -84,11 +84,11 @@ class PlaceValue final : public ablate::PositionalEncoding {
     places_ = &ps.add("places", 2 + decimals_ + integers_, c.dims.d_model, ablate::Role::kPosition);
   }
 
-  ablate::Var embed(ablate::Graph& g, ablate::Var x, const ablate::PosContext& pc) override {
-    const int64_t B = pc.batch, T = pc.time;
-    if (pc.pos0 < 0 || (absolute_ && pc.pos0 + T > context_))
-      throw ablate::Error("place_value positions: positions " + std::to_string(pc.pos0) + ".." +
-                          std::to_string(pc.pos0 + T - 1) + " exceed the table of " +
+  ablate::Var embed(ablate::Graph& g, ablate::Var x, const ablate::Batch& in) override {
+    const int64_t B = in.batch, T = in.time;
+    if (in.pos0 < 0 || (absolute_ && in.pos0 + T > context_))
+      throw ablate::Error("place_value positions: positions " + std::to_string(in.pos0) + ".." +
+                          std::to_string(in.pos0 + T - 1) + " exceed the table of " +
                           std::to_string(context_) +
                           " (model.context); shorten the input or set absolute: false");
     // Decoding calls embed on two threads at once (docs/PLUGINS.md): scratch per thread.
@@ -97,14 +97,14 @@ class PlaceValue final : public ablate::PositionalEncoding {
     if (absolute_) {
       for (int64_t b = 0; b < B; ++b)
         for (int64_t t = 0; t < T; ++t)
-          rows[static_cast<size_t>(b * T + t)] = static_cast<int32_t>(pc.pos0 + t);
+          rows[static_cast<size_t>(b * T + t)] = static_cast<int32_t>(in.pos0 + t);
       x = ablate::add(g, x, ablate::embedding(g, g.param(*table_), rows.data(), B * T));
     }
     std::fill(rows.begin(), rows.end(), kOtherRow);
-    for (int64_t b = 0; pc.ids && pc.prefix && b < B; ++b) {
+    for (int64_t b = 0; in.ids && in.prefix && b < B; ++b) {
       // The row's prompt within this window: positions pos0 + t < prefix[b].
-      const int64_t end = std::clamp<int64_t>(pc.prefix[b] - pc.pos0, 0, T);
-      place_row(pc.ids + b * T, end, rows.data() + b * T);
+      const int64_t end = std::clamp<int64_t>(in.prefix[b] - in.pos0, 0, T);
+      place_row(in.ids + b * T, end, rows.data() + b * T);
     }
     return ablate::add(g, x, ablate::embedding(g, g.param(*places_), rows.data(), B * T));
   }

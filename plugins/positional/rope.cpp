@@ -20,13 +20,13 @@ class Rope final : public ablate::PositionalEncoding {
                      " is odd; choose an even head size");
   }
 
-  void rotate(ablate::Graph& g, ablate::Var& q, ablate::Var& k, const ablate::PosContext& pc,
+  void rotate(ablate::Graph& g, ablate::Var& q, ablate::Var& k, const ablate::Batch& in,
               int64_t n_heads, int64_t n_kv_heads, int64_t head_size) override {
     if (head_size % 2 != 0)
       throw ablate::Error("rope: head size " + std::to_string(head_size) +
                           " is odd; RoPE needs an even head size");
-    q = ablate::rope(g, q, pc.batch, pc.time, n_heads, head_size, pc.pos0, base_);
-    k = ablate::rope(g, k, pc.batch, pc.time, n_kv_heads, head_size, pc.pos0, base_);
+    q = ablate::rope(g, q, in.batch, in.time, n_heads, head_size, in.pos0, base_);
+    k = ablate::rope(g, k, in.batch, in.time, n_kv_heads, head_size, in.pos0, base_);
   }
 
  private:

@@ -17,17 +17,17 @@ class Sinusoidal final : public ablate::PositionalEncoding {
   Sinusoidal(const ablate::Options& o, const ablate::BuildContext& c)
       : base_(o.get_in<double>("base", 10000.0, 2.0, 1e12, "wavelength base")) {}
 
-  ablate::Var embed(ablate::Graph& g, ablate::Var x, const ablate::PosContext& pc) override {
-    const int64_t B = pc.batch, T = pc.time, C = g.value(x).cols;
-    if (pc.pos0 < 0)
+  ablate::Var embed(ablate::Graph& g, ablate::Var x, const ablate::Batch& in) override {
+    const int64_t B = in.batch, T = in.time, C = g.value(x).cols;
+    if (in.pos0 < 0)
       throw ablate::Error("sinusoidal positions: negative start position " +
-                          std::to_string(pc.pos0));
+                          std::to_string(in.pos0));
     ablate::Var pe = g.input(B * T, C);  // (B*T, C)
     float* out = g.value(pe).data;
-    grow(pc.pos0 + T, C);
+    grow(in.pos0 + T, C);
     for (int64_t b = 0; b < B; ++b)
       for (int64_t t = 0; t < T; ++t) {
-        const float* src = table_.data() + (pc.pos0 + t) * C;
+        const float* src = table_.data() + (in.pos0 + t) * C;
         std::copy(src, src + C, out + (b * T + t) * C);
       }
     return ablate::add(g, x, pe);

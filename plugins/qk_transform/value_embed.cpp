@@ -36,12 +36,12 @@ class ValueEmbed final : public ablate::QkTransform {
 
   void apply(ablate::Graph& g, ablate::Var& q, ablate::Var& k, ablate::Var& v,
              const ablate::QkvHeads& h) override {
-    if (!h.pos.ids)
+    if (!h.batch.ids)
       throw ablate::Error(
           "value_embed: needs the token ids of the input (a probe without "
           "tokens cannot run it)");
-    const int64_t rows = h.pos.batch * h.pos.time, width = h.n_kv_heads * h.head_size;
-    ablate::Var e = ablate::embedding(g, g.param(*table_), h.pos.ids, rows);  // (rows, C)
+    const int64_t rows = h.batch.rows(), width = h.n_kv_heads * h.head_size;
+    ablate::Var e = ablate::embedding(g, g.param(*table_), h.batch.ids, rows);  // (rows, C)
     if (width < C_) e = ablate::slice_cols(g, e, 0, width);
     v = ablate::add(g, v, e);
     if (gq_) {

@@ -272,7 +272,7 @@ TEST_CASE("reliability/generation runs past the learned position table by slidin
   auto loaded = ablate::load_run(run);
   ablate::Graph g;
   std::vector<int32_t> ids(17, 0);
-  ablate::ForwardArgs a{ids.data(), 1, 17};
+  ablate::Batch a{ids.data(), 1, 17};
   std::string msg;
   try {
     loaded.model->forward(g, a);

@@ -74,7 +74,7 @@ std::vector<float> ablate_logits(ablate::LoadedRun& run) {
   ablate::Graph g;
   ablate::NoGrad ng(g);
   g.training = false;
-  ablate::ForwardArgs fa;
+  ablate::Batch fa;
   fa.ids = flat.data();
   fa.batch = static_cast<int64_t>(kIds.size());
   fa.time = static_cast<int64_t>(kIds[0].size());

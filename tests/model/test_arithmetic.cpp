@@ -67,7 +67,7 @@ std::string recompute_greedy(ablate::Model& m, const ablate::Tokenizer& tok,
   const int32_t prefix = static_cast<int32_t>(seq.size());
   while (static_cast<int64_t>(out.size()) < max_chars) {
     g.reset();
-    ablate::ForwardArgs a;
+    ablate::Batch a;
     a.ids = seq.data();
     a.time = static_cast<int64_t>(seq.size());
     a.prefix = &prefix;

@@ -1,8 +1,8 @@
 // Conformance of every "attention" variant, alone and with every positional variant, with
 // every q/k transform (conformance/attention.cpp: shapes, determinism, gradients, KV-cache
 // decoding, weights, padding masks, options). Plus the causal mask, grouped-query heads, the
-// bidirectional variant, padding masks and attention weights through the model, and the GPT-1
-// seed's counts.
+// bidirectional variant, padding masks and attention weights through the model (one KV cache
+// and one weights buffer per layer, fewer an Error), and the GPT-1 seed's counts.
 #include <doctest/doctest.h>
 
 #include <memory>
@@ -13,9 +13,10 @@
 #include "ablate/ffn.hpp"
 #include "ablate/norm.hpp"
 #include "plugin_test_util.hpp"
+#include "test_util.hpp"
 
 using ablate::Attention;
-using ablate::AttentionInput;
+using ablate::Batch;
 using ablate::PositionalEncoding;
 
 namespace {
@@ -26,10 +27,11 @@ std::vector<float> run(Attention& a, PositionalEncoding* pos, const std::vector<
                        int64_t B, int64_t T, float* weights = nullptr,
                        const uint8_t* key_mask = nullptr) {
   ablate::Graph g;
-  AttentionInput in;
-  in.pos = {B, T, 0};
+  std::vector<float*> w{weights};
+  Batch in{nullptr, B, T};
   in.positional = pos;
-  in.weights_out = weights;
+  in.layer = 0;
+  if (weights) in.attention_weights = &w;
   in.key_mask = key_mask;
   ablate::Var y = a.forward(g, g.constant(x.data(), B * T, kC), in);
   CHECK(g.value(y).rows == B * T);
@@ -161,20 +163,19 @@ TEST_CASE(
       for (int64_t i = 0; i < T; ++i)
         ids[static_cast<size_t>(i)] = static_cast<int32_t>((5 * i + 2) % d.vocab_size);
       ablate::Graph g;
-      AttentionInput in;
-      in.pos = {1, T, 0, ids.data()};
+      Batch in{ids.data(), 1, T};
       in.positional = rope.obj.get();
       const auto full = ptest::values(g, a->forward(g, g.constant(x.data(), T, C), in));
-      ablate::KVCache cache;
-      cache.init(1, T, a->kv_width());
-      CHECK(cache.width == nkv * (C / NH));
+      std::vector<ablate::KVCache> caches(1);
+      caches[0].init(1, T, a->kv_width());
+      CHECK(caches[0].width == nkv * (C / NH));
       ablate::NoGrad ng(g);
       for (int64_t t = 0; t < T; ++t) {
         g.reset();
-        AttentionInput step;
-        step.pos = {1, 1, t, ids.data() + t};
+        Batch step{ids.data() + t, 1, 1, t};
         step.positional = rope.obj.get();
-        step.cache = &cache;
+        step.caches = &caches;
+        step.layer = 0;
         const auto y = ptest::values(g, a->forward(g, g.constant(x.data() + t * C, 1, C), step));
         for (int64_t c = 0; c < C; ++c)
           CHECK(y[static_cast<size_t>(c)] ==
@@ -231,8 +232,7 @@ TEST_CASE(
   auto x = ptest::randn(static_cast<size_t>(T * kC), 4);
   auto forward = [&](Attention& a, const std::vector<float>& xs, const int32_t* prefix) {
     ablate::Graph g;
-    AttentionInput in;
-    in.pos = {1, T, 0};
+    Batch in{nullptr, 1, T};
     in.prefix = prefix;
     return ptest::values(g, a.forward(g, g.constant(xs.data(), T, kC), in));
   };
@@ -306,7 +306,7 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("attention/model: ForwardArgs key_mask and attention_weights reach every layer") {
+TEST_CASE("attention/model: Batch key_mask and attention_weights reach every layer") {
   ptest::registry();
   for (const char* attn : {"causal", "bidirectional", "{type: causal, n_kv_heads: 1}"}) {
     INFO(attn);
@@ -321,7 +321,7 @@ TEST_CASE("attention/model: ForwardArgs key_mask and attention_weights reach eve
     std::vector<float*> ptrs{buf[0].data(), buf[1].data()};
     const std::vector<uint8_t> mask{1, 1, 1, 0, 0, 1, 1, 1, 1, 1};
     ablate::Graph g;
-    ablate::ForwardArgs a;
+    ablate::Batch a;
     a.ids = ids.data();
     a.batch = B;
     a.time = T;
@@ -356,4 +356,35 @@ TEST_CASE("attention/model: ForwardArgs key_mask and attention_weights reach eve
         CHECK(first[static_cast<size_t>(r * 13 + v)] ==
               doctest::Approx(second[static_cast<size_t>(r * 13 + v)]).epsilon(1e-5));
   }
+}
+
+TEST_CASE(
+    "attention/model: caches or attention-weight buffers fewer than the layers are an Error") {
+  ptest::registry();
+  ablate::Options o =
+      ptest::opts("{d_model: 16, n_heads: 4, n_layers: 2, context: 8, attention: causal}", "model");
+  ablate::Model m(o, 13, 1);
+  const std::vector<int32_t> ids{1, 2, 3};
+  ablate::Graph g;
+  ablate::NoGrad ng(g);
+  std::vector<ablate::KVCache> caches = m.make_caches(1, 8);
+  caches.pop_back();  // one cache for two layers
+  Batch a{ids.data(), 1, 3};
+  a.caches = &caches;
+  const std::string e = ablate::test::error_of([&] { m.forward(g, a); });
+  CHECK(ablate::test::contains(e, "Batch::layer = 1 is outside the 1 entries of Batch::caches"));
+  CHECK(ablate::test::contains(e, "Model::make_caches"));
+  // With one cache per layer it decodes.
+  caches = m.make_caches(1, 8);
+  g.reset();
+  CHECK(g.value(m.forward(g, a)).rows == 3);
+  CHECK(caches[1].length == 3);
+  // One attention-weights buffer for two layers.
+  std::vector<float> w(static_cast<size_t>(4 * 3 * 3));
+  std::vector<float*> buffers{w.data()};
+  Batch b{ids.data(), 1, 3};
+  b.attention_weights = &buffers;
+  g.reset();
+  CHECK(ablate::test::contains(ablate::test::error_of([&] { m.forward(g, b); }),
+                               "outside the 1 entries of Batch::attention_weights"));
 }

@@ -51,7 +51,7 @@ ablate::Model model_of(const std::string& yaml, int64_t vocab = 13) {
 std::vector<float> full_logits(ablate::Model& m, const std::vector<int32_t>& ids) {
   ablate::Graph g;
   ablate::NoGrad ng(g);
-  ablate::ForwardArgs a;
+  ablate::Batch a;
   a.ids = ids.data();
   a.batch = 1;
   a.time = static_cast<int64_t>(ids.size());
@@ -148,7 +148,7 @@ TEST_CASE("head/model: decoding with KV caches gives the full forward's softcapp
   const int64_t V = 23;
   for (size_t t = 0; t < ids.size(); ++t) {
     g.reset();
-    ablate::ForwardArgs a;
+    ablate::Batch a;
     a.ids = ids.data() + t;
     a.pos0 = static_cast<int64_t>(t);
     a.caches = &caches;

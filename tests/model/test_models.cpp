@@ -105,7 +105,7 @@ TEST_CASE("models/decoding with KV caches on two threads gives one thread's logi
           for (size_t i = 0; i < ids.size(); ++i)
             ids[i] = static_cast<int32_t>((7 * (i + 3 * static_cast<size_t>(t))) % 23);
           g.reset();
-          ablate::ForwardArgs a;
+          ablate::Batch a;
           a.ids = ids.data();
           a.batch = batch;
           a.time = len;

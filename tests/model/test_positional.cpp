@@ -6,7 +6,7 @@
 #include "ablate/positional.hpp"
 #include "plugin_test_util.hpp"
 
-using ablate::PosContext;
+using ablate::Batch;
 using ablate::PositionalEncoding;
 
 namespace {
@@ -16,7 +16,7 @@ constexpr int64_t kC = 8, kNH = 2, kHS = 4, kNKV = 1;
 std::vector<float> embed(PositionalEncoding& p, const std::vector<float>& x, int64_t B, int64_t T,
                          int64_t pos0) {
   ablate::Graph g;
-  ablate::Var y = p.embed(g, g.constant(x.data(), B * T, kC), PosContext{B, T, pos0});
+  ablate::Var y = p.embed(g, g.constant(x.data(), B * T, kC), Batch{nullptr, B, T, pos0});
   CHECK(g.value(y).rows == B * T);
   CHECK(g.value(y).cols == kC);
   return ptest::values(g, y);
@@ -28,7 +28,7 @@ std::vector<float> rotate(PositionalEncoding& p, const std::vector<float>& q,
                           int64_t NH = kNH, int64_t NKV = kNKV, int64_t HS = kHS) {
   ablate::Graph g;
   ablate::Var vq = g.constant(q.data(), B * T, NH * HS), vk = g.constant(k.data(), B * T, NKV * HS);
-  p.rotate(g, vq, vk, PosContext{B, T, pos0}, NH, NKV, HS);
+  p.rotate(g, vq, vk, Batch{nullptr, B, T, pos0}, NH, NKV, HS);
   CHECK(g.value(vq).rows == B * T);
   CHECK(g.value(vq).cols == NH * HS);
   CHECK(g.value(vk).rows == B * T);
@@ -155,8 +155,9 @@ TEST_CASE(
                      int64_t pos0 = 0) {
     ablate::Graph g;
     const std::vector<float> x(static_cast<size_t>(B * T * kC), 0.0f);
-    const auto y = ptest::values(g, p->embed(g, g.constant(x.data(), B * T, kC),
-                                             PosContext{B, T, pos0, ids.data(), prefix}));
+    const auto y =
+        ptest::values(g, p->embed(g, g.constant(x.data(), B * T, kC),
+                                  Batch{ids.data(), B, T, pos0, /*key_mask=*/nullptr, prefix}));
     std::vector<int32_t> r;
     for (int64_t i = 0; i < B * T; ++i)
       r.push_back(static_cast<int32_t>(y[static_cast<size_t>(i * kC)]));

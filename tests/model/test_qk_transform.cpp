@@ -43,7 +43,7 @@ TEST_CASE("qk_transform/qk_norm: each head of q and k to RMS 1 times its gain, v
     ablate::Graph g;
     ablate::Var q = g.constant(q0.data(), rows, C), k = g.constant(k0.data(), rows, NKV * HS),
                 v = g.constant(v0.data(), rows, NKV * HS);
-    t->apply(g, q, k, v, ablate::QkvHeads{NH, NKV, HS, {1, rows, 0}});
+    t->apply(g, q, k, v, ablate::QkvHeads{NH, NKV, HS, {nullptr, 1, rows}});
     const auto qv = ptest::values(g, q), kv = ptest::values(g, k), vv = ptest::values(g, v);
     CHECK(vv == v0);
     auto check_heads = [&](const std::vector<float>& in, const std::vector<float>& out,
@@ -76,8 +76,7 @@ TEST_CASE("qk_transform/qk_norm in attention: the output ignores the scale of a 
     auto rope = ptest::build<ablate::PositionalEncoding>("{type: rope}", d);
     auto forward = [&] {
       ablate::Graph g;
-      ablate::AttentionInput in;
-      in.pos = {1, T, 0};
+      ablate::Batch in{nullptr, 1, T};
       in.positional = rope.obj.get();
       return ptest::values(g, a->forward(g, g.constant(x.data(), T, C), in));
     };
@@ -178,7 +177,7 @@ TEST_CASE(
   ablate::Graph g;
   ablate::Var q = g.constant(q0.data(), rows, C), k = g.constant(k0.data(), rows, NKV * HS),
               v = g.constant(v0.data(), rows, NKV * HS);
-  t->apply(g, q, k, v, ablate::QkvHeads{NH, NKV, HS, {1, rows, 0, ids}});
+  t->apply(g, q, k, v, ablate::QkvHeads{NH, NKV, HS, {ids, 1, rows}});
   CHECK(ptest::values(g, q) == q0);
   CHECK(ptest::values(g, k) == k0);
   const auto vv = ptest::values(g, v);
@@ -188,10 +187,11 @@ TEST_CASE(
             v0[static_cast<size_t>(r * NKV * HS + j)] + table.value.data[ids[r] * C + j]);
   // Without the ids (a probe without tokens) it says what it needs.
   ablate::Var v2 = g.constant(v0.data(), rows, NKV * HS);
-  CHECK(ablate::test::contains(ablate::test::error_of([&] {
-                                 t->apply(g, q, k, v2, ablate::QkvHeads{NH, NKV, HS, {1, rows, 0}});
-                               }),
-                               "needs the token ids"));
+  CHECK(ablate::test::contains(
+      ablate::test::error_of([&] {
+        t->apply(g, q, k, v2, ablate::QkvHeads{NH, NKV, HS, {nullptr, 1, rows}});
+      }),
+      "needs the token ids"));
   // With qk_norm: true, q and k are what the qk_norm transform makes of them (gains at 1).
   auto both = ptest::build<QkTransform>("{type: value_embed, qk_norm: true}", d);
   auto norm = ptest::build<QkTransform>("{type: qk_norm}", d);
@@ -199,8 +199,8 @@ TEST_CASE(
   ablate::Var qa = g2.constant(q0.data(), rows, C), ka = g2.constant(k0.data(), rows, NKV * HS),
               va = g2.constant(v0.data(), rows, NKV * HS);
   ablate::Var qb = qa, kb = ka, vb = va;
-  both->apply(g2, qa, ka, va, ablate::QkvHeads{NH, NKV, HS, {1, rows, 0, ids}});
-  norm->apply(g2, qb, kb, vb, ablate::QkvHeads{NH, NKV, HS, {1, rows, 0, ids}});
+  both->apply(g2, qa, ka, va, ablate::QkvHeads{NH, NKV, HS, {ids, 1, rows}});
+  norm->apply(g2, qb, kb, vb, ablate::QkvHeads{NH, NKV, HS, {ids, 1, rows}});
   const auto a = ptest::values(g2, qa), b = ptest::values(g2, qb);
   for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == doctest::Approx(b[i]).epsilon(1e-5));
 }

@@ -95,7 +95,7 @@ Hand score(ablate::Model& model, const std::vector<std::vector<int32_t>>& stream
       const int64_t m = std::min<int64_t>(T, static_cast<int64_t>(t.size()) - 1 - i);
       ablate::Graph g;
       ablate::NoGrad no_grad(g);
-      ablate::ForwardArgs a;
+      ablate::Batch a;
       a.ids = t.data() + i;
       a.batch = 1;
       a.time = m;

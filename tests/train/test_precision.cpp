@@ -46,8 +46,8 @@ LossAndGrads loss_and_grads(ablate::Model& model, ablate::Precision precision, i
   g.training = true;
   g.precision = precision;
   model.params().zero_grad();
-  ablate::Var loss = ablate::cross_entropy(g, model.forward(g, ablate::ForwardArgs{x.data(), B, T}),
-                                           y.data(), B * T);
+  ablate::Var loss =
+      ablate::cross_entropy(g, model.forward(g, ablate::Batch{x.data(), B, T}), y.data(), B * T);
   g.backward(loss);
   LossAndGrads r;
   r.loss = g.value(loss).data[0];
@@ -138,7 +138,7 @@ TEST_CASE(
     g.param_epoch = ablate::new_param_epoch();
     for (int64_t t = 0; t < n; ++t) {
       g.reset();
-      ablate::ForwardArgs a;
+      ablate::Batch a;
       a.ids = ids.data() + t;
       a.time = 1;
       a.pos0 = t;
@@ -162,7 +162,7 @@ TEST_CASE(
   ablate::Graph g;
   ablate::NoGrad ng(g);
   g.precision = ablate::Precision::bf16;
-  const ablate::Tensor full = g.value(model.forward(g, ablate::ForwardArgs{ids.data(), 1, n}));
+  const ablate::Tensor full = g.value(model.forward(g, ablate::Batch{ids.data(), 1, n}));
   REQUIRE(static_cast<size_t>(full.numel()) == one.size());
   double worst = 0;
   for (size_t i = 0; i < one.size(); ++i)
@@ -173,7 +173,7 @@ TEST_CASE(
   ablate::Graph gf;
   ablate::NoGrad ngf(gf);
   gf.precision = ablate::Precision::float32;
-  const ablate::Tensor f32 = gf.value(model.forward(gf, ablate::ForwardArgs{ids.data(), 1, n}));
+  const ablate::Tensor f32 = gf.value(model.forward(gf, ablate::Batch{ids.data(), 1, n}));
   double apart = 0;
   for (size_t i = 0; i < one.size(); ++i)
     apart = std::max(apart, static_cast<double>(std::fabs(f32.data[i] - one[i])));

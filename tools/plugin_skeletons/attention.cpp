@@ -27,22 +27,13 @@ class MyAttention final : public ablate::Attention {
     wo_ = &ps.add("proj.weight", C_, C_, ablate::Role::kResidualOut);
   }
 
-  ablate::Var forward(ablate::Graph& g, ablate::Var x, const ablate::AttentionInput& in) override {
+  ablate::Var forward(ablate::Graph& g, ablate::Var x, const ablate::Batch& in) override {
     ablate::Var q = ablate::linear(g, x, g.param(*wq_));  // (B*T, NH*HS)
     ablate::Var k = ablate::linear(g, x, g.param(*wk_));
     ablate::Var v = ablate::linear(g, x, g.param(*wv_));
-    if (in.positional) in.positional->rotate(g, q, k, in.pos, NH_, NH_, HS_);  // RoPE and friends
-    ablate::AttentionSpec spec;
-    spec.batch = in.pos.batch;
-    spec.time = in.pos.time;
-    spec.n_heads = NH_;
-    spec.n_kv_heads = NH_;
-    spec.head_size = HS_;
-    spec.causal = causal_;
-    spec.slopes = in.positional ? in.positional->attention_slopes() : nullptr;  // ALiBi
-    spec.key_mask = in.key_mask;
-    spec.weights_out = in.weights_out;
-    spec.cache = in.cache;
+    if (in.positional) in.positional->rotate(g, q, k, in, NH_, NH_, HS_);  // RoPE and friends
+    // B, T, mask, ALiBi slopes, padding mask, this layer's KV cache and attention weights.
+    ablate::AttentionSpec spec = ablate::attention_spec(in, NH_, NH_, HS_, causal_);
     ablate::Var y = ablate::attention(g, q, k, v, spec);  // (B*T, C)
     return ablate::linear(g, y, g.param(*wo_));
   }

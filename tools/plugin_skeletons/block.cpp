@@ -23,7 +23,7 @@ class MyBlock final : public ablate::Block {
     ffn_ = parts.ffn(c, "ffn.");
   }
 
-  ablate::Var forward(ablate::Graph& g, ablate::Var x, const ablate::AttentionInput& in) override {
+  ablate::Var forward(ablate::Graph& g, ablate::Var x, const ablate::Batch& in) override {
     ablate::Var a = ablate::dropout(g, attn_->forward(g, x, in), p_);
     x = norm1_->forward(g, ablate::add(g, ablate::scale(g, x, alpha_), a));
     ablate::Var f = ablate::dropout(g, ffn_->forward(g, x), p_);

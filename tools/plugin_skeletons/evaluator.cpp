@@ -27,7 +27,7 @@ class MyEvaluator final : public ablate::Evaluator {
     if (T < 1) throw ablate::Error("my_evaluator: the text encodes to fewer than two tokens; give a longer eval text");
     ablate::Graph g;
     ablate::NoGrad no_grad(g);
-    ablate::ForwardArgs a;
+    ablate::Batch a;
     a.ids = ids.data();
     a.batch = 1;
     a.time = T;

@@ -22,17 +22,17 @@ class MyPositional final : public ablate::PositionalEncoding {
     table_ = &ps.add("weight", c.dims.context, c.dims.d_model, ablate::Role::kPosition);
   }
 
-  ablate::Var embed(ablate::Graph& g, ablate::Var x, const ablate::PosContext& pc) override {
-    const int64_t B = pc.batch, T = pc.time;
+  ablate::Var embed(ablate::Graph& g, ablate::Var x, const ablate::Batch& in) override {
+    const int64_t B = in.batch, T = in.time;
     // Errors are thrown (never exit()): the CLI prints them.
-    if (pc.pos0 < 0 || pc.pos0 + T > context_)
-      throw ablate::Error("my_positional: positions " + std::to_string(pc.pos0) + ".." + std::to_string(pc.pos0 + T - 1) +
+    if (in.pos0 < 0 || in.pos0 + T > context_)
+      throw ablate::Error("my_positional: positions " + std::to_string(in.pos0) + ".." + std::to_string(in.pos0 + T - 1) +
                           " exceed the table of " + std::to_string(context_) + " (model.context)");
     // embed() may run on several threads at once (decoding): no member is written here.
     thread_local std::vector<int32_t> rows;
     rows.resize(static_cast<size_t>(B * T));
     for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < T; ++t) rows[static_cast<size_t>(b * T + t)] = static_cast<int32_t>(pc.pos0 + t);
+      for (int64_t t = 0; t < T; ++t) rows[static_cast<size_t>(b * T + t)] = static_cast<int32_t>(in.pos0 + t);
     return ablate::add(g, x, ablate::embedding(g, g.param(*table_), rows.data(), B * T));  // (B*T, C)
   }
 

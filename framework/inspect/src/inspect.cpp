@@ -73,8 +73,9 @@ Eigen::MatrixXd added_vectors(PositionalEncoding& pe, int64_t T, int64_t C, cons
                               const int32_t* prompt) {
   Graph g;
   NoGrad no_grad(g);
-  const PosContext pc{1, T, 0, ids, prompt};
-  Var y = pe.embed(g, g.input(T, C), pc);
+  Batch b{ids, 1, T};
+  b.prefix = prompt;
+  Var y = pe.embed(g, g.input(T, C), b);
   return to_matrix(g.value(y), false);
 }
 
@@ -82,7 +83,7 @@ Eigen::MatrixXd added_vectors(PositionalEncoding& pe, int64_t T, int64_t C, cons
 // embed() on zero rows gives the added vectors; rotate() on all-ones queries and keys
 // (one head of the model's head size) gives the implied kernel cos(q_i, k_j), which
 // for a rotary encoding depends on i - j only; attention_slopes() gives the biases.
-// An encoding whose vectors depend on the tokens (PosContext::ids) is probed once more
+// An encoding whose vectors depend on the tokens (Batch::ids) is probed once more
 // on the text `ids` (labels: its tokens), given whole as the prompt, as generation does.
 struct Probe {
   PositionalEncoding& pe;
@@ -140,11 +141,11 @@ struct Probe {
   void add_rotary_kernel(std::vector<PositionalView>& out) {
     Graph g;
     NoGrad no_grad(g);
-    const PosContext pc{1, P, 0};
+    const Batch b{nullptr, 1, P};
     Var q = g.input(P, HS), k = g.input(P, HS);
     std::fill(g.value(q).data, g.value(q).data + P * HS, 1.0f);
     std::fill(g.value(k).data, g.value(k).data + P * HS, 1.0f);
-    pe.rotate(g, q, k, pc, 1, 1, HS);
+    pe.rotate(g, q, k, b, 1, 1, HS);
     Eigen::MatrixXd qm = to_matrix(g.value(q), false), km = to_matrix(g.value(k), false);
     if (!((qm.array() != 1.0).any() || (km.array() != 1.0).any())) return;
     PositionalView pv =
@@ -270,7 +271,7 @@ void run_forward(Model& model, Inspection& in) {
   for (int64_t l = 0; l < L; ++l) buffers.push_back(in.attention.data() + l * NH * T * T);
   Graph g;
   NoGrad no_grad(g);
-  ForwardArgs a;
+  Batch a;
   a.ids = in.ids.data();
   a.batch = 1;
   a.time = T;

@@ -62,7 +62,7 @@ std::vector<int32_t> generate(Model& model, const std::vector<int32_t>& prompt, 
   auto prefill = [&](size_t start) {
     for (auto& c : caches) c.length = 0;
     g.reset();
-    ForwardArgs a;
+    Batch a;
     a.ids = seq.data() + start;
     a.time = static_cast<int64_t>(seq.size() - start);
     a.caches = &caches;
@@ -86,7 +86,7 @@ std::vector<int32_t> generate(Model& model, const std::vector<int32_t>& prompt, 
       continue;
     }
     g.reset();
-    ForwardArgs a;
+    Batch a;
     a.ids = &seq.back();
     a.pos0 = caches[0].length;
     a.caches = &caches;
@@ -113,7 +113,7 @@ struct PromptDecoder {
 
   // The prompts idx[0..n) decoding together: each one's random stream, whether its text is
   // done, and the token it feeds back next.
-  struct Batch {
+  struct Group {
     const size_t* idx;
     size_t n;
     std::vector<Rng> rngs;
@@ -123,7 +123,7 @@ struct PromptDecoder {
 
   // Samples each row's next token from logits row b * row_stride + row_offset into next[b]
   // and appends it to the texts not yet done; returns how many are still open.
-  size_t sample_step(Batch& batch, Var logits, int64_t row_stride, int64_t row_offset) {
+  size_t sample_step(Group& batch, Var logits, int64_t row_stride, int64_t row_offset) {
     const int64_t V = model.dims().vocab_size;
     const size_t* idx = batch.idx;
     std::vector<uint8_t>& done = batch.done;
@@ -165,11 +165,11 @@ struct PromptDecoder {
     std::vector<int32_t> x(static_cast<size_t>(B * P));
     for (size_t b = 0; b < n; ++b)
       std::copy(ids[idx[b]].begin(), ids[idx[b]].end(), x.begin() + static_cast<int64_t>(b) * P);
-    Batch batch{idx, n, {}, std::vector<uint8_t>(n, 0), std::vector<int32_t>(n)};
+    Group batch{idx, n, {}, std::vector<uint8_t>(n, 0), std::vector<int32_t>(n)};
     for (size_t b = 0; b < n; ++b)
       batch.rngs.emplace_back(o.seed * 0x9E3779B97F4A7C15ull + idx[b] * 0xBF58476D1CE4E5B9ull + 1);
     g.reset();
-    ForwardArgs a;
+    Batch a;
     a.ids = x.data();
     a.batch = B;
     a.time = P;
@@ -183,7 +183,7 @@ struct PromptDecoder {
       const size_t open = sample_step(batch, logits, row_stride, row_offset);
       if (open == 0 || s + 1 == steps) break;
       g.reset();
-      ForwardArgs d;
+      Batch d;
       d.ids = batch.next.data();
       d.batch = B;
       d.time = 1;

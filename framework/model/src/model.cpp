@@ -207,21 +207,16 @@ std::vector<KVCache> Model::make_caches(int64_t batch, int64_t capacity) const {
   return c;
 }
 
-Var Model::forward(Graph& g, const ForwardArgs& a) {
-  const int64_t n = a.batch * a.time;
-  Var x = embedding(g, g.param(*tok_emb_), a.ids, n);  // (B*T, C)
-  PosContext pc{a.batch, a.time, a.pos0, a.ids, a.prefix};
-  x = positional_->embed(g, x, pc);
+Var Model::forward(Graph& g, const Batch& in) {
+  Batch b = in;  // with each block's layer and the positional encoding
+  b.layer = -1;
+  b.positional = positional_.get();
+  Var x = embedding(g, g.param(*tok_emb_), b.ids, b.rows());  // (B*T, C)
+  x = positional_->embed(g, x, b);
   x = dropout(g, x, dims_.dropout);
   for (size_t l = 0; l < blocks_.size(); ++l) {
-    AttentionInput in;
-    in.pos = pc;
-    in.positional = positional_.get();
-    in.cache = a.caches ? &(*a.caches)[l] : nullptr;
-    in.key_mask = a.key_mask;
-    in.prefix = a.prefix;
-    in.weights_out = a.attention_weights ? (*a.attention_weights)[l] : nullptr;
-    x = blocks_[l]->forward(g, x, in);
+    b.layer = static_cast<int64_t>(l);
+    x = blocks_[l]->forward(g, x, b);
   }
   if (final_norm_) x = final_norm_->forward(g, x);
   return head_->forward(g, x);  // (B*T, V)

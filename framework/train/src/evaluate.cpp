@@ -48,7 +48,7 @@ std::vector<std::pair<std::string, double>> evaluate(Model& m, const Objective& 
       const int32_t* targets = y.data() + sl.lo * T;
       std::vector<int32_t> prefix;
       scored_prefix(targets, sl.hi - sl.lo, T, prefix);
-      ForwardArgs fa{x.data() + sl.lo * T, sl.hi - sl.lo, T};
+      Batch fa{x.data() + sl.lo * T, sl.hi - sl.lo, T};
       fa.prefix = prefix.data();
       Var logits = m.forward(g, fa);
       row[0].second = g.value(obj.loss(g, logits, targets, (sl.hi - sl.lo) * T)).data[0];

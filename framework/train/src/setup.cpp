@@ -116,8 +116,7 @@ void check_head(const Objective& obj, Model& m, const Options& root) {
   Graph g;
   NoGrad ng(g);
   const int32_t id = 0;
-  const int64_t cols = g.value(m.forward(g, ForwardArgs{&id, 1, 1})).cols,
-                vocab = m.dims().vocab_size;
+  const int64_t cols = g.value(m.forward(g, Batch{&id, 1, 1})).cols, vocab = m.dims().vocab_size;
   if (obj.reads_logits(cols, vocab)) return;
   const Options model = root.child("model");
   model.fail("head", "head '" + PluginRegistry::type_of(family_options(model, Head::kFamily)) +
@@ -239,7 +238,7 @@ std::unique_ptr<Model> build_model(const Options& model_opts, const std::vector<
       model_opts, static_cast<int64_t>(texts.size()) + objective.extra_tokens(), seed, texts);
 }
 
-Var batch_loss(Graph& g, Model& m, const Objective& obj, ForwardArgs a, const int32_t* targets,
+Var batch_loss(Graph& g, Model& m, const Objective& obj, Batch a, const int32_t* targets,
                std::vector<int32_t>& prefix, Var* objective_loss) {
   scored_prefix(targets, a.batch, a.time, prefix);
   a.prefix = prefix.data();

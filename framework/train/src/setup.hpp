@@ -84,7 +84,7 @@ MetricSpecs metric_specs_of(const Setup& s);
 // objective's part (the train table's `loss`, comparable across variants). The unscored positions
 // before each row's first scored one are its prompt (a prefix LM's attention reads it whole).
 // `prefix` is scratch the caller keeps (no allocation per step).
-Var batch_loss(Graph& g, Model& m, const Objective& obj, ForwardArgs a, const int32_t* targets,
+Var batch_loss(Graph& g, Model& m, const Objective& obj, Batch a, const int32_t* targets,
                std::vector<int32_t>& prefix, Var* objective_loss = nullptr);
 
 // The scalar at key in a map node as text, else "" (no exceptions on missing keys).

@@ -359,8 +359,8 @@ double Trainer::train_step(int64_t step, float lr, double& norm) {
       g_.batch_offset = sl_.lo;
     }
     g_.reset();
-    ForwardArgs a = comm_.size() > 1 ? ForwardArgs{x_.data() + sl_.lo * T, sl_.hi - sl_.lo, T}
-                                     : ForwardArgs{x_.data(), B, T};
+    Batch a = comm_.size() > 1 ? Batch{x_.data() + sl_.lo * T, sl_.hi - sl_.lo, T}
+                               : Batch{x_.data(), B, T};
     Var objective_loss;
     Var loss =
         batch_loss(g_, model, *s_.objective, a,

@@ -22,7 +22,7 @@ namespace ablate {
 
 class MultiHeadAttention : public Attention {
  public:
-  // causal: a decoder's mask; with prefix, also a prefix LM's (AttentionInput::prefix).
+  // causal: a decoder's mask; with prefix, also a prefix LM's (Batch::prefix).
   MultiHeadAttention(const Options& o, const BuildContext& c, bool causal, bool prefix = false)
       : causal_(causal), prefix_(causal && prefix) {
     // GPT-1 (the Julia seed) has bias-free q, k, v but a biased output projection.
@@ -69,20 +69,9 @@ class MultiHeadAttention : public Attention {
     }
   }
 
-  Var forward(Graph& g, Var x, const AttentionInput& in) override {
+  Var forward(Graph& g, Var x, const Batch& in) override {
     const int64_t kv = NKV_ * HS_;
-    AttentionSpec spec;
-    spec.batch = in.pos.batch;
-    spec.time = in.pos.time;
-    spec.n_heads = NH_;
-    spec.n_kv_heads = NKV_;
-    spec.head_size = HS_;
-    spec.causal = causal_;
-    spec.slopes = in.positional ? in.positional->attention_slopes() : nullptr;
-    spec.key_mask = in.key_mask;
-    spec.prefix = prefix_ ? in.prefix : nullptr;
-    spec.weights_out = in.weights_out;
-    spec.cache = in.cache;
+    AttentionSpec spec = attention_spec(in, NH_, NKV_, HS_, causal_, prefix_);
     Var qkv =
         linear(g, x, g.param(*wqkv_), bqkv_ ? g.param(*bqkv_) : Var{});  // (B*T, C + 2*NKV*HS)
     Var q = qkv, k = qkv, v = qkv;  // column ranges of the fused projection, unless changed
@@ -92,8 +81,8 @@ class MultiHeadAttention : public Attention {
       q = slice_cols(g, qkv, 0, C_);   // (B*T, NH*HS)
       k = slice_cols(g, qkv, C_, kv);  // (B*T, NKV*HS)
       v = slice_cols(g, qkv, C_ + kv, kv);
-      if (transform) qk_->apply(g, q, k, v, QkvHeads{NH_, NKV_, HS_, in.pos});
-      if (rotate) in.positional->rotate(g, q, k, in.pos, NH_, NKV_, HS_);
+      if (transform) qk_->apply(g, q, k, v, QkvHeads{NH_, NKV_, HS_, in});
+      if (rotate) in.positional->rotate(g, q, k, in, NH_, NKV_, HS_);
     } else {
       spec.k_col = C_;
       spec.v_col = C_ + kv;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ablate/attention.hpp"
+#include "ablate/batch.hpp"
 #include "ablate/error.hpp"
 #include "ablate/ffn.hpp"
 #include "ablate/norm.hpp"
@@ -42,10 +43,10 @@ class Block {
  public:
   static constexpr const char* kFamily = "block";
   virtual ~Block() = default;
-  // x (B*T, C) -> (B*T, C). `in` is passed to the attention as is (positions, KV cache,
-  // padding mask, attention weights). Dropout (ctx.dims.dropout) on each residual branch.
-  // Called by two decoding threads at once (model.hpp): no shared state changes here.
-  virtual Var forward(Graph& g, Var x, const AttentionInput& in) = 0;
+  // x (B*T, C) -> (B*T, C). `in` (batch.hpp, with this block's layer set by the model) is
+  // passed to the attention as is (positions, KV cache, padding mask, prompts, attention
+  // weights). Dropout (ctx.dims.dropout) on each residual branch.
+  virtual Var forward(Graph& g, Var x, const Batch& in) = 0;
   // The block's attention (KV-cache width, heads, causality).
   virtual const Attention& attention() const = 0;
   // Whether a model of these blocks ends with a norm before the LM head when

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ablate/batch.hpp"
 #include "ablate/block.hpp"
 #include "ablate/graph.hpp"
 #include "ablate/head.hpp"
@@ -16,19 +17,6 @@
 #include "ablate/positional.hpp"
 
 namespace ablate {
-
-struct ForwardArgs {
-  const int32_t* ids = nullptr;            // (B*T) token ids
-  int64_t batch = 1, time = 1;             // B, T
-  int64_t pos0 = 0;                        // absolute position of ids[0] (with caches)
-  std::vector<KVCache>* caches = nullptr;  // one per layer, for incremental decoding
-  const uint8_t* key_mask = nullptr;       // (B*T) 1 = real token
-  // (B) or null: row b's positions before prefix[b] (absolute, as pos0) are its prompt,
-  // which attention with a prefix mask (prefix_lm) lets read itself whole. Training sets
-  // it from the targets (scored_prefix), generation to the prompt's length.
-  const int32_t* prefix = nullptr;
-  std::vector<float*>* attention_weights = nullptr;  // per layer (B,NH,T,Tk) buffers to fill
-};
 
 // Per row of B windows of T prepared targets (-1: not scored): the positions up to and
 // including the first scored one, the prompt a prefix LM may read whole (T if none is
@@ -47,7 +35,9 @@ class Model {
   ~Model();
 
   // logits (B*T, V), from the model's head.
-  Var forward(Graph& g, const ForwardArgs& args);
+  // `in`: the batch's input fields (batch.hpp); the model sets layer and positional for
+  // each block it calls.
+  Var forward(Graph& g, const Batch& in);
 
   std::vector<KVCache> make_caches(int64_t batch, int64_t capacity) const;
   ParamStore& params() { return params_; }

@@ -7,8 +7,8 @@
 #pragma once
 #include <cstdint>
 
+#include "ablate/batch.hpp"
 #include "ablate/graph.hpp"
-#include "ablate/positional.hpp"
 
 namespace ablate {
 
@@ -17,7 +17,7 @@ struct QkvHeads {
   int64_t n_heads = 1;     // NH: q has NH*HS columns
   int64_t n_kv_heads = 1;  // NKV (divides NH): k and v have NKV*HS columns
   int64_t head_size = 1;   // HS
-  PosContext pos;          // B, T (rows = B*T), pos0, ids, prompts
+  Batch batch;             // B, T (rows = B*T), pos0, ids, prompts (batch.hpp)
 };
 
 class QkTransform {

@@ -59,10 +59,11 @@ struct AttentionCase {
                          int64_t b, int64_t t, float* weights = nullptr,
                          const uint8_t* key_mask = nullptr) const {
     Graph g;
-    AttentionInput in;
-    in.pos = {b, t, 0, ids.data()};
+    std::vector<float*> w{weights};
+    Batch in{ids.data(), b, t};
     in.positional = pos;
-    in.weights_out = weights;
+    in.layer = 0;
+    if (weights) in.attention_weights = &w;
     in.key_mask = key_mask;
     Var y = a.forward(g, g.constant(xs.data(), b * t, C), in);
     expect_shape(g, y, b * t, C, "the output");
@@ -115,7 +116,7 @@ void weights_are_probabilities(AttentionCase& c, std::string&) {
         const float v = w[static_cast<size_t>(r * T + j)];
         expect(v >= 0.0f && v <= 1.0f,
                "weight " + num(v) + " in row " + std::to_string(r) + " with " + p->label() +
-                   (v == -1.0f ? " (never written: fill AttentionInput::weights_out)" : ""));
+                   (v == -1.0f ? " (never written: fill Batch::weights_out())" : ""));
         sum += v;
       }
       expect(std::fabs(sum - 1.0) < 1e-5,
@@ -204,16 +205,17 @@ void cached_decoding_matches_full_forward(AttentionCase& c, std::string& note) {
   }
   for (const Pos* p : c.usable) {
     const auto ya = c.run(*a.obj, p->p.obj.get(), c.x, B, T);
-    KVCache cache;
+    std::vector<KVCache> caches(1);
+    KVCache& cache = caches[0];
     cache.init(1, T, a->kv_width());
     Graph g;
     NoGrad ng(g);
     for (int64_t t = 0; t < T; ++t) {
       g.reset();
-      AttentionInput in;
-      in.pos = {1, 1, t, c.ids.data() + t};
+      Batch in{c.ids.data() + t, 1, 1, t};
       in.positional = p->p.obj.get();
-      in.cache = &cache;
+      in.caches = &caches;
+      in.layer = 0;
       Var y = a->forward(g, g.constant(c.x.data() + t * C, 1, C), in);
       expect_shape(g, y, 1, C, "the output of one cached step");
       const auto yt = values(g, y);
@@ -228,15 +230,13 @@ void cached_decoding_matches_full_forward(AttentionCase& c, std::string& note) {
   }
 }
 
-// Prompts of 3 and 1 positions (AttentionInput::prefix; ForwardArgs::prefix: what a prefix mask
-// reads whole).
+// Prompts of 3 and 1 positions (Batch::prefix: what a prefix mask reads whole).
 constexpr int32_t kPrompts[B] = {3, 1};
 
 std::vector<float> forward_with_prompts(const AttentionCase& c, Attention& a,
                                         const std::vector<float>& xs) {
   Graph g;
-  AttentionInput in;
-  in.pos = {B, T, 0, c.ids.data()};
+  Batch in{c.ids.data(), B, T};
   in.prefix = kPrompts;
   return values(g, a.forward(g, g.constant(xs.data(), B * T, C), in));
 }
@@ -265,16 +265,16 @@ void expect_prefill_then_decode_matches(const AttentionCase& c, Attention& a,
                                         const std::vector<float>& y0) {
   for (int64_t b = 0; b < B; ++b) {
     const int64_t P = kPrompts[b];
-    KVCache cache;
-    cache.init(1, T, a.kv_width());
+    std::vector<KVCache> caches(1);
+    caches[0].init(1, T, a.kv_width());
     Graph g;
     NoGrad ng(g);
     for (int64_t t = 0; t < T; t = t == 0 ? P : t + 1) {
       g.reset();
-      AttentionInput in;
       const int64_t n = t == 0 ? P : 1;
-      in.pos = {1, n, t, c.ids.data() + b * T + t};
-      in.cache = &cache;
+      Batch in{c.ids.data() + b * T + t, 1, n, t};
+      in.caches = &caches;
+      in.layer = 0;
       const int32_t prompt = static_cast<int32_t>(P);
       in.prefix = &prompt;
       const auto yt = values(g, a.forward(g, g.constant(c.x.data() + (b * T + t) * C, n, C), in));
@@ -320,8 +320,7 @@ void gradients_match_finite_differences(AttentionCase& c, std::string& note) {
       try {
         expect_gradients(
             [&](Graph& g) {
-              AttentionInput in;
-              in.pos = {B, T, 0, c.ids.data()};
+              Batch in{c.ids.data(), B, T};
               in.positional = p->p.obj.get();
               in.key_mask = km;
               in.prefix = prefix;
@@ -360,7 +359,7 @@ void check_attention(Checker& ck, const Subject& s) {
         &padded_keys_are_ignored},
        {"causal variants: KV-cache decoding one token at a time reproduces the full forward",
         &cached_decoding_matches_full_forward},
-       {"causal variants with prompts (AttentionInput::prefix): nothing from a prompt's last "
+       {"causal variants with prompts (Batch::prefix): nothing from a prompt's last "
         "position on sees a later token; the prompt prefilled, then decoded a token at a time, "
         "reproduces the full forward",
         &prompts_decode_as_full_forward},

@@ -97,14 +97,15 @@ struct BlockCase {
   Built<Block> block() const { return build_block(s.options, d, &parts); }
 };
 
-// The output of b sequences of t positions from pos0, through `cache` when given.
+// The output of b sequences of t positions from pos0, through `caches` (one, layer 0) when
+// given.
 std::vector<float> run(Block& blk, const std::vector<float>& x, int64_t b, int64_t t,
-                       int64_t pos0 = 0, KVCache* cache = nullptr) {
+                       int64_t pos0 = 0, std::vector<KVCache>* caches = nullptr) {
   Graph g;
-  g.grad_enabled = cache == nullptr;
-  AttentionInput in;
-  in.pos = {b, t, pos0};
-  in.cache = cache;
+  g.grad_enabled = caches == nullptr;
+  Batch in{nullptr, b, t, pos0};
+  in.caches = caches;
+  in.layer = 0;
   Var y = blk.forward(g, g.constant(x.data(), b * t, C), in);
   expect_shape(g, y, b * t, C, "the output");
   return values(g, y);
@@ -144,8 +145,8 @@ void gradients_match_finite_differences(BlockCase& c, std::string& note) {
   wrt.push_back(&xp);
   expect_gradients(
       [&](Graph& g) {
-        AttentionInput in;
-        in.pos = {B, T, 0};
+        Batch in{nullptr, B, T};
+        in.layer = 0;
         return Outputs{a->forward(g, g.param(xp), in)};
       },
       wrt, note);
@@ -159,11 +160,11 @@ void cached_decoding_matches_full_forward(BlockCase& c, std::string& note) {
   }
   randomize(*a.store, 6, 0.3f);
   const auto full = run(*a.obj, c.x, 1, T);
-  KVCache cache;
-  cache.init(1, T, a->attention().kv_width());
+  std::vector<KVCache> caches(1);
+  caches[0].init(1, T, a->attention().kv_width());
   for (int64_t t = 0; t < T; ++t) {
     const std::vector<float> row(c.x.begin() + t * C, c.x.begin() + (t + 1) * C);
-    const auto y = run(*a.obj, row, 1, 1, t, &cache);
+    const auto y = run(*a.obj, row, 1, 1, t, &caches);
     for (int64_t col = 0; col < C; ++col)
       expect(close(y[static_cast<size_t>(col)], full[static_cast<size_t>(t * C + col)], 1e-4),
              "position " + std::to_string(t) + " channel " + std::to_string(col) + ": " +

@@ -35,7 +35,7 @@ struct PositionalCase {
 std::vector<float> embed(PositionalEncoding& p, const std::vector<float>& x, int64_t b, int64_t t,
                          int64_t pos0) {
   Graph g;
-  Var y = p.embed(g, g.constant(x.data(), b * t, C), PosContext{b, t, pos0});
+  Var y = p.embed(g, g.constant(x.data(), b * t, C), Batch{nullptr, b, t, pos0});
   expect_shape(g, y, b * t, C, "embed's output");
   return values(g, y);
 }
@@ -45,7 +45,7 @@ std::vector<float> rotate(PositionalEncoding& p, const std::vector<float>& q,
                           const std::vector<float>& k, int64_t b, int64_t t, int64_t pos0) {
   Graph g;
   Var vq = g.constant(q.data(), b * t, NH * HS), vk = g.constant(k.data(), b * t, NKV * HS);
-  p.rotate(g, vq, vk, PosContext{b, t, pos0}, NH, NKV, HS);
+  p.rotate(g, vq, vk, Batch{nullptr, b, t, pos0}, NH, NKV, HS);
   expect_shape(g, vq, b * t, NH * HS, "rotated q");
   expect_shape(g, vk, b * t, NKV * HS, "rotated k");
   std::vector<float> out = values(g, vq), kv = values(g, vk);
@@ -77,8 +77,9 @@ void embed_is_position_absolute(PositionalCase& c, std::string&) {
 std::vector<float> embed_ids(PositionalEncoding& p, const std::vector<float>& xi,
                              const std::vector<int32_t>& id, const int32_t* prefix) {
   Graph g;
-  PosContext pc{B, IT, 0, id.data(), prefix};
-  return values(g, p.embed(g, g.constant(xi.data(), B * IT, C), pc));
+  Batch in{id.data(), B, IT};
+  in.prefix = prefix;
+  return values(g, p.embed(g, g.constant(xi.data(), B * IT, C), in));
 }
 
 // Every other token at each position j past the prompt changes no row of another sequence and
@@ -140,7 +141,7 @@ void rotates_tells_the_truth(PositionalCase& c, std::string& note) {
   const Var q0 = g.constant(c.q.data(), B * T, NH * HS),
             k0 = g.constant(c.k.data(), B * T, NKV * HS);
   Var vq = q0, vk = k0;
-  a->rotate(g, vq, vk, PosContext{B, T, 0}, NH, NKV, HS);
+  a->rotate(g, vq, vk, Batch{nullptr, B, T}, NH, NKV, HS);
   const bool unchanged =
       vq.id == q0.id && vk.id == k0.id && values(g, q0) == c.q && values(g, k0) == c.k;
   note = a->rotates() ? "rotates" : "does not rotate";
@@ -195,12 +196,13 @@ void gradients_match_finite_differences(PositionalCase& c, std::string& note) {
   for (int64_t b = 0; b < B; ++b)
     ids_bt.insert(ids_bt.end(), c.ids.begin() + b * IT, c.ids.begin() + b * IT + T);
   const std::vector<int32_t> prefix_bt = {4, 5};
-  const PosContext pc{B, T, 1, ids_bt.data(), prefix_bt.data()};
+  Batch in{ids_bt.data(), B, T, 1};
+  in.prefix = prefix_bt.data();
   expect_gradients(
       [&](Graph& g) {
         Var vq = g.param(qp), vk = g.param(kp);
-        a->rotate(g, vq, vk, pc, NH, NKV, HS);
-        return Outputs{a->embed(g, g.param(xp), pc), vq, vk};
+        a->rotate(g, vq, vk, in, NH, NKV, HS);
+        return Outputs{a->embed(g, g.param(xp), in), vq, vk};
       },
       wrt, note);
 }
@@ -217,7 +219,7 @@ void check_positional(Checker& ck, const Subject& s) {
         "sequence)",
         &embed_is_position_absolute},
        {"embed with token ids: no position reads an id after it, except inside the prompt "
-        "(PosContext::prefix)",
+        "(Batch::prefix)",
         &embed_reads_no_later_ids},
        {"rotate: q (B*T, NH*HS) and k (B*T, NKV*HS) with NKV < NH; deterministic; "
         "position-absolute",

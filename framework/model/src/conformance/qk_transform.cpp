@@ -23,19 +23,19 @@ struct QkCase {
   const ModelDims d = small_dims(C, NH, 16);
   const std::string path = path_of(s.family);
   std::vector<int32_t> ids;
-  PosContext pos;
+  Batch batch;
   Qkv x;
 
   QkCase(const Subject& subject, int64_t n_kv_heads) : s(subject), nkv(n_kv_heads) {
     ids.resize(static_cast<size_t>(rows));
     for (int64_t i = 0; i < rows; ++i)
       ids[static_cast<size_t>(i)] = static_cast<int32_t>((3 * i + 1) % d.vocab_size);
-    pos = PosContext{B, T, 0, ids.data()};
+    batch = Batch{ids.data(), B, T};
     x = Qkv{randn(static_cast<size_t>(rows * NH * HS), 3, 2.0f),
             randn(static_cast<size_t>(rows * nkv * HS), 4, 2.0f),
             randn(static_cast<size_t>(rows * nkv * HS), 5, 2.0f)};
   }
-  QkCase(const QkCase&) = delete;  // pos points into ids
+  QkCase(const QkCase&) = delete;  // batch points into ids
 
   Built<QkTransform> transform() const { return build<QkTransform>(s.options, path, d); }
 
@@ -44,7 +44,7 @@ struct QkCase {
     Graph g;
     Var q = g.constant(in.q.data(), rows, NH * HS), k = g.constant(in.k.data(), rows, nkv * HS),
         v = g.constant(in.v.data(), rows, nkv * HS);
-    t.apply(g, q, k, v, QkvHeads{NH, nkv, HS, pos});
+    t.apply(g, q, k, v, QkvHeads{NH, nkv, HS, batch});
     expect_shape(g, q, rows, NH * HS, "q");
     expect_shape(g, k, rows, nkv * HS, "k");
     expect_shape(g, v, rows, nkv * HS, "v");
@@ -134,7 +134,7 @@ void gradients_match_finite_differences(QkCase& c, std::string& note) {
   expect_gradients(
       [&](Graph& g) {
         Var q = g.param(qp), k = g.param(kp), v = g.param(vp);
-        t->apply(g, q, k, v, QkvHeads{NH, c.nkv, HS, c.pos});
+        t->apply(g, q, k, v, QkvHeads{NH, c.nkv, HS, c.batch});
         return Outputs{q, k, v};
       },
       wrt, note);
