@@ -52,11 +52,10 @@ struct Batch {
 
  private:
   void check_layer(size_t n, const char* what) const {
-    if (layer < 0 || static_cast<size_t>(layer) >= n)
-      throw Error("Batch::layer = " + std::to_string(layer) + " is outside the " +
-                  std::to_string(n) + " entries of Batch::" + what +
-                  "; give one entry per layer (Model::make_caches) and let the model set the "
-                  "layer of the block it calls");
+    ABLATE_CHECK(layer >= 0 && static_cast<size_t>(layer) < n, "Batch::layer = ", layer,
+                 " is outside the ", n, " entries of Batch::", what,
+                 "; give one entry per layer (Model::make_caches) and let the model set the "
+                 "layer of the block it calls");
   }
 };
 
