@@ -89,6 +89,36 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "objective/next_token and masked_lm: the loss is the scored positions' summed cross-entropy "
+    "and their count") {
+  const int64_t B = 3, T = 16, V = 20;
+  for (const char* yaml : {"{type: next_token}", "{type: masked_lm}"}) {
+    CAPTURE(yaml);
+    auto o = objective(yaml);
+    std::vector<int32_t> x(static_cast<size_t>(B * T)), y(x.size());
+    ablate::Rng data(5);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<int32_t>(data.below(V));
+    for (size_t i = 0; i < x.size(); ++i)
+      y[i] = i % T + 1 < T ? x[i + 1] : static_cast<int32_t>(data.below(V));
+    for (int64_t t = 5; t < T; ++t) y[static_cast<size_t>(2 * T + t)] = -1;  // padding
+    ablate::Rng rng(2);
+    o->prepare(x.data(), y.data(), B, T, V, rng);
+    int64_t scored = 0;
+    for (int32_t t : y) scored += t >= 0;
+    REQUIRE(scored > 0);
+    ablate::ParamStore store(1);
+    ablate::Parameter& w = store.add("logits", B * T, V + o->extra_tokens(), ablate::Role::kCustom);
+    ablate::fill_normal(w.value, store.rng(), 1.0f);
+    ablate::Graph g;
+    const ablate::LossSum l = o->loss(g, g.param(w), y.data(), B * T);
+    CHECK(l.count == scored);
+    const float mean = g.value(ablate::cross_entropy(g, g.param(w), y.data(), B * T)).data[0];
+    CHECK(g.value(l.sum).data[0] / static_cast<double>(l.count) ==
+          doctest::Approx(mean).epsilon(1e-6));
+  }
+}
+
+TEST_CASE(
     "objective/the trainer refuses an attention the objective cannot use, naming the key and the "
     "fix") {
   ablate::test::TempDir dir;

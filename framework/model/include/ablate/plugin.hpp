@@ -45,7 +45,9 @@ namespace ablate {
 //      save typed state (OpContext::save<T>/saved<T>). Batch-1 decoding runs op by op:
 //      run_decoding_team, qkv_projection, AttentionSpec::projection_out and
 //      KVCache::team_weights are gone (MultiHeadAttention projects with linear), and
-//      plugins' forward no longer runs on two threads at once.
+//      plugins' forward no longer runs on two threads at once. Objective::loss returns the
+//      sum of the scored positions' losses and their count (LossSum, cross_entropy_sum);
+//      the framework divides once, after summing over ranks and micro-batches.
 constexpr int kPluginApiVersion = 8;
 
 // Model sizes a plugin may need. `layer` is the block index (-1 outside blocks).
