@@ -1,5 +1,6 @@
 // The objective family: conformance of every variant; masked_lm's 15% and 80/10/10 rule;
-// the trainer refuses an attention the objective cannot use; a masked-LM run end to end.
+// the loss as a sum and a count, and a wrong count refused; the trainer refuses an attention
+// the objective cannot use; a masked-LM run end to end.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -116,6 +117,36 @@ TEST_CASE(
     CHECK(g.value(l.sum).data[0] / static_cast<double>(l.count) ==
           doctest::Approx(mean).epsilon(1e-6));
   }
+}
+
+TEST_CASE(
+    "objective/a loss counting unscored positions fails plugin check and stops a run of padded "
+    "windows, naming both counts") {
+  const std::string detail = ptest::failure_of(ptest::check_fixture("objective", "bad_count"),
+                                               "loss: a finite sum over the scored positions");
+  CHECK(ablate::test::contains(detail, "the loss's count is 16, the targets score 10 positions"));
+  ablate::test::TempDir d;
+  std::string text;
+  for (int i = 0; i < 100; ++i) text += "$" + std::string(1 + i % 5, 'a') + "$\n";
+  d.write("lines.txt", text);
+  const std::string exp = d.write("lines.yaml", R"(name: lines
+data: {path: lines.txt, windows: lines, fill: pad}
+model: {d_model: 16, n_heads: 2, n_layers: 1, context: 12}
+train: {steps: 2, batch_size: 4}
+sample: {tokens: 0}
+objective: bad_count
+)");
+  const auto r = ablate::test::run_command(ablate::test::ablate_binary() + " run " + exp +
+                                           " -q -o " + (d / "out") + " --plugin-dir " +
+                                           ABLATE_TEST_PLUGIN_DIR + "/bad_count");
+  CHECK(r.status != 0);
+  CHECK_MESSAGE(
+      ablate::test::contains(
+          r.output,
+          "the objective's loss counts 12 scored positions in a batch whose targets score "),
+      r.output);
+  CHECK(
+      ablate::test::contains(r.output, "Objective::loss's count must be the positions it scores"));
 }
 
 TEST_CASE(
