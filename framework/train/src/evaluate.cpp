@@ -43,30 +43,31 @@ std::vector<std::pair<std::string, double>> evaluate(Model& m, const Objective& 
     obj.prepare(x.data(), y.data(), t.batch, T, m.dims().vocab_size - obj.extra_tokens(), mask_rng);
     counted += static_cast<double>(counted_targets(y.data(), t.batch * T));
     const int64_t n_mine = counted_targets(y.data() + sl.lo * T, (sl.hi - sl.lo) * T);
-    if (n_mine == 0) continue;
-    g.reset();
-    const int32_t* targets = y.data() + sl.lo * T;
-    std::vector<int32_t> prefix;
-    scored_prefix(targets, sl.hi - sl.lo, T, prefix);
-    ForwardArgs fa{x.data() + sl.lo * T, sl.hi - sl.lo, T};
-    fa.prefix = prefix.data();
-    Var logits = m.forward(g, fa);
-    const LossSum loss = obj.loss(g, logits, targets, (sl.hi - sl.lo) * T);
-    if (loss.count != n_mine)
-      throw Error("the objective's loss counts " + std::to_string(loss.count) +
-                  " scored positions in an evaluation batch whose targets score " +
-                  std::to_string(n_mine) +
-                  "; Objective::loss's count must be the positions it scores (fix the objective "
-                  "plugin; `ablate plugin check` tests it)");
-    const double sum = g.value(loss.sum).data[0];
-    parts[0] += sum;
-    const auto metrics = obj.metrics(g.value(logits), targets, (sl.hi - sl.lo) * T);
-    for (size_t k = 1; k < names.size() && k - 1 < metrics.size(); ++k)
-      parts[k] += metrics[k - 1].second * static_cast<double>(n_mine);
-    const ByteLoss bl = byte_loss(g.value(logits), targets, (sl.hi - sl.lo) * T,
-                                  sum / static_cast<double>(n_mine), token_bytes);
-    bytes.nats += bl.nats;
-    bytes.bytes += bl.bytes;
+    if (n_mine > 0) {
+      g.reset();
+      const int32_t* targets = y.data() + sl.lo * T;
+      std::vector<int32_t> prefix;
+      scored_prefix(targets, sl.hi - sl.lo, T, prefix);
+      ForwardArgs fa{x.data() + sl.lo * T, sl.hi - sl.lo, T};
+      fa.prefix = prefix.data();
+      Var logits = m.forward(g, fa);
+      const LossSum loss = obj.loss(g, logits, targets, (sl.hi - sl.lo) * T);
+      if (loss.count != n_mine)
+        throw Error("the objective's loss counts " + std::to_string(loss.count) +
+                    " scored positions in an evaluation batch whose targets score " +
+                    std::to_string(n_mine) +
+                    "; Objective::loss's count must be the positions it scores (fix the "
+                    "objective plugin; `ablate plugin check` tests it)");
+      const double sum = g.value(loss.sum).data[0];
+      parts[0] += sum;
+      const auto metrics = obj.metrics(g.value(logits), targets, (sl.hi - sl.lo) * T);
+      for (size_t k = 1; k < names.size() && k - 1 < metrics.size(); ++k)
+        parts[k] += metrics[k - 1].second * static_cast<double>(n_mine);
+      const ByteLoss b = byte_loss(g.value(logits), targets, (sl.hi - sl.lo) * T,
+                                   sum / static_cast<double>(n_mine), token_bytes);
+      bytes.nats += b.nats;
+      bytes.bytes += b.bytes;
+    }
   }
   parts.push_back(bytes.nats);
   parts.push_back(bytes.bytes);
