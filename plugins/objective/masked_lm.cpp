@@ -1,8 +1,10 @@
 // Masked language modelling (an encoder, BERT; Devlin et al. 2019): each token is chosen
 // with probability mask_rate (15%); a chosen token is replaced by the mask token with
 // probability 80%, by a random token with 10%, and left as it is otherwise; the loss is
-// the cross-entropy on the chosen positions only, and evaluations report the accuracy
-// (arg-max = original token) on them. The mask token is one id added after the
+// the cross-entropy on the chosen positions only (Objective::loss's default, their sum and
+// count: a step's loss is the mean over every chosen position of the step, however many
+// each window or micro-batch has), and evaluations report the accuracy (arg-max = original
+// token) on them. The mask token is one id added after the
 // tokenizer's vocabulary (extra_tokens). Needs bidirectional attention: the context on
 // both sides of a masked token is what it is predicted from.
 #include <cmath>

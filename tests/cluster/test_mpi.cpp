@@ -169,7 +169,9 @@ sample: {tokens: 0}
   REQUIRE_MESSAGE(one.status == 0, one.output);
   auto three = run_command(run_cmd(d, 3, "lines.yaml -o three"));
   REQUIRE_MESSAGE(three.status == 0, three.output);
-  check_same_curves(run_data(d / "one"), run_data(d / "three"), 5e-4);
+  // Every rank divides its slice's summed loss by the batch's count, as one process does:
+  // only the order of the sums differs (about 6e-8 here).
+  check_same_curves(run_data(d / "one"), run_data(d / "three"), 2e-6);
 }
 
 TEST_CASE("cluster/mpi: a batch smaller than the ranks fails on every rank, without hanging") {

@@ -564,6 +564,48 @@ TEST_CASE("ops/grad: cross_entropy with an ignored target") {
              {{4, 5, -2.0f, 2.0f}}, 2);
 }
 
+TEST_CASE(
+    "ops/cross_entropy_sum: the mean times the count, scored rows counted, and scaled by 1 / "
+    "count the mean's gradient bit for bit") {
+  const std::vector<int32_t> t = {2, -1, 0, 4, 1, -1, 3};
+  CHECK_GRAD(
+      [&](Graph& g, const std::vector<Var>& in) {
+        return cross_entropy_sum(g, in[0], t.data(), 7).sum;
+      },
+      {{7, 5, -2.0f, 2.0f}});
+  ParamStore store(4);
+  Parameter& w = store.add("logits", 7, 5, Role::kCustom);
+  fill_normal(w.value, store.rng(), 1.5f);
+  Graph gm;
+  const Var mean = cross_entropy(gm, gm.param(w), t.data(), 7);
+  gm.backward(mean);
+  const std::vector<float> grad_mean(w.grad.data, w.grad.data + w.grad.numel());
+  store.zero_grad();
+  Graph gs;
+  const LossSum s = cross_entropy_sum(gs, gs.param(w), t.data(), 7);
+  CHECK(s.count == 5);
+  CHECK(gs.value(s.sum).data[0] == doctest::Approx(5.0 * gm.value(mean).data[0]).epsilon(1e-6));
+  gs.backward(scale(gs, s.sum, 1.0f / 5.0f));
+  for (int64_t i = 0; i < w.grad.numel(); ++i) {
+    CAPTURE(i);
+    CHECK(w.grad.data[i] == grad_mean[static_cast<size_t>(i)]);  // the same factor, once
+  }
+  // Every row ignored: nothing counted, a sum of 0 and no gradient.
+  store.zero_grad();
+  const std::vector<int32_t> none(7, -1);
+  Graph gn;
+  const LossSum n = cross_entropy_sum(gn, gn.param(w), none.data(), 7);
+  CHECK(n.count == 0);
+  CHECK(gn.value(n.sum).data[0] == 0.0f);
+  gn.backward(n.sum);
+  for (int64_t i = 0; i < w.grad.numel(); ++i) CHECK(w.grad.data[i] == 0.0f);
+  // Its errors name it.
+  const std::vector<int32_t> bad = {9, 0, 0, 0, 0, 0, 0};
+  Graph gb;
+  CHECK_THROWS_WITH(cross_entropy_sum(gb, gb.param(w), bad.data(), 7),
+                    doctest::Contains("cross_entropy_sum: target 9 at row 0"));
+}
+
 TEST_CASE("ops/grad: dropout in training mode") {
   FdOptions o;
   o.training = true;

@@ -1,5 +1,6 @@
 // The objective family: conformance of every variant; masked_lm's 15% and 80/10/10 rule;
-// the trainer refuses an attention the objective cannot use; a masked-LM run end to end.
+// the loss as a sum and a count, and a wrong count refused; the trainer refuses an attention
+// the objective cannot use; a masked-LM run end to end.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -86,6 +87,66 @@ TEST_CASE(
   CHECK_THROWS_AS(objective("{type: masked_lm, replace_mask: 0.9, replace_random: 0.2}"),
                   ablate::ConfigError);
   CHECK_THROWS_AS(objective("{type: masked_lm, mask_rate: 0}"), ablate::ConfigError);
+}
+
+TEST_CASE(
+    "objective/next_token and masked_lm: the loss is the scored positions' summed cross-entropy "
+    "and their count") {
+  const int64_t B = 3, T = 16, V = 20;
+  for (const char* yaml : {"{type: next_token}", "{type: masked_lm}"}) {
+    CAPTURE(yaml);
+    auto o = objective(yaml);
+    std::vector<int32_t> x(static_cast<size_t>(B * T)), y(x.size());
+    ablate::Rng data(5);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<int32_t>(data.below(V));
+    for (size_t i = 0; i < x.size(); ++i)
+      y[i] = i % T + 1 < T ? x[i + 1] : static_cast<int32_t>(data.below(V));
+    for (int64_t t = 5; t < T; ++t) y[static_cast<size_t>(2 * T + t)] = -1;  // padding
+    ablate::Rng rng(2);
+    o->prepare(x.data(), y.data(), B, T, V, rng);
+    int64_t scored = 0;
+    for (int32_t t : y) scored += t >= 0;
+    REQUIRE(scored > 0);
+    ablate::ParamStore store(1);
+    ablate::Parameter& w = store.add("logits", B * T, V + o->extra_tokens(), ablate::Role::kCustom);
+    ablate::fill_normal(w.value, store.rng(), 1.0f);
+    ablate::Graph g;
+    const ablate::LossSum l = o->loss(g, g.param(w), y.data(), B * T);
+    CHECK(l.count == scored);
+    const float mean = g.value(ablate::cross_entropy(g, g.param(w), y.data(), B * T)).data[0];
+    CHECK(g.value(l.sum).data[0] / static_cast<double>(l.count) ==
+          doctest::Approx(mean).epsilon(1e-6));
+  }
+}
+
+TEST_CASE(
+    "objective/a loss counting unscored positions fails plugin check and stops a run of padded "
+    "windows, naming both counts") {
+  const std::string detail = ptest::failure_of(ptest::check_fixture("objective", "bad_count"),
+                                               "loss: a finite sum over the scored positions");
+  CHECK(ablate::test::contains(detail, "the loss's count is 16, the targets score 10 positions"));
+  ablate::test::TempDir d;
+  std::string text;
+  for (int i = 0; i < 100; ++i) text += "$" + std::string(1 + i % 5, 'a') + "$\n";
+  d.write("lines.txt", text);
+  const std::string exp = d.write("lines.yaml", R"(name: lines
+data: {path: lines.txt, windows: lines, fill: pad}
+model: {d_model: 16, n_heads: 2, n_layers: 1, context: 12}
+train: {steps: 2, batch_size: 4}
+sample: {tokens: 0}
+objective: bad_count
+)");
+  const auto r = ablate::test::run_command(ablate::test::ablate_binary() + " run " + exp +
+                                           " -q -o " + (d / "out") + " --plugin-dir " +
+                                           ABLATE_TEST_PLUGIN_DIR + "/bad_count");
+  CHECK(r.status != 0);
+  CHECK_MESSAGE(
+      ablate::test::contains(
+          r.output,
+          "the objective's loss counts 12 scored positions in a batch whose targets score "),
+      r.output);
+  CHECK(
+      ablate::test::contains(r.output, "Objective::loss's count must be the positions it scores"));
 }
 
 TEST_CASE(

@@ -105,6 +105,50 @@ TEST_CASE("trainer/same config, seed and threads give identical metrics") {
   CHECK(a.tables.at("train").at("loss") != c.tables.at("train").at("loss"));
 }
 
+TEST_CASE(
+    "trainer/gradient accumulation trains as one batch: micro-batches of padded line windows, "
+    "each scoring other counts, give the one batch's loss and gradient norm") {
+  ablate::test::TempDir dir;
+  std::string text;
+  for (int i = 0; i < 200; ++i)
+    text += "$" + std::string(1 + i % 7, static_cast<char>('a' + i % 5)) + "$\n";
+  dir.write("lines.txt", text);
+  // Windows of whole lines, padded: each window, so each micro-batch, scores another number
+  // of targets. The step's loss is the mean over all of them, not the micro-batches' mean.
+  const std::string file = dir.write("lines.yaml", R"(name: lines
+seed: 3
+data: {path: lines.txt, windows: lines, fill: pad, train_fraction: 0.8}
+model: {d_model: 16, n_heads: 2, n_layers: 1, context: 12}
+train: {steps: 4, batch_size: 6, eval_every: 4, eval_batches: 1, checkpoint_every: 4, log_every: 1, threads: 1}
+optimizer: {type: adamw, lr: 1.0e-3}
+sample: {tokens: 0}
+)");
+  auto run = [&](const std::string& out, const std::vector<std::string>& overrides) {
+    ablate::RunOptions ro;
+    ro.out_dir = dir / out;
+    ro.quiet = true;
+    ablate::run_experiment(ablate::Experiment::load(file, overrides), ro);
+    return ablate::read_run_file(ablate::run_file_path(dir / out)).tables.at("train");
+  };
+  ablate::test::registry();
+  const auto one = run("one", {});
+  for (const int accum : {2, 3}) {
+    CAPTURE(accum);
+    const auto acc =
+        run("accum" + std::to_string(accum), {"train.batch_size=" + std::to_string(6 / accum),
+                                              "train.grad_accum=" + std::to_string(accum)});
+    for (const std::string col : {"loss", "grad_norm"}) {
+      REQUIRE(acc.at(col).size() == 4);
+      for (size_t i = 0; i < 4; ++i) {
+        INFO(col << "[" << i << "]: one batch " << one.at(col)[i] << ", accumulated "
+                 << acc.at(col)[i]);
+        // The rows' sums in another order (float rounding), nothing more.
+        CHECK(acc.at(col)[i] == doctest::Approx(one.at(col)[i]).epsilon(2e-6));
+      }
+    }
+  }
+}
+
 TEST_CASE("trainer/the resolved config records every default and reruns the same run") {
   ablate::test::registry();
   setenv("ABLATE_DATA_PATH", ABLATE_TEST_DATA_DIR, 1);

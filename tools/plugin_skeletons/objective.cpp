@@ -2,8 +2,9 @@
 // As generated: position i, reading tokens 0..i, predicts token i + ahead (ahead: 1 is
 // next_token; 2 and more are the far targets of multi-token prediction, Gloeckle et al.
 // 2024). Causal: it must not see what it predicts, so the trainer pairs it with a causal
-// attention. prepare() turns windows into inputs and targets; loss() and metrics() default
-// to cross-entropy and nothing else.
+// attention. prepare() turns windows into inputs and targets; loss() (the sum of the scored
+// positions' cross-entropies and their count, which the trainer divides once per step) and
+// metrics() default to cross-entropy and nothing else.
 #include <string>
 
 #include "ablate/objective.hpp"

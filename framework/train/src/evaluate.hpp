@@ -23,10 +23,11 @@ int64_t counted_targets(const int32_t* y, int64_t n);
 
 // The mean loss and the objective's metrics over a fixed set of batches (the same batches,
 // and the same masks, at every evaluation, so that evaluations of one run, and of runs with
-// the same seed, are directly comparable). With several ranks each computes its slice of
-// every batch, weighted as in the whole batch. `full` (train.eval_full): the whole part in
-// consecutive windows instead, each value the mean over every counted target. The last
-// entry is "bpb", bits per byte over all the batches' scored targets (ByteLoss, evaluator.hpp).
+// the same seed, are directly comparable); each value is the mean over every scored target of
+// the batches (the objective's summed loss over their count), as one batch of them all would
+// give. With several ranks each computes its slice of every batch and the sums are added.
+// `full` (train.eval_full): the whole part in consecutive windows instead. The last entry is
+// "bpb", bits per byte over all the batches' scored targets (ByteLoss, evaluator.hpp).
 std::vector<std::pair<std::string, double>> evaluate(Model& m, const Objective& obj, Graph& g,
                                                      const TextData& data, bool train,
                                                      const TrainConfig& t, int64_t T, uint64_t seed,

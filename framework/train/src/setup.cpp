@@ -238,14 +238,34 @@ std::unique_ptr<Model> build_model(const Options& model_opts, const std::vector<
       model_opts, static_cast<int64_t>(texts.size()) + objective.extra_tokens(), seed, texts);
 }
 
+float step_share(int64_t count, int64_t step_count) {
+  return step_count > 0
+             ? static_cast<float>(static_cast<double>(count) / static_cast<double>(step_count))
+             : 0.0f;
+}
+
 Var batch_loss(Graph& g, Model& m, const Objective& obj, Batch a, const int32_t* targets,
-               std::vector<int32_t>& prefix, Var* objective_loss) {
+               std::vector<int32_t>& prefix, int64_t step_count, LossSum* objective_loss) {
   scored_prefix(targets, a.batch, a.time, prefix);
   a.prefix = prefix.data();
-  Var loss = obj.loss(g, m.forward(g, a), targets, a.batch * a.time);
-  if (objective_loss) *objective_loss = loss;
+  const int64_t n = a.batch * a.time;
+  const LossSum ls = obj.loss(g, m.forward(g, a), targets, n);
+  const int64_t scored = std::count_if(targets, targets + n, [](int32_t y) { return y >= 0; });
+  if (ls.count != scored)
+    throw Error("the objective's loss counts " + std::to_string(ls.count) +
+                " scored positions in a batch whose targets score " + std::to_string(scored) +
+                " (targets >= 0 of " + std::to_string(n) +
+                "); Objective::loss's count must be the positions it scores, which the trainer "
+                "divides the step's summed loss by (fix the objective plugin; `ablate plugin "
+                "check` tests it)");
+  if (objective_loss) *objective_loss = ls;
+  if (step_count <= 0) step_count = ls.count;
+  // The per-position gradient is (d loss / d position) / step_count, formed once in the
+  // objective's backward (cross_entropy_sum's: the scale's factor times its rows).
+  Var loss = scale(g, ls.sum, step_count > 0 ? 1.0f / static_cast<float>(step_count) : 0.0f);
+  const float share = step_share(ls.count, step_count);
   for (const AuxTerm& t : g.aux())
-    if (t.weight > 0) loss = add(g, loss, scale(g, t.value, t.weight));
+    if (t.weight > 0) loss = add(g, loss, scale(g, t.value, t.weight * share));
   return loss;
 }
 

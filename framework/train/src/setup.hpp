@@ -78,14 +78,24 @@ std::unique_ptr<Model> build_model(const Options& model_opts, const std::vector<
 // evaluator's.
 MetricSpecs metric_specs_of(const Setup& s);
 
-// The training loss of one batch: the run's objective's, plus weight * value of every
-// auxiliary term the model added (Graph::add_aux); every training loss of the trainer
+// The training loss of one batch, or of one slice of a step's (a data-parallel rank's part of
+// a gradient-accumulation micro-batch): the run's objective's summed loss divided by
+// `step_count`, the scored positions of the whole step (every micro-batch, every rank's slice;
+// 0: this batch's own), plus weight * value of every auxiliary term the model added
+// (Graph::add_aux) at the slice's share of the step's scored positions (step_share). The
+// slices' losses and gradients so add up to those of the step's mean over all its scored
+// positions, as one batch holding them all would give. Every training loss of the trainer
 // (the step, the memory probe) goes through here. *objective_loss, if given, gets the
-// objective's part (the train table's `loss`, comparable across variants). The unscored positions
-// before each row's first scored one are its prompt (a prefix LM's attention reads it whole).
-// `prefix` is scratch the caller keeps (no allocation per step).
+// objective's sum and count (the train table's `loss` is the step's sum over its count,
+// comparable across variants). An Error if the objective counts other positions than the
+// targets score (>= 0). The unscored positions before each row's first scored one are its
+// prompt (a prefix LM's attention reads it whole). `prefix` is scratch the caller keeps (no
+// allocation per step).
 Var batch_loss(Graph& g, Model& m, const Objective& obj, Batch a, const int32_t* targets,
-               std::vector<int32_t>& prefix, Var* objective_loss = nullptr);
+               std::vector<int32_t>& prefix, int64_t step_count = 0,
+               LossSum* objective_loss = nullptr);
+// A slice's share of its step's scored positions: count / step_count (0 if none is scored).
+float step_share(int64_t count, int64_t step_count);
 
 // The scalar at key in a map node as text, else "" (no exceptions on missing keys).
 std::string scalar_at(const YAML::Node& n, const char* key);

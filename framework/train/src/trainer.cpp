@@ -105,7 +105,8 @@ class Trainer {
   Graph g_;
   Slice sl_;
   std::unique_ptr<GradientSync> sync_;
-  std::vector<int32_t> x_, y_, prefix_;
+  std::vector<int32_t> x_, y_, prefix_;   // the micro-batch (or evaluation batch) at work
+  std::vector<int32_t> step_x_, step_y_;  // the step's micro-batches, one after another
   RunSummary sum_;
   clock::time_point t0_ = clock::now(), last_flush_ = clock::now();
   double train_seconds_ = 0, allreduce_seconds_ = 0;  // this process's part (not of a resumed one)
@@ -327,50 +328,56 @@ void Trainer::record_segment() {
 }
 
 // One optimizer step: accumulated micro-batches, gradient sync across ranks, the finite
-// check, clipping and the update. Returns the objective's loss; `norm` gets the gradient norm.
+// check, clipping and the update. Returns the objective's loss (its mean over the step's scored
+// positions); `norm` gets the gradient norm.
 double Trainer::train_step(int64_t step, float lr, double& norm) {
   const TrainConfig& t = s_.train;
   Model& model = *s_.model;
   auto params = model.params().all();
   const int64_t B = t.batch, T = model.dims().context;
   model.params().zero_grad();
-  double loss_sum = 0;
+  // The step's micro-batches, drawn and prepared before the first backward: the loss is the
+  // step's summed loss over the step's scored positions, so its count must be known before
+  // any gradient is formed. Every rank draws the whole batch from the same stream and the
+  // objective's randomness from the step, so every rank counts the same positions: the count
+  // needs no allreduce, and each rank divides its slice's sum by the same number.
+  int64_t step_count = 0;
+  for (int64_t m = 0; m < t.accum; ++m) {
+    int32_t *xm = step_x_.data() + m * B * T, *ym = step_y_.data() + m * B * T;
+    sample_batch(*s_.data, true, B, T, data_rng_, xm, ym, step);
+    // The objective's randomness (masks) from the step, not from a stream to checkpoint.
+    Rng mask_rng((s_.seed ^ 0x0B1Eull) * 0x9E3779B97F4A7C15ull +
+                 static_cast<uint64_t>(step * t.accum + m));
+    s_.objective->prepare(xm, ym, B, T, s_.tokenizer->vocab_size(), mask_rng);
+    step_count += counted_targets(ym, B * T);
+  }
+  double loss_sum = 0;  // this rank's summed objective loss
   aux_.begin_step();
   g_.training = true;
   g_.step = static_cast<uint64_t>(step);
   g_.param_epoch =
       new_param_epoch();  // the weights' bf16 copies serve every micro-batch of the step
   for (int64_t m = 0; m < t.accum; ++m) {
-    // Every rank draws the whole batch from the same stream and computes its slice.
-    sample_batch(*s_.data, true, B, T, data_rng_, x_.data(), y_.data(), step);
-    // The objective's randomness (masks) from the step, not from a stream to checkpoint.
-    Rng mask_rng((s_.seed ^ 0x0B1Eull) * 0x9E3779B97F4A7C15ull +
-                 static_cast<uint64_t>(step * t.accum + m));
-    s_.objective->prepare(x_.data(), y_.data(), B, T, s_.tokenizer->vocab_size(), mask_rng);
-    float weight = t.accum > 1 ? 1.0f / static_cast<float>(t.accum) : 1.0f;
+    std::copy_n(step_x_.data() + m * B * T, B * T, x_.data());
+    std::copy_n(step_y_.data() + m * B * T, B * T, y_.data());
+    const int32_t* targets = comm_.size() > 1 ? y_.data() + sl_.lo * T : y_.data();
+    const int64_t rows = comm_.size() > 1 ? sl_.hi - sl_.lo : B;
+    // A slice that scores nothing adds nothing to the loss, its terms weigh 0.
+    if (counted_targets(targets, rows * T) == 0) continue;
     if (comm_.size() > 1) {
-      // The slice's mean loss, weighted by its share of the batch's counted targets:
-      // the ranks' losses (and gradients) then sum to those of the whole batch.
-      const int64_t n_all = counted_targets(y_.data(), B * T);
-      const int64_t n_mine = counted_targets(y_.data() + sl_.lo * T, (sl_.hi - sl_.lo) * T);
-      if (n_mine == 0) continue;
-      weight *= static_cast<float>(n_mine) / static_cast<float>(n_all);
       g_.batch_rows = sl_.hi - sl_.lo;
       g_.batch_offset = sl_.lo;
     }
     g_.reset();
     Batch a = comm_.size() > 1 ? Batch{x_.data() + sl_.lo * T, sl_.hi - sl_.lo, T}
                                : Batch{x_.data(), B, T};
-    Var objective_loss;
+    LossSum objective_loss;
     Var loss =
-        batch_loss(g_, model, *s_.objective, a,
-                   comm_.size() > 1 ? y_.data() + sl_.lo * T : y_.data(), prefix_, &objective_loss);
-    const bool aux_trained = loss.id != objective_loss.id;
-    if (weight != 1.0f) loss = scale(g_, loss, weight);
+        batch_loss(g_, model, *s_.objective, a, targets, prefix_, step_count, &objective_loss);
     // The logged loss is the objective's (comparable across variants); the auxiliary terms
     // have columns of their own.
-    loss_sum += aux_trained ? weight * g_.value(objective_loss).data[0] : g_.value(loss).data[0];
-    aux_.add(g_, step, weight);
+    loss_sum += g_.value(objective_loss.sum).data[0];
+    aux_.add(g_, step, step_share(objective_loss.count, step_count));
     if (comm_.size() > 1 && m + 1 == t.accum) sync_->attach(g_);
     g_.backward(loss);
   }
@@ -383,15 +390,16 @@ double Trainer::train_step(int64_t step, float lr, double& norm) {
     allreduce_seconds_ += std::chrono::duration<double>(clock::now() - tc).count();
   }
   aux_.finish_step(step, window_.aux);
+  const double loss = step_count > 0 ? loss_sum / static_cast<double>(step_count) : 0.0;
   norm = global_grad_norm(params);
-  check_finite(step, loss_sum, norm);
+  check_finite(step, loss, norm);
   if (t.grad_clip > 0 && norm > t.grad_clip) {
     float c = static_cast<float>(t.grad_clip / (norm + 1e-6));
     for (Parameter* p : params)
       for (int64_t i = 0; i < p->grad.numel(); ++i) p->grad.data[i] *= c;
   }
   s_.optimizer->step(params, lr, step);
-  return loss_sum;
+  return loss;
 }
 
 void Trainer::check_finite(int64_t step, double loss, double norm) {
@@ -630,6 +638,8 @@ RunSummary Trainer::run() {
     const int64_t B = s_.train.batch, T = s_.model->dims().context;
     x_.resize(static_cast<size_t>(B * T));
     y_.resize(static_cast<size_t>(B * T));
+    step_x_.resize(static_cast<size_t>(s_.train.accum * B * T));
+    step_y_.resize(step_x_.size());
     g_.seed = s_.seed;
     // ABLATE_ALLREDUCE_OVERLAP=0: start every bucket after backward (to measure the overlap).
     const char* overlap = std::getenv("ABLATE_ALLREDUCE_OVERLAP");

@@ -189,6 +189,22 @@ Var rope(Graph& g, Var x, int64_t batch, int64_t time, int64_t n_heads, int64_t 
 // `ignore` are left out of the mean (padding). Returns a (1,1) node.
 Var cross_entropy(Graph& g, Var logits, const int32_t* targets, int64_t n, int32_t ignore = -1);
 
+// A loss summed over scored positions: `sum`, a (1,1) node, adds up the positions' losses
+// and `count` says how many positions were scored; their mean is sum / count. Summed losses
+// of several batches (data-parallel slices, gradient-accumulation micro-batches) add up, so
+// the caller divides once, by the count of them all (Objective::loss).
+struct LossSum {
+  Var sum;
+  int64_t count = 0;
+};
+
+// The sum of the cross-entropies of logits (N, V) against targets[0..N), targets equal to
+// `ignore` left out, and how many were not. Backward gives each scored row (softmax -
+// onehot) times the gradient that reaches the sum: scale(g, sum, 1 / total) yields
+// (softmax - onehot) / total in one product, as cross_entropy's mean does with its count.
+LossSum cross_entropy_sum(Graph& g, Var logits, const int32_t* targets, int64_t n,
+                          int32_t ignore = -1);
+
 // Sum of all elements -> (1,1). Handy for tests and custom losses.
 Var sum(Graph& g, Var x);
 

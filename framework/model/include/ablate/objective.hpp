@@ -42,9 +42,15 @@ class Objective {
   // head (e.g. a multi-token-prediction head's several blocks of V). A run whose head gives a
   // width its objective does not read stops before training, naming both.
   virtual bool reads_logits(int64_t cols, int64_t vocab) const { return cols == vocab; }
-  // The scalar loss of logits (n, V) against the prepared targets y (mean over scored positions).
-  virtual Var loss(Graph& g, Var logits, const int32_t* y, int64_t n) const {
-    return cross_entropy(g, logits, y, n);
+  // The loss of logits (n, V) against the prepared targets y as a sum and a count (LossSum,
+  // ops.hpp): `sum` adds up the losses of the scored positions, `count` is how many there are
+  // (the positions with y[i] >= 0; the trainer stops on another count). The framework divides
+  // once, by the count of the whole step (every data-parallel rank's slice, every
+  // gradient-accumulation micro-batch), so a step trains on the mean over all its scored
+  // positions, as one batch of them all would; logged losses are that mean. Default:
+  // cross-entropy.
+  virtual LossSum loss(Graph& g, Var logits, const int32_t* y, int64_t n) const {
+    return cross_entropy_sum(g, logits, y, n);
   }
   // Metrics of one evaluation batch besides the loss (means over its scored positions),
   // e.g. {"accuracy", 0.41}; the trainer averages them over batches and logs them as

@@ -47,7 +47,11 @@ namespace ablate {
 //      KVCache::team_weights are gone (MultiHeadAttention projects with linear), and
 //      plugins' forward no longer runs on two threads at once. One ablate::Batch
 //      (batch.hpp) reaches Model::forward, blocks, attention and positional encodings,
-//      replacing ForwardArgs, AttentionInput and PosContext.
+//      replacing ForwardArgs, AttentionInput and PosContext. Objective::loss returns the
+//      sum of the scored positions' losses and their count (LossSum, cross_entropy_sum);
+//      the framework divides once, by the count over every rank and micro-batch of a step.
+//      Parameter values and gradients and KV caches lie on 64-byte boundaries
+//      (kTensorAlignment, AlignedFloats), as the graph's values always did.
 constexpr int kPluginApiVersion = 8;
 
 // Model sizes a plugin may need. `layer` is the block index (-1 outside blocks).

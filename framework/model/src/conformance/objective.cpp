@@ -1,4 +1,6 @@
 // The conformance suite of family "objective": windows -> inputs and targets, loss, metrics.
+#include <algorithm>
+
 #include "ablate/objective.hpp"
 #include "kit.hpp"
 #include "suites.hpp"
@@ -77,6 +79,9 @@ void expect_metrics_named_alike(const Objective& o, const Tensor& logits,
   }
 }
 
+// loss(): a finite (1,1) sum over as many positions as the targets score, a sum that adds up
+// over the rows of a batch (the trainer adds slices and micro-batches, then divides once), the
+// gradients of sum / count (what the trainer trains on) by finite differences, and metrics.
 void loss_and_metrics_are_sound(ObjectiveCase& c, std::string& note) {
   constexpr int64_t B = 2, T = 8, V = 11;
   auto o = c.objective();
@@ -85,17 +90,51 @@ void loss_and_metrics_are_sound(ObjectiveCase& c, std::string& note) {
   objective_batch(x, y, B, T, V);
   Rng r(9);
   o->prepare(x.data(), y.data(), B, T, V, r);
+  int64_t scored[B] = {0, 0};
+  for (int64_t i = 0; i < B * T; ++i) scored[i / T] += y[static_cast<size_t>(i)] >= 0;
   ParamStore store(3);
   Parameter& logits = add_input(store, "logits", B * T, Vm);
+  std::string relation;
   {
     Graph g;
-    Var l = o->loss(g, g.param(logits), y.data(), B * T);
-    expect_shape(g, l, 1, 1, "the loss");
-    expect_finite(values(g, l), "the loss");
+    const LossSum l = o->loss(g, g.param(logits), y.data(), B * T);
+    expect_shape(g, l.sum, 1, 1, "the loss's sum");
+    expect_finite(values(g, l.sum), "the loss's sum");
+    expect(l.count == scored[0] + scored[1],
+           "the loss's count is " + std::to_string(l.count) + ", the targets score " +
+               std::to_string(scored[0] + scored[1]) +
+               " positions (y >= 0); the trainer divides by the positions scored");
+    // Row by row: the two windows' sums and counts add up to the batch's.
+    double parts = 0;
+    for (int64_t b = 0; b < B; ++b) {
+      Parameter& half = add_input(store, "window" + std::to_string(b), T, Vm);
+      std::copy(logits.value.row(b * T), logits.value.row(b * T) + T * Vm, half.value.data);
+      Graph gh;
+      const LossSum lh = o->loss(gh, gh.param(half), y.data() + b * T, T);
+      expect(lh.count == scored[b], "window " + std::to_string(b) + " alone: count " +
+                                        std::to_string(lh.count) + ", its targets score " +
+                                        std::to_string(scored[b]));
+      parts += gh.value(lh.sum).data[0];
+    }
+    const double whole = g.value(l.sum).data[0];
+    expect(close(parts, whole, 1e-5),
+           "the loss's sum over a batch of two windows is " + num(whole) +
+               ", the sums of the windows alone add up to " + num(parts) +
+               "; a sum must add up over rows (the trainer adds slices, then divides once)");
+    const double mean = whole / static_cast<double>(std::max<int64_t>(1, l.count)),
+                 ce = g.value(cross_entropy(g, g.param(logits), y.data(), B * T)).data[0];
+    relation = close(mean, ce, 1e-5) ? "sum / count is the mean cross-entropy"
+                                     : "sum / count " + num(mean) + ", the mean cross-entropy " +
+                                           num(ce) + ": a loss of its own";
     expect_metrics_named_alike(*o.obj, g.value(g.param(logits)), y);
   }
-  expect_gradients([&](Graph& g) { return Outputs{o->loss(g, g.param(logits), y.data(), B * T)}; },
-                   {&logits}, note);
+  expect_gradients(
+      [&](Graph& g) {
+        const LossSum l = o->loss(g, g.param(logits), y.data(), B * T);
+        return Outputs{scale(g, l.sum, 1.0f / static_cast<float>(std::max<int64_t>(1, l.count)))};
+      },
+      {&logits}, note);
+  note = relation + "; " + note;
 }
 
 }  // namespace
@@ -107,8 +146,8 @@ void check_objective(Checker& ck, const Subject& s) {
       {{"prepare: inputs and targets are ids of the vocabulary (plus its extra tokens), padding "
         "never scored, at least one position scored, deterministic",
         &prepares_valid_targets},
-       {"loss: a finite scalar; gradients by finite differences (logits); metrics finite, named "
-        "as with no batch",
+       {"loss: a finite sum over the scored positions, adding up over rows; gradients of sum / "
+        "count by finite differences (logits); metrics finite, named as with no batch",
         &loss_and_metrics_are_sound}});
   check_options<Objective>(ck, s, c.d);
 }
