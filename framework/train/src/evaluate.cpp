@@ -52,12 +52,7 @@ std::vector<std::pair<std::string, double>> evaluate(Model& m, const Objective& 
       fa.prefix = prefix.data();
       Var logits = m.forward(g, fa);
       const LossSum loss = obj.loss(g, logits, targets, (sl.hi - sl.lo) * T);
-      if (loss.count != n_mine)
-        throw Error("the objective's loss counts " + std::to_string(loss.count) +
-                    " scored positions in an evaluation batch whose targets score " +
-                    std::to_string(n_mine) +
-                    "; Objective::loss's count must be the positions it scores (fix the "
-                    "objective plugin; `ablate plugin check` tests it)");
+      check_loss_count(loss, n_mine, (sl.hi - sl.lo) * T, "an evaluation batch");
       const double sum = g.value(loss.sum).data[0];
       parts[0] += sum;
       const auto metrics = obj.metrics(g.value(logits), targets, (sl.hi - sl.lo) * T);

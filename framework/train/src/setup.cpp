@@ -238,6 +238,15 @@ std::unique_ptr<Model> build_model(const Options& model_opts, const std::vector<
       model_opts, static_cast<int64_t>(texts.size()) + objective.extra_tokens(), seed, texts);
 }
 
+void check_loss_count(const LossSum& loss, int64_t scored, int64_t n, const char* batch) {
+  ABLATE_CHECK(loss.count == scored, "the objective's loss counts ", loss.count,
+               " scored positions in ", batch, " whose targets score ", scored,
+               " (targets >= 0 of ", n,
+               "); Objective::loss's count must be the positions it scores, which the framework "
+               "divides the summed loss by (fix the objective plugin; `ablate plugin check` "
+               "tests it)");
+}
+
 float step_share(int64_t count, int64_t step_count) {
   return step_count > 0
              ? static_cast<float>(static_cast<double>(count) / static_cast<double>(step_count))
@@ -251,13 +260,7 @@ Var batch_loss(Graph& g, Model& m, const Objective& obj, Batch a, const int32_t*
   const int64_t n = a.batch * a.time;
   const LossSum ls = obj.loss(g, m.forward(g, a), targets, n);
   const int64_t scored = std::count_if(targets, targets + n, [](int32_t y) { return y >= 0; });
-  if (ls.count != scored)
-    throw Error("the objective's loss counts " + std::to_string(ls.count) +
-                " scored positions in a batch whose targets score " + std::to_string(scored) +
-                " (targets >= 0 of " + std::to_string(n) +
-                "); Objective::loss's count must be the positions it scores, which the trainer "
-                "divides the step's summed loss by (fix the objective plugin; `ablate plugin "
-                "check` tests it)");
+  check_loss_count(ls, scored, n, "a batch");
   if (objective_loss) *objective_loss = ls;
   if (step_count <= 0) step_count = ls.count;
   // The per-position gradient is (d loss / d position) / step_count, formed once in the

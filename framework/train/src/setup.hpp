@@ -94,6 +94,9 @@ MetricSpecs metric_specs_of(const Setup& s);
 Var batch_loss(Graph& g, Model& m, const Objective& obj, Batch a, const int32_t* targets,
                std::vector<int32_t>& prefix, int64_t step_count = 0,
                LossSum* objective_loss = nullptr);
+// An Error unless the objective's loss counts the `scored` positions (targets >= 0) of the n
+// of `batch` ("a batch", "an evaluation batch").
+void check_loss_count(const LossSum& loss, int64_t scored, int64_t n, const char* batch);
 // A slice's share of its step's scored positions: count / step_count (0 if none is scored).
 float step_share(int64_t count, int64_t step_count);
 
