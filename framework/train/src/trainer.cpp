@@ -32,6 +32,9 @@
 #include "setup.hpp"
 
 namespace ablate {
+
+const char* build_commit();  // the checkout's commit at build time (tools/git_commit.cmake)
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -250,7 +253,7 @@ void Trainer::write_metadata() {
     rf.set_attr("experiment_dir", fs::absolute(exp_->dir()).lexically_normal().string());
     rf.set_attr("name", s_.name);
     rf.set_attr("ablate_version", ABLATE_VERSION);
-    rf.set_attr("git_commit", ABLATE_GIT_COMMIT);
+    rf.set_attr("git_commit", build_commit());
     rf.set_attr("compiler", ABLATE_COMPILER);
     rf.set_attr("threads", threads_.n);
     rf.set_attr("cpu", cpu_model());
