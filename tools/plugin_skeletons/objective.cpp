@@ -20,9 +20,8 @@ class MyObjective final : public ablate::Objective {
 
   // y[t] is token t+1 of the window, so token t+ahead is y[t+ahead-1]; later ones are -1.
   void prepare(int32_t*, int32_t* y, int64_t batch, int64_t time, int64_t, ablate::Rng&) const override {
-    if (ahead_ > time)
-      throw ablate::Error("objective." + std::string("ahead = ") + std::to_string(ahead_) + " reaches past the context of " +
-                          std::to_string(time) + " tokens; lower it below model.context");
+    ABLATE_CHECK(ahead_ <= time, "objective.ahead = ", ahead_, " reaches past the context of ", time,
+                 " tokens; lower it below model.context");
     for (int64_t b = 0; b < batch; ++b)
       for (int64_t t = 0; t < time; ++t) {
         int32_t* row = y + b * time;
