@@ -210,7 +210,9 @@ TEST_CASE("core/message joins texts and numbers, ABLATE_CHECK throws it when its
   const std::string path = "a.bin";
   CHECK(ablate::message(path, ": ", int64_t{-3}, " of ", size_t{7}, ", ", 'x', ' ', true, " ",
                         uint8_t{200}) == "a.bin: -3 of 7, x true 200");
-  CHECK(ablate::message(0.001, " ", 2.5e6, " ", 1.0f / 3.0f) == "0.001 2.5e+06 0.333333");
+  // Floating-point numbers in the shortest form that reads back to the same value.
+  CHECK(ablate::message(0.001, " ", 2.5e6, " ", 1e20, " ", 1.0f / 3.0f, " ", 1234567.0, " ",
+                        -0.5) == "0.001 2500000 1e+20 0.33333334 1234567 -0.5");
   int evaluated = 0;
   auto count = [&] { return ++evaluated; };
   CHECK_NOTHROW(ABLATE_CHECK(1 + 1 == 2, "never built ", count()));

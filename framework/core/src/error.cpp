@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <charconv>
 #include <cstdio>
 
 namespace ablate {
@@ -40,11 +41,16 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
   return best;
 }
 
-void detail::append_number(std::string& s, double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%g", v);
-  s += b;
+namespace {
+template <class T>
+void append_shortest(std::string& s, T v) {
+  char b[64];
+  const auto r = std::to_chars(b, b + sizeof b, v);  // shortest round trip, "inf", "nan"
+  s.append(b, r.ptr);
 }
+}  // namespace
+void detail::append_number(std::string& s, double v) { append_shortest(s, v); }
+void detail::append_number(std::string& s, float v) { append_shortest(s, v); }
 
 std::string join(const std::vector<std::string>& items, const std::string& sep) {
   std::string s;

@@ -203,22 +203,17 @@ Generator::Generator(const GeneratorOptions& o) : o_(o), rng_(o.seed ^ 0xA817ull
     if (!is_op(c))
       throw Error(std::string("arithmetic: unknown operation '") + c + "' in '" + o.ops +
                   "'; use + - * /");
-  if (!(o.min >= 0))
-    throw Error("arithmetic: operand minimum " + std::to_string(o.min) +
-                " is negative; operands are >= 0");
-  if (!(o.max >= o.min))
-    throw Error("arithmetic: operand maximum " + std::to_string(o.max) + " is below the minimum " +
-                std::to_string(o.min));
-  if (o.max > 1e12)
-    throw Error("arithmetic: operand maximum " + std::to_string(o.max) + " is above 1e12");
-  if (o.decimals < 0 || o.decimals > 6)
-    throw Error("arithmetic: decimals " + std::to_string(o.decimals) + " out of range 0..6");
-  if (o.answer_decimals < 0 || o.answer_decimals > 6)
-    throw Error("arithmetic: answer decimals " + std::to_string(o.answer_decimals) +
-                " out of range 0..6");
-  if (!(o.decimal_fraction >= 0 && o.decimal_fraction <= 1))
-    throw Error("arithmetic: decimal fraction " + std::to_string(o.decimal_fraction) +
-                " is not in [0, 1]");
+  ABLATE_CHECK(o.min >= 0, "arithmetic: operand minimum ", o.min,
+               " is negative; operands are >= 0");
+  ABLATE_CHECK(o.max >= o.min, "arithmetic: operand maximum ", o.max, " is below the minimum ",
+               o.min);
+  ABLATE_CHECK(o.max <= 1e12, "arithmetic: operand maximum ", o.max, " is above 1e12");
+  ABLATE_CHECK(o.decimals >= 0 && o.decimals <= 6, "arithmetic: decimals ", o.decimals,
+               " out of range 0..6");
+  ABLATE_CHECK(o.answer_decimals >= 0 && o.answer_decimals <= 6, "arithmetic: answer decimals ",
+               o.answer_decimals, " out of range 0..6");
+  ABLATE_CHECK(o.decimal_fraction >= 0 && o.decimal_fraction <= 1, "arithmetic: decimal fraction ",
+               o.decimal_fraction, " is not in [0, 1]");
   if (o.format.width < 1 || o.format.answer_width < 1 || o.format.width > 40 ||
       o.format.answer_width > 40)
     throw Error("arithmetic: widths must be in 1..40");
@@ -230,10 +225,9 @@ Generator::Generator(const GeneratorOptions& o) : o_(o), rng_(o.seed ^ 0xA817ull
                : -1.0;
   };
   const double int_hi = grid_hi(0), dec_hi = o.decimals > 0 ? grid_hi(o.decimals) : -1.0;
-  if (int_hi < 0 && dec_hi < 0)
-    throw Error("arithmetic: no operand with " + std::to_string(o.decimals) +
-                " decimals or fewer lies in [" + std::to_string(o.min) + ", " +
-                std::to_string(o.max) + "]; widen the range or raise the decimals");
+  ABLATE_CHECK(int_hi >= 0 || dec_hi >= 0, "arithmetic: no operand with ", o.decimals,
+               " decimals or fewer lies in [", o.min, ", ", o.max,
+               "]; widen the range or raise the decimals");
   if (o.ops.find('/') != std::string::npos && int_hi <= 0 && dec_hi <= 0)
     throw Error(
         "arithmetic: division needs non-zero divisors, but every operand in range is 0; raise the "

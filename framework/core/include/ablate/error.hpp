@@ -25,15 +25,18 @@ class ConfigError : public Error {
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
 
 // A message from its parts: texts as they are, integers in decimal, floating-point numbers
-// as "%g" (0.001, 2.5e+06), e.g. message("shard ", path, " holds ", n, " tokens").
+// in the shortest form that reads back to the same value (0.001, 2500000, 1e+20, 0.33333334
+// for a float), e.g. message("shard ", path, " holds ", n, " tokens").
 namespace detail {
-void append_number(std::string& s, double v);  // "%g"
+void append_number(std::string& s, double v);
+void append_number(std::string& s, float v);
 inline void append_part(std::string& s, std::string_view v) { s += v; }
 inline void append_part(std::string& s, char c) { s += c; }
 template <class T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0>
 void append_part(std::string& s, T v) {
   if constexpr (std::is_same_v<T, bool>) s += v ? "true" : "false";
   else if constexpr (std::is_integral_v<T>) s += std::to_string(v);
+  else if constexpr (std::is_same_v<T, float>) append_number(s, v);
   else append_number(s, static_cast<double>(v));
 }
 }  // namespace detail
