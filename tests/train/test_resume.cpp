@@ -681,9 +681,11 @@ TEST_CASE("reliability/h5py reads run.h5 while the run writes it, run.log is kep
   ablate::test::TempDir dir;
   const std::string cfg = dir.write("resume.yaml", kConfig);
   const std::string out = dir / "run";
+  // 10 ms a step (fault.hpp): the run lasts at least 2.4 s however fast the machine, time for
+  // the reader to start (python and h5py's import) and read it several times.
   pid_t pid = spawn_run(
       {cfg, "-o", out, "-q", "train.steps=240", "train.eval_every=40", "train.checkpoint_every=40"},
-      "", dir / "log.txt");
+      "step:10ms", dir / "log.txt");
   REQUIRE(wait_until([&] { return training(out); }));
   // Polls until the run is no longer running; no HDF5_USE_FILE_LOCKING in its environment.
   const char* script = R"(import sys, time, h5py
