@@ -59,7 +59,10 @@ TEST_CASE("trainer/a tiny run learns, writes HDF5, a checkpoint and a sample") {
   const std::string commit = data.str_attrs.at("git_commit");
   const auto head =
       ablate::test::run_command("git -C '" ABLATE_SOURCE_DIR "' rev-parse HEAD 2>/dev/null");
-  if (head.status == 0) CHECK(head.output.rfind(commit.substr(0, commit.find('-')), 0) == 0);
+  if (head.status == 0)
+    CHECK_MESSAGE(head.output.rfind(commit.substr(0, commit.find('-')), 0) == 0,
+                  "the build recorded commit ", commit, " but the checkout is at ", head.output,
+                  "; a commit since the last build: build again (cmake --build) and rerun");
   else CHECK(commit == "unknown");
   CHECK(!data.str_attrs.at("compiler").empty());
   // The training file's SHA-256, as sha256sum computes it.
