@@ -108,7 +108,7 @@ class Trainer {
   Graph g_;
   Slice sl_;
   std::unique_ptr<GradientSync> sync_;
-  std::vector<int32_t> x_, y_, prefix_;   // the micro-batch (or evaluation batch) at work
+  std::vector<int32_t> x_, y_, prefix_;   // an evaluation batch
   std::vector<int32_t> step_x_, step_y_;  // the step's micro-batches, one after another
   RunSummary sum_;
   clock::time_point t0_ = clock::now(), last_flush_ = clock::now();
@@ -361,10 +361,9 @@ double Trainer::train_step(int64_t step, float lr, double& norm) {
   g_.param_epoch =
       new_param_epoch();  // the weights' bf16 copies serve every micro-batch of the step
   for (int64_t m = 0; m < t.accum; ++m) {
-    std::copy_n(step_x_.data() + m * B * T, B * T, x_.data());
-    std::copy_n(step_y_.data() + m * B * T, B * T, y_.data());
-    const int32_t* targets = comm_.size() > 1 ? y_.data() + sl_.lo * T : y_.data();
-    const int64_t rows = comm_.size() > 1 ? sl_.hi - sl_.lo : B;
+    // This rank's rows of micro-batch m, read in place.
+    const int64_t lo = comm_.size() > 1 ? sl_.lo : 0, rows = comm_.size() > 1 ? sl_.hi - lo : B;
+    const int32_t* targets = step_y_.data() + (m * B + lo) * T;
     // A slice that scores nothing adds nothing to the loss, its terms weigh 0.
     if (counted_targets(targets, rows * T) == 0) continue;
     if (comm_.size() > 1) {
@@ -372,8 +371,7 @@ double Trainer::train_step(int64_t step, float lr, double& norm) {
       g_.batch_offset = sl_.lo;
     }
     g_.reset();
-    Batch a = comm_.size() > 1 ? Batch{x_.data() + sl_.lo * T, sl_.hi - sl_.lo, T}
-                               : Batch{x_.data(), B, T};
+    const Batch a{step_x_.data() + (m * B + lo) * T, rows, T};
     LossSum objective_loss;
     Var loss =
         batch_loss(g_, model, *s_.objective, a, targets, prefix_, step_count, &objective_loss);
