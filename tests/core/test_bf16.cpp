@@ -187,6 +187,59 @@ double rel_norm_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return std::sqrt(d / std::max(n, 1e-300));
 }
 
+// Attention over parameters q, k and v (or one fused qkv parameter holding them side by
+// side), L = sum(y * R): y and the gradients of q, k and v.
+struct AttentionRun {
+  std::vector<float> y, dq, dk, dv;
+};
+AttentionRun run_attention(Precision prec, const std::vector<float>& qv,
+                           const std::vector<float>& kv, const std::vector<float>& vv,
+                           const std::vector<float>& rv, AttentionSpec spec, bool fused) {
+  const int64_t N = spec.batch * spec.time, C = spec.n_heads * spec.head_size,
+                KC = spec.n_kv_heads * spec.head_size;
+  ParamStore store;
+  Graph g;
+  g.precision = prec;
+  AttentionRun r;
+  auto grads = [&](const Parameter& p, int64_t col, int64_t width) {
+    std::vector<float> out;
+    for (int64_t i = 0; i < N; ++i)
+      out.insert(out.end(), p.grad.row(i) + col, p.grad.row(i) + col + width);
+    return out;
+  };
+  auto finish = [&](Var y) {
+    g.backward(sum(g, mul(g, y, g.constant(rv.data(), N, C))));
+    const Tensor yt = g.value(y);
+    r.y.assign(yt.data, yt.data + yt.numel());
+  };
+  if (fused) {
+    Parameter& qkv = store.add("qkv", N, C + 2 * KC, Role::kCustom);
+    for (int64_t i = 0; i < N; ++i) {
+      std::copy_n(qv.data() + i * C, C, qkv.value.row(i));
+      std::copy_n(kv.data() + i * KC, KC, qkv.value.row(i) + C);
+      std::copy_n(vv.data() + i * KC, KC, qkv.value.row(i) + C + KC);
+    }
+    spec.q_col = 0, spec.k_col = C, spec.v_col = C + KC;
+    const Var p = g.param(qkv);
+    finish(attention(g, p, p, p, spec));
+    r.dq = grads(qkv, 0, C), r.dk = grads(qkv, C, KC), r.dv = grads(qkv, C + KC, KC);
+  } else {
+    Parameter& q = store.add("q", N, C, Role::kCustom);
+    Parameter& k = store.add("k", N, KC, Role::kCustom);
+    Parameter& v = store.add("v", N, KC, Role::kCustom);
+    std::copy(qv.begin(), qv.end(), q.value.data);
+    std::copy(kv.begin(), kv.end(), k.value.data);
+    std::copy(vv.begin(), vv.end(), v.value.data);
+    finish(attention(g, g.param(q), g.param(k), g.param(v), spec));
+    r.dq = grads(q, 0, C), r.dk = grads(k, 0, KC), r.dv = grads(v, 0, KC);
+  }
+  return r;
+}
+std::vector<float> bf16_values(std::vector<float> v) {
+  for (float& x : v) x = kernels::bf16_to_float(reference_bf16(x));
+  return v;
+}
+
 // (N, K, M): a few rows (decoding's matrix-vector products), an odd reduction, blocks of
 // rows, blocks of columns, and weight gradients over two halves of a long reduction.
 const int64_t kLinearShapes[][3] = {
@@ -257,7 +310,7 @@ TEST_CASE(
   const kernels::Bf16Kernels& k = kernels::isa_kernels().bf16;
   if (!k.gemm) {
     MESSAGE("the "
-            << kernel_path()
+            << std::string(kernel_path())
             << " path has no bf16 GEMM: its bf16 products run the float32 GEMM on float32 copies "
                "of bf16 values (the linear tests below)");
     return;
@@ -452,4 +505,47 @@ TEST_CASE("ops/determinism: bf16 linear is bitwise identical with 1 and 2 thread
   CHECK(one.y == two.y);
   CHECK(one.dx == two.dx);
   CHECK(one.dw == two.dw);
+}
+
+TEST_CASE(
+    "ops/bf16: attention in a bf16 graph is float32 attention of bf16-rounded q, k, v and output "
+    "gradient") {
+  // The bf16 graph rounds q, k and v forward and the output gradient backward, and runs the
+  // float32 kernels on the roundings: a float32 graph given the rounded values (and R
+  // rounded, which is then its output gradient) computes the same, bit for bit.
+  struct Case {
+    int64_t B, T, NH, NKV, HS;
+    bool causal, fused;
+  };
+  const Case cases[] = {
+      {2, 9, 4, 2, 8, true, true},     // grouped heads, one fused qkv
+      {1, 33, 2, 2, 16, true, false},  // separate q, k, v
+      {2, 7, 3, 1, 24, false, false},  // bidirectional, one kv head
+      {1, 12, 2, 2, 80, true, true},   // heads wider than the lanes kernels (no saved probs)
+  };
+  Rng rng(31);
+  for (const Case& c : cases) {
+    AttentionSpec spec;
+    spec.batch = c.B, spec.time = c.T, spec.n_heads = c.NH, spec.n_kv_heads = c.NKV;
+    spec.head_size = c.HS, spec.causal = c.causal;
+    const auto N = static_cast<size_t>(c.B * c.T);
+    const auto qv = random_values(N * static_cast<size_t>(c.NH * c.HS), rng),
+               kv = random_values(N * static_cast<size_t>(c.NKV * c.HS), rng),
+               vv = random_values(N * static_cast<size_t>(c.NKV * c.HS), rng),
+               rv = random_values(N * static_cast<size_t>(c.NH * c.HS), rng);
+    const AttentionRun lo = run_attention(Precision::bf16, qv, kv, vv, rv, spec, c.fused);
+    const AttentionRun ref = run_attention(Precision::float32, bf16_values(qv), bf16_values(kv),
+                                           bf16_values(vv), bf16_values(rv), spec, c.fused);
+    const AttentionRun hi = run_attention(Precision::float32, qv, kv, vv, rv, spec, c.fused);
+    INFO("B " << c.B << " T " << c.T << " NH " << c.NH << " NKV " << c.NKV << " HS " << c.HS
+              << (c.causal ? " causal" : " bidirectional") << (c.fused ? " fused" : ""));
+    for (const auto& [name, a, b, f] :
+         {std::tuple{"y", &lo.y, &ref.y, &hi.y}, std::tuple{"dq", &lo.dq, &ref.dq, &hi.dq},
+          std::tuple{"dk", &lo.dk, &ref.dk, &hi.dk}, std::tuple{"dv", &lo.dv, &ref.dv, &hi.dv}}) {
+      INFO(name << ": relative difference to float32 " << rel_norm_diff(*a, *f));
+      CHECK(*a == *b);
+      CHECK(rel_norm_diff(*a, *f) < 2e-2);
+      CHECK(rel_norm_diff(*a, *f) > 1e-5);  // it did read rounded values
+    }
+  }
 }

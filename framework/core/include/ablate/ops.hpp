@@ -70,8 +70,8 @@ void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, 
           float alpha = 1.0f, bool accumulate = false);
 
 // Bytes of the bf16 copies of parameters that g's products keep (Graph::precision bf16),
-// and of the buffers its products round x and dy into (the largest product's: they grow
-// with the batch).
+// and of the buffers its products and attention round their inputs and output gradients
+// into (the largest call's: they grow with the batch).
 size_t param_copy_bytes(const Graph& g);
 size_t product_buffer_bytes(const Graph& g);
 
@@ -176,7 +176,10 @@ struct AttentionSpec {
 };
 // Fused scaled-dot-product attention, parallel over B x NH.
 // q (B*T, NH*HS), k and v (B*T, NKV*HS) -> (B*T, NH*HS), or column ranges of wider
-// nodes (q_col, k_col, v_col). Scale 1/sqrt(HS).
+// nodes (q_col, k_col, v_col). Scale 1/sqrt(HS). In a bf16 graph (Graph::precision) its
+// products read q, k and v rounded to bf16 (a KV cache keeps the roundings), and backward
+// the output gradient rounded too, with float32 sums; the scores, softmax, probabilities and
+// their gradients stay float32.
 Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec);
 
 // Rotary embedding: rotates each (even, odd) pair of every head of x (B*T, NH*HS) at

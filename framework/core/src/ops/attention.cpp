@@ -178,6 +178,24 @@ void forward_head(const Attn& a, int64_t b, int64_t h, float* out, float* lse, f
   }
 }
 
+// The values of nodes q, k and v as attention's products read them: in a bf16 graph rounded
+// to bf16 (float32 copies in the graph's buffers; once for nodes that are the same, a fused
+// qkv), else the nodes' own.
+struct Inputs {
+  Tensor q, k, v;
+};
+Inputs product_inputs(Graph& g, int q, int k, int v) {
+  Inputs in{node(g, q).value, node(g, k).value, node(g, v).value};
+  if (g.precision != Precision::bf16) return in;
+  auto rounded = [&](Bf16Buffer slot, const Tensor& t) {
+    return Tensor{const_cast<float*>(bf16_rounded(g, slot, t)), t.rows, t.cols};
+  };
+  const Tensor Q = rounded(Bf16Buffer::q, in.q);
+  const Tensor K = k == q ? Q : rounded(Bf16Buffer::k, in.k);
+  const Tensor V = v == q ? Q : v == k ? K : rounded(Bf16Buffer::v, in.v);
+  return {Q, K, V};
+}
+
 // One (batch, kv head) and every query head of its group: dq for those heads, dk and dv
 // of the kv head (so no two tasks write the same gradient rows). Probabilities are
 // recomputed from the saved log-sum-exp.
@@ -263,17 +281,18 @@ void attention_backward(Graph& g, int id) {
   a.prefix = static_cast<const int32_t*>(n.p[4]);
   a.probs_head = probs_per_head(a);  // (a.T, a.Tk, offset, causal and prefix are set above)
   const int64_t q_col = n.i[6], k_col = n.i[7] & 0xffffffff, v_col = n.i[7] >> 32;
-  const Tensor Q = node(g, n.in[0]).value, K = node(g, n.in[1]).value;
+  const auto [Q, K, V] = product_inputs(g, n.in[0], n.in[1], n.in[2]);
   a.q = Q.data + q_col;
   a.q_rstride = Q.cols;
   a.k = K.data + k_col;
-  a.v = node(g, n.in[2]).value.data + v_col;
+  a.v = V.data + v_col;
   a.kv_rstride = a.k_rstride = K.cols;
   a.k_cstride = 1;
   a.kv_bstride = a.T * a.kv_rstride;
   const float* lse = static_cast<const float*>(n.p[0]);
   const float* out = n.value.data;
-  const float* dout = n.grad.data;
+  const float* dout =
+      g.precision == Precision::bf16 ? bf16_rounded(g, Bf16Buffer::dy, n.grad) : n.grad.data;
   // q, k and v may be column ranges of one node (a fused qkv): one gradient buffer then,
   // zeroed once by the first grad() call.
   float* dq = g.requires_grad(n.in[0]) ? g.grad(n.in[0]).data + q_col : nullptr;
@@ -353,7 +372,7 @@ void append_to_cache(KVCache& cache, const float* kd, const float* vd, int64_t S
 // The Attn of a forward call: q, k and v read in place (or k and v from the cache, after
 // appending the new ones to it).
 Attn forward_attn(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
-  const Tensor Q = g.value(q), K = g.value(k), V = g.value(v);
+  const auto [Q, K, V] = product_inputs(g, q.id, k.id, v.id);
   Attn a{};
   a.B = spec.batch;
   a.T = spec.time;

@@ -36,14 +36,16 @@ struct Bf16State {
   struct Copy {
     const float* src = nullptr;
     uint64_t epoch = 0, resets = 0;
-    std::vector<T> data;
+    std::vector<T, TensorAllocator<T>> data;  // on 64-byte boundaries
   };
   struct Both {
     Copy<uint16_t> bits;
     Copy<float> rounded;
   };
   std::unordered_map<const Parameter*, Both> copies;
-  std::vector<float> x, dy;  // rounded x and dy, as T (bits or float32)
+  // Rounded x and dy, as T (bits or float32), and attention's rounded inputs (float32), on
+  // 64-byte boundaries as every tensor (the sums' order does not depend on the heap).
+  AlignedFloats x, dy, q, k, v;
 };
 
 Bf16State& bf16_state(Graph& g) {
@@ -53,7 +55,7 @@ Bf16State& bf16_state(Graph& g) {
 
 // buf as n values of T, grown if need be.
 template <class T>
-T* buffer(std::vector<float>& buf, int64_t n) {
+T* buffer(AlignedFloats& buf, int64_t n) {
   const size_t floats = (static_cast<size_t>(n) * sizeof(T) + sizeof(float) - 1) / sizeof(float);
   if (buf.size() < floats) buf.resize(floats);
   return reinterpret_cast<T*>(buf.data());
@@ -70,7 +72,7 @@ void round_into(const Tensor& w, float* dst) { round_to_bf16_parallel(w.data, w.
 
 // x rounded into the graph's buffer `buf`, as T.
 template <class T>
-const T* rounded_into(Graph& g, std::vector<float> Bf16State::*buf, const Tensor& x) {
+const T* rounded_into(Graph& g, AlignedFloats Bf16State::*buf, const Tensor& x) {
   T* t = buffer<T>(bf16_state(g).*buf, x.numel());
   round_into(x, t);
   return t;
@@ -223,7 +225,13 @@ size_t param_copy_bytes(const Graph& g) {
 size_t product_buffer_bytes(const Graph& g) {
   if (!g.op_state) return 0;
   const auto* s = static_cast<const Bf16State*>(g.op_state.get());
-  return (s->x.size() + s->dy.size()) * sizeof(float);
+  return (s->x.size() + s->dy.size() + s->q.size() + s->k.size() + s->v.size()) * sizeof(float);
+}
+
+const float* kernels::bf16_rounded(Graph& g, Bf16Buffer slot, const Tensor& x) {
+  static constexpr AlignedFloats Bf16State::*kSlots[] = {
+      &Bf16State::x, &Bf16State::dy, &Bf16State::q, &Bf16State::k, &Bf16State::v};
+  return rounded_into<float>(g, kSlots[static_cast<int>(slot)], x);
 }
 
 Var matmul(Graph& g, Var a, Var b, bool transpose_b) {
