@@ -156,11 +156,7 @@ int cmd_eval(const std::vector<std::string>& args) {
   node["type"] = f.task;
   auto run = ablate::load_run(f.run);
   ablate::require_generating(run, "decoding " + f.task + " answers");
-  ablate::set_default_precision(f.precision.empty()
-                                    ? ablate::run_precision(run)
-                                    : ablate::parse_precision(f.precision, "--precision"));
-  if (ablate::default_precision() == ablate::Precision::bf16 && !ablate::bf16_notice().empty())
-    std::cerr << ablate::bf16_notice() << "\n";
+  ablate::cli::use_precision(run, f.precision);
   std::unique_ptr<ablate::Evaluator> ev =
       ablate::make_evaluator(o, ablate::StandaloneContext(f.seed));
   std::cout << "run " << f.run << " (step " << run.step << "), task " << f.task << ", " << f.threads

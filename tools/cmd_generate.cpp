@@ -111,12 +111,7 @@ int cmd_generate(const std::vector<std::string>& args) {
   ablate::require_generating(run, "generating text");
   const std::string prompt = vm["prompt"].as<std::string>();
   check_prompt_characters(*run.tokenizer, prompt, vm["allow-unknown"].as<bool>());
-  ablate::set_default_precision(
-      vm.count("precision")
-          ? ablate::parse_precision(vm["precision"].as<std::string>(), "--precision")
-          : ablate::run_precision(run));
-  if (ablate::default_precision() == ablate::Precision::bf16 && !ablate::bf16_notice().empty())
-    std::cerr << ablate::bf16_notice() << "\n";
+  ablate::cli::use_precision(run, vm.count("precision") ? vm["precision"].as<std::string>() : "");
   const std::vector<int32_t> ids = run.tokenizer->encode(prompt);
   ablate::Rng rng(static_cast<uint64_t>(seed));
   const auto t0 = std::chrono::steady_clock::now();

@@ -95,8 +95,10 @@ int cmd_inspect(const std::vector<std::string>& args) {
       "tokens drawn in the maps and given to t-SNE; larger vocabularies are subsampled (the text's "
       "tokens, then evenly spaced ids)")("positions", po::value<int64_t>()->default_value(0),
                                          "positions in the positional maps (0: min(context, 64))")(
-      "plugin-dir", po::value<std::vector<std::string>>()->composing(),
-      "extra plugin directory (repeatable)");
+      "precision", po::value<std::string>(),
+      "inputs of the matrix products and attention: float32 or bf16 (default: the run's "
+      "train.precision)")("plugin-dir", po::value<std::vector<std::string>>()->composing(),
+                          "extra plugin directory (repeatable)");
   po::positional_options_description pos;
   pos.add("run", 1);
   po::variables_map vm;
@@ -122,14 +124,15 @@ int cmd_inspect(const std::vector<std::string>& args) {
   ablate::cli::require_output_dir("--h5", h5_path);
 
   auto run = ablate::load_run(vm["run"].as<std::string>());
+  ablate::cli::use_precision(run, vm.count("precision") ? vm["precision"].as<std::string>() : "");
   fit_options_to_run(o, run);
   const ablate::Inspection in = inspect_naming_text(run, o);
   ablate::cli::write_output(html_path,
                             ablate::render_inspection(in, fs::path(h5_path).filename().string()));
   ablate::write_inspection_h5(in, h5_path);
   std::cout << "run " << in.run_dir << " (step " << in.step << "), " << in.time << " tokens, "
-            << in.n_layers << " layers x " << in.n_heads << " heads\nwrote " << html_path << " and "
-            << h5_path << "\n";
+            << in.n_layers << " layers x " << in.n_heads << " heads, " << in.precision << "\nwrote "
+            << html_path << " and " << h5_path << "\n";
   for (const auto& n : in.notes) std::cout << "note: " << n << "\n";
   return 0;
 }

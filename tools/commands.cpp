@@ -9,7 +9,9 @@
 #include <iostream>
 
 #include "ablate/error.hpp"
+#include "ablate/ops.hpp"
 #include "ablate/registry.hpp"
+#include "ablate/trainer.hpp"
 
 namespace po = boost::program_options;
 
@@ -65,6 +67,19 @@ void add_plugin_dirs(const po::variables_map& vm) {
   if (!vm.count("plugin-dir")) return;
   for (const auto& d : vm["plugin-dir"].as<std::vector<std::string>>())
     PluginRegistry::instance().add_directory(d);
+}
+
+void use_precision(const LoadedRun& run, const std::string& flag) {
+  Precision p = run_precision(run);
+  if (!flag.empty()) {
+    try {
+      p = parse_precision(flag, "--precision");
+    } catch (const Error& e) {
+      throw UsageError(e.what());
+    }
+  }
+  set_default_precision(p);
+  if (p == Precision::bf16 && !bf16_notice().empty()) std::cerr << bf16_notice() << "\n";
 }
 
 Options flag_options(const std::vector<std::string>& args, const std::string& command) {

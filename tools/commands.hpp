@@ -13,6 +13,10 @@
 
 #include "ablate/options.hpp"
 
+namespace ablate {
+struct LoadedRun;
+}
+
 namespace ablate::cli {
 
 // Bad command-line usage: printed with a pointer to --help, exit code 2.
@@ -65,6 +69,12 @@ std::unique_ptr<tbb::global_control> thread_limit(const boost::program_options::
 
 // Applies --plugin-dir values to the registry.
 void add_plugin_dirs(const boost::program_options::variables_map& vm);
+
+// The precision of the graphs made from now on for `run` (set_default_precision): `flag`, the
+// value of --precision, unless empty, else the run's train.precision. Prints bf16_notice() on
+// stderr for bf16 without the dot-product kernel. UsageError naming --precision for a value
+// other than float32 or bf16.
+void use_precision(const LoadedRun& run, const std::string& flag);
 
 }  // namespace ablate::cli
 

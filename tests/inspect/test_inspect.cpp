@@ -10,6 +10,8 @@
 #include <regex>
 #include <sstream>
 
+#include <H5Cpp.h>
+
 #include "ablate/experiment.hpp"
 #include "ablate/inspect.hpp"
 #include "ablate/svg.hpp"
@@ -517,4 +519,45 @@ TEST_CASE(
     CHECK(ok.output.back() == '\n');
     CHECK(ok.output.rfind("ab", 0) == 0);
   }
+}
+
+TEST_CASE(
+    "inspect/--precision bf16 computes in bf16, close to float32 and not equal, and says so; "
+    "other values are an error") {
+  auto run = ablate::load_run(tiny_run());
+  ablate::InspectOptions o = text_options(50);
+  struct Restore {
+    ~Restore() { ablate::set_default_precision(ablate::Precision::float32); }
+  } restore;
+  ablate::set_default_precision(ablate::Precision::bf16);
+  const ablate::Inspection lo = ablate::inspect_run(run, o);
+  ablate::set_default_precision(ablate::Precision::float32);
+  const ablate::Inspection hi = ablate::inspect_run(run, o);
+  CHECK(lo.precision == "bf16");
+  CHECK(hi.precision == "float32");
+  double worst = 0;
+  for (size_t i = 0; i < hi.attention.size(); ++i)
+    worst = std::max(worst, static_cast<double>(std::fabs(lo.attention[i] - hi.attention[i])));
+  for (size_t i = 0; i < hi.next_probs.size(); ++i)
+    worst = std::max(worst, static_cast<double>(std::fabs(lo.next_probs[i] - hi.next_probs[i])));
+  INFO("largest difference of an attention weight or next-token probability: " << worst);
+  CHECK(worst > 0);     // the products read rounded values
+  CHECK(worst < 0.05);  // roundings of 2^-9 of logits of a few units move probabilities by ~1%
+  CHECK(ablate::render_inspection(lo).find("computed in <code>bf16</code>") != std::string::npos);
+
+  TempDir d;
+  const std::string bin = ablate::test::ablate_binary() + " inspect " + tiny_run() +
+                          " --text 'ROMEO:' --tsne-iterations 50 -o " + (d / "p.html");
+  auto ok = ablate::test::run_command(bin + " --precision bf16");
+  CAPTURE(ok.output);
+  REQUIRE(ok.status == 0);
+  CHECK(ok.output.find("heads, bf16") != std::string::npos);
+  H5::H5File f(d / "p.h5", H5F_ACC_RDONLY);
+  std::string attr;
+  H5::Attribute a = f.openGroup("/").openAttribute("precision");
+  a.read(a.getStrType(), attr);
+  CHECK(attr == "bf16");
+  auto bad = ablate::test::run_command(bin + " --precision fp16");
+  CHECK(bad.status == 2);
+  CHECK(bad.output.find("'fp16' is not a precision; use float32 or bf16") != std::string::npos);
 }

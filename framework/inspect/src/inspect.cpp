@@ -391,6 +391,7 @@ Inspection inspect_run(LoadedRun& run, const InspectOptions& o) {
   Options root = run.experiment->root();
   in.run_name = root.get<std::string>("name", "");
   in.positional_type = model.positional_type();
+  in.precision = precision_name(default_precision());
 
   check_text(tok, d, o);
   in.ids = tok.encode(o.text);

@@ -95,6 +95,7 @@ void write_inspection_h5(const Inspection& in, const std::string& path) {
     attr(root, "run", in.run_dir);
     attr(root, "run_name", in.run_name);
     attr(root, "step", in.step);
+    attr(root, "precision", in.precision);
     attr(root, "text", in.text);
     attr(root, "positional", in.positional_type);
     attr(root, "tied_embeddings", static_cast<int64_t>(in.tied));

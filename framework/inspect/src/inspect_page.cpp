@@ -90,7 +90,8 @@ void header_html(std::ostringstream& o, const Inspection& in, const std::string&
     << in.n_layers << " layers, " << in.n_heads << " heads, d_model " << in.d_model << ", context "
     << in.context << ", vocabulary " << in.vocab << ", positional encoding <code>"
     << escape(in.positional_type.empty() ? "?" : in.positional_type) << "</code>"
-    << (in.tied ? ", LM head tied to the embedding" : "") << "<br>text (" << in.time
+    << (in.tied ? ", LM head tied to the embedding" : "") << ", computed in <code>"
+    << escape(in.precision.empty() ? "float32" : in.precision) << "</code><br>text (" << in.time
     << " tokens):</div>\n<pre class=\"text\">" << escape(in.text) << "</pre>\n";
   if (!h5_name.empty())
     o << "<p class=\"notes\">Every number on this page is also in <code>" << escape(h5_name)

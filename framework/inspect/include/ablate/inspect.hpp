@@ -45,6 +45,7 @@ struct PositionalView {
 
 struct Inspection {
   std::string run_dir, run_name, positional_type, text;
+  std::string precision;  // of the graphs that computed it: "float32" or "bf16"
   double perplexity = 0;  // t-SNE settings used
   uint64_t seed = 0;
   int64_t top = 20;  // bars of the next-token chart
