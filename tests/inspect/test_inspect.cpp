@@ -542,7 +542,7 @@ TEST_CASE(
     worst = std::max(worst, static_cast<double>(std::fabs(lo.next_probs[i] - hi.next_probs[i])));
   INFO("largest difference of an attention weight or next-token probability: " << worst);
   CHECK(worst > 0);     // the products read rounded values
-  CHECK(worst < 0.05);  // roundings of 2^-9 of logits of a few units move probabilities by ~1%
+  CHECK(worst < 0.01);  // roundings of 2^-9 of logits of a few units move probabilities by ~0.1%
   CHECK(ablate::render_inspection(lo).find("computed in <code>bf16</code>") != std::string::npos);
 
   TempDir d;

@@ -190,7 +190,7 @@ Inputs product_inputs(Graph& g, int q, int k, int v) {
   auto rounded = [&](Bf16Buffer slot, const Tensor& t) {
     return Tensor{const_cast<float*>(bf16_rounded(g, slot, t)), t.rows, t.cols};
   };
-  const Tensor Q = rounded(Bf16Buffer::q, in.q);
+  const Tensor Q = rounded(Bf16Buffer::x, in.q);
   const Tensor K = k == q ? Q : rounded(Bf16Buffer::k, in.k);
   const Tensor V = v == q ? Q : v == k ? K : rounded(Bf16Buffer::v, in.v);
   return {Q, K, V};

@@ -213,9 +213,9 @@ void gemm_bf16_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_
 void to_bf16_parallel(const float* src, int64_t n, uint16_t* dst);
 void round_to_bf16_parallel(const float* src, int64_t n, float* dst);
 // The graph's buffers for bf16 roundings of activations and gradients (linalg.cpp): x and dy
-// for linear and matmul, q, k and v for attention (its output gradient uses dy). Each is
-// grown to its largest use and overwritten by the next.
-enum class Bf16Buffer { x, dy, q, k, v };
+// for linear and matmul; attention's q in x (no product's x is live then), k and v in their
+// own, its output gradient in dy. Each is grown to its largest use and overwritten by the next.
+enum class Bf16Buffer { x, dy, k, v };
 // x's values rounded to bf16, as float32 copies in graph g's buffer `slot`.
 const float* bf16_rounded(Graph& g, Bf16Buffer slot, const Tensor& x);
 // The float32 value of bf16 bits.

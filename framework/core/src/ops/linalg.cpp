@@ -43,9 +43,9 @@ struct Bf16State {
     Copy<float> rounded;
   };
   std::unordered_map<const Parameter*, Both> copies;
-  // Rounded x and dy, as T (bits or float32), and attention's rounded inputs (float32), on
+  // Rounded x and dy, as T (bits or float32), and attention's rounded k and v (float32), on
   // 64-byte boundaries as every tensor (the sums' order does not depend on the heap).
-  AlignedFloats x, dy, q, k, v;
+  AlignedFloats x, dy, k, v;
 };
 
 Bf16State& bf16_state(Graph& g) {
@@ -225,12 +225,12 @@ size_t param_copy_bytes(const Graph& g) {
 size_t product_buffer_bytes(const Graph& g) {
   if (!g.op_state) return 0;
   const auto* s = static_cast<const Bf16State*>(g.op_state.get());
-  return (s->x.size() + s->dy.size() + s->q.size() + s->k.size() + s->v.size()) * sizeof(float);
+  return (s->x.size() + s->dy.size() + s->k.size() + s->v.size()) * sizeof(float);
 }
 
 const float* kernels::bf16_rounded(Graph& g, Bf16Buffer slot, const Tensor& x) {
-  static constexpr AlignedFloats Bf16State::*kSlots[] = {
-      &Bf16State::x, &Bf16State::dy, &Bf16State::q, &Bf16State::k, &Bf16State::v};
+  static constexpr AlignedFloats Bf16State::*kSlots[] = {&Bf16State::x, &Bf16State::dy,
+                                                         &Bf16State::k, &Bf16State::v};
   return rounded_into<float>(g, kSlots[static_cast<int>(slot)], x);
 }
 
