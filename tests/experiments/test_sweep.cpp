@@ -3,6 +3,7 @@
 // jobs, a failing point, resume, a killed point, compare and report).
 #include <doctest/doctest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -528,19 +529,25 @@ static pid_t parent_of(pid_t pid) {
   return parent;
 }
 
-// A one-point sweep (seed 3, 600 slow steps) in d/out, stopped with Ctrl-C to the sweep once
-// its point has a checkpoint; the sweep's result.
+// A one-point sweep (seed 3, 600 slow steps) in d/out, stopped with Ctrl-C once its point has a
+// checkpoint, as a terminal sends it: SIGINT to every process of the sweep's process group (the
+// sweep leads its own, started by setsid); the sweep's result.
 static ablate::test::CommandResult sweep_stopped_by_ctrl_c(const TempDir& d) {
   d.write("tiny.yaml", kTinyBase);
   d.write("stop.yaml",
           "base: tiny.yaml\noverrides: {train.steps: 600, train.eval_every: 300}\nsweep: {seeds: "
           "[3]}\n");
   auto job = std::async(std::launch::async, [&] {
-    return ablate::test::run_command(kSlowSteps + ablate_cmd(d, "sweep stop.yaml --dir out"));
+    return ablate::test::run_command(kSlowSteps + "cd " + d.path.string() +
+                                     " && ABLATE_DATA_PATH=" + ABLATE_TEST_DATA_DIR + " setsid " +
+                                     ablate::test::ablate_binary() + " sweep stop.yaml --dir out");
   });
   const pid_t pid = point_with_checkpoint(d);
-  const pid_t sweep = pid > 0 ? parent_of(pid) : 0;  // Ctrl-C goes to the sweep
-  if (sweep > 1) kill(sweep, SIGINT);
+  const pid_t sweep = pid > 0 ? parent_of(pid) : 0;
+  if (sweep > 1) {
+    REQUIRE(getpgid(sweep) == sweep);
+    kill(-sweep, SIGINT);  // the terminal's Ctrl-C: the sweep's whole foreground group
+  }
   auto res = job.get();
   CAPTURE(res.output);
   REQUIRE(sweep > 1);
@@ -600,6 +607,11 @@ TEST_CASE(
   CHECK(st.checkpoint);
   CHECK(ablate::test::read_file(d / "out/sweep.log").find("stopped point 0 (seed3)") !=
         std::string::npos);
+  // The point took one signal, the sweep's SIGTERM: it finished its step and checkpointed.
+  const std::string point_output = ablate::test::read_file(d / "out/logs/seed3.log");
+  CAPTURE(point_output);
+  CHECK(point_output.find("second interrupt") == std::string::npos);
+  CHECK(point_output.find("interrupted by SIGTERM") != std::string::npos);
   auto status = ablate::test::run_command(ablate_cmd(d, "sweep stop.yaml --dir out --status"));
   CAPTURE(status.output);
   CHECK(std::regex_search(

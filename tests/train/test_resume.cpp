@@ -629,6 +629,42 @@ TEST_CASE("reliability/a second Ctrl-C exits at once") {
   CHECK(ablate::read_run_file(ablate::run_file_path(out)).str_attrs.at("status") == "running");
 }
 
+TEST_CASE(
+    "reliability/SIGHUP (a closed terminal) stops a run with a checkpoint, unless it is ignored "
+    "(nohup)") {
+  ablate::test::TempDir dir;
+  const std::string cfg = dir.write("resume.yaml", kConfig);
+  const std::string out = dir / "run", log = dir / "log.txt";
+  pid_t pid = spawn_run({cfg, "-o", out, "-q"}, "step:50ms", log);
+  REQUIRE(wait_until([&] { return training(out); }));
+  ::kill(pid, SIGHUP);
+  Exit e = wait_for(pid);
+  INFO(ablate::test::read_file(log));
+  CHECK(e.code == 128 + SIGHUP);
+  auto d = ablate::read_run_file(ablate::run_file_path(out));
+  CHECK(d.str_attrs.at("status") == "interrupted");
+  CHECK(contains(d.str_attrs.at("error"), "stopped by SIGHUP after step "));
+
+  // Started with SIGHUP ignored, as nohup starts it: it stays ignored, the run goes on.
+  const std::string out2 = dir / "nohup";
+  struct sigaction ignore {
+  }, old{};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGHUP, &ignore, &old);
+  pid = spawn_run({cfg, "-o", out2, "-q"}, "step:50ms", log);
+  sigaction(SIGHUP, &old, nullptr);
+  REQUIRE(wait_until([&] { return training(out2); }));
+  ::kill(pid, SIGHUP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  int status = 0;
+  CHECK(::waitpid(pid, &status, WNOHANG) == 0);  // still running
+  ::kill(pid, SIGINT);
+  e = wait_for(pid);
+  CHECK(e.code == 130);
+  CHECK(contains(ablate::read_run_file(ablate::run_file_path(out2)).str_attrs.at("error"),
+                 "stopped by SIGINT after step "));
+}
+
 TEST_CASE("reliability/--fork and init_from start a new run from another run's weights") {
   ablate::test::TempDir dir;
   const std::string cfg = dir.write("resume.yaml", kConfig);

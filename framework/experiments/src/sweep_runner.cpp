@@ -216,7 +216,9 @@ void SweepRun::launch(const SweepPoint& p) {
   std::string header = "==== " + now_iso() + " " + join(argv, " ") + "\n";
   [[maybe_unused]] ssize_t written = ::write(fd, header.data(), header.size());
   j.log_offset = fs::file_size(j.log);
-  int rc = spawn_process(argv, {-1, fd, fd}, j.pid);
+  // In a group of its own: Ctrl-C reaches the sweep alone, which stops each point with one
+  // SIGTERM (a second signal would make the point exit without its checkpoint).
+  int rc = spawn_process(argv, {-1, fd, fd}, j.pid, /*own_group=*/true);
   ::close(fd);
   if (rc != 0)
     throw Error("cannot start " + o_.binary + " for point " + std::to_string(p.index) + ": " +
@@ -355,7 +357,7 @@ bool SweepRun::reap() {
   return any;
 }
 
-// SIGINT/SIGTERM: the children get SIGTERM (each checkpoints its step and stops).
+// SIGINT, SIGTERM, SIGHUP: the children get SIGTERM (each checkpoints its step and stops).
 void SweepRun::stop_all(int sig) {
   result_.interrupted = true;
   event("interrupted by " + signal_name(sig) + ": stopping " + std::to_string(running_.size()) +

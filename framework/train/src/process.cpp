@@ -12,7 +12,8 @@ extern char** environ;
 
 namespace ablate {
 
-int spawn_process(const std::vector<std::string>& argv, const ChildStreams& streams, pid_t& pid) {
+int spawn_process(const std::vector<std::string>& argv, const ChildStreams& streams, pid_t& pid,
+                  bool own_group) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   const int fds[3] = {streams.in, streams.out, streams.err};
@@ -25,7 +26,14 @@ int spawn_process(const std::vector<std::string>& argv, const ChildStreams& stre
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  if (own_group) {
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);  // a group led by the child
+  }
+  int rc = posix_spawn(&pid, argv[0].c_str(), &actions, &attr, args.data(), environ);
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&actions);
   return rc;
 }
@@ -44,6 +52,7 @@ std::string signal_name(int sig) {
     case SIGKILL: return "SIGKILL";
     case SIGTERM: return "SIGTERM";
     case SIGINT: return "SIGINT";
+    case SIGHUP: return "SIGHUP";
     case SIGSEGV: return "SIGSEGV";
     case SIGABRT: return "SIGABRT";
     case SIGBUS: return "SIGBUS";

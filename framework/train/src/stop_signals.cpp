@@ -1,4 +1,4 @@
-// Stopping a run or a sweep on SIGINT/SIGTERM (see stop_signals.hpp).
+// Stopping a run or a sweep on SIGINT, SIGTERM or SIGHUP (see stop_signals.hpp).
 #include "ablate/stop_signals.hpp"
 
 #include <unistd.h>
@@ -37,12 +37,16 @@ StopSignals::StopSignals(OnStop on_stop, bool install) : installed_(install) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old_int_);
   sigaction(SIGTERM, &sa, &old_term_);
+  sigaction(SIGHUP, nullptr, &old_hup_);
+  hup_ = old_hup_.sa_handler != SIG_IGN;
+  if (hup_) sigaction(SIGHUP, &sa, nullptr);
 }
 
 StopSignals::~StopSignals() {
   if (!installed_) return;
   sigaction(SIGINT, &old_int_, nullptr);
   sigaction(SIGTERM, &old_term_, nullptr);
+  if (hup_) sigaction(SIGHUP, &old_hup_, nullptr);
 }
 
 int stop_signal() { return static_cast<int>(g_stop_signal); }

@@ -127,7 +127,7 @@ struct SweepRunResult {
   std::vector<int64_t> done, skipped, failed;  // point indices
   std::vector<int64_t> stopped;           // interrupted with a checkpoint: resume on the next run
   std::map<int64_t, std::string> errors;  // failed point -> error
-  bool interrupted = false;               // SIGINT/SIGTERM: children stopped
+  bool interrupted = false;               // SIGINT/SIGTERM/SIGHUP: children stopped
   double seconds = 0;
 };
 SweepRunResult run_sweep(const Sweep& s, const std::vector<PointCheck>& checks,

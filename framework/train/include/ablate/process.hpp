@@ -15,8 +15,11 @@ struct ChildStreams {
 };
 
 // Starts argv[0] (a path; PATH is not searched) with argv and this process's environment.
-// Returns 0 and sets `pid`, or the error number posix_spawn gave.
-int spawn_process(const std::vector<std::string>& argv, const ChildStreams& streams, pid_t& pid);
+// Returns 0 and sets `pid`, or the error number posix_spawn gave. With own_group the child
+// leads a process group of its own: a terminal's Ctrl-C (sent to its foreground group) then
+// reaches this process only, which stops the child itself (a sweep's points get one SIGTERM).
+int spawn_process(const std::vector<std::string>& argv, const ChildStreams& streams, pid_t& pid,
+                  bool own_group = false);
 
 // Waits for the child to end (through interrupted waits) and returns its wait status.
 int wait_process(pid_t pid);

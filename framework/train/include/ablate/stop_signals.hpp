@@ -1,7 +1,8 @@
-// The owner of SIGINT/SIGTERM while a loop runs that stops on them: a run (RunOptions::
-// handle_signals), where the first asks the loop to finish its step, write a checkpoint and
-// stop (status interrupted) and a second exits at once; a sweep, which records the signal
-// and stops its points.
+// The owner of SIGINT, SIGTERM and SIGHUP (a closed terminal; left alone where it is ignored,
+// as under nohup) while a loop runs that stops on them: a run (RunOptions::handle_signals),
+// where the first asks the loop to finish its step, write a checkpoint and stop (status
+// interrupted) and a second exits at once; a sweep, which records the signal and stops its
+// points.
 #pragma once
 #include <signal.h>
 
@@ -23,8 +24,9 @@ class StopSignals {
 
  private:
   bool installed_;
+  bool hup_ = false;  // SIGHUP's handler installed (it was not ignored)
   struct sigaction old_int_ {
-  }, old_term_{};
+  }, old_term_{}, old_hup_{};
 };
 
 // The signal received since the handlers were installed, else 0.

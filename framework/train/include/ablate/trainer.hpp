@@ -27,7 +27,7 @@ struct RunOptions {
                            // schedule holds its last value: train.schedule_steps)
   bool allow_config_change = false;
   bool quiet = false;  // no progress line (run.log is written all the same)
-  // SIGINT/SIGTERM: finish the step, write a checkpoint, set status `interrupted`; a second
+  // SIGINT/SIGTERM/SIGHUP: finish the step, write a checkpoint, set status `interrupted`; a second
   // signal exits at once. For the CLI (the library leaves handlers alone by default).
   bool handle_signals = false;
   bool memory_check = true;  // refuse to start when the memory estimate exceeds what is free
