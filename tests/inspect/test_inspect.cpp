@@ -522,8 +522,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "inspect/--precision bf16 computes in bf16, close to float32 and not equal, and says so; "
-    "other values are an error") {
+    "inspect/--precision bf16 computes in bf16, close to float32 and not equal, and says so, other "
+    "values are an error") {
   auto run = ablate::load_run(tiny_run());
   ablate::InspectOptions o = text_options(50);
   struct Restore {
