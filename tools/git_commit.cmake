@@ -1,7 +1,8 @@
 # Writes OUT, a source defining ablate::build_commit(): the checkout's commit as
 # `git describe --always --dirty --exclude=*` gives it (the abbreviated hash whatever the
-# tags: "5fb3443", "5fb3443-dirty" with uncommitted changes; "unknown" outside a git checkout). Run at every build (framework/CMakeLists.txt),
-# so a rebuild after a pull records the new commit; OUT is rewritten only when it changes.
+# tags: "5fb3443", "5fb3443-dirty" with uncommitted changes; "unknown" outside a git
+# checkout). Run at every build (framework/CMakeLists.txt), so a rebuild after a pull records
+# the new commit; OUT is rewritten only when it changes.
 execute_process(COMMAND git describe --always --dirty --abbrev=7 --exclude=* WORKING_DIRECTORY ${SOURCE_DIR}
                 OUTPUT_VARIABLE commit OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET
                 RESULT_VARIABLE rc)

@@ -108,7 +108,8 @@ class Trainer {
   Graph g_;
   Slice sl_;
   std::unique_ptr<GradientSync> sync_;
-  std::vector<int32_t> x_, y_, prefix_;   // an evaluation batch
+  std::vector<int32_t> x_, y_;            // an evaluation batch
+  std::vector<int32_t> prefix_;           // scored-prefix lengths of the batch at work
   std::vector<int32_t> step_x_, step_y_;  // the step's micro-batches, one after another
   RunSummary sum_;
   clock::time_point t0_ = clock::now(), last_flush_ = clock::now();
