@@ -17,7 +17,8 @@ fuzz=0
 build_it=1
 
 packages=(g++ cmake make git libboost-program-options-dev libboost-dev libboost-filesystem-dev
-          libeigen3-dev libtbb-dev libyaml-cpp-dev libhdf5-dev doctest-dev nlohmann-json3-dev zlib1g-dev libzstd-dev libsentencepiece-dev)
+          libeigen3-dev libtbb-dev libyaml-cpp-dev libhdf5-dev doctest-dev nlohmann-json3-dev zlib1g-dev libzstd-dev libsentencepiece-dev
+          libdnnl-dev)
 for arg in "$@"; do
   case $arg in
     # npm: the GPT-2 tokenizer's reference check (js-tiktoken), unless Node already brings one.

@@ -195,7 +195,8 @@ double measure_fma_peak(int64_t threads, double seconds) {
   int kLanes = 4;
   float (*chains)(int64_t, float) = &fma_chains_portable;
 #if defined(__x86_64__)
-  if (path == "avx512" || path == "avx512_bf16") kLanes = 16, chains = &fma_chains_avx512;
+  if (path == "avx512" || path == "avx512_bf16" || path == "onednn_bf16")
+    kLanes = 16, chains = &fma_chains_avx512;
   if (path == "avx2") kLanes = 8, chains = &fma_chains_avx2;
 #endif
   constexpr int64_t kInner = 1 << 16;

@@ -336,6 +336,21 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "ops/bf16: oneDNN's bf16 matmul equals the exact product of its bf16 inputs, every layout") {
+  const kernels::Bf16Kernels* k = kernels::onednn::kernels();
+  if (!k) {
+    MESSAGE("skipped: this build has no oneDNN (libdnnl-dev)");
+    return;
+  }
+  if (kernels::cpu_isa() != kernels::Isa::avx512) {
+    MESSAGE("skipped: this CPU has no AVX-512");
+    return;
+  }
+  MESSAGE("oneDNN runs " << kernels::onednn::isa() << " here");
+  check_kernel(*k, "onednn_bf16");
+}
+
+TEST_CASE(
     "ops/bf16: linear forward and backward equal float64 products of the bf16-rounded operands") {
   Rng rng(11);
   for (const auto& s : kLinearShapes)

@@ -194,6 +194,7 @@ TEST_CASE(
       ablate::Experiment::load(file, {"train.precision=bf16", "train.threads=2"}), ro);
   auto data = ablate::read_run_file(ablate::run_file_path(sum.run_dir));
   CHECK(data.str_attrs.at("precision") == "bf16");
+  CHECK(data.str_attrs.at("bf16_kernel") == ablate::bf16_kernel());
   const double V = data.num_attrs.at("vocab_size");
   CHECK(sum.val_loss < std::log(V) - 0.8);  // it learns (uniform guessing: ln V)
   // A float32 run of the same config: a few percent apart at most.

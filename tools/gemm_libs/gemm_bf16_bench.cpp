@@ -1,7 +1,8 @@
-// gemm_bf16_bench: the AVX512_BF16 GEMM (VDPBF16PS; isa_avx512_bf16.cpp) against the float32
-// GEMM of the kernel path in use (ABLATE_ISA), which is what bf16 products run on CPUs where
-// the dot product is not the faster one (float32 copies of the bf16 values: linalg.cpp), on
-// one core, at the products of the bench models and two larger ones. First it measures the
+// gemm_bf16_bench: the AVX512_BF16 GEMM (VDPBF16PS; isa_avx512_bf16.cpp) and oneDNN's bf16
+// matmul (bf16_onednn.cpp; AMX-BF16 tiles where the CPU has them) against the float32 GEMM of
+// the kernel path in use (ABLATE_ISA), which is what bf16 products run on CPUs where the dot
+// product is not the faster one (float32 copies of the bf16 values: linalg.cpp), on one core,
+// at the products of the bench models and two larger ones. First it measures the
 // instruction rates that decide between them: 12 independent chains of 512-bit FMAs against
 // 12 of VDPBF16PS.
 // A benchmark program, not a test (docs/BENCHMARKS.md has its table):
@@ -131,8 +132,11 @@ int main() {
   }
 #endif
   std::printf("\nGFLOP/s on one core (2 m n k per product):\n\n");
+  const Bf16Kernels* onednn = cpu_isa() == Isa::avx512 ? onednn::kernels() : nullptr;
+  if (onednn) std::printf("oneDNN: %s\n", onednn::isa().c_str());
   std::printf(
-      "| model | product | m x n x k | float32 (%s) | bf16 VDPBF16PS |\n|---|---|---|---:|---:|\n",
+      "| model | product | m x n x k | float32 (%s) | bf16 VDPBF16PS | bf16 oneDNN "
+      "|\n|---|---|---|---:|---:|---:|\n",
       ablate::kernel_path());
   std::mt19937 rng(1);
   std::normal_distribution<float> u(0, 1);
@@ -158,10 +162,17 @@ int main() {
                                 c.data(), s.n, true, nullptr);
       });
 #endif
-    std::printf("| %s | %s | %lld x %lld x %lld | %.0f | %s |\n", s.model, s.what,
+    const double dn = !onednn ? 0 : gflops(flop, [&] {
+      onednn->gemm(s.ta, s.tb, s.m, s.n, s.k, 1.0f, ab.data(), lda, bb.data(), ldb, c.data(), s.n,
+                   true, nullptr);
+    });
+    auto cell = [](bool ran, double v) {
+      return ran ? std::to_string(static_cast<int>(std::lround(v))) : std::string("-");
+    };
+    std::printf("| %s | %s | %lld x %lld x %lld | %.0f | %s | %s |\n", s.model, s.what,
                 static_cast<long long>(s.m), static_cast<long long>(s.n),
-                static_cast<long long>(s.k), f32,
-                dot ? std::to_string(static_cast<int>(std::lround(dp))).c_str() : "-");
+                static_cast<long long>(s.k), f32, cell(dot, dp).c_str(),
+                cell(onednn != nullptr, dn).c_str());
   }
   return 0;
 }

@@ -259,6 +259,7 @@ void Trainer::write_metadata() {
     rf.set_attr("threads", threads_.n);
     rf.set_attr("cpu", cpu_model());
     rf.set_attr("kernel_path", kernel_path());
+    rf.set_attr("bf16_kernel", bf16_kernel());
     rf.set_attr("precision", precision_name(s_.train.precision));
     rf.set_attr("n_params", model.n_params());
     rf.set_attr("flops_per_token", model.flops_per_token());

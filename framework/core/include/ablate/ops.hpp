@@ -14,13 +14,14 @@
 namespace ablate {
 
 // The kernel path the ops run on: "avx512", "avx2" or "portable", the best this CPU has,
-// or a lower one forced with the environment variable ABLATE_ISA (docs/BENCHMARKS.md).
+// or a lower one forced with the environment variable ABLATE_ISA (docs/BENCHMARKS.md), or
+// avx512 with another bf16 GEMM forced the same way: "avx512_bf16", "onednn_bf16".
 // Chosen at the first call; throws Error if ABLATE_ISA names an unknown path or one
 // above the CPU's.
 const char* kernel_path();
 // The GEMM of bf16 matrix products (Graph::precision): "avx512_bf16" (AVX512_BF16's dot
-// product), or the kernel path's name where its float32 GEMM multiplies float32 copies of the
-// bf16 values.
+// product), "onednn_bf16" (oneDNN's matmul: AMX-BF16 tiles where the CPU has them), or the
+// kernel path's name where its float32 GEMM multiplies float32 copies of the bf16 values.
 const char* bf16_kernel();
 // A one-line notice for the start of a bf16 run where its products are not the fast
 // dot-product kernel (and why), else empty.

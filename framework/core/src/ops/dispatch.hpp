@@ -9,13 +9,16 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 namespace ablate::kernels {
 
 // avx512_bf16: the avx512 path whose bf16 GEMM uses AVX512_BF16's dot product (its float32
 // kernels are avx512's), as forced by ABLATE_ISA. Unforced, the avx512 path takes that GEMM
-// where it is the faster one (dot_by_default) and is still named avx512.
-enum class Isa { portable = 0, avx2 = 1, avx512 = 2, avx512_bf16 = 3 };
+// where it is the faster one (dot_by_default) and is still named avx512. onednn_bf16: the
+// avx512 path whose bf16 GEMM is oneDNN's matmul (bf16_onednn.cpp), forced by ABLATE_ISA; the
+// avx512 path takes it unforced where the CPU has AMX-BF16 (oneDNN's AMX kernels).
+enum class Isa { portable = 0, avx2 = 1, avx512 = 2, avx512_bf16 = 3, onednn_bf16 = 4 };
 const char* isa_name(Isa isa);
 
 // Everything a (batch, head) kernel needs; keys/values are read through strides so
@@ -110,6 +113,14 @@ extern const IsaKernels kTable;
 namespace avx512_bf16 {
 extern const Bf16Kernels kBf16;
 }
+namespace onednn {
+// oneDNN's bf16 GEMM, or null in a build without oneDNN (ABLATE_WITH_ONEDNN).
+const Bf16Kernels* kernels();
+// Whether the CPU has AMX-BF16 and the OS lets this process use its tiles (asked for here).
+bool amx_usable();
+// The instruction set oneDNN's kernels use on this CPU ("avx512_core_amx", ...); "" without it.
+std::string isa();
+}  // namespace onednn
 // Whether the CPU has AVX512_BF16 (and the avx512 path).
 bool cpu_has_avx512_bf16();
 // Whether the CPU's best path takes the dot-product bf16 GEMM when ABLATE_ISA is unset (isa.cpp).

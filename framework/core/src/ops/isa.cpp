@@ -12,6 +12,7 @@ namespace ablate::kernels {
 
 const char* isa_name(Isa isa) {
   switch (isa) {
+    case Isa::onednn_bf16: return "onednn_bf16";
     case Isa::avx512_bf16: return "avx512_bf16";
     case Isa::avx512: return "avx512";
     case Isa::avx2: return "avx2";
@@ -44,8 +45,9 @@ bool cpu_has_avx512_bf16() {
 // otherwise. Not on Intel's CPUs: there it issues at a quarter of the FMA instructions' rate
 // (Emerald Rapids, family 6 model 207: 1.4 against 5.9 instructions per ns on one core),
 // 32 products an instruction against 16, so half as many products per second as float32
-// FMAs on the same values (Intel's fast bf16 path on those CPUs is AMX, which ablate does
-// not use). Elsewhere (AMD Zen 4 and later) it is the fast path.
+// FMAs on the same values (Intel's fast bf16 path on those CPUs is AMX, which ablate
+// takes through oneDNN where the CPU has it: onednn_bf16). Elsewhere (AMD Zen 4 and later)
+// it is the fast path.
 bool dot_by_default() {
 #if defined(__x86_64__) || defined(__i386__)
   return cpu_has_avx512_bf16() && !__builtin_cpu_is("intel");
@@ -77,8 +79,48 @@ const IsaKernels& with_dot(Isa isa) {
 #endif
 }
 
+// The avx512 path with oneDNN's bf16 GEMM, named `isa` (onednn_bf16 when forced, avx512 when
+// chosen by default); null in a build without oneDNN.
+const IsaKernels* with_onednn(Isa isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (!onednn::kernels()) return nullptr;
+  static const IsaKernels named[2] = {[] {
+                                        IsaKernels k = avx512::kTable;
+                                        k.bf16 = *onednn::kernels();
+                                        return k;
+                                      }(),
+                                      [] {
+                                        IsaKernels k = avx512::kTable;
+                                        k.isa = Isa::onednn_bf16;
+                                        k.bf16 = *onednn::kernels();
+                                        return k;
+                                      }()};
+  return &named[isa == Isa::onednn_bf16 ? 1 : 0];
+#else
+  (void)isa;
+  return nullptr;
+#endif
+}
+
+const IsaKernels& forced_onednn() {
+  const Isa best = cpu_isa();
+  if (best != Isa::avx512)
+    throw Error("ABLATE_ISA=onednn_bf16: this CPU (" + cpu_model() +
+                ") has no AVX-512, which that path's float32 kernels need; the best it runs is '" +
+                isa_name(best) + "': set ABLATE_ISA to " + isa_name(best) +
+                " or lower, or unset it");
+  const IsaKernels* k = with_onednn(Isa::onednn_bf16);
+  if (!k)
+    throw Error(
+        "ABLATE_ISA=onednn_bf16: this build of ablate has no oneDNN; install it (Debian: apt-get "
+        "install libdnnl-dev) and configure again, or set ABLATE_ISA to avx512_bf16, avx512, avx2 "
+        "or portable");
+  return *k;
+}
+
 const IsaKernels& table(Isa isa) {
 #if defined(__x86_64__) || defined(__i386__)
+  if (isa == Isa::onednn_bf16) return forced_onednn();
   if (isa == Isa::avx512_bf16) return with_dot(isa);
   if (isa == Isa::avx512) return avx512::kTable;
   if (isa == Isa::avx2) return avx2::kTable;
@@ -89,9 +131,13 @@ const IsaKernels& table(Isa isa) {
 const IsaKernels& select() {
   const Isa best = cpu_isa();
   const char* env = std::getenv("ABLATE_ISA");
-  if (!env || !*env)
+  if (!env || !*env) {
+    if (best == Isa::avx512 && onednn::amx_usable() && with_onednn(Isa::avx512))
+      return *with_onednn(Isa::avx512);
     return best == Isa::avx512 && dot_by_default() ? with_dot(Isa::avx512) : table(best);
+  }
   const std::string want = env;
+  if (want == isa_name(Isa::onednn_bf16)) return table(Isa::onednn_bf16);
   if (want == isa_name(Isa::avx512_bf16)) {
     if (!cpu_has_avx512_bf16())
       throw Error("ABLATE_ISA=" + want + ": this CPU (" + cpu_model() +
@@ -113,6 +159,8 @@ const IsaKernels& select() {
               isa_name(best) +
               "), avx512_bf16 (avx512 with AVX512_BF16's dot product for bf16 products; " +
               (cpu_has_avx512_bf16() ? "this CPU has it" : "this CPU lacks it") +
+              "), onednn_bf16 (avx512 with oneDNN's matmul for bf16 products; " +
+              (onednn::kernels() ? "this build has it" : "this build lacks it") +
               "), or unset it for the best");
 }
 }  // namespace
@@ -133,11 +181,14 @@ const char* bf16_kernel() {
 #if defined(__x86_64__) || defined(__i386__)
   if (k.bf16.gemm == kernels::avx512_bf16::kBf16.gemm) return "avx512_bf16";
 #endif
+  if (kernels::onednn::kernels() && k.bf16.gemm == kernels::onednn::kernels()->gemm)
+    return "onednn_bf16";
   return kernels::isa_name(k.isa);
 }
 
 std::string bf16_notice() {
-  if (std::string(bf16_kernel()) == "avx512_bf16") return "";
+  const std::string kernel = bf16_kernel();
+  if (kernel == "avx512_bf16" || kernel == "onednn_bf16") return "";
   const std::string path = kernel_path();
   std::string why;
   if (!kernels::cpu_has_avx512_bf16()) why = "this CPU has no AVX512_BF16";
