@@ -57,21 +57,22 @@ bool dot_by_default() {
 }
 
 namespace {
+#if defined(__x86_64__) || defined(__i386__)
+// The avx512 path (its float32 kernels) with the bf16 GEMM `bf`, named `name`.
+IsaKernels avx512_with(Isa name, const Bf16Kernels& bf) {
+  IsaKernels k = avx512::kTable;
+  k.isa = name;
+  k.bf16 = bf;
+  return k;
+}
+#endif
+
 // The avx512 path with the dot-product bf16 GEMM, named `isa` (avx512_bf16 when forced by
-// ABLATE_ISA, avx512 when chosen by default: its float32 kernels are avx512's).
+// ABLATE_ISA, avx512 when chosen by default).
 const IsaKernels& with_dot(Isa isa) {
 #if defined(__x86_64__) || defined(__i386__)
-  static const IsaKernels named[2] = {[] {
-                                        IsaKernels k = avx512::kTable;
-                                        k.bf16 = avx512_bf16::kBf16;
-                                        return k;
-                                      }(),
-                                      [] {
-                                        IsaKernels k = avx512::kTable;
-                                        k.isa = Isa::avx512_bf16;
-                                        k.bf16 = avx512_bf16::kBf16;
-                                        return k;
-                                      }()};
+  static const IsaKernels named[2] = {avx512_with(Isa::avx512, avx512_bf16::kBf16),
+                                      avx512_with(Isa::avx512_bf16, avx512_bf16::kBf16)};
   return named[isa == Isa::avx512_bf16 ? 1 : 0];
 #else
   (void)isa;
@@ -84,17 +85,8 @@ const IsaKernels& with_dot(Isa isa) {
 const IsaKernels* with_onednn(Isa isa) {
 #if defined(__x86_64__) || defined(__i386__)
   if (!onednn::kernels()) return nullptr;
-  static const IsaKernels named[2] = {[] {
-                                        IsaKernels k = avx512::kTable;
-                                        k.bf16 = *onednn::kernels();
-                                        return k;
-                                      }(),
-                                      [] {
-                                        IsaKernels k = avx512::kTable;
-                                        k.isa = Isa::onednn_bf16;
-                                        k.bf16 = *onednn::kernels();
-                                        return k;
-                                      }()};
+  static const IsaKernels named[2] = {avx512_with(Isa::avx512, *onednn::kernels()),
+                                      avx512_with(Isa::onednn_bf16, *onednn::kernels())};
   return &named[isa == Isa::onednn_bf16 ? 1 : 0];
 #else
   (void)isa;
