@@ -14,7 +14,8 @@
 #if ABLATE_WITH_ONEDNN
 #include <oneapi/dnnl/dnnl.hpp>
 #if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
-#include <omp.h>
+// The OpenMP runtime's (declared here: clang has no omp.h of its own without libomp-dev).
+extern "C" void omp_set_num_threads(int n);
 #endif
 #if defined(__linux__) && defined(__x86_64__)
 #include <sys/syscall.h>
