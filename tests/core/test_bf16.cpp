@@ -6,9 +6,13 @@
 #include <doctest/doctest.h>
 #include <tbb/global_control.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -333,6 +337,46 @@ TEST_CASE(
 #if defined(__x86_64__)
   check_kernel(kernels::avx512_bf16::kBf16, "avx512_bf16");
 #endif
+}
+
+// The CPU flags Linux lists in /proc/cpuinfo (empty elsewhere).
+std::vector<std::string> cpu_flags() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("flags", 0) == 0) {
+      std::istringstream words(line.substr(line.find(':') + 1));
+      std::vector<std::string> flags;
+      for (std::string w; words >> w;) flags.push_back(w);
+      return flags;
+    }
+  return {};
+}
+
+TEST_CASE(
+    "ops/bf16: the bf16 GEMM taken unforced follows /proc/cpuinfo: oneDNN's with AMX-BF16, the "
+    "dot product with AVX512_BF16 off Intel, else float32") {
+  const std::vector<std::string> flags = cpu_flags();
+  if (flags.empty()) {
+    MESSAGE("skipped: no flags in /proc/cpuinfo");
+    return;
+  }
+  auto has = [&](const char* f) { return std::find(flags.begin(), flags.end(), f) != flags.end(); };
+  const bool avx512 = has("avx512f") && has("avx512bw") && has("avx512dq") && has("avx512vl");
+  const bool amx = avx512 && has("amx_bf16") && has("amx_tile");
+  std::ifstream in("/proc/cpuinfo");
+  const bool intel =
+      std::string(std::istreambuf_iterator<char>(in), {}).find("GenuineIntel") != std::string::npos;
+  // The OS grants the tiles wherever the CPU lists them (Linux 5.16 and later).
+  CHECK(kernels::onednn::amx_usable() == (amx && kernels::onednn::kernels() != nullptr));
+  const char* env = std::getenv("ABLATE_ISA");
+  if (env && *env) {
+    MESSAGE("the choice itself is skipped: ABLATE_ISA=" << env << " forces the path");
+    return;
+  }
+  const std::string want = amx && kernels::onednn::kernels()        ? "onednn_bf16"
+                           : avx512 && has("avx512_bf16") && !intel ? "avx512_bf16"
+                                                                    : kernel_path();
+  CHECK(std::string(bf16_kernel()) == want);
 }
 
 TEST_CASE(

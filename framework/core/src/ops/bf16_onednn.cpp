@@ -18,6 +18,7 @@
 extern "C" void omp_set_num_threads(int n);
 #endif
 #if defined(__linux__) && defined(__x86_64__)
+#include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -171,8 +172,11 @@ const Bf16Kernels* kernels() {
 
 bool amx_usable() {
 #if defined(__linux__) && defined(__x86_64__)
-  __builtin_cpu_init();
-  if (!__builtin_cpu_supports("amx-bf16") || !__builtin_cpu_supports("amx-tile")) return false;
+  // CPUID leaf 7: EDX bit 22 AMX-BF16, bit 24 AMX-TILE (clang's __builtin_cpu_supports knows
+  // neither).
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+  if (!(edx >> 22 & 1) || !(edx >> 24 & 1)) return false;
   // Linux hands out AMX's tile data state only on request (arch_prctl ARCH_REQ_XCOMP_PERM for
   // XFEATURE_XTILEDATA); without it a tile instruction is a fault.
   constexpr long kReqXcompPerm = 0x1023, kXtiledata = 18;
