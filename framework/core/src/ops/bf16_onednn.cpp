@@ -31,7 +31,6 @@ extern "C" void omp_set_num_threads(int n);
 
 #include "ablate/error.hpp"
 #include "ablate/tensor.hpp"
-#include "kernels.hpp"
 #endif
 
 namespace ablate::kernels::onednn {
@@ -41,7 +40,8 @@ namespace {
 using dnnl::memory;
 using Dims = memory::dims;
 
-// A product's shape, layout and mode: C = init + alpha op(A) op(B) (set) or C += it.
+// A product's shape, layout and mode: with set, C = alpha op(A) op(B) without reading C;
+// without, C += alpha op(A) op(B) (a bias row is copied into C first).
 struct Key {
   bool ta, tb, set;
   int64_t m, n, k, lda, ldb, ldc;
