@@ -555,6 +555,51 @@ TEST_CASE(
   for (size_t i = 0; i < y1.size(); ++i) CHECK(y5[i] == 4.0f * y1[i]);
 }
 
+TEST_CASE(
+    "ops/bf16: decoding's matrix-vector products on bf16 bits equal the float32 ones on their "
+    "values bitwise, every split") {
+  Rng rng(21);
+  struct Case {
+    bool tb;
+    int64_t m, n, k;
+  };
+  // One block; two halves of the reduction (B row-major, 8K floats and more); two column
+  // blocks (B transposed); odd sizes for the vector tails.
+  const Case cases[] = {{false, 1, 24, 40},    {true, 2, 31, 17},    {false, 1, 384, 1536},
+                        {false, 3, 1152, 384}, {true, 1, 1536, 384}, {true, 4, 65, 385},
+                        {false, 4, 97, 333}};
+  for (int threads : {1, 2}) {
+    tbb::global_control limit(tbb::global_control::max_allowed_parallelism,
+                              static_cast<size_t>(threads));
+    for (const Case& t : cases)
+      for (int mode = 0; mode < 3; ++mode) {  // accumulate; set; set with a bias row
+        CAPTURE(threads);
+        CAPTURE(t.tb);
+        CAPTURE(t.m);
+        CAPTURE(t.n);
+        CAPTURE(t.k);
+        CAPTURE(mode);
+        const int64_t lda = t.k + 1, ldb = (t.tb ? t.k : t.n) + 3, ldc = t.n + 2;
+        std::vector<float> a = random_values(static_cast<size_t>(t.m * lda), rng),
+                           init = random_values(static_cast<size_t>(t.n), rng),
+                           c0 = random_values(static_cast<size_t>(t.m * ldc), rng);
+        std::vector<uint16_t> bits(static_cast<size_t>((t.tb ? t.n : t.k) * ldb));
+        for (auto& x : bits) x = reference_bf16(rng.normal());
+        std::vector<float> values(bits.size());
+        for (size_t i = 0; i < bits.size(); ++i) values[i] = kernels::bf16_to_float(bits[i]);
+        std::vector<float> want = c0, got = c0;
+        const bool set = mode > 0;
+        const float* bias = mode == 2 ? init.data() : nullptr;
+        kernels::gemm_acc_parallel(false, t.tb, t.m, t.n, t.k, 1.0f, a.data(), lda, values.data(),
+                                   ldb, want.data(), ldc, set, bias);
+        kernels::gemv_bf16_parallel(t.tb, t.m, t.n, t.k, a.data(), lda, bits.data(), ldb,
+                                    got.data(), ldc, set, bias);
+        CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+        CHECK(want != c0);
+      }
+  }
+}
+
 TEST_CASE("ops/determinism: bf16 linear is bitwise identical with 1 and 2 threads") {
   Rng rng(21);
   const int64_t N = 1100, K = 96, M = 384;

@@ -166,7 +166,7 @@ void round_bf16(const float* src, int64_t n, float* dst) { avx512::kTable.bf16.r
 }  // namespace
 
 const Bf16Kernels* kernels() {
-  static const Bf16Kernels k = {&gemm_bf16, &to_bf16, &round_bf16};
+  static const Bf16Kernels k = {&gemm_bf16, &to_bf16, &round_bf16, nullptr};  // gemv: avx512's
   return &k;
 }
 

@@ -76,6 +76,11 @@ struct Bf16Kernels {
   void (*to_bf16)(const float* src, int64_t n, uint16_t* dst);
   // The same values as float32 (dst may be src).
   void (*round)(const float* src, int64_t n, float* dst);
+  // c (1,n) += alpha x (1,k) op(B) as IsaKernels::gemv, with B's values bf16 bits (the same sums
+  // as gemv's on their float32 values): batch-1 decoding reads half the bytes of the weights.
+  // The float32 kernels' (avx512's on the avx512_bf16 and onednn_bf16 paths).
+  void (*gemv)(bool trans_b, int64_t n, int64_t k, float alpha, const float* x, int64_t incx,
+               const uint16_t* b, int64_t ldb, float* c);
 };
 
 struct IsaKernels {

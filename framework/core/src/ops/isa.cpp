@@ -63,6 +63,7 @@ IsaKernels avx512_with(Isa name, const Bf16Kernels& bf) {
   IsaKernels k = avx512::kTable;
   k.isa = name;
   k.bf16 = bf;
+  if (!k.bf16.gemv) k.bf16.gemv = avx512::kTable.bf16.gemv;
   return k;
 }
 #endif

@@ -9,12 +9,8 @@
 #include "gemm_avx512.inc"
 
 namespace ablate::kernels::avx512 {
-const IsaKernels kTable = {Isa::avx512,
-                           &gemm,
-                           &gemv,
-                           &transpose,
-                           &forward_head_lanes,
-                           &backward_group_lanes,
-                           &forward_head_decode,
-                           {nullptr, &to_bf16, &round_bf16}};
+const IsaKernels kTable = {Isa::avx512,          &gemm,
+                           &gemv<float>,         &transpose,
+                           &forward_head_lanes,  &backward_group_lanes,
+                           &forward_head_decode, {nullptr, &to_bf16, &round_bf16, &gemv<uint16_t>}};
 }  // namespace ablate::kernels::avx512

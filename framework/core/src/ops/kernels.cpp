@@ -310,6 +310,39 @@ void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   }
 }
 
+void gemv_bf16_parallel(bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                        const uint16_t* b, int64_t ldb, float* c, int64_t ldc, bool overwrite,
+                        const float* init) {
+  if (m <= 0 || n <= 0) return;
+  const auto gemv = isa_kernels().bf16.gemv;
+  // C block (m, nb) (+)= A op(B) over kb, rows of A one by one, as gemm_acc_parallel's.
+  auto rows = [&](int64_t nb, int64_t kb, const float* ab, const uint16_t* bb, float* cb,
+                  int64_t ldcb, bool set, const float* initb) {
+    for (int64_t i = 0; i < m; ++i) {
+      float* ci = cb + i * ldcb;
+      if (set && initb) std::copy(initb, initb + nb, ci);
+      else if (set) std::fill(ci, ci + nb, 0.0f);
+      if (kb > 0) gemv(trans_b, nb, kb, 1.0f, ab + i * lda, 1, bb, ldb, ci);
+    }
+  };
+  if (!gemv_splits(n, k) || n < 2 * 16) return rows(n, k, a, b, c, ldc, overwrite, init);
+  const int64_t half = trans_b ? k : gemv_split_point(n, k);
+  if (half < k) {  // two halves of the reduction
+    float* upper = thread_scratch(kSlotReduce, static_cast<size_t>(m * n));
+    parallel_chunks(k, half, [&](int64_t k0, int64_t k1) {
+      if (k0 == 0) rows(n, k1, a, b, c, ldc, overwrite, init);
+      else rows(n, k1 - k0, a + k0, b + k0 * ldb, upper, n, true, nullptr);
+    });
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t j = 0; j < n; ++j) c[r * ldc + j] += upper[r * n + j];
+    return;
+  }
+  parallel_chunks(n, round_up(ceil_div(n, 2), 16), [&](int64_t c0, int64_t c1) {
+    rows(c1 - c0, k, a, trans_b ? b + c0 * ldb : b + c0, c + c0, ldc, overwrite,
+         init ? init + c0 : nullptr);
+  });
+}
+
 void gemm_bf16_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                         const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float* c,
                         int64_t ldc, bool overwrite, const float* init) {

@@ -208,6 +208,12 @@ void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
 void gemm_bf16_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                         const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float* c,
                         int64_t ldc, bool overwrite = false, const float* init = nullptr);
+// gemm_acc_parallel's matrix-vector cases (m <= 4, A row-major) with B's values bf16 bits
+// (Bf16Kernels::gemv): the same splits and sums, so C is bitwise what gemm_acc_parallel gives
+// on B's float32 values, reading half the bytes of B (batch-1 decoding in bf16).
+void gemv_bf16_parallel(bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                        const uint16_t* b, int64_t ldb, float* c, int64_t ldc,
+                        bool overwrite = false, const float* init = nullptr);
 // dst[0, n) = src[0, n) rounded to nearest even bf16, in parallel chunks: as bits, and as
 // the float32 values of those bits (dst may be src).
 void to_bf16_parallel(const float* src, int64_t n, uint16_t* dst);

@@ -6,7 +6,9 @@
 // the weights backward. With a bf16 GEMM (AVX512_BF16's dot product: Bf16Kernels::gemm) the
 // roundings are bf16 bits; without one they are float32 copies holding the bf16 values, which
 // the float32 GEMM multiplies exactly (a product of two 8-bit significands fits float32's 24)
-// and reads in place like any float32 operand. The copies of parameters are kept per graph
+// and reads in place like any float32 operand. Decoding's few rows without gradients read the
+// weights' bf16 bits in the matrix-vector products (half the bytes of float32 copies, the
+// same sums: gemv_bf16_parallel) on every path. The copies of parameters are kept per graph
 // (Bf16State) and made once per Graph::param_epoch; x and dy are rounded into two buffers of
 // the graph that every product reuses (x again for the backward pass, from the x the graph
 // keeps anyway), so that a bf16 step holds no more activations than a float32 one.
@@ -186,10 +188,18 @@ Var linear_impl(const char* op, const char* xn, const char* wn, Graph& g, Var x,
   Node& n = node(g, out);
   n.i[0] = tw ? 1 : 0;
   if (g.precision == Precision::bf16) {
-    // A few rows (decoding) run the float32 kernels' matrix-vector products (and their
-    // split of the reduction) on float32 copies, whatever the GEMM.
-    const bool bits = isa_kernels().bf16.gemm != nullptr && N > 4;
     const int64_t ldw = tw ? K : M;
+    if (N <= 4 && !g.requires_grad(out)) {
+      // Decoding: the matrix-vector products (and their split of the reduction) read the
+      // weights' bf16 bits, half the bytes of float32 copies, and sum as they would.
+      const float* xr = rounded_into<float>(g, &Bf16State::x, X);
+      gemv_bf16_parallel(tw, N, M, K, xr, K, rounded_copy<uint16_t>(g, w), ldw, n.value.data, M,
+                         /*overwrite=*/true, b);
+      return out;
+    }
+    // A few rows with gradients run the float32 kernels' matrix-vector products on float32
+    // copies, whatever the GEMM.
+    const bool bits = isa_kernels().bf16.gemm != nullptr && N > 4;
     if (bits) {
       const uint16_t* xb = rounded_into<uint16_t>(g, &Bf16State::x, X);
       const uint16_t* wb = rounded_copy<uint16_t>(g, w);

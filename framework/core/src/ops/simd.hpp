@@ -22,6 +22,24 @@ inline vf load(const float* p) {
 }
 inline void store(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
 inline vf splat(float x) { return vf{} + x; }
+// kW bf16 values (their bits) as the float32 values they are: each the upper half of a float.
+inline vf load(const uint16_t* p) {
+  using vh = uint16_t __attribute__((vector_size(2 * kW)));
+  using vu = uint32_t __attribute__((vector_size(4 * kW)));
+  vh h;
+  std::memcpy(&h, p, sizeof h);
+  const vu w = __builtin_convertvector(h, vu) << 16;
+  vf v;
+  std::memcpy(&v, &w, sizeof v);
+  return v;
+}
+inline float scalar(float x) { return x; }
+inline float scalar(uint16_t h) {
+  const uint32_t w = uint32_t{h} << 16;
+  float x;
+  std::memcpy(&x, &w, sizeof x);
+  return x;
+}
 
 // Transposes a kW x kW block in registers: at b = kW/2, ..., 2, 1 the off-diagonal b x b
 // blocks of every 2b x 2b block swap (two-source shuffles: lane c of the upper row takes
