@@ -3,10 +3,10 @@
 // columns with shape-fixed blocks (and weight gradients over two fixed halves of the
 // reduction). In a bf16 graph (Graph::precision) the products read bf16 roundings of their
 // inputs: x and the weights forward, the output gradient and the same roundings of x and
-// the weights backward. With a bf16 GEMM (AVX512_BF16's dot product: Bf16Kernels::gemm) the
-// roundings are bf16 bits; without one they are float32 copies holding the bf16 values, which
-// the float32 GEMM multiplies exactly (a product of two 8-bit significands fits float32's 24)
-// and reads in place like any float32 operand. Decoding's few rows without gradients read the
+// the weights backward. With a bf16 GEMM (Bf16Kernels::gemm: AVX512_BF16's dot product, or
+// oneDNN's) the roundings are bf16 bits; without one they are float32 copies holding the bf16
+// values, which the float32 GEMM multiplies exactly (a product of two 8-bit significands fits
+// float32's 24) and reads in place like any float32 operand. Decoding's few rows without gradients read the
 // weights' bf16 bits in the matrix-vector products (half the bytes of float32 copies, the
 // same sums: gemv_bf16_parallel) on every path. The copies of parameters are kept per graph
 // (Bf16State) and made once per Graph::param_epoch; x and dy are rounded into two buffers of
