@@ -9,9 +9,10 @@
 // float32's 24) and reads in place like any float32 operand. Decoding's few rows without
 // gradients read the weights' bf16 bits in the matrix-vector products (half the bytes of
 // float32 copies, the same sums: gemv_bf16_parallel) on every path. The copies of parameters
-// are kept per graph (Bf16State) and made once per Graph::param_epoch; x and dy are rounded into two buffers of
-// the graph that every product reuses (x again for the backward pass, from the x the graph
-// keeps anyway), so that a bf16 step holds no more activations than a float32 one.
+// are kept per graph (Bf16State) and made once per Graph::param_epoch; x and dy are rounded
+// into two buffers of the graph that every product reuses (x again for the backward pass, from
+// the x the graph keeps anyway), so that a bf16 step holds no more activations than a float32
+// one.
 #include <memory>
 #include <string>
 #include <type_traits>
