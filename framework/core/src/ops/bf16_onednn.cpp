@@ -159,14 +159,11 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
   }
 }
 
-void to_bf16(const float* src, int64_t n, uint16_t* dst) {
-  avx512::kTable.bf16.to_bf16(src, n, dst);
-}
-void round_bf16(const float* src, int64_t n, float* dst) { avx512::kTable.bf16.round(src, n, dst); }
 }  // namespace
 
 const Bf16Kernels* kernels() {
-  static const Bf16Kernels k = {&gemm_bf16, &to_bf16, &round_bf16, nullptr};  // gemv: avx512's
+  // The roundings and gemv: avx512's (isa.cpp).
+  static const Bf16Kernels k = {&gemm_bf16, nullptr, nullptr, nullptr};
   return &k;
 }
 

@@ -58,12 +58,16 @@ bool dot_by_default() {
 
 namespace {
 #if defined(__x86_64__) || defined(__i386__)
-// The avx512 path (its float32 kernels) with the bf16 GEMM `bf`, named `name`.
+// The avx512 path (its float32 kernels) with the bf16 GEMM `bf` (and its other bf16 kernels
+// where it has them), named `name`.
 IsaKernels avx512_with(Isa name, const Bf16Kernels& bf) {
   IsaKernels k = avx512::kTable;
   k.isa = name;
   k.bf16 = bf;
-  if (!k.bf16.gemv) k.bf16.gemv = avx512::kTable.bf16.gemv;
+  const Bf16Kernels& own = avx512::kTable.bf16;
+  if (!k.bf16.to_bf16) k.bf16.to_bf16 = own.to_bf16;
+  if (!k.bf16.round) k.bf16.round = own.round;
+  if (!k.bf16.gemv) k.bf16.gemv = own.gemv;
   return k;
 }
 #endif
