@@ -395,6 +395,61 @@ TEST_CASE("ops/graph: parameter values, gradients and graph values start on 64-b
 }
 
 TEST_CASE(
+    "ops/graph: backward gives each gradient back once its node's inputs have it: a deep chain "
+    "holds a few layers' gradients, with the same parameter gradients bitwise") {
+  constexpr int64_t N = 48, C = 32, L = 12;
+  ParamStore store(5);
+  std::vector<Parameter*> ws;
+  for (int64_t l = 0; l < L; ++l) {
+    Parameter& w = store.add("w" + std::to_string(l), C, C, Role::kCustom);
+    const std::vector<float> v = random_vec(static_cast<size_t>(C * C), 10 + l);
+    for (int64_t i = 0; i < C * C; ++i) w.value.data[i] = 0.3f * v[static_cast<size_t>(i)];
+    ws.push_back(&w);
+  }
+  const std::vector<float> xv = random_vec(static_cast<size_t>(N * C), 4);
+  auto forward = [&](Graph& g, std::vector<Var>& hs) {
+    Var h = g.constant(xv.data(), N, C);
+    for (Parameter* w : ws) {
+      h = gelu(g, linear(g, h, g.param(*w)));
+      hs.push_back(h);
+    }
+    return sum(g, mul(g, h, h));
+  };
+  auto grads = [&] {
+    std::vector<float> all;
+    for (Parameter* w : ws) all.insert(all.end(), w->grad.data, w->grad.data + w->grad.numel());
+    store.zero_grad();
+    return all;
+  };
+  // Every gradient kept: the checker's walk of the tape, which releases nothing.
+  Graph kept;
+  std::vector<Var> hk;
+  backward_with_seed(kept, forward(kept, hk), {1.0f});
+  const std::vector<float> expected = grads();
+
+  Graph g;
+  std::vector<Var> hs;
+  Var loss = forward(g, hs);
+  const size_t after_forward = g.step_bytes();
+  g.backward(loss);
+  CHECK(grads() == expected);
+  // Two activation gradients per layer (linear's and gelu's) would be 2 L of them; released
+  // and reused, the walk holds a few at a time.
+  const size_t one = sizeof(float) * N * C;
+  CHECK(g.step_bytes() - after_forward <= 4 * one);
+  CHECK(kept.step_bytes() - after_forward >= 2 * L * one);
+  CHECK_THROWS_WITH(g.grad(hs[5]), doctest::Contains("(gelu) is gone: backward() releases"));
+  CHECK_THROWS_WITH(g.backward(loss), doctest::Contains("is gone"));
+  // A new tape starts with every gradient; the same step holds the same memory.
+  g.reset();
+  hs.clear();
+  const size_t first = g.arena_bytes();
+  g.backward(forward(g, hs));
+  CHECK(grads() == expected);
+  CHECK(g.arena_bytes() == first);
+}
+
+TEST_CASE(
     "ops/graph: references to nodes and values taken before make() stay valid as the tape grows") {
   Graph g;
   const std::vector<float> xv = random_vec(6, 3);

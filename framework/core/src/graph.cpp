@@ -23,6 +23,10 @@ float* aligned_floats(size_t n) {
   return static_cast<float*>(p);
 }
 void free_floats(float* p) { std::free(p); }
+// The floats the arena takes for n: a whole number of 64-byte lines, at least one.
+size_t rounded_floats(size_t n) {
+  return n == 0 ? kAlignFloats : (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+}
 }  // namespace
 
 Graph::Graph() { chunks_.reserve(64); }
@@ -68,11 +72,11 @@ void Graph::reset() {
     blocks_.push_back(std::move(b));
   }
   for (auto& b : blocks_) b.used = 0;
+  free_grads_.clear();
 }
 
 float* Graph::alloc(size_t n) {
-  n = (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
-  if (n == 0) n = kAlignFloats;
+  n = rounded_floats(n);
   current_ += n;
   for (auto& b : blocks_) {
     if (b.size - b.used >= n) {
@@ -190,8 +194,30 @@ bool Graph::requires_grad(int id) const { return id >= 0 && ablate::node(*this, 
 Tensor& Graph::grad_unzeroed(int id, bool& fresh) {
   Node& n = ablate::node(*this, id);
   fresh = !n.grad.data;
-  if (fresh)
-    n.grad = Tensor{alloc(static_cast<size_t>(n.value.numel())), n.value.rows, n.value.cols};
+  if (!fresh) return n.grad;
+  if (n.grad_released)
+    throw Error("Graph::grad: the gradient of node " + std::to_string(id) + " (" + n.op +
+                ") is gone: backward() releases each node's gradient once the node's backward has "
+                "carried it to its inputs, and a tape is run backward once. Read the gradients of "
+                "parameters (Parameter::grad), or build the tape again (reset()) to run it again");
+  const size_t want = rounded_floats(static_cast<size_t>(n.value.numel()));
+  // The smallest released buffer that holds it; the arena's next floats if none does.
+  size_t best = free_grads_.size();
+  for (size_t k = 0; k < free_grads_.size(); ++k)
+    if (free_grads_[k].first >= want &&
+        (best == free_grads_.size() || free_grads_[k].first < free_grads_[best].first))
+      best = k;
+  float* data;
+  if (best < free_grads_.size()) {
+    n.grad_floats = free_grads_[best].first;
+    data = free_grads_[best].second;
+    free_grads_[best] = free_grads_.back();
+    free_grads_.pop_back();
+  } else {
+    n.grad_floats = want;
+    data = alloc(want);
+  }
+  n.grad = Tensor{data, n.value.rows, n.value.cols};
   return n.grad;
 }
 
@@ -214,6 +240,14 @@ void Graph::backward(Var loss) {
       }
     }
     if (after_backward_node) after_backward_node(after_backward_ctx, id);
+    // Every reader of this gradient has run: the node's consumers (later ids) before it,
+    // its own backward now.
+    if (n.grad_floats > 0) {
+      free_grads_.emplace_back(n.grad_floats, n.grad.data);
+      n.grad = Tensor{};
+      n.grad_floats = 0;
+      n.grad_released = true;
+    }
   }
 }
 

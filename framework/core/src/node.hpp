@@ -19,9 +19,11 @@ struct Node {
   float f[4] = {0, 0, 0, 0};                                   // saved float attributes
   int64_t i[8] = {0, 0, 0, 0, 0, 0, 0, 0};                     // saved integer attributes
   void* p[5] = {nullptr, nullptr, nullptr, nullptr, nullptr};  // saved buffers (arena) or pointers
-  void* state = nullptr;     // a custom op's typed saved state (OpContext::save<T>), arena
-  size_t state_bytes = 0;    // its size, checked by OpContext::saved<T>
-  const char* op = "input";  // op family, for profiles ("linear", "attention", ...)
+  void* state = nullptr;       // a custom op's typed saved state (OpContext::save<T>), arena
+  size_t state_bytes = 0;      // its size, checked by OpContext::saved<T>
+  const char* op = "input";    // op family, for profiles ("linear", "attention", ...)
+  size_t grad_floats = 0;      // floats of the arena that grad holds (0: none, or a parameter's)
+  bool grad_released = false;  // backward() has passed this node and given grad's floats back
 };
 
 // The core's access to Graph's tape (a friend of Graph).

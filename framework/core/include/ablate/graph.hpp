@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ablate/tensor.hpp"
@@ -103,7 +104,11 @@ class Graph {
   NodeInfo node(Var v) const { return node(v.id); }
 
   Tensor& value(Var v);
-  // The gradient buffer of a node, allocated and zeroed on first use.
+  // The gradient buffer of a node, allocated and zeroed on first use. backward() gives a
+  // node's gradient back to the arena once the node's own backward has carried it to the
+  // node's inputs (no op reads it later), and later gradients reuse those floats, so a step
+  // holds the gradients of a few layers at a time rather than all of them; reading it after
+  // that is an Error. Parameters' gradients (Parameter::grad) are kept.
   Tensor& grad(Var v) { return grad(v.id); }
   Tensor& grad(int id);
   // The same for an op that writes every element of it: on the first contribution the
@@ -200,6 +205,9 @@ class Graph {
  private:
   uint64_t resets_ = 0;
   std::vector<AuxTerm> aux_;
+  // Gradient buffers of the arena that backward() has released, (floats, address): later
+  // gradients take the smallest that holds them before the arena grows.
+  std::vector<std::pair<size_t, float*>> free_grads_;
 };
 
 // Disables grad recording in a scope (evaluation, generation).
