@@ -8,14 +8,17 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "ablate/checkpoint.hpp"
@@ -762,6 +765,45 @@ print('\n'.join(errors[:3])))";
   CHECK(contains(run_log, "eval step 240:"));
   CHECK(contains(run_log, "done: " + out));
 }
+
+#if !defined(__SANITIZE_ADDRESS__)
+TEST_CASE("reliability/the memory estimate is within 10% of the run's peak RSS, float32 and bf16") {
+  ablate::test::TempDir dir;
+  const std::string cfg = dir.write("resume.yaml", kConfig);
+  for (const std::string precision : {"float32", "bf16"}) {
+    CAPTURE(precision);
+    const std::vector<std::string> over = {"train.batch_size=200", "train.steps=2",
+                                           "train.threads=1", "sample.tokens=0",
+                                           "train.precision=" + precision};
+    std::string dry_args = cfg + " --dry-run";
+    for (const std::string& o : over) dry_args += " " + o;
+    const auto dry = ablate_run(dry_args);
+    INFO(dry.output);
+    REQUIRE(dry.status == 0);
+    const size_t at = dry.output.find("peak memory");
+    REQUIRE(at != std::string::npos);
+    std::istringstream in(dry.output.substr(at + 11));
+    double estimate = 0;
+    std::string unit;
+    in >> estimate >> unit;
+    REQUIRE(unit == "MB");
+    estimate *= 1e6;
+    std::vector<std::string> args = {cfg, "-q", "-o", dir / ("run_" + precision)};
+    args.insert(args.end(), over.begin(), over.end());
+    const pid_t pid = spawn_run(args, "", dir / ("log_" + precision));
+    int st = 0;
+    rusage ru{};
+    while (::wait4(pid, &st, 0, &ru) < 0 && errno == EINTR) {
+    }
+    INFO(ablate::test::read_file(dir / ("log_" + precision)));
+    REQUIRE((WIFEXITED(st) && WEXITSTATUS(st) == 0));
+    const double peak = static_cast<double>(ru.ru_maxrss) * 1024.0;  // KiB
+    CAPTURE(estimate);
+    CAPTURE(peak);
+    CHECK(std::fabs(estimate - peak) <= 0.10 * peak);
+  }
+}
+#endif
 
 TEST_CASE(
     "reliability/--dry-run and the memory estimate: a run that cannot fit fails before training") {
