@@ -772,7 +772,7 @@ TEST_CASE("reliability/the memory estimate is within 10% of the run's peak RSS, 
   const std::string cfg = dir.write("resume.yaml", kConfig);
   for (const std::string precision : {"float32", "bf16"}) {
     CAPTURE(precision);
-    const std::vector<std::string> over = {"train.batch_size=200", "train.steps=2",
+    const std::vector<std::string> over = {"train.batch_size=400", "train.steps=2",
                                            "train.threads=1", "sample.tokens=0",
                                            "train.precision=" + precision};
     std::string dry_args = cfg + " --dry-run";
