@@ -83,17 +83,20 @@ pid_t spawn_run(const std::vector<std::string>& args, const std::string& fault,
 }
 
 struct Exit {
-  bool killed = false;  // by SIGKILL
-  int code = -1;        // exit code otherwise
-  double seconds = 0;   // from wait_for's call to the exit
+  bool killed = false;   // by SIGKILL
+  int code = -1;         // exit code otherwise
+  double seconds = 0;    // from wait_for's call to the exit
+  long max_rss_kib = 0;  // the process's peak resident memory (ru_maxrss)
 };
 
 Exit wait_for(pid_t pid) {
   int st = 0;
+  rusage ru{};
   const auto t0 = std::chrono::steady_clock::now();
-  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  while (::wait4(pid, &st, 0, &ru) < 0 && errno == EINTR) {
   }
   Exit e;
+  e.max_rss_kib = ru.ru_maxrss;
   e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   e.killed = WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
   e.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
@@ -790,14 +793,10 @@ TEST_CASE("reliability/the memory estimate is within 10% of the run's peak RSS, 
     estimate *= 1e6;
     std::vector<std::string> args = {cfg, "-q", "-o", dir / ("run_" + precision)};
     args.insert(args.end(), over.begin(), over.end());
-    const pid_t pid = spawn_run(args, "", dir / ("log_" + precision));
-    int st = 0;
-    rusage ru{};
-    while (::wait4(pid, &st, 0, &ru) < 0 && errno == EINTR) {
-    }
+    const Exit e = run(args, "", dir / ("log_" + precision));
     INFO(ablate::test::read_file(dir / ("log_" + precision)));
-    REQUIRE((WIFEXITED(st) && WEXITSTATUS(st) == 0));
-    const double peak = static_cast<double>(ru.ru_maxrss) * 1024.0;  // KiB
+    REQUIRE(e.code == 0);
+    const double peak = static_cast<double>(e.max_rss_kib) * 1024.0;
     CAPTURE(estimate);
     CAPTURE(peak);
     CHECK(std::fabs(estimate - peak) <= 0.10 * peak);
