@@ -72,6 +72,7 @@ class Moe final : public ablate::Ffn {
 
   Var forward(Graph& g, Var x) override {
     const int64_t N = g.value(x).rows;
+    g.tape_depends_on_data();  // the experts no token chose make no nodes
     Var logits = ablate::linear(g, x, g.param(*router_));  // (N, E)
     Var probs = ablate::softmax(g, logits);
     ablate::TopK t = normalize_ ? ablate::top_k(g, logits, k_) : ablate::top_k(g, probs, k_);

@@ -4,11 +4,21 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
 #include <sys/mman.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define ABLATE_POISON(p, bytes) ASAN_POISON_MEMORY_REGION(p, bytes)
+#define ABLATE_UNPOISON(p, bytes) ASAN_UNPOISON_MEMORY_REGION(p, bytes)
+#else
+#define ABLATE_POISON(p, bytes) ((void)(p), (void)(bytes))
+#define ABLATE_UNPOISON(p, bytes) ((void)(p), (void)(bytes))
+#endif
 
 #include "ablate/error.hpp"
 #include "node.hpp"
@@ -55,7 +65,50 @@ size_t rounded_floats(size_t n) {
 }
 }  // namespace
 
-Graph::Graph() { chunks_.reserve(64); }
+// What a step's values' lifetimes need (graph.hpp, "Values' lifetimes").
+struct Graph::Lifetimes {
+  // A node as a plan knows it: a later step follows the plan while its nodes are the same.
+  struct Sig {
+    BackwardFn backward;
+    const char* op;
+    const Parameter* param;
+    int in[4];
+    bool requires_grad;
+    bool operator==(const Sig& o) const {
+      return backward == o.backward && op == o.op && param == o.param && in[0] == o.in[0] &&
+             in[1] == o.in[1] && in[2] == o.in[2] && in[3] == o.in[3] &&
+             requires_grad == o.requires_grad;
+    }
+  };
+  struct Plan {
+    bool ready = false;
+    Precision precision = Precision::float32;
+    size_t horizon = SIZE_MAX;  // nodes from here on depend on the data: not followed
+    std::vector<Sig> sig;
+    // Made when node j is about to be made: act[start[j], start[j + 1]), each a node id * 2
+    // + 1 to keep its value as bf16 bits, + 0 to give it back.
+    std::vector<uint32_t> start;
+    std::vector<int> act;
+  };
+  Plan plan[2];  // [grad_enabled]
+  // This step: per node, the first node whose making may give its value back (reads so far).
+  std::vector<int> until;
+  std::vector<Sig> sig;  // this step's nodes
+  int mode = -1;         // this step's grad mode, set at its first node
+  bool following = false;
+  bool started = false;       // this step began following its plan
+  bool broken = false;        // and departed from it before the plan's horizon
+  size_t horizon = SIZE_MAX;  // tape_depends_on_data() was first called with this many nodes
+  // Buffers given back, (floats, address): later ones take the smallest that holds them.
+  std::vector<std::pair<size_t, float*>> free;
+  std::vector<int> widened;  // bf16 values widened for the node whose backward runs
+  bool keep_all = [] {
+    const char* e = std::getenv("ABLATE_KEEP_ACTIVATIONS");
+    return e && *e && std::string(e) != "0";
+  }();
+};
+
+Graph::Graph() : life_(std::make_unique<Lifetimes>()) { chunks_.reserve(64); }
 Graph::~Graph() = default;
 
 namespace {
@@ -80,7 +133,76 @@ uint64_t new_param_epoch() {
   return next.fetch_add(1, std::memory_order_relaxed);
 }
 
+namespace {
+// The plan of a step whose tape had `n` nodes read as `until` records (see Lifetimes).
+template <class Plan, class At>
+void make_plan(Plan& plan, size_t n, const std::vector<int>& until, Precision precision, At at) {
+  std::vector<uint8_t> any(n, 0), full(n, 0);  // read by a backward; as float32
+  for (size_t r = 0; r < n; ++r) {
+    const Node& R = at(r);
+    if (!R.requires_grad || !R.backward) continue;
+    if (R.reads & kReadsOwn) full[r] = 1;
+    for (int k = 0; k < 4; ++k) {
+      const int v = R.in[k];
+      if (v < 0 || !(R.reads & (1u << k))) continue;
+      any[static_cast<size_t>(v)] = 1;
+      if (precision != Precision::bf16 || !(R.reads_rounded & (1u << k)))
+        full[static_cast<size_t>(v)] = 1;
+    }
+  }
+  plan.start.assign(n + 1, 0);
+  plan.act.clear();
+  auto when = [&](size_t v) -> size_t {  // the node whose making acts on v, or n: never
+    const Node& V = at(v);
+    if (V.value_floats == 0 || full[v]) return n;
+    return std::min(n, static_cast<size_t>(until[v]));
+  };
+  for (size_t v = 0; v < n; ++v)
+    if (when(v) < n) ++plan.start[when(v) + 1];
+  for (size_t j = 0; j < n; ++j) plan.start[j + 1] += plan.start[j];
+  plan.act.resize(plan.start[n]);
+  std::vector<uint32_t> fill(plan.start.begin(), plan.start.end() - 1);
+  for (size_t v = 0; v < n; ++v) {
+    const size_t j = when(v);
+    if (j < n) plan.act[fill[j]++] = static_cast<int>(v) * 2 + (any[v] ? 1 : 0);
+  }
+  plan.precision = precision;
+  plan.ready = true;
+}
+}  // namespace
+
+void Graph::tape_depends_on_data() {
+  life_->horizon = std::min(life_->horizon, n_nodes_);
+  life_->following = false;
+}
+
+bool Graph::planned() const {
+  const Lifetimes::Plan& p = life_->plan[grad_enabled ? 1 : 0];
+  return !life_->keep_all && p.ready && p.precision == precision;
+}
+
 void Graph::reset() {
+  Lifetimes& L = *life_;
+  if (n_nodes_ > 0 && L.mode >= 0 && !L.keep_all) {
+    Lifetimes::Plan& p = L.plan[L.mode];
+    // A step that followed its plan to the end (or to its horizon) plans the next as it was;
+    // another plans anew.
+    const bool same = L.started && !L.broken && L.horizon == p.horizon &&
+                      (p.horizon != SIZE_MAX || p.sig.size() == n_nodes_);
+    if (!same) {
+      const size_t n = std::min(n_nodes_, L.horizon);
+      make_plan(p, n, L.until, precision, [this](size_t id) -> const Node& {
+        return ablate::node(*this, static_cast<int>(id));
+      });
+      p.sig.assign(L.sig.begin(), L.sig.begin() + static_cast<std::ptrdiff_t>(n));
+      p.horizon = L.horizon;
+    }
+  }
+  L.mode = -1;
+  L.following = L.started = L.broken = false;
+  L.horizon = SIZE_MAX;
+  L.free.clear();
+  L.widened.clear();
   ++resets_;
   aux_.clear();
   kernels::sync_scratch();  // no kernel is running: this thread's scratch may move
@@ -97,8 +219,100 @@ void Graph::reset() {
     b.size = peak_;
     blocks_.push_back(std::move(b));
   }
-  for (auto& b : blocks_) b.used = 0;
-  free_grads_.clear();
+  for (auto& b : blocks_) {
+    b.used = 0;
+    ABLATE_UNPOISON(b.data.get(), b.size * sizeof(float));
+  }
+}
+
+float* Graph::take(size_t floats) {
+  auto& free = life_->free;
+  size_t best = free.size();
+  for (size_t k = 0; k < free.size(); ++k)
+    if (free[k].first >= floats && (best == free.size() || free[k].first < free[best].first))
+      best = k;
+  if (best == free.size()) return alloc(floats);
+  float* p = free[best].second;
+  ABLATE_UNPOISON(p, free[best].first * sizeof(float));
+  free[best] = free.back();
+  free.pop_back();
+  return p;
+}
+
+void Graph::give(size_t floats, float* p) {
+  ABLATE_POISON(p, floats * sizeof(float));
+  life_->free.emplace_back(floats, p);
+}
+
+// Node `id`'s value back as float32 for `reader` (a node being made, or -1: Graph::value):
+// widened from its bf16 bits, or an Error if it was given back.
+void Graph::restore(int id, int reader) {
+  Node& n = ablate::node(*this, id);
+  if (n.held == Node::Held::bits) {
+    float* d = take(n.value_floats);
+    const uint16_t* b = n.bits;
+    kernels::parallel_chunks(n.value.numel(), int64_t{1} << 16, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) d[i] = kernels::bf16_to_float(b[i]);
+    });
+    n.value.data = d;
+    n.held = Node::Held::value;
+    return;
+  }
+  throw Error("Graph: the value of node " + std::to_string(id) + " (" + n.op + ") is read " +
+              (reader >= 0 ? "by node " + std::to_string(reader) + " (being made)"
+                           : std::string("through Graph::value()")) +
+              " after this step's plan gave it back: an earlier step of the same tape read it "
+              "last before node " +
+              std::to_string(life_->until[static_cast<size_t>(id)]) +
+              " was made. A tape reads the same values at the same points every step (see "
+              "\"Values' lifetimes\" in ablate/graph.hpp): call Graph::value() where the value is "
+              "read, not earlier; ABLATE_KEEP_ACTIVATIONS=1 keeps every value");
+}
+
+void Graph::before_node(int id, BackwardFn backward, const char* op, const int* in,
+                        bool requires_grad, const Parameter* param) {
+  Lifetimes& L = *life_;
+  const size_t j = static_cast<size_t>(id);
+  if (j == 0) {
+    L.mode = grad_enabled ? 1 : 0;
+    L.following = L.started = planned();
+  }
+  Lifetimes::Sig sig{backward, op, param, {in[0], in[1], in[2], in[3]}, requires_grad};
+  if (L.sig.size() <= j) {
+    L.sig.resize(j + 1);
+    L.until.resize(j + 1);
+  }
+  L.sig[j] = sig;
+  L.until[j] = id + 1;
+  if (L.following) {
+    const Lifetimes::Plan& p = L.plan[L.mode];
+    if (j >= p.horizon) {
+      L.following = false;
+    } else if (j >= p.sig.size() || !(p.sig[j] == sig)) {
+      L.following = false;
+      L.broken = true;
+    } else {
+      for (uint32_t a = p.start[j]; a < p.start[j + 1]; ++a) {
+        Node& v = ablate::node(*this, p.act[a] / 2);
+        if (v.held != Node::Held::value || v.value_floats == 0) continue;
+        if (p.act[a] & 1) {
+          const size_t floats = rounded_floats((static_cast<size_t>(v.value.numel()) + 1) / 2);
+          v.bits = reinterpret_cast<uint16_t*>(take(floats));
+          kernels::to_bf16_parallel(v.value.data, v.value.numel(), v.bits);
+          v.held = Node::Held::bits;
+        } else {
+          v.held = Node::Held::gone;
+        }
+        give(v.value_floats, v.value.data);
+        v.value.data = nullptr;
+      }
+    }
+  }
+  for (int k = 0; k < 4; ++k) {
+    if (in[k] < 0) continue;
+    if (ablate::node(*this, in[k]).held != Node::Held::value) restore(in[k], id);
+    L.until[static_cast<size_t>(in[k])] = std::max(L.until[static_cast<size_t>(in[k])], id + 1);
+  }
 }
 
 float* Graph::alloc(size_t n) {
@@ -151,6 +365,8 @@ void Graph::profile_flush() {
 
 Var Graph::param(Parameter& p) {
   if (profile) profile_tick("input");
+  const int none[4] = {-1, -1, -1, -1};
+  before_node(static_cast<int>(n_nodes_), nullptr, "input", none, grad_enabled, &p);
   Node n;
   n.value = p.value;
   n.grad = p.grad;
@@ -167,6 +383,8 @@ Var Graph::constant(const float* data, int64_t rows, int64_t cols) {
 
 Var Graph::input(int64_t rows, int64_t cols) {
   if (profile) profile_tick("input");
+  const int none[4] = {-1, -1, -1, -1};
+  before_node(static_cast<int>(n_nodes_), nullptr, "input", none, false, nullptr);
   Node n;
   n.value = Tensor{alloc(static_cast<size_t>(rows * cols)), rows, cols};
   std::memset(n.value.data, 0, sizeof(float) * static_cast<size_t>(rows * cols));
@@ -179,7 +397,6 @@ Var Graph::make(int64_t rows, int64_t cols, BackwardFn backward, std::initialize
   if (profile) profile_tick(op);
   Node n;
   n.op = op;
-  n.value = Tensor{alloc(static_cast<size_t>(rows * cols)), rows, cols};
   n.backward = backward;
   int k = 0;
   bool any = false;
@@ -188,6 +405,9 @@ Var Graph::make(int64_t rows, int64_t cols, BackwardFn backward, std::initialize
     any = any || requires_grad(v);
   }
   n.requires_grad = grad_enabled && any && backward != nullptr;
+  before_node(static_cast<int>(n_nodes_), backward, op, n.in, n.requires_grad, nullptr);
+  n.value_floats = rounded_floats(static_cast<size_t>(rows * cols));
+  n.value = Tensor{take(n.value_floats), rows, cols};
   return push(n);
 }
 
@@ -213,7 +433,13 @@ Graph::NodeInfo Graph::node(int id) const {
   return NodeInfo{n.op, n.value, n.param};
 }
 
-Tensor& Graph::value(Var v) { return ablate::node(*this, v.id).value; }
+Tensor& Graph::value(Var v) {
+  Node& n = ablate::node(*this, v.id);
+  if (n.held != Node::Held::value) restore(v.id, -1);
+  int& until = life_->until[static_cast<size_t>(v.id)];
+  until = std::max(until, static_cast<int>(n_nodes_) + 1);
+  return n.value;
+}
 
 bool Graph::requires_grad(int id) const { return id >= 0 && ablate::node(*this, id).requires_grad; }
 
@@ -226,24 +452,8 @@ Tensor& Graph::grad_unzeroed(int id, bool& fresh) {
                 ") is gone: backward() releases each node's gradient once the node's backward has "
                 "carried it to its inputs, and a tape is run backward once. Read the gradients of "
                 "parameters (Parameter::grad), or build the tape again (reset()) to run it again");
-  const size_t want = rounded_floats(static_cast<size_t>(n.value.numel()));
-  // The smallest released buffer that holds it; the arena's next floats if none does.
-  size_t best = free_grads_.size();
-  for (size_t k = 0; k < free_grads_.size(); ++k)
-    if (free_grads_[k].first >= want &&
-        (best == free_grads_.size() || free_grads_[k].first < free_grads_[best].first))
-      best = k;
-  float* data;
-  if (best < free_grads_.size()) {
-    n.grad_floats = free_grads_[best].first;
-    data = free_grads_[best].second;
-    free_grads_[best] = free_grads_.back();
-    free_grads_.pop_back();
-  } else {
-    n.grad_floats = want;
-    data = alloc(want);
-  }
-  n.grad = Tensor{data, n.value.rows, n.value.cols};
+  n.grad_floats = rounded_floats(static_cast<size_t>(n.value.numel()));
+  n.grad = Tensor{take(n.grad_floats), n.value.rows, n.value.cols};
   return n.grad;
 }
 
@@ -256,6 +466,13 @@ void Graph::backward(Var loss) {
   for (int id = loss.id; id >= 0; --id) {
     Node& n = ablate::node(*this, id);
     if (n.requires_grad && n.backward && n.grad.data) {
+      // Values this backward reads that wait as bf16 bits, widened for it.
+      for (int k = 0; k < 4; ++k)
+        if (n.in[k] >= 0 && (n.reads & (1u << k)) &&
+            ablate::node(*this, n.in[k]).held == Node::Held::bits) {
+          restore(n.in[k], id);
+          life_->widened.push_back(n.in[k]);
+        }
       if (!profile) {
         n.backward(*this, id);
       } else {
@@ -265,11 +482,19 @@ void Graph::backward(Var loss) {
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       }
     }
+    for (int w : life_->widened) {
+      Node& v = ablate::node(*this, w);
+      if (v.held != Node::Held::value) continue;  // (an input twice)
+      give(v.value_floats, v.value.data);
+      v.value.data = nullptr;
+      v.held = Node::Held::bits;
+    }
+    life_->widened.clear();
     if (after_backward_node) after_backward_node(after_backward_ctx, id);
     // Every reader of this gradient has run: the node's consumers (later ids) before it,
     // its own backward now.
     if (n.grad_floats > 0) {
-      free_grads_.emplace_back(n.grad_floats, n.grad.data);
+      give(n.grad_floats, n.grad.data);
       n.grad = Tensor{};
       n.grad_floats = 0;
       n.grad_released = true;

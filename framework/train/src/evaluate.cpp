@@ -43,23 +43,33 @@ std::vector<std::pair<std::string, double>> evaluate(Model& m, const Objective& 
     obj.prepare(x.data(), y.data(), t.batch, T, m.dims().vocab_size - obj.extra_tokens(), mask_rng);
     counted += static_cast<double>(counted_targets(y.data(), t.batch * T));
     const int64_t n_mine = counted_targets(y.data() + sl.lo * T, (sl.hi - sl.lo) * T);
-    if (n_mine > 0) {
+    // The batch's first `rows` sequences of this rank: their loss's sum, the objective's
+    // metrics and the bytes' loss, read from the tape.
+    auto pass = [&](int64_t rows, int64_t scored,
+                    std::vector<std::pair<std::string, double>>& metrics, ByteLoss& b) {
       g.reset();
       const int32_t* targets = y.data() + sl.lo * T;
       std::vector<int32_t> prefix;
-      scored_prefix(targets, sl.hi - sl.lo, T, prefix);
-      Batch fa{x.data() + sl.lo * T, sl.hi - sl.lo, T};
+      scored_prefix(targets, rows, T, prefix);
+      Batch fa{x.data() + sl.lo * T, rows, T};
       fa.prefix = prefix.data();
       Var logits = m.forward(g, fa);
-      const LossSum loss = obj.loss(g, logits, targets, (sl.hi - sl.lo) * T);
-      check_loss_count(loss, n_mine, (sl.hi - sl.lo) * T, "an evaluation batch");
+      const LossSum loss = obj.loss(g, logits, targets, rows * T);
+      check_loss_count(loss, scored, rows * T, "an evaluation batch");
       const double sum = g.value(loss.sum).data[0];
-      parts[0] += sum;
-      const auto metrics = obj.metrics(g.value(logits), targets, (sl.hi - sl.lo) * T);
+      metrics = obj.metrics(g.value(logits), targets, rows * T);
+      b = byte_loss(g.value(logits), targets, rows * T,
+                    scored > 0 ? sum / static_cast<double>(scored) : 0.0, token_bytes);
+      return sum;
+    };
+    if (n_mine > 0) {
+      std::vector<std::pair<std::string, double>> metrics;
+      ByteLoss b;
+      // One sequence first plans the values' lifetimes of the batches (graph.hpp).
+      if (!g.planned()) pass(1, counted_targets(y.data() + sl.lo * T, T), metrics, b);
+      parts[0] += pass(sl.hi - sl.lo, n_mine, metrics, b);
       for (size_t k = 1; k < names.size() && k - 1 < metrics.size(); ++k)
         parts[k] += metrics[k - 1].second * static_cast<double>(n_mine);
-      const ByteLoss b = byte_loss(g.value(logits), targets, (sl.hi - sl.lo) * T,
-                                   sum / static_cast<double>(n_mine), token_bytes);
       bytes.nats += b.nats;
       bytes.bytes += b.bytes;
     }

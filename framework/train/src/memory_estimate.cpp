@@ -19,17 +19,23 @@ MemoryEstimate estimate_memory(Setup& s, int64_t rows) {
   const int64_t T = model.dims().context;
   std::vector<int32_t> x(static_cast<size_t>(2 * T)), y(static_cast<size_t>(2 * T));
   double bytes[2] = {0, 0};
-  for (int64_t b = 1; b <= 2; ++b) {
-    Graph g;
-    g.training = true;
-    g.precision =
-        s.train.precision;  // bf16: the products' bf16 copies of activations are in the arena
-    g.seed = s.seed;
+  Graph g;
+  g.training = true;
+  g.precision = s.train.precision;  // bf16: the products' bf16 roundings are in the arena
+  g.seed = s.seed;
+  // A step of one sequence plans the values' lifetimes (graph.hpp), as in training; then a
+  // step of one and one of two sequences.
+  for (int64_t b : {1, 1, 2}) {
+    g.reset();
     Rng rng(s.seed ^ 0x3E3A0ull);
     sample_batch(*s.data, true, b, T, rng, x.data(), y.data());
     s.objective->prepare(x.data(), y.data(), b, T, s.tokenizer->vocab_size(), rng);
     std::vector<int32_t> prefix;
-    g.backward(batch_loss(g, model, *s.objective, Batch{x.data(), b, T}, y.data(), prefix));
+    LossSum loss;
+    g.backward(
+        batch_loss(g, model, *s.objective, Batch{x.data(), b, T}, y.data(), prefix, 0, &loss));
+    g.value(loss.sum);  // what training reads after the forward pass
+    for (const AuxTerm& a : g.aux()) g.value(a.value);
     bytes[b - 1] =
         static_cast<double>(g.step_bytes() + product_buffer_bytes(g));  // bf16: x and dy rounded
     m.param_copies = static_cast<double>(param_copy_bytes(g));

@@ -103,6 +103,8 @@ class Graph {
   NodeInfo node(int id) const;
   NodeInfo node(Var v) const { return node(v.id); }
 
+  // A node's value, valid until reset(). Reading it through value() tells the graph when it is
+  // last used: see "Values' lifetimes" below.
   Tensor& value(Var v);
   // The gradient buffer of a node, allocated and zeroed on first use. backward() gives a
   // node's gradient back to the arena once the node's own backward has carried it to the
@@ -205,9 +207,35 @@ class Graph {
  private:
   uint64_t resets_ = 0;
   std::vector<AuxTerm> aux_;
-  // Gradient buffers of the arena that backward() has released, (floats, address): later
-  // gradients take the smallest that holds them before the arena grows.
-  std::vector<std::pair<size_t, float*>> free_grads_;
+  // The released buffers, the plans and this step's record of reads (graph.cpp).
+  struct Lifetimes;
+  std::unique_ptr<Lifetimes> life_;
+  void before_node(int id, BackwardFn backward, const char* op, const int* in, bool requires_grad,
+                   const Parameter* param);
+  float* take(size_t floats);
+  void give(size_t floats, float* p);
+  void restore(int id, int reader);
+
+ public:
+  // Values' lifetimes. A step's tape is the same from step to step, so each step follows a
+  // plan made from an earlier step of the same grad mode (with grad or under NoGrad): the value
+  // of an op's node goes back to the arena once the last node that reads it in the forward pass
+  // has been made (its forward done) unless a backward reads it, and in a bf16 graph a value
+  // that backward reads only through bf16 roundings (the input of a matrix product) is kept as
+  // bf16 bits, half its floats, and widened again for the backward that reads it. A value is
+  // read when a node takes it as an input or when Graph::value() returns it: code that keeps a
+  // Tensor across the making of other nodes must call value() again where it reads it. A step
+  // whose tape departs from its plan (another op, other inputs) stops following it there and
+  // plans the next; reading a value the plan gave back is an Error that names it.
+  // A plugin whose nodes depend on the data (a mixture of experts skips an expert no token
+  // chose) calls tape_depends_on_data() before it makes them: values are then kept from that
+  // point of the tape on, in this step and in those it plans.
+  // ABLATE_KEEP_ACTIVATIONS=1 in the environment keeps every value (no plan is followed).
+  // planned(): whether a plan for the current grad mode and precision is ready, so that the
+  // next step frees as it goes (a step of one sequence plans a larger one: the trainer runs one
+  // first, so that no step holds every value).
+  bool planned() const;
+  void tape_depends_on_data();
 };
 
 // Disables grad recording in a scope (evaluation, generation).

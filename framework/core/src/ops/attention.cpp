@@ -470,6 +470,8 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
   Var out =
       g.make(a.B * a.T, a.NH * a.HS, cache ? nullptr : &attention_backward, {q, k, v}, "attention");
   Node& n = node(g, out);
+  // q, k and v (through their bf16 roundings in a bf16 graph) and the output.
+  backward_reads(n, 7, true, g.precision == Precision::bf16 ? 7 : 0);
   float* lse = n.requires_grad ? save_for_backward(g, n, spec, a) : nullptr;
   forward_heads(a, cache != nullptr, n.value.data, lse, spec.weights_out);
   if (cache) cache->length += a.T;

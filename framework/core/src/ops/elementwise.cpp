@@ -111,6 +111,7 @@ Var binary(const char* op, Graph& g, Var a, Var b, BackwardFn bw, F f) {
   Var out = g.make(A.rows, A.cols, bw, {a, b}, op);
   Node& n = node(g, out);
   n.i[0] = bc ? 1 : 0;
+  if (bw == &add_backward) backward_reads(n, 0, false);  // mul's reads both
   const int64_t C = A.cols;
   float* y = n.value.data;
   parallel_chunks(A.rows, rows_chunk(C, 1), [&](int64_t r0, int64_t r1) {
@@ -299,6 +300,7 @@ Var activation(const char* op, Graph& g, Var x) {
   check_var(op, "x", g, x);
   const Tensor X = g.value(x);
   Var out = g.make(X.rows, X.cols, &activation_backward<A>, {x}, op);
+  backward_reads(node(g, out), 1, false);
   float* y = g.value(out).data;
   for_spans(X.numel(), A::kCost, [&](int64_t i, int64_t w) { A::fwd(X.data + i, y + i, w); });
   return out;
@@ -362,6 +364,7 @@ Var scale(Graph& g, Var a, float s) {
   const Tensor A = g.value(a);
   Var out = g.make(A.rows, A.cols, &scale_backward, {a}, "scale");
   Node& n = node(g, out);
+  backward_reads(n, 0, false);
   n.f[0] = s;
   float* y = n.value.data;
   parallel_chunks(A.numel(), items_per_task(1), [&](int64_t i0, int64_t i1) {
@@ -384,6 +387,7 @@ Var dropout(Graph& g, Var x, float p) {
   const Tensor X = g.value(x);
   Var out = g.make(X.rows, X.cols, &dropout_backward, {x}, "dropout");
   Node& n = node(g, out);
+  backward_reads(n, 0, false);  // the mask
   const float s = 1.0f / (1.0f - p);
   const uint64_t seed = dropout_seed(g);
   const uint64_t node_id = static_cast<uint64_t>(out.id);

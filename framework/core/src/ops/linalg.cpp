@@ -188,6 +188,8 @@ Var linear_impl(const char* op, const char* xn, const char* wn, Graph& g, Var x,
   Var out = g.make(N, M, &linear_backward, {x, w, bias}, op);
   Node& n = node(g, out);
   n.i[0] = tw ? 1 : 0;
+  // x and w; a bf16 product reads x's rounding and keeps w's (p[1]).
+  backward_reads(n, 3, false);
   if (g.precision == Precision::bf16) {
     const int64_t ldw = tw ? K : M;
     if (N <= 4 && !g.requires_grad(out)) {
@@ -208,6 +210,7 @@ Var linear_impl(const char* op, const char* xn, const char* wn, Graph& g, Var x,
                          /*overwrite=*/true, b);
       n.i[1] = 1;
       n.p[1] = const_cast<uint16_t*>(wb);
+      backward_reads(n, 1, false, 1);
     } else {
       const float* xr = rounded_into<float>(g, &Bf16State::x, X);
       const float* wr = rounded_copy<float>(g, w);
@@ -215,6 +218,7 @@ Var linear_impl(const char* op, const char* xn, const char* wn, Graph& g, Var x,
                         /*overwrite=*/true, b);
       n.i[1] = 2;
       n.p[1] = const_cast<float*>(wr);
+      backward_reads(n, 1, false, 1);
     }
     return out;
   }

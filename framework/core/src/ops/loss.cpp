@@ -72,6 +72,7 @@ Var cross_entropy_node(Graph& g, Var logits, const int32_t* targets, int64_t n, 
   }
   Var out = g.make(1, 1, &cross_entropy_backward, {logits}, op);
   Node& nd = node(g, out);
+  backward_reads(nd, 1, false);
   const bool save = nd.requires_grad;
   float* row_loss = g.alloc(static_cast<size_t>(N));  // (N)
   float* lse = save ? g.alloc(static_cast<size_t>(N)) : nullptr;

@@ -134,6 +134,7 @@ Var layernorm_impl(const char* op, Graph& g, Var x, int64_t group, Var gain, Var
   const int64_t N = X.rows, C = X.cols;
   Var out = g.make(XN.rows, XN.cols, &row_norm_backward, {x, gain, bias}, op);
   Node& n = node(g, out);
+  backward_reads(n, 3, false);  // x and the gain (p[2])
   const bool save = n.requires_grad;
   const float* gp = gain.valid() ? g.value(gain).data : filled_row(g, C, 1.0f);
   const float* bp = bias.valid() ? g.value(bias).data : filled_row(g, C, 0.0f);
@@ -171,6 +172,7 @@ Var rmsnorm_impl(const char* op, Graph& g, Var x, int64_t group, Var gain, float
   const int64_t N = X.rows, C = X.cols;
   Var out = g.make(XN.rows, XN.cols, &row_norm_backward, {x, gain}, op);
   Node& n = node(g, out);
+  backward_reads(n, 3, false);  // x and the gain (p[2])
   const bool save = n.requires_grad;
   const float* gp = gain.valid() ? g.value(gain).data : filled_row(g, C, 1.0f);
   float* rstd = save ? g.alloc(static_cast<size_t>(N)) : nullptr;
@@ -218,6 +220,7 @@ Var softmax(Graph& g, Var x) {
   const Tensor X = g.value(x);  // (N,C)
   const int64_t C = X.cols;
   Var out = g.make(X.rows, C, &softmax_backward, {x}, "softmax");
+  backward_reads(node(g, out), 0, true);
   const Tensor Y = g.value(out);
   parallel_chunks(X.rows, items_per_task(8 * C), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {

@@ -79,6 +79,7 @@ Var rope(Graph& g, Var x, int64_t batch, int64_t time, int64_t n_heads, int64_t 
     }
   });
   Var out = g.make(X.rows, X.cols, &rope_backward, {x}, "rope");
+  backward_reads(node(g, out), 0, false);
   Node& n = node(g, out);
   n.i[0] = batch;
   n.i[1] = time;

@@ -144,6 +144,7 @@ Var gather_rows(Graph& g, Var x, const int32_t* idx, int64_t m) {
   check_indices("gather_rows", idx, m, X.rows,
                 "the " + std::to_string(X.rows) + " rows of x " + shape_str(X));
   Var out = g.make(m, X.cols, &gather_rows_backward, {x}, "gather_rows");
+  backward_reads(node(g, out), 0, false);
   Node& n = node(g, out);
   if (n.requires_grad) n.p[0] = copy_indices(g, idx, m);
   gather(X, idx, n.value, false);
@@ -159,6 +160,7 @@ Var scatter_add_rows(Graph& g, Var y, const int32_t* idx, int64_t n_rows) {
   check_indices("scatter_add_rows", idx, Y.rows, n_rows,
                 "the " + std::to_string(n_rows) + " rows of the output (n_rows)");
   Var out = g.make(n_rows, Y.cols, &scatter_add_rows_backward, {y}, "scatter_add_rows");
+  backward_reads(node(g, out), 0, false);
   Node& n = node(g, out);
   if (n.requires_grad) n.p[0] = copy_indices(g, idx, Y.rows);
   scatter_add(Y, idx, n.value, true);
@@ -172,6 +174,7 @@ Var scale_rows(Graph& g, Var x, Var s) {
   if (S.rows != X.rows || S.cols != 1)
     shape_error("scale_rows", "s must be (x.rows, 1)", "s", S, "x", X);
   Var out = g.make(X.rows, X.cols, &scale_rows_backward, {x, s}, "scale_rows");
+  backward_reads(node(g, out), 3, false);
   const Tensor Yt = g.value(out);
   const int64_t D = X.cols;
   parallel_chunks(X.rows, items_per_task(D), [&](int64_t r0, int64_t r1) {
@@ -195,6 +198,7 @@ Var reshape(Graph& g, Var x, int64_t rows, int64_t cols) {
                 std::to_string(cols) +
                 "); give positive rows and cols with rows * cols = " + std::to_string(X.numel()));
   Var out = g.make(rows, cols, &reshape_backward, {x}, "reshape");
+  backward_reads(node(g, out), 0, false);
   float* y = g.value(out).data;
   parallel_chunks(X.numel(), items_per_task(1), [&](int64_t i0, int64_t i1) {
     std::memcpy(y + i0, X.data + i0, sizeof(float) * static_cast<size_t>(i1 - i0));
@@ -217,6 +221,7 @@ TopK top_k(Graph& g, Var x, int64_t k) {
                   ", column " + std::to_string(i % E) +
                   "; top_k orders numbers only (is the router's input finite?)");
   Var out = g.make(N, k, &top_k_backward, {x}, "top_k");
+  backward_reads(node(g, out), 0, false);
   Node& n = node(g, out);
   int32_t* idx = g.alloc_as<int32_t>(static_cast<size_t>(N * k));
   n.i[0] = k;

@@ -64,6 +64,7 @@ Var slice_cols(Graph& g, Var x, int64_t start, int64_t width) {
                 std::to_string(start + width) + ") are not inside x " + shape_str(X) +
                 "; need 0 <= start, 0 < width, start + width <= " + std::to_string(X.cols));
   Var out = g.make(X.rows, width, &slice_cols_backward, {x}, "slice_cols");
+  backward_reads(node(g, out), 0, false);
   Node& n = node(g, out);
   n.i[0] = start;
   const Tensor Y = n.value;  // (N,W)
@@ -86,6 +87,7 @@ Var embedding(Graph& g, Var table, const int32_t* ids, int64_t n) {
                   " rows; ids must lie in [0, " + std::to_string(Tb.rows) +
                   ") (is the vocabulary size right?)");
   Var out = g.make(n, Tb.cols, &embedding_backward, {table}, "embedding");
+  backward_reads(node(g, out), 0, false);
   Node& nd = node(g, out);
   nd.i[0] = n;
   if (nd.requires_grad) {
@@ -105,6 +107,7 @@ Var sum(Graph& g, Var x) {
   check_var("sum", "x", g, x);
   const Tensor X = g.value(x);
   Var out = g.make(1, 1, &sum_backward, {x}, "sum");
+  backward_reads(node(g, out), 0, false);
   g.value(out).data[0] = static_cast<float>(sum_fixed(g, X.data, X.numel()));
   return out;
 }
