@@ -99,7 +99,8 @@ struct Graph::Lifetimes {
   bool started = false;       // this step began following its plan
   bool broken = false;        // and departed from it before the plan's horizon
   size_t horizon = SIZE_MAX;  // tape_depends_on_data() was first called with this many nodes
-  // Buffers given back, (floats, address): later ones take the smallest that holds them.
+  // Ranges given back, (floats, address) in address order, touching ones merged: later values,
+  // gradients and widened bits take the smallest that holds them.
   std::vector<std::pair<size_t, float*>> free;
   std::vector<int> widened;  // bf16 values widened for the node whose backward runs
   bool keep_all = [] {
@@ -225,23 +226,59 @@ void Graph::reset() {
   }
 }
 
+// `floats` (a multiple of 16) from the smallest given-back range that holds them; else from a
+// range that ends where a block's used floats end, grown by the floats after it; else new.
 float* Graph::take(size_t floats) {
   auto& free = life_->free;
   size_t best = free.size();
   for (size_t k = 0; k < free.size(); ++k)
     if (free[k].first >= floats && (best == free.size() || free[k].first < free[best].first))
       best = k;
-  if (best == free.size()) return alloc(floats);
+  if (best == free.size()) {
+    for (size_t k = 0; k < free.size() && best == free.size(); ++k)
+      for (auto& b : blocks_)
+        if (free[k].second + free[k].first == b.data.get() + b.used &&
+            b.size - b.used >= floats - free[k].first) {
+          b.used += floats - free[k].first;
+          current_ += floats - free[k].first;
+          free[k].first = floats;
+          best = k;
+          break;
+        }
+    if (best == free.size()) return alloc(floats);
+  }
   float* p = free[best].second;
-  ABLATE_UNPOISON(p, free[best].first * sizeof(float));
-  free[best] = free.back();
-  free.pop_back();
+  ABLATE_UNPOISON(p, floats * sizeof(float));
+  if (free[best].first > floats) {
+    free[best].first -= floats;
+    free[best].second += floats;
+  } else {
+    free.erase(free.begin() + static_cast<std::ptrdiff_t>(best));
+  }
   return p;
 }
 
+// Gives [p, p + floats) back, merged with the given-back ranges it touches (the list is in
+// address order).
 void Graph::give(size_t floats, float* p) {
   ABLATE_POISON(p, floats * sizeof(float));
-  life_->free.emplace_back(floats, p);
+  auto& free = life_->free;
+  auto it =
+      std::lower_bound(free.begin(), free.end(), p,
+                       [](const std::pair<size_t, float*>& r, float* q) { return r.second < q; });
+  if (it != free.end() && p + floats == it->second) {  // joins the next
+    it->second = p;
+    it->first += floats;
+  } else {
+    it = free.emplace(it, floats, p);
+  }
+  if (it != free.begin()) {
+    auto prev = std::prev(it);
+    if (prev->second + prev->first == it->second) {  // and the previous
+      prev->first += it->first;
+      free.erase(it);
+    }
+  }
 }
 
 // Node `id`'s value back as float32 for `reader` (a node being made, or -1: Graph::value):
@@ -249,7 +286,7 @@ void Graph::give(size_t floats, float* p) {
 void Graph::restore(int id, int reader) {
   Node& n = ablate::node(*this, id);
   if (n.held == Node::Held::bits) {
-    float* d = take(n.value_floats);
+    float* d = take(rounded_floats(static_cast<size_t>(n.value.numel())));
     const uint16_t* b = n.bits;
     kernels::parallel_chunks(n.value.numel(), int64_t{1} << 16, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) d[i] = kernels::bf16_to_float(b[i]);
@@ -296,14 +333,17 @@ void Graph::before_node(int id, BackwardFn backward, const char* op, const int* 
         Node& v = ablate::node(*this, p.act[a] / 2);
         if (v.held != Node::Held::value || v.value_floats == 0) continue;
         if (p.act[a] & 1) {
-          const size_t floats = rounded_floats((static_cast<size_t>(v.value.numel()) + 1) / 2);
-          v.bits = reinterpret_cast<uint16_t*>(take(floats));
-          kernels::to_bf16_parallel(v.value.data, v.value.numel(), v.bits);
+          // The bits in the value's first half; the rest goes back.
+          const size_t half = rounded_floats((static_cast<size_t>(v.value.numel()) + 1) / 2);
+          kernels::to_bf16_in_place_parallel(v.value.data, v.value.numel());
+          v.bits = reinterpret_cast<uint16_t*>(v.value.data);
           v.held = Node::Held::bits;
+          if (v.value_floats > half) give(v.value_floats - half, v.value.data + half);
+          v.value_floats = half;
         } else {
           v.held = Node::Held::gone;
+          give(v.value_floats, v.value.data);
         }
-        give(v.value_floats, v.value.data);
         v.value.data = nullptr;
       }
     }
@@ -485,7 +525,7 @@ void Graph::backward(Var loss) {
     for (int w : life_->widened) {
       Node& v = ablate::node(*this, w);
       if (v.held != Node::Held::value) continue;  // (an input twice)
-      give(v.value_floats, v.value.data);
+      give(rounded_floats(static_cast<size_t>(v.value.numel())), v.value.data);
       v.value.data = nullptr;
       v.held = Node::Held::bits;
     }

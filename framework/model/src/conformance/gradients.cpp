@@ -143,6 +143,19 @@ GradCheckResult check_gradients(const ForwardFn& forward, const std::vector<Para
   const Var loss = probe.loss(g, ys);
   if (!loss.valid()) return res;  // nothing to check (aux_only without terms)
   const std::vector<std::vector<float>> analytic = backward_gradients(g, loss, wrt);
+  // The same step again follows the plan of values' lifetimes the first one made (ablate/
+  // graph.hpp): a plugin that keeps a Tensor past the value's last recorded read sees other
+  // numbers there, and one whose nodes depend on the data without saying so reads a value
+  // given back (an Error).
+  g.reset();
+  probe.R.clear();
+  if (backward_gradients(g, probe.loss(g, forward(g)), wrt) != analytic) {
+    ++res.failed;
+    res.report +=
+        "the gradients differ when the step runs again, following the plan of values' lifetimes "
+        "its first run made: read values through Graph::value() where they are used (see "
+        "\"Values' lifetimes\" in ablate/graph.hpp)\n";
+  }
   FiniteDifferences fd(g, probe, h, rtol, atol, res);
   Rng pick(99);
   for (size_t pi = 0; pi < wrt.size(); ++pi) {

@@ -1,0 +1,203 @@
+// Values' lifetimes (ablate/graph.hpp): a step follows the plan an earlier step of the same
+// tape made, giving values back after their last read and keeping bf16 products' inputs as
+// bits, with the results of a step that keeps every value.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "ablate/error.hpp"
+#include "ablate/graph.hpp"
+#include "ablate/ops.hpp"
+#include "ablate/tensor.hpp"
+#include "ops/kernels.hpp"
+
+using namespace ablate;
+
+namespace {
+
+std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
+  Rng r(seed);
+  std::vector<float> v(n);
+  for (float& x : v) x = scale * r.normal();
+  return v;
+}
+
+// A two-layer pre-norm block and a head: the ops a transformer's values go through.
+struct Net {
+  static constexpr int64_t N = 64, C = 32, V = 24;
+  ParamStore store{3};
+  Parameter *g1, *w1, *w2, *g2, *head;
+  std::vector<float> x = randn(static_cast<size_t>(N * C), 7);
+  std::vector<int32_t> targets;
+  Net() {
+    auto add = [&](const char* name, int64_t r, int64_t c, float scale, uint64_t seed) {
+      Parameter& p = store.add(name, r, c, Role::kCustom);
+      const std::vector<float> v = randn(static_cast<size_t>(r * c), seed, scale);
+      std::copy(v.begin(), v.end(), p.value.data);
+      return &p;
+    };
+    g1 = add("g1", 1, C, 0.1f, 1);
+    w1 = add("w1", C, 4 * C, 0.2f, 2);
+    w2 = add("w2", 4 * C, C, 0.1f, 3);
+    g2 = add("g2", 1, C, 0.1f, 4);
+    head = add("head", C, V, 0.2f, 5);
+    for (int64_t i = 0; i < N; ++i) targets.push_back(static_cast<int32_t>((i * 7) % V));
+  }
+  // The loss; `mid` gets the FFN's hidden activation (gelu's output).
+  Var forward(Graph& g, Var* mid = nullptr) {
+    Var h = g.constant(x.data(), N, C);
+    for (int layer = 0; layer < 2; ++layer) {
+      Var a = gelu(g, linear(g, layernorm(g, h, g.param(*g1), Var{}), g.param(*w1)));
+      if (mid) *mid = a;
+      h = add(g, h, linear(g, a, g.param(*w2)));
+    }
+    return cross_entropy(g, linear(g, layernorm(g, h, g.param(*g2), Var{}), g.param(*head)),
+                         targets.data(), N);
+  }
+  std::vector<float> grads() {
+    std::vector<float> all;
+    for (Parameter* p : store.all())
+      all.insert(all.end(), p->grad.data, p->grad.data + p->grad.numel());
+    store.zero_grad();
+    return all;
+  }
+  // One step on g: the loss, the parameters' gradients and the arena's floats it used.
+  struct Step {
+    float loss;
+    std::vector<float> grads;
+    size_t bytes;
+  };
+  Step step(Graph& g, Var* mid = nullptr) {
+    g.reset();
+    Var loss = forward(g, mid);
+    const float l = g.value(loss).data[0];
+    g.backward(loss);
+    return {l, grads(), g.step_bytes()};
+  }
+};
+
+}  // namespace
+
+TEST_CASE(
+    "graph/lifetimes: a planned step gives values back and keeps bf16 products' inputs as bits, "
+    "with the results of the step that planned it bitwise") {
+  for (Precision p : {Precision::float32, Precision::bf16}) {
+    CAPTURE(precision_name(p));
+    Net net;
+    Graph g;
+    g.precision = p;
+    CHECK_FALSE(g.planned());
+    const Net::Step first = net.step(g);  // keeps every value, and plans the next
+    g.reset();
+    CHECK(g.planned());
+    for (int again = 0; again < 2; ++again) {
+      const Net::Step s = net.step(g);
+      CHECK(s.loss == first.loss);
+      CHECK(s.grads == first.grads);
+      // Each layer gives back its second linear's output (add's backward reads no value),
+      // 4 N C floats with the gelu's output as bits in bf16.
+      const size_t one = sizeof(float) * Net::N * Net::C;
+      CHECK(s.bytes + (p == Precision::bf16 ? 4 : 1) * one <= first.bytes);
+    }
+  }
+  // Under NoGrad no backward reads anything: each value goes after its last reader.
+  Net net;
+  Graph g;
+  NoGrad ng(g);
+  g.reset();
+  const float l0 = g.value(net.forward(g)).data[0];
+  const size_t kept = g.step_bytes();
+  g.reset();
+  CHECK(g.planned());
+  CHECK(g.value(net.forward(g)).data[0] == l0);
+  CHECK(g.step_bytes() * 3 < kept * 2);
+}
+
+TEST_CASE(
+    "graph/lifetimes: reading a value the plan gave back is an error naming it, and bits read "
+    "through value() come back as their bf16 rounding") {
+  {
+    Net net;
+    Graph g;
+    g.precision = Precision::bf16;
+    Var mid;
+    net.step(g, &mid);
+    // (Graph::node reads without telling the plan.)
+    const Tensor& first = g.node(mid).value;
+    std::vector<float> rounded(first.data, first.data + first.numel());
+    kernels::round_to_bf16_parallel(rounded.data(), static_cast<int64_t>(rounded.size()),
+                                    rounded.data());
+    g.reset();
+    g.value(net.forward(g, &mid));
+    // The last layer's gelu output waits as bits for its product's backward.
+    CHECK(g.node(mid).value.data == nullptr);
+    const Tensor& m = g.value(mid);
+    CHECK(std::vector<float>(m.data, m.data + m.numel()) == rounded);
+  }
+  // float32: y is read by sum, whose backward reads no value, and given back after it.
+  const std::vector<float> xv = randn(64, 1);
+  Graph g;
+  Var y;
+  auto forward = [&] {
+    g.reset();
+    y = gelu(g, g.constant(xv.data(), 8, 8));
+    return scale(g, sum(g, y), 0.5f);
+  };
+  g.value(forward());
+  g.value(forward());
+  CHECK_THROWS_WITH(g.value(y), doctest::Contains("(gelu) is read through Graph::value() after "
+                                                  "this step's plan gave it back"));
+  g.value(forward());
+  CHECK_THROWS_WITH(scale(g, y, 2.0f), doctest::Contains("value of node 1 (gelu) is read"));
+}
+
+TEST_CASE(
+    "graph/lifetimes: a step whose tape departs from its plan stops following it, and "
+    "tape_depends_on_data() keeps the values from there on") {
+  const std::vector<float> xv = randn(8 * 16, 3);
+  // x, then `branches` scalings of it added up: x's last reader depends on the data, and no
+  // backward reads x (scale's and add's read no value).
+  auto forward = [&](Graph& g, int branches, bool declared) {
+    Var x = gelu(g, g.constant(xv.data(), 8, 16));
+    Var y = scale(g, x, 0.5f);
+    if (declared) g.tape_depends_on_data();
+    for (int b = 0; b < branches; ++b) y = add(g, y, scale(g, x, static_cast<float>(b + 1)));
+    return sum(g, mul(g, y, y));
+  };
+  auto run = [&](Graph& g, int branches, bool declared) {
+    g.reset();
+    return g.value(forward(g, branches, declared)).data[0];
+  };
+  auto fresh = [&](int branches) {
+    Graph g;
+    return run(g, branches, false);
+  };
+  {
+    Graph g;
+    run(g, 3, false);
+    CHECK(run(g, 1, false) == fresh(1));  // departs at the second branch: keeps from there
+    CHECK(run(g, 1, false) == fresh(1));  // planned by the step of one branch
+    CHECK(run(g, 3, true) == fresh(3));
+    CHECK(run(g, 1, true) == fresh(1));
+    CHECK(run(g, 3, true) == fresh(3));  // its plan keeps x from the declaration on
+  }
+  {
+    // Undeclared, the tape of one branch plans x given back before a second branch reads it.
+    Graph g;
+    run(g, 1, false);
+    CHECK_THROWS_WITH(run(g, 2, false), doctest::Contains("value of node 1 (gelu) is read"));
+  }
+}
+
+TEST_CASE("graph/lifetimes: ABLATE_KEEP_ACTIVATIONS=1 keeps every value") {
+  Net net;
+  ::setenv("ABLATE_KEEP_ACTIVATIONS", "1", 1);
+  Graph keep;
+  ::unsetenv("ABLATE_KEEP_ACTIVATIONS");
+  const Net::Step a = net.step(keep), b = net.step(keep);
+  CHECK_FALSE(keep.planned());
+  CHECK(a.bytes == b.bytes);
+  CHECK(a.grads == b.grads);
+}
