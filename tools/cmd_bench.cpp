@@ -41,7 +41,9 @@ struct BenchResult {
   int64_t params = 0;
   double flops_per_token = 0, train_tok_s = 0, gflops = 0, gen_tok_s = 0, step_ms = 0;
   uint64_t allocs_per_step = 0;
-  double arena_mib = 0;  // the graph's arena after the steps (activations, grads, saved state)
+  // The most of the graph's arena a timed step used (activations, their gradients, saved state):
+  // what the step's pages hold.
+  double arena_mib = 0;
   ablate::OpProfile profile;
   double profile_step_s = 0, profile_optimizer_s = 0;  // summed over the profiled steps
   int64_t profile_steps = 0;
@@ -134,10 +136,10 @@ BenchResult bench_one(const std::string& file, int64_t steps, int64_t warmup, in
     } else if (it >= warmup) {
       allocs = std::max(allocs, ablate::cli::allocation_count() - a0);  // before push_back's own
       ms.push_back(dt);
+      r.arena_mib = std::max(r.arena_mib, static_cast<double>(g.step_bytes()) / (1 << 20));
     }
   }
   g.profile = nullptr;
-  r.arena_mib = static_cast<double>(g.arena_bytes()) / (1 << 20);
   r.step_ms = median(ms);
   r.train_tok_s = static_cast<double>(B * T) / (r.step_ms / 1e3);
   r.gflops = r.flops_per_token * r.train_tok_s / 1e9;

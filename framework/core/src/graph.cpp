@@ -89,6 +89,9 @@ struct Graph::Lifetimes {
     // + 1 to keep its value as bf16 bits, + 0 to give it back.
     std::vector<uint32_t> start;
     std::vector<int> act;
+    // Read after the tape was made (the loss, metrics' logits): kept through backward, which
+    // gives every other value back once its node's backward has run.
+    std::vector<uint8_t> after;
   };
   Plan plan[2];  // [grad_enabled]
   // This step: per node, the first node whose making may give its value back (reads so far).
@@ -196,6 +199,8 @@ void Graph::reset() {
         return ablate::node(*this, static_cast<int>(id));
       });
       p.sig.assign(L.sig.begin(), L.sig.begin() + static_cast<std::ptrdiff_t>(n));
+      p.after.resize(n);
+      for (size_t v = 0; v < n; ++v) p.after[v] = L.until[v] > static_cast<int>(n_nodes_);
       p.horizon = L.horizon;
     }
   }
@@ -530,6 +535,17 @@ void Graph::backward(Var loss) {
       v.held = Node::Held::bits;
     }
     life_->widened.clear();
+    // Its readers' backward (later ids) and its own have run: a step that follows its plan gives
+    // the value back, unless the plan's step read it after the tape.
+    const Lifetimes::Plan& plan = life_->plan[1];
+    if (life_->started && !life_->broken && life_->mode == 1 &&
+        static_cast<size_t>(id) < plan.after.size() && !plan.after[static_cast<size_t>(id)] &&
+        n.value_floats > 0 && n.held != Node::Held::gone) {
+      give(n.value_floats,
+           n.held == Node::Held::bits ? reinterpret_cast<float*>(n.bits) : n.value.data);
+      n.value.data = nullptr;
+      n.held = Node::Held::gone;
+    }
     if (after_backward_node) after_backward_node(after_backward_ctx, id);
     // Every reader of this gradient has run: the node's consumers (later ids) before it,
     // its own backward now.
