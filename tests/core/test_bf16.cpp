@@ -491,36 +491,6 @@ TEST_CASE("ops/bf16: linear in bf16 is within bf16's tolerance of float32, and n
   }
 }
 
-TEST_CASE(
-    "ops/bf16: in a bf16 graph an activation's backward takes the derivative at its input's bf16 "
-    "rounding, which a step following its plan keeps as bits") {
-  Rng rng(17);
-  const int64_t N = 40, C = 48;
-  auto xv = random_values(static_cast<size_t>(N * C), rng),
-       rv = random_values(static_cast<size_t>(N * C), rng);
-  std::vector<float> xr(xv.size());
-  kernels::round_to_bf16_parallel(xv.data(), static_cast<int64_t>(xv.size()), xr.data());
-  using Act = Var (*)(Graph&, Var);
-  for (Act act : {Act{&gelu}, Act{&gelu_exact}, Act{&silu}, Act{&relu}, Act{&ablate::tanh}}) {
-    // d/dx sum(act(1 x) * r): 1 x is an op's value, which a planned step keeps as bits.
-    auto grad = [&](Graph& g, const std::vector<float>& x) {
-      g.reset();
-      ParamStore store(1);
-      Parameter& p = store.add("x", N, C, Role::kCustom);
-      std::copy(x.begin(), x.end(), p.value.data);
-      Var loss = sum(g, mul(g, act(g, scale(g, g.param(p), 1.0f)), g.constant(rv.data(), N, C)));
-      g.backward(loss);
-      return std::vector<float>(p.grad.data, p.grad.data + N * C);
-    };
-    Graph lo, hi;
-    lo.precision = Precision::bf16;
-    const std::vector<float> want = grad(hi, xr);
-    CHECK(grad(lo, xv) == want);
-    CHECK(grad(lo, xv) == want);                         // the same once the step follows its plan
-    if (act != Act{&relu}) CHECK(grad(hi, xv) != want);  // float32 takes it at x
-  }
-}
-
 TEST_CASE("ops/bf16: finite differences of a bf16 linear on inputs that bf16 represents exactly") {
   // With every input a multiple of 1/64 in [-2, 2] (at most 8 significant bits) and steps of
   // 1/64, x +- h is exact in bf16 too, so the bf16 loss is float32 arithmetic on exact

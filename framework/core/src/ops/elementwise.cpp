@@ -8,7 +8,6 @@
 
 #include "ablate/ops.hpp"
 #include "../node.hpp"
-#include "dispatch.hpp"
 #include "kernels.hpp"
 
 namespace ablate {
@@ -282,8 +281,6 @@ struct Tanh {
   static constexpr int64_t kCost = 20;
 };
 
-// In a bf16 graph the derivative is taken at x rounded to bf16: x is an activation kept for
-// backward, which a bf16 step keeps as bf16 (graph.hpp, "Values' lifetimes").
 template <class A>
 void activation_backward(Graph& g, int id) {
   Node& n = node(g, id);
@@ -292,16 +289,9 @@ void activation_backward(Graph& g, int id) {
   const float* dy = n.grad.data;
   bool fresh;
   float* dx = g.grad_unzeroed(n.in[0], fresh).data;
-  const auto round = g.precision == Precision::bf16 ? isa_kernels().bf16.round : nullptr;
   for_spans(n.grad.numel(), A::kCost, [&](int64_t i, int64_t w) {
     if (fresh) std::fill(dx + i, dx + i + w, 0.0f);
-    if (round) {
-      float xr[kSpan];
-      round(x + i, w, xr);
-      A::bwd(xr, dy + i, dx + i, w);
-    } else {
-      A::bwd(x + i, dy + i, dx + i, w);
-    }
+    A::bwd(x + i, dy + i, dx + i, w);
   });
 }
 
@@ -310,7 +300,7 @@ Var activation(const char* op, Graph& g, Var x) {
   check_var(op, "x", g, x);
   const Tensor X = g.value(x);
   Var out = g.make(X.rows, X.cols, &activation_backward<A>, {x}, op);
-  backward_reads(node(g, out), 1, false, 1);
+  backward_reads(node(g, out), 1, false);
   float* y = g.value(out).data;
   for_spans(X.numel(), A::kCost, [&](int64_t i, int64_t w) { A::fwd(X.data + i, y + i, w); });
   return out;

@@ -52,7 +52,11 @@ namespace ablate {
 //      the framework divides once, by the count over every rank and micro-batch of a step.
 //      Parameter values and gradients and KV caches lie on 64-byte boundaries
 //      (kTensorAlignment, AlignedFloats), as the graph's values always did.
-constexpr int kPluginApiVersion = 8;
+//   9: Values' lifetimes (graph.hpp): a step follows a plan from an earlier one and gives
+//      values back after their last read; plugins read values through Graph::value() where
+//      they use them, and a plugin whose nodes depend on the data calls
+//      Graph::tape_depends_on_data(). Graph::planned().
+constexpr int kPluginApiVersion = 9;
 
 // Model sizes a plugin may need. `layer` is the block index (-1 outside blocks).
 struct ModelDims {
