@@ -31,11 +31,7 @@ MemoryEstimate estimate_memory(Setup& s, int64_t rows) {
     sample_batch(*s.data, true, b, T, rng, x.data(), y.data());
     s.objective->prepare(x.data(), y.data(), b, T, s.tokenizer->vocab_size(), rng);
     std::vector<int32_t> prefix;
-    LossSum loss;
-    g.backward(
-        batch_loss(g, model, *s.objective, Batch{x.data(), b, T}, y.data(), prefix, 0, &loss));
-    g.value(loss.sum);  // what training reads after the forward pass
-    for (const AuxTerm& a : g.aux()) g.value(a.value);
+    g.backward(batch_loss(g, model, *s.objective, Batch{x.data(), b, T}, y.data(), prefix));
     bytes[b - 1] =
         static_cast<double>(g.step_bytes() + product_buffer_bytes(g));  // bf16: x and dy rounded
     m.param_copies = static_cast<double>(param_copy_bytes(g));

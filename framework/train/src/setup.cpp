@@ -269,6 +269,8 @@ Var batch_loss(Graph& g, Model& m, const Objective& obj, Batch a, const int32_t*
   const float share = step_share(ls.count, step_count);
   for (const AuxTerm& t : g.aux())
     if (t.weight > 0) loss = add(g, loss, scale(g, t.value, t.weight * share));
+  g.value(ls.sum);
+  for (const AuxTerm& t : g.aux()) g.value(t.value);
   return loss;
 }
 

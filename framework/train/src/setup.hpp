@@ -90,7 +90,8 @@ MetricSpecs metric_specs_of(const Setup& s);
 // comparable across variants). An Error if the objective counts other positions than the
 // targets score (>= 0). The unscored positions before each row's first scored one are its
 // prompt (a prefix LM's attention reads it whole). `prefix` is scratch the caller keeps (no
-// allocation per step).
+// allocation per step). The objective's sum and the auxiliary terms are read once the tape is
+// made, so that every step's plan of values' lifetimes (graph.hpp) keeps them for the caller.
 Var batch_loss(Graph& g, Model& m, const Objective& obj, Batch a, const int32_t* targets,
                std::vector<int32_t>& prefix, int64_t step_count = 0,
                LossSum* objective_loss = nullptr);

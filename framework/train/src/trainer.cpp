@@ -364,14 +364,10 @@ double Trainer::train_step(int64_t step, float lr, double& norm) {
       new_param_epoch();  // the weights' bf16 copies serve every micro-batch of the step
   if (!g_.planned()) {
     // One sequence plans the values' lifetimes of the micro-batches (graph.hpp, "Values'
-    // lifetimes"), so that none holds every value of its tape: the same tape, and the same reads
-    // after it as below; then dropped.
+    // lifetimes"), so that none holds every value of its tape; then dropped.
     g_.reset();
-    LossSum one;
     batch_loss(g_, model, *s_.objective, Batch{step_x_.data(), 1, T}, step_y_.data(), prefix_,
-               step_count, &one);
-    g_.value(one.sum);
-    for (const AuxTerm& a : g_.aux()) g_.value(a.value);
+               step_count);
   }
   for (int64_t m = 0; m < t.accum; ++m) {
     // This rank's rows of micro-batch m, read in place.
