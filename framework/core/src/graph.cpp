@@ -250,7 +250,7 @@ float* Graph::take(size_t floats) {
           best = k;
           break;
         }
-    if (best == free.size()) return bump(floats);
+    if (best == free.size()) return alloc(floats);
   }
   float* p = free[best].second;
   ABLATE_UNPOISON(p, floats * sizeof(float));
@@ -360,11 +360,8 @@ void Graph::before_node(int id, BackwardFn backward, const char* op, const int* 
   }
 }
 
-// Scratch too comes from given-back ranges first: backward's scratch (a norm's partial sums)
-// would otherwise go on top of the arena while ranges below it are free.
-float* Graph::alloc(size_t n) { return take(rounded_floats(n)); }
-
-float* Graph::bump(size_t n) {
+float* Graph::alloc(size_t n) {
+  n = rounded_floats(n);
   current_ += n;
   for (auto& b : blocks_) {
     if (b.size - b.used >= n) {

@@ -213,7 +213,6 @@ class Graph {
   void before_node(int id, BackwardFn backward, const char* op, const int* in, bool requires_grad,
                    const Parameter* param);
   float* take(size_t floats);
-  float* bump(size_t floats);
   void give(size_t floats, float* p);
   void restore(int id, int reader);
 
