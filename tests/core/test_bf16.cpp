@@ -491,6 +491,102 @@ TEST_CASE("ops/bf16: linear in bf16 is within bf16's tolerance of float32, and n
   }
 }
 
+TEST_CASE(
+    "ops/bf16: in a bf16 graph an activation's backward takes the derivative at the bf16 rounding "
+    "of "
+    "what it reads, which a step following its plan keeps as bits") {
+  Rng rng(17);
+  const int64_t N = 40, C = 48;
+  auto xv = random_values(static_cast<size_t>(N * C), rng),
+       rv = random_values(static_cast<size_t>(N * C), rng);
+  std::vector<float> xr(xv.size());
+  kernels::round_to_bf16_parallel(xv.data(), static_cast<int64_t>(xv.size()), xr.data());
+  using Act = Var (*)(Graph&, Var);
+  for (Act act : {Act{&gelu}, Act{&gelu_exact}, Act{&silu}, Act{&relu}, Act{&ablate::tanh}}) {
+    // d/dx sum(act(1 x) * r): 1 x is an op's value, which a planned step keeps as bits.
+    auto grad = [&](Graph& g, const std::vector<float>& x) {
+      g.reset();
+      ParamStore store(1);
+      Parameter& p = store.add("x", N, C, Role::kCustom);
+      std::copy(x.begin(), x.end(), p.value.data);
+      Var loss = sum(g, mul(g, act(g, scale(g, g.param(p), 1.0f)), g.constant(rv.data(), N, C)));
+      g.backward(loss);
+      return std::vector<float>(p.grad.data, p.grad.data + N * C);
+    };
+    Graph lo, hi;
+    lo.precision = Precision::bf16;
+    const std::vector<float> want = grad(hi, xr);
+    CHECK(grad(lo, xv) == want);
+    CHECK(grad(lo, xv) == want);                         // the same once the step follows its plan
+    if (act != Act{&relu}) CHECK(grad(hi, xv) != want);  // float32 takes it at x
+  }
+}
+
+TEST_CASE(
+    "ops/bf16: in a bf16 graph layernorm's and rmsnorm's backward read x rounded to bf16, with "
+    "the float32 statistics of the forward pass") {
+  const int64_t N = 12, C = 40;
+  Rng rng(23);
+  const auto xv = random_values(static_cast<size_t>(N * C), rng),
+             gv = random_values(static_cast<size_t>(C), rng),
+             rv = random_values(static_cast<size_t>(N * C), rng);
+  const std::vector<float> xr = bf16_values(xv);
+  for (const bool centred : {true, false}) {
+    CAPTURE(centred);
+    // d/dx and d/dgain of sum(norm(1 x) * r), x given as a parameter.
+    auto grads = [&](Precision p) {
+      Graph g;
+      g.precision = p;
+      ParamStore store(1);
+      Parameter& x = store.add("x", N, C, Role::kCustom);
+      Parameter& gain = store.add("gain", 1, C, Role::kCustom);
+      std::copy(xv.begin(), xv.end(), x.value.data);
+      std::copy(gv.begin(), gv.end(), gain.value.data);
+      const Var h = scale(g, g.param(x), 1.0f);
+      const Var y = centred ? layernorm(g, h, g.param(gain), Var{}) : rmsnorm(g, h, g.param(gain));
+      g.backward(sum(g, mul(g, y, g.constant(rv.data(), N, C))));
+      std::vector<float> out(x.grad.data, x.grad.data + N * C);
+      out.insert(out.end(), gain.grad.data, gain.grad.data + C);
+      return out;
+    };
+    // The same in double: statistics of x, xhat of x's bf16 rounding.
+    std::vector<double> want(static_cast<size_t>(N * C + C), 0.0);
+    for (int64_t r = 0; r < N; ++r) {
+      const float* x = xv.data() + r * C;
+      double m = 0.0, var = 0.0;
+      if (centred) {
+        for (int64_t c = 0; c < C; ++c) m += x[c];
+        m /= static_cast<double>(C);
+      }
+      for (int64_t c = 0; c < C; ++c) var += (x[c] - m) * (x[c] - m);
+      const double s = 1.0 / std::sqrt(var / static_cast<double>(C) + 1e-5);
+      double m1 = 0.0, m2 = 0.0;
+      std::vector<double> xhat(static_cast<size_t>(C));
+      for (int64_t c = 0; c < C; ++c) {
+        xhat[static_cast<size_t>(c)] = (xr[static_cast<size_t>(r * C + c)] - m) * s;
+        const double dn = double{rv[static_cast<size_t>(r * C + c)]} * gv[static_cast<size_t>(c)];
+        m1 += dn;
+        m2 += dn * xhat[static_cast<size_t>(c)];
+        want[static_cast<size_t>(N * C + c)] +=
+            rv[static_cast<size_t>(r * C + c)] * xhat[static_cast<size_t>(c)];
+      }
+      m1 = centred ? m1 / static_cast<double>(C) : 0.0;
+      m2 /= static_cast<double>(C);
+      for (int64_t c = 0; c < C; ++c) {
+        const double dn = double{rv[static_cast<size_t>(r * C + c)]} * gv[static_cast<size_t>(c)];
+        want[static_cast<size_t>(r * C + c)] = s * (dn - m1 - xhat[static_cast<size_t>(c)] * m2);
+      }
+    }
+    const std::vector<float> lo = grads(Precision::bf16), hi = grads(Precision::float32);
+    std::vector<float> wantf(want.begin(), want.end());
+    INFO("bf16 to the double reference " << rel_norm_diff(lo, wantf) << ", float32 to it "
+                                         << rel_norm_diff(hi, wantf));
+    CHECK(rel_norm_diff(lo, wantf) < 1e-5);
+    CHECK(rel_norm_diff(hi, wantf) > 1e-4);  // float32 reads x itself
+    CHECK(rel_norm_diff(lo, hi) < 1e-2);
+  }
+}
+
 TEST_CASE("ops/bf16: finite differences of a bf16 linear on inputs that bf16 represents exactly") {
   // With every input a multiple of 1/64 in [-2, 2] (at most 8 significant bits) and steps of
   // 1/64, x +- h is exact in bf16 too, so the bf16 loss is float32 arithmetic on exact
@@ -640,10 +736,13 @@ TEST_CASE("ops/determinism: bf16 linear is bitwise identical with 1 and 2 thread
 
 TEST_CASE(
     "ops/bf16: attention in a bf16 graph is float32 attention of bf16-rounded q, k, v and output "
-    "gradient") {
+    "gradient, with its saved probabilities and output read back as bf16") {
   // The bf16 graph rounds q, k and v forward and the output gradient backward, and runs the
   // float32 kernels on the roundings: a float32 graph given the rounded values (and R
-  // rounded, which is then its output gradient) computes the same, bit for bit.
+  // rounded, which is then its output gradient) computes the same output, bit for bit, and the
+  // same gradients where backward recomputes the probabilities. Where the forward pass saves
+  // them (heads up to 64 wide), a bf16 graph saves them as bf16, and wider heads take D_i from
+  // the output rounded to bf16: gradients within bf16's rounding of the float32 ones.
   struct Case {
     int64_t B, T, NH, NKV, HS;
     bool causal, fused;
@@ -655,6 +754,8 @@ TEST_CASE(
       {1, 12, 2, 2, 80, true, true},   // heads wider than the lanes kernels (no saved probs)
   };
   Rng rng(31);
+  int64_t& limit = kernels::attention_saved_probs_limit();
+  const int64_t saved_limit = limit;
   for (const Case& c : cases) {
     AttentionSpec spec;
     spec.batch = c.B, spec.time = c.T, spec.n_heads = c.NH, spec.n_kv_heads = c.NKV;
@@ -664,19 +765,30 @@ TEST_CASE(
                kv = random_values(N * static_cast<size_t>(c.NKV * c.HS), rng),
                vv = random_values(N * static_cast<size_t>(c.NKV * c.HS), rng),
                rv = random_values(N * static_cast<size_t>(c.NH * c.HS), rng);
-    const AttentionRun lo = run_attention(Precision::bf16, qv, kv, vv, rv, spec, c.fused);
-    const AttentionRun ref = run_attention(Precision::float32, bf16_values(qv), bf16_values(kv),
-                                           bf16_values(vv), bf16_values(rv), spec, c.fused);
-    const AttentionRun hi = run_attention(Precision::float32, qv, kv, vv, rv, spec, c.fused);
-    INFO("B " << c.B << " T " << c.T << " NH " << c.NH << " NKV " << c.NKV << " HS " << c.HS
-              << (c.causal ? " causal" : " bidirectional") << (c.fused ? " fused" : ""));
-    for (const auto& [name, a, b, f] :
-         {std::tuple{"y", &lo.y, &ref.y, &hi.y}, std::tuple{"dq", &lo.dq, &ref.dq, &hi.dq},
-          std::tuple{"dk", &lo.dk, &ref.dk, &hi.dk}, std::tuple{"dv", &lo.dv, &ref.dv, &hi.dv}}) {
-      INFO(name << ": relative difference to float32 " << rel_norm_diff(*a, *f));
-      CHECK(*a == *b);
-      CHECK(rel_norm_diff(*a, *f) < 2e-2);
-      CHECK(rel_norm_diff(*a, *f) > 1e-5);  // it did read rounded values
+    const bool lanes = c.HS <= 64;
+    for (const bool saved : {true, false}) {
+      limit = saved ? saved_limit : 0;  // 0: backward recomputes the probabilities
+      const AttentionRun lo = run_attention(Precision::bf16, qv, kv, vv, rv, spec, c.fused);
+      const AttentionRun ref = run_attention(Precision::float32, bf16_values(qv), bf16_values(kv),
+                                             bf16_values(vv), bf16_values(rv), spec, c.fused);
+      const AttentionRun hi = run_attention(Precision::float32, qv, kv, vv, rv, spec, c.fused);
+      INFO("B " << c.B << " T " << c.T << " NH " << c.NH << " NKV " << c.NKV << " HS " << c.HS
+                << (c.causal ? " causal" : " bidirectional") << (c.fused ? " fused" : "")
+                << (saved ? " saved probabilities" : " recomputed"));
+      CHECK(lo.y == ref.y);
+      for (const auto& [name, a, b, f] :
+           {std::tuple{"y", &lo.y, &ref.y, &hi.y}, std::tuple{"dq", &lo.dq, &ref.dq, &hi.dq},
+            std::tuple{"dk", &lo.dk, &ref.dk, &hi.dk}, std::tuple{"dv", &lo.dv, &ref.dv, &hi.dv}}) {
+        INFO(name << ": relative difference to float32 " << rel_norm_diff(*a, *f)
+                  << ", to float32 of the rounded inputs " << rel_norm_diff(*a, *b));
+        if (lanes && !saved) CHECK(*a == *b);
+        CHECK(rel_norm_diff(*a, *b) < 1e-2);
+        CHECK(rel_norm_diff(*a, *f) < 2e-2);
+        CHECK(rel_norm_diff(*a, *f) > 1e-5);  // it did read rounded values
+      }
+      // bf16 probabilities (or output) read back: not the float32 graph's gradients.
+      if (saved || !lanes) CHECK(lo.dq != ref.dq);
     }
   }
+  limit = saved_limit;
 }

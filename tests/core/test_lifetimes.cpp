@@ -201,3 +201,79 @@ TEST_CASE("graph/lifetimes: ABLATE_KEEP_ACTIVATIONS=1 keeps every value") {
   CHECK(a.bytes == b.bytes);
   CHECK(a.grads == b.grads);
 }
+
+TEST_CASE(
+    "graph/lifetimes: what backward reads of norms, activations and products waits as bf16 "
+    "bits in a bf16 step, as float32 in a float32 one, and ReLU keeps its output, not its input") {
+  const int64_t N = 16, C = 24;
+  const std::vector<float> xv = randn(static_cast<size_t>(N * C), 11);
+  ParamStore store(1);
+  Parameter& w = store.add("w", C, C, Role::kCustom);
+  const std::vector<float> wv = randn(static_cast<size_t>(C * C), 12, 0.3f);
+  std::copy(wv.begin(), wv.end(), w.value.data);
+  // h = x w; loss = sum(relu(gelu(layernorm(h) w) w)); v[]: h, layernorm's output, gelu's
+  // input, gelu's output (relu's input) and relu's output.
+  auto forward = [&](Graph& g, Var* v) {
+    v[0] = linear(g, g.constant(xv.data(), N, C), g.param(w));
+    v[1] = layernorm(g, v[0], Var{}, Var{});
+    v[2] = linear(g, v[1], g.param(w));
+    v[3] = gelu(g, v[2]);
+    v[4] = relu(g, linear(g, v[3], g.param(w)));
+    return scale(g, sum(g, v[4]), 0.5f);
+  };
+  for (Precision p : {Precision::float32, Precision::bf16}) {
+    CAPTURE(precision_name(p));
+    Graph g;
+    g.precision = p;
+    Var v[5];
+    std::vector<std::vector<float>> first(5);
+    g.reset();
+    Var loss = forward(g, v);
+    for (int k = 0; k < 5; ++k) {
+      const Tensor& t = g.node(v[k]).value;
+      first[k].assign(t.data, t.data + t.numel());
+      if (p == Precision::bf16)
+        kernels::round_to_bf16_parallel(first[k].data(), t.numel(), first[k].data());
+    }
+    g.backward(loss);
+    const std::vector<float> grad(w.grad.data, w.grad.data + w.grad.numel());
+    store.zero_grad();
+    g.reset();
+    REQUIRE(g.planned());
+    loss = forward(g, v);
+    const bool bits = p == Precision::bf16;
+    // Read by backward: h (layernorm's), gelu's input and relu's output; the products' inputs
+    // (layernorm's and gelu's outputs) too.
+    for (int k : {0, 1, 2, 3, 4}) {
+      CAPTURE(k);
+      if (k == 3 && !bits) continue;  // gelu's output: the product's float32 input
+      CHECK((g.node(v[k]).value.data == nullptr) == bits);
+    }
+    g.backward(loss);
+    CHECK(std::vector<float>(w.grad.data, w.grad.data + w.grad.numel()) == grad);
+    store.zero_grad();
+    // Read through value(), bits come back as the bf16 rounding of the first step's values.
+    g.reset();
+    loss = forward(g, v);
+    for (int k = 0; k < 5; ++k) {
+      CAPTURE(k);
+      const Tensor& t = g.value(v[k]);
+      CHECK(std::vector<float>(t.data, t.data + t.numel()) == first[k]);
+    }
+  }
+  // relu's input: no backward reads it (ReLU reads its output), so it goes after relu reads it.
+  store.zero_grad();
+  Graph g;
+  Var x;
+  auto forward_relu = [&] {
+    g.reset();
+    x = linear(g, g.constant(xv.data(), N, C), g.param(w));
+    Var y = relu(g, x);
+    Var loss = sum(g, mul(g, y, y));
+    g.backward(loss);
+    return g.value(loss).data[0];
+  };
+  forward_relu();
+  forward_relu();
+  CHECK_THROWS_WITH(g.value(x), doctest::Contains("(linear) is read through Graph::value() after"));
+}

@@ -145,14 +145,13 @@ void make_plan(Plan& plan, size_t n, const std::vector<int>& until, Precision pr
   for (size_t r = 0; r < n; ++r) {
     const Node& R = at(r);
     if (!R.requires_grad || !R.backward) continue;
-    if (R.reads & kReadsOwn) full[r] = 1;
-    for (int k = 0; k < 4; ++k) {
-      const int v = R.in[k];
-      if (v < 0 || !(R.reads & (1u << k))) continue;
-      any[static_cast<size_t>(v)] = 1;
-      if (precision != Precision::bf16 || !(R.reads_rounded & (1u << k)))
-        full[static_cast<size_t>(v)] = 1;
-    }
+    auto read = [&](size_t v, unsigned bit) {
+      any[v] = 1;
+      if (precision != Precision::bf16 || !(R.reads_rounded & bit)) full[v] = 1;
+    };
+    if (R.reads & kReadsOwn) read(r, kReadsOwn);
+    for (int k = 0; k < 4; ++k)
+      if (R.in[k] >= 0 && (R.reads & (1u << k))) read(static_cast<size_t>(R.in[k]), 1u << k);
   }
   plan.start.assign(n + 1, 0);
   plan.act.clear();
@@ -512,12 +511,13 @@ void Graph::backward(Var loss) {
     Node& n = ablate::node(*this, id);
     if (n.requires_grad && n.backward && n.grad.data) {
       // Values this backward reads that wait as bf16 bits, widened for it.
-      for (int k = 0; k < 4; ++k)
-        if (n.in[k] >= 0 && (n.reads & (1u << k)) &&
-            ablate::node(*this, n.in[k]).held == Node::Held::bits) {
-          restore(n.in[k], id);
-          life_->widened.push_back(n.in[k]);
+      for (int k = 0; k < 5; ++k) {
+        const int v = k < 4 ? n.in[k] : id;  // k == 4: its own value (kReadsOwn)
+        if (v >= 0 && (n.reads & (1u << k)) && ablate::node(*this, v).held == Node::Held::bits) {
+          restore(v, id);
+          life_->widened.push_back(v);
         }
+      }
       if (!profile) {
         n.backward(*this, id);
       } else {

@@ -25,8 +25,8 @@ struct Node {
   size_t grad_floats = 0;      // floats of the arena that grad holds (0: none, or a parameter's)
   bool grad_released = false;  // backward() has passed this node and given grad's floats back
   // What backward reads (Graph's "Values' lifetimes"): bit k the value of input k, kReadsOwn
-  // the node's own value; of those inputs, the ones it reads only through bf16 roundings in
-  // a bf16 graph (a bf16 copy serves it bitwise). Every value unless the op declares less
+  // the node's own value; of those (kReadsOwn too), the ones it reads only through bf16
+  // roundings in a bf16 graph (a bf16 copy serves it bitwise). Every value unless the op declares less
   // (backward_reads below): custom ops read all.
   uint8_t reads = 0x1f;
   uint8_t reads_rounded = 0;
@@ -38,7 +38,8 @@ struct Node {
 
 constexpr uint8_t kReadsOwn = 0x10;
 // Declares what node n's backward reads: `inputs` (bit k: input k's value), its own value,
-// and `rounded` (of those inputs, the ones read only through bf16 roundings).
+// and `rounded` (of those, bit k or kReadsOwn: the ones read only through bf16 roundings in a
+// bf16 graph).
 inline void backward_reads(Node& n, uint8_t inputs, bool own, uint8_t rounded = 0) {
   n.reads = static_cast<uint8_t>(inputs | (own ? kReadsOwn : 0));
   n.reads_rounded = rounded;

@@ -196,11 +196,14 @@ Inputs product_inputs(Graph& g, int q, int k, int v) {
   return {Q, K, V};
 }
 
+// Rounds src[0, n) to bf16 into dst (Bf16Kernels::round), or null: float32.
+using RoundFn = void (*)(const float* src, int64_t n, float* dst);
+
 // One (batch, kv head) and every query head of its group: dq for those heads, dk and dv
 // of the kv head (so no two tasks write the same gradient rows). Probabilities are
 // recomputed from the saved log-sum-exp.
-void backward_group(const Attn& a, int64_t b, int64_t kh, const float* out, const float* dout,
-                    const float* lse, float* dq, float* dk, float* dv) {
+void backward_group(const Attn& a, int64_t b, int64_t kh, const float* out, RoundFn round,
+                    const float* dout, const float* lse, float* dq, float* dk, float* dv) {
   if (lanes_kernel(a))
     return isa_kernels().attention_backward_lanes(a, b, kh, dout, lse, dq, dk, dv);
   const int64_t C = a.NH * a.HS, HS = a.HS, kvC = a.kv_rstride;
@@ -236,8 +239,13 @@ void backward_group(const Attn& a, int64_t b, int64_t kh, const float* out, cons
       for (int64_t i = i0; i < i1; ++i) {
         const float* o = out + (b * a.T + i) * C + h * HS;
         const float* g = do_blk + (i - i0) * C;
-        float di = 0.0f;
-        for (int64_t d = 0; d < HS; ++d) di += g[d] * o[d];
+        float di = 0.0f, orow[kBlockQ];
+        for (int64_t d0 = 0; d0 < HS; d0 += kBlockQ) {  // o rounded to bf16 with `round`
+          const int64_t w = std::min(kBlockQ, HS - d0);
+          const float* od = o + d0;
+          if (round) od = (round(od, w, orow), orow);
+          for (int64_t d = 0; d < w; ++d) di += g[d0 + d] * od[d];
+        }
         AlignedRow dsr(ds + (i - i0) * ld, ld);
         dsr = AlignedRow(p + (i - i0) * ld, ld) * (dsr - di);
       }
@@ -278,6 +286,7 @@ void attention_backward(Graph& g, int id) {
   a.key_mask = static_cast<const uint8_t*>(n.p[1]);
   a.slopes = static_cast<const float*>(n.p[2]);
   a.probs = static_cast<float*>(n.p[3]);
+  a.probs_bf16 = g.precision == Precision::bf16;
   a.prefix = static_cast<const int32_t*>(n.p[4]);
   a.probs_head = probs_per_head(a);  // (a.T, a.Tk, offset, causal and prefix are set above)
   const int64_t q_col = n.i[6], k_col = n.i[7] & 0xffffffff, v_col = n.i[7] >> 32;
@@ -290,7 +299,9 @@ void attention_backward(Graph& g, int id) {
   a.k_cstride = 1;
   a.kv_bstride = a.T * a.kv_rstride;
   const float* lse = static_cast<const float*>(n.p[0]);
-  const float* out = n.value.data;
+  // The output (wider heads' D_i; a bf16 graph reads it rounded, kept as bf16 bits).
+  const float* out = lanes_kernel(a) ? nullptr : n.value.data;
+  const auto round = g.precision == Precision::bf16 ? isa_kernels().bf16.round : nullptr;
   const float* dout =
       g.precision == Precision::bf16 ? bf16_rounded(g, Bf16Buffer::dy, n.grad) : n.grad.data;
   // q, k and v may be column ranges of one node (a fused qkv): one gradient buffer then,
@@ -301,7 +312,7 @@ void attention_backward(Graph& g, int id) {
   const int64_t cost = a.group() * a.T * a.Tk * a.HS * 5;
   parallel_chunks(a.B * a.NKV, items_per_task(cost), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t)
-      backward_group(a, t / a.NKV, t % a.NKV, out, dout, lse, dq, dk, dv);
+      backward_group(a, t / a.NKV, t % a.NKV, out, round, dout, lse, dq, dk, dv);
   });
 }
 
@@ -440,7 +451,9 @@ float* save_for_backward(Graph& g, Node& n, const AttentionSpec& spec, Attn& a) 
   a.probs_head = probs_per_head(a);
   if (lanes_kernel(a) && !spec.weights_out &&
       B * NH * a.probs_head <= attention_saved_probs_limit()) {
-    a.probs = g.alloc(static_cast<size_t>(B * NH * a.probs_head));
+    a.probs_bf16 = g.precision == Precision::bf16;
+    const int64_t values = B * NH * a.probs_head;
+    a.probs = g.alloc(static_cast<size_t>(a.probs_bf16 ? (values + 1) / 2 : values));
     n.p[3] = a.probs;
   }
   return lse;
@@ -470,8 +483,9 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
   Var out =
       g.make(a.B * a.T, a.NH * a.HS, cache ? nullptr : &attention_backward, {q, k, v}, "attention");
   Node& n = node(g, out);
-  // q, k and v (through their bf16 roundings in a bf16 graph) and the output.
-  backward_reads(n, 7, true, g.precision == Precision::bf16 ? 7 : 0);
+  // q, k and v, and for wider heads the output (D_i; the lanes kernels take D_i from the
+  // probabilities): in a bf16 graph through their bf16 roundings.
+  backward_reads(n, 7, !lanes_kernel(a), g.precision == Precision::bf16 ? 7 | kReadsOwn : 0);
   float* lse = n.requires_grad ? save_for_backward(g, n, spec, a) : nullptr;
   forward_heads(a, cache != nullptr, n.value.data, lse, spec.weights_out);
   if (cache) cache->length += a.T;

@@ -40,7 +40,8 @@ struct Attn {
   int64_t kv_bstride, kv_rstride;
   int64_t k_rstride, k_cstride;  // (kv_rstride, 1), or (1, capacity) for a KVCache's keys
   float* probs = nullptr;        // saved P^T blocks of the lanes kernels, or null (see probs_at)
-  int64_t probs_head = 0;        // floats of them per (batch, head): probs_per_head
+  int64_t probs_head = 0;        // values of them per (batch, head): probs_per_head
+  bool probs_bf16 = false;       // saved as bf16 bits (a bf16 graph), half the bytes
   int64_t group() const { return NH / NKV; }
   // Keys [0, visible(b, i)) are visible to query i of row b.
   int64_t visible(int64_t b, int64_t i) const {
@@ -60,7 +61,13 @@ struct Attn {
 // Saved probabilities of the lanes kernels (attention.cpp): P^T blocks (jm, 32) of each
 // (batch, head), block after block.
 inline float* probs_at(const Attn& a, int64_t b, int64_t h) {
-  return a.probs ? a.probs + (b * a.NH + h) * a.probs_head : nullptr;
+  return a.probs && !a.probs_bf16 ? a.probs + (b * a.NH + h) * a.probs_head : nullptr;
+}
+// The same as bf16 bits (probs_bf16).
+inline uint16_t* probs_bits_at(const Attn& a, int64_t b, int64_t h) {
+  return a.probs && a.probs_bf16
+             ? reinterpret_cast<uint16_t*>(a.probs) + (b * a.NH + h) * a.probs_head
+             : nullptr;
 }
 
 // The bf16 kernels of a path (bfloat16: the upper 16 bits of a float32, stored as uint16).

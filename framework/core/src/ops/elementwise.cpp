@@ -8,6 +8,7 @@
 
 #include "ablate/ops.hpp"
 #include "../node.hpp"
+#include "dispatch.hpp"
 #include "kernels.hpp"
 
 namespace ablate {
@@ -197,7 +198,10 @@ void scale_backward(Graph& g, int id) {
 }
 
 // ---- activations ------------------------------------------------------------------
-// Each is y = f(x) elementwise; backward dx += f'(x) dy, reading x from the input node.
+// Each is y = f(x) elementwise; backward dx += f'(x) dy, reading x from the input node (ReLU
+// reads y, whose sign is x's: x need not be kept when y is). In a bf16 graph the derivative is
+// taken at the bf16 rounding of what it reads, which a bf16 step keeps as bf16 bits after the
+// forward pass (graph.hpp, "Values' lifetimes").
 
 constexpr int64_t kSpan = 256;                 // elements per inner block (stack temporaries)
 constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/pi)
@@ -214,6 +218,7 @@ void for_spans(int64_t n, int64_t cost, const F& f) {
 }
 
 struct Relu {
+  static constexpr bool kReadsOutput = true;  // bwd reads y: y > 0 exactly where x > 0
   static void fwd(const float* x, float* y, int64_t w) {
     for (int64_t i = 0; i < w; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
   }
@@ -224,6 +229,7 @@ struct Relu {
 };
 
 struct Gelu {  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+  static constexpr bool kReadsOutput = false;
   static void fwd(const float* xp, float* yp, int64_t w) {
     ConstArrMap x(xp, w);
     ArrMap(yp, w) = 0.5f * x * (1.0f + (kGeluC * (x + kGeluA * x.cube())).tanh());
@@ -241,6 +247,7 @@ struct Gelu {  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 };
 
 struct GeluExact {  // x Phi(x) = 0.5 x (1 + erf(x / sqrt 2))
+  static constexpr bool kReadsOutput = false;
   static void fwd(const float* xp, float* yp, int64_t w) {
     ConstArrMap x(xp, w);
     ArrMap(yp, w) = 0.5f * x * (1.0f + (kInvSqrt2 * x).erf());
@@ -254,6 +261,7 @@ struct GeluExact {  // x Phi(x) = 0.5 x (1 + erf(x / sqrt 2))
 };
 
 struct Silu {  // x sigmoid(x)
+  static constexpr bool kReadsOutput = false;
   static void fwd(const float* xp, float* yp, int64_t w) {
     ConstArrMap x(xp, w);
     ArrMap(yp, w) = x * x.logistic();
@@ -269,6 +277,7 @@ struct Silu {  // x sigmoid(x)
 };
 
 struct Tanh {
+  static constexpr bool kReadsOutput = false;
   static void fwd(const float* xp, float* yp, int64_t w) {
     ArrMap(yp, w) = ConstArrMap(xp, w).tanh();
   }
@@ -285,13 +294,20 @@ template <class A>
 void activation_backward(Graph& g, int id) {
   Node& n = node(g, id);
   if (!g.requires_grad(n.in[0])) return;
-  const float* x = node(g, n.in[0]).value.data;
+  const float* x = A::kReadsOutput ? n.value.data : node(g, n.in[0]).value.data;
   const float* dy = n.grad.data;
   bool fresh;
   float* dx = g.grad_unzeroed(n.in[0], fresh).data;
+  const auto round = g.precision == Precision::bf16 ? isa_kernels().bf16.round : nullptr;
   for_spans(n.grad.numel(), A::kCost, [&](int64_t i, int64_t w) {
     if (fresh) std::fill(dx + i, dx + i + w, 0.0f);
-    A::bwd(x + i, dy + i, dx + i, w);
+    if (round) {
+      float xr[kSpan];
+      round(x + i, w, xr);
+      A::bwd(xr, dy + i, dx + i, w);
+    } else {
+      A::bwd(x + i, dy + i, dx + i, w);
+    }
   });
 }
 
@@ -300,7 +316,8 @@ Var activation(const char* op, Graph& g, Var x) {
   check_var(op, "x", g, x);
   const Tensor X = g.value(x);
   Var out = g.make(X.rows, X.cols, &activation_backward<A>, {x}, op);
-  backward_reads(node(g, out), 1, false);
+  if (A::kReadsOutput) backward_reads(node(g, out), 0, true, kReadsOwn);
+  else backward_reads(node(g, out), 1, false, 1);
   float* y = g.value(out).data;
   for_spans(X.numel(), A::kCost, [&](int64_t i, int64_t w) { A::fwd(X.data + i, y + i, w); });
   return out;
