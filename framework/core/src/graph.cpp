@@ -336,18 +336,18 @@ void Graph::before_node(int id, BackwardFn backward, const char* op, const int* 
       for (uint32_t a = p.start[j]; a < p.start[j + 1]; ++a) {
         Node& v = ablate::node(*this, p.act[a] / 2);
         if (v.held != Node::Held::value || v.value_floats == 0) continue;
+        const size_t floats = v.value_floats;
+        v.held = Node::Held::gone;
         if (p.act[a] & 1) {
-          // The bits in the value's first half; the rest goes back.
-          const size_t half = rounded_floats((static_cast<size_t>(v.value.numel()) + 1) / 2);
-          kernels::to_bf16_in_place_parallel(v.value.data, v.value.numel());
-          v.bits = reinterpret_cast<uint16_t*>(v.value.data);
+          // The bits into the smallest given-back range that holds them, the value's floats
+          // back whole: the next layer's value of the same size takes them (bits left in the
+          // value's first half would leave half-sized holes that no such value fits).
+          v.value_floats = rounded_floats((static_cast<size_t>(v.value.numel()) + 1) / 2);
+          v.bits = reinterpret_cast<uint16_t*>(take(v.value_floats));
+          kernels::to_bf16_parallel(v.value.data, v.value.numel(), v.bits);
           v.held = Node::Held::bits;
-          if (v.value_floats > half) give(v.value_floats - half, v.value.data + half);
-          v.value_floats = half;
-        } else {
-          v.held = Node::Held::gone;
-          give(v.value_floats, v.value.data);
         }
+        give(floats, v.value.data);
         v.value.data = nullptr;
       }
     }

@@ -408,29 +408,6 @@ void to_bf16_parallel(const float* src, int64_t n, uint16_t* dst) {
                   [&](int64_t i0, int64_t i1) { bf.to_bf16(src + i0, i1 - i0, dst + i0); });
 }
 
-void to_bf16_in_place_parallel(float* v, int64_t n) {
-  const Bf16Kernels& bf = isa_kernels().bf16;
-  uint16_t* bits = reinterpret_cast<uint16_t*>(v);
-  // Chunk c's bits go over the floats of chunk c / 2: chunk 0 first, block by block through a
-  // copy, then the chunks in waves (1; 2-3; 4-7; ...), each over chunks an earlier wave read.
-  constexpr int64_t kChunk = int64_t{1} << 16, kBlock = 64;
-  uint16_t tmp[kBlock];
-  for (int64_t i = 0; i < std::min(n, kChunk); i += kBlock) {
-    const int64_t w = std::min(kBlock, n - i);
-    bf.to_bf16(v + i, w, tmp);
-    std::memcpy(bits + i, tmp, sizeof(uint16_t) * static_cast<size_t>(w));
-  }
-  const int64_t chunks = ceil_div(n, kChunk);
-  for (int64_t lo = 1; lo < chunks; lo *= 2) {
-    parallel_chunks(std::min(chunks, 2 * lo) - lo, 1, [&](int64_t c0, int64_t c1) {
-      for (int64_t c = lo + c0; c < lo + c1; ++c) {
-        const int64_t i0 = c * kChunk, w = std::min(kChunk, n - i0);
-        bf.to_bf16(v + i0, w, bits + i0);
-      }
-    });
-  }
-}
-
 void round_to_bf16_parallel(const float* src, int64_t n, float* dst) {
   const Bf16Kernels& bf = isa_kernels().bf16;
   parallel_chunks(n, int64_t{1} << 16,

@@ -218,8 +218,6 @@ void gemv_bf16_parallel(bool trans_b, int64_t m, int64_t n, int64_t k, const flo
 // the float32 values of those bits (dst may be src).
 void to_bf16_parallel(const float* src, int64_t n, uint16_t* dst);
 void round_to_bf16_parallel(const float* src, int64_t n, float* dst);
-// v[0, n) rounded to bf16 bits in place: the bits fill the first half of v's bytes.
-void to_bf16_in_place_parallel(float* v, int64_t n);
 // The graph's buffers for bf16 roundings of activations and gradients (linalg.cpp): x and dy
 // for linear and matmul; attention's q in x (no product's x is live then), k and v in their
 // own, its output gradient in dy. Each is grown to its largest use and overwritten by the next.
