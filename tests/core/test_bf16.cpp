@@ -506,6 +506,43 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "ops/bf16: in a bf16 graph mul's backward reads ops' values rounded to bf16, as bits once the "
+    "step follows its plan (a gated FFN's gate and up projections), and leaves as they are") {
+  Rng rng(19);
+  const int64_t N = 24, C = 40;
+  const auto av = random_values(static_cast<size_t>(N * C), rng),
+             bv = random_values(static_cast<size_t>(N * C), rng),
+             rv = random_values(static_cast<size_t>(N * C), rng);
+  for (const bool row : {false, true})       // b (N,C), or a broadcast row (1,C)
+    for (const bool leaf : {false, true}) {  // b an op's value (1 b), or the parameter itself
+      CAPTURE(row);
+      CAPTURE(leaf);
+      const int64_t BR = row ? 1 : N;
+      // d/da and d/db of sum((1 a) * (1 b) * r).
+      auto grads = [&](Graph& g, const std::vector<float>& a, const std::vector<float>& b) {
+        g.reset();
+        ParamStore store(1);
+        Parameter& pa = store.add("a", N, C, Role::kCustom);
+        Parameter& pb = store.add("b", BR, C, Role::kCustom);
+        std::copy(a.begin(), a.end(), pa.value.data);
+        std::copy(b.begin(), b.begin() + BR * C, pb.value.data);
+        const Var y =
+            mul(g, scale(g, g.param(pa), 1.0f), leaf ? g.param(pb) : scale(g, g.param(pb), 1.0f));
+        g.backward(sum(g, mul(g, scale(g, y, 1.0f), g.constant(rv.data(), N, C))));
+        std::vector<float> out(pa.grad.data, pa.grad.data + N * C);
+        out.insert(out.end(), pb.grad.data, pb.grad.data + BR * C);
+        return out;
+      };
+      Graph lo, hi;
+      lo.precision = Precision::bf16;
+      const std::vector<float> want = grads(hi, bf16_values(av), leaf ? bv : bf16_values(bv));
+      CHECK(grads(lo, av, bv) == want);
+      CHECK(grads(lo, av, bv) == want);  // the same once the step follows its plan
+      CHECK(grads(hi, av, bv) != want);  // float32 reads a and b
+    }
+}
+
+TEST_CASE(
     "ops/bf16: in a bf16 graph layernorm's and rmsnorm's backward read x rounded to bf16, with "
     "the float32 statistics of the forward pass") {
   const int64_t N = 12, C = 40;

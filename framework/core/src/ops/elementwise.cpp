@@ -70,12 +70,22 @@ void add_backward(Graph& g, int id) {
   }
 }
 
-// node: in = {a, b}; i[0] = broadcast.
+// node: in = {a, b}; i[0] = broadcast. A bf16 graph reads the inputs that are ops' values
+// (activations: a gated FFN's gate and up projections) rounded to bf16, as a step keeps them
+// (bits after the forward pass), and leaves (parameters, constants) as they are. The roundings
+// go in the product buffers x and dy, which no product holds while mul's backward runs.
 void mul_backward(Graph& g, int id) {
   Node& n = node(g, id);
-  const Tensor dy = n.grad;                 // (N,C)
-  const Tensor a = node(g, n.in[0]).value;  // (N,C)
-  const Tensor b = node(g, n.in[1]).value;  // (N,C) or (1,C)
+  const Tensor dy = n.grad;  // (N,C)
+  auto read = [&](int k, Bf16Buffer slot) {
+    const Node& in = node(g, n.in[k]);
+    Tensor t = in.value;
+    if (g.precision == Precision::bf16 && in.value_floats > 0)
+      t.data = const_cast<float*>(bf16_rounded(g, slot, t));
+    return t;
+  };
+  const Tensor a = read(0, Bf16Buffer::x);   // (N,C)
+  const Tensor b = read(1, Bf16Buffer::dy);  // (N,C) or (1,C)
   const bool bc = n.i[0] != 0;
   const int64_t N = dy.rows, C = dy.cols;
   // (set_or_add_grad row by row, as b may be a broadcast row)
@@ -112,7 +122,8 @@ Var binary(const char* op, Graph& g, Var a, Var b, BackwardFn bw, F f) {
   Var out = g.make(A.rows, A.cols, bw, {a, b}, op);
   Node& n = node(g, out);
   n.i[0] = bc ? 1 : 0;
-  if (bw == &add_backward) backward_reads(n, 0, false);  // mul's reads both
+  if (bw == &add_backward) backward_reads(n, 0, false);
+  else backward_reads(n, 3, false, 3);  // mul's reads both
   const int64_t C = A.cols;
   float* y = n.value.data;
   parallel_chunks(A.rows, rows_chunk(C, 1), [&](int64_t r0, int64_t r1) {
