@@ -221,8 +221,10 @@ class Graph {
   // plan made from an earlier step of the same grad mode (with grad or under NoGrad): the value
   // of an op's node goes back to the arena once the last node that reads it in the forward pass
   // has been made (its forward done) unless a backward reads it, and in a bf16 graph a value
-  // that backward reads only through bf16 roundings (the input of a matrix product) is kept as
-  // bf16 bits, half its floats, and widened again for the backward that reads it. A value is
+  // that backward reads only through bf16 roundings (the input of a matrix product, a norm, an
+  // activation function or mul; ReLU's output) is kept as bf16 bits, half its floats, in the
+  // smallest given-back range that holds them (its floats go back whole, for the next layer's
+  // value of the same size), and widened again for the backward that reads it. A value is
   // read when a node takes it as an input or when Graph::value() returns it: code that keeps a
   // Tensor across the making of other nodes must call value() again where it reads it. A step
   // whose tape departs from its plan (another op, other inputs) stops following it there and
