@@ -25,8 +25,10 @@ class Graph;
 // The inputs of the matrix products of linear and matmul (ops.hpp), forward and backward:
 // float32, or bfloat16 (bf16: float32's sign, exponent and top 7 mantissa bits), to which
 // activations, gradients and weights are rounded (to nearest even) for the product, the
-// products then summed in float32. Everything else (the weights themselves, gradients,
-// optimizer states, norms, softmax, the loss) stays float32: mixed precision.
+// products then summed in float32. The forward pass otherwise computes in float32 (norms and
+// their statistics, activation functions, softmax, the loss); what backward reads of
+// activations is their bf16 rounding, kept as bf16 bits (see "Values' lifetimes" below). The
+// weights themselves, gradients and optimizer states stay float32: mixed precision.
 enum class Precision { float32 = 0, bf16 = 1 };
 const char* precision_name(Precision p);  // "float32", "bf16"
 // The precision named `name`; an Error naming `what` (e.g. "--precision") and the choices
