@@ -26,8 +26,8 @@ struct Node {
   bool grad_released = false;  // backward() has passed this node and given grad's floats back
   // What backward reads (Graph's "Values' lifetimes"): bit k the value of input k, kReadsOwn
   // the node's own value; of those (kReadsOwn too), the ones it reads only through bf16
-  // roundings in a bf16 graph (a bf16 copy serves it bitwise). Every value unless the op declares less
-  // (backward_reads below): custom ops read all.
+  // roundings in a bf16 graph (a bf16 copy serves it bitwise). Every value unless the op
+  // declares less (backward_reads below): custom ops read all.
   uint8_t reads = 0x1f;
   uint8_t reads_rounded = 0;
   enum class Held : uint8_t { value, gone, bits };

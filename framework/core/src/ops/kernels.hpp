@@ -220,7 +220,8 @@ void to_bf16_parallel(const float* src, int64_t n, uint16_t* dst);
 void round_to_bf16_parallel(const float* src, int64_t n, float* dst);
 // The graph's buffers for bf16 roundings of activations and gradients (linalg.cpp): x and dy
 // for linear and matmul; attention's q in x (no product's x is live then), k and v in their
-// own, its output gradient in dy. Each is grown to its largest use and overwritten by the next.
+// own, its output gradient in dy; mul's backward its two inputs in x and dy. Each is grown to
+// its largest use and overwritten by the next.
 enum class Bf16Buffer { x, dy, k, v };
 // x's values rounded to bf16, as float32 copies in graph g's buffer `slot`.
 const float* bf16_rounded(Graph& g, Bf16Buffer slot, const Tensor& x);
