@@ -204,7 +204,8 @@ TEST_CASE("graph/lifetimes: ABLATE_KEEP_ACTIVATIONS=1 keeps every value") {
 
 TEST_CASE(
     "graph/lifetimes: what backward reads of norms, activations and products waits as bf16 "
-    "bits in a bf16 step, as float32 in a float32 one, and ReLU keeps its output, not its input") {
+    "bits in a bf16 step, as float32 in a float32 one, read back without rounding them again, "
+    "and ReLU keeps its output, not its input") {
   const int64_t N = 16, C = 24;
   const std::vector<float> xv = randn(static_cast<size_t>(N * C), 11);
   ParamStore store(1);
@@ -234,6 +235,13 @@ TEST_CASE(
       first[k].assign(t.data, t.data + t.numel());
       if (p == Precision::bf16)
         kernels::round_to_bf16_parallel(first[k].data(), t.numel(), first[k].data());
+      // A float32 value: a bf16 graph's ops read a rounded copy of it.
+      CHECK((kernels::rounding_of(g, v[k].id) != nullptr) == (p == Precision::bf16));
+    }
+    if (p == Precision::bf16) {
+      const float* r = kernels::bf16_rounded(g, kernels::Bf16Buffer::x, v[1].id);
+      CHECK(r != g.node(v[1]).value.data);
+      CHECK(std::vector<float>(r, r + g.node(v[1]).value.numel()) == first[1]);
     }
     g.backward(loss);
     const std::vector<float> grad(w.grad.data, w.grad.data + w.grad.numel());
@@ -259,6 +267,9 @@ TEST_CASE(
       CAPTURE(k);
       const Tensor& t = g.value(v[k]);
       CHECK(std::vector<float>(t.data, t.data + t.numel()) == first[k]);
+      // Widened from bits, the floats are bf16 values: ops read them in place, unrounded.
+      CHECK(!kernels::rounding_of(g, v[k].id));
+      if (bits) CHECK(kernels::bf16_rounded(g, kernels::Bf16Buffer::x, v[k].id) == t.data);
     }
   }
   // relu's input: no backward reads it (ReLU reads its output), so it goes after relu reads it.

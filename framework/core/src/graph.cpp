@@ -297,6 +297,7 @@ void Graph::restore(int id, int reader) {
     });
     n.value.data = d;
     n.held = Node::Held::value;
+    n.bf16_exact = true;
     return;
   }
   throw Error("Graph: the value of node " + std::to_string(id) + " (" + n.op + ") is read " +

@@ -34,6 +34,9 @@ struct Node {
   Held held = Held::value;  // the value's floats; given back; kept as bf16 bits in `bits`
   size_t value_floats = 0;  // floats of the arena the value holds (0: a leaf's, not planned)
   uint16_t* bits = nullptr;
+  // The value's floats are bf16 values: widened from `bits` (Graph::restore). A backward reads
+  // them as they are where it would read their bf16 rounding (kernels.hpp: rounding_of).
+  bool bf16_exact = false;
 };
 
 constexpr uint8_t kReadsOwn = 0x10;

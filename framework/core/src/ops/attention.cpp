@@ -187,17 +187,14 @@ struct Inputs {
 Inputs product_inputs(Graph& g, int q, int k, int v) {
   Inputs in{node(g, q).value, node(g, k).value, node(g, v).value};
   if (g.precision != Precision::bf16) return in;
-  auto rounded = [&](Bf16Buffer slot, const Tensor& t) {
-    return Tensor{const_cast<float*>(bf16_rounded(g, slot, t)), t.rows, t.cols};
+  auto rounded = [&](Bf16Buffer slot, int id, const Tensor& t) {
+    return Tensor{const_cast<float*>(bf16_rounded(g, slot, id)), t.rows, t.cols};
   };
-  const Tensor Q = rounded(Bf16Buffer::x, in.q);
-  const Tensor K = k == q ? Q : rounded(Bf16Buffer::k, in.k);
-  const Tensor V = v == q ? Q : v == k ? K : rounded(Bf16Buffer::v, in.v);
+  const Tensor Q = rounded(Bf16Buffer::x, q, in.q);
+  const Tensor K = k == q ? Q : rounded(Bf16Buffer::k, k, in.k);
+  const Tensor V = v == q ? Q : v == k ? K : rounded(Bf16Buffer::v, v, in.v);
   return {Q, K, V};
 }
-
-// Rounds src[0, n) to bf16 into dst (Bf16Kernels::round), or null: float32.
-using RoundFn = void (*)(const float* src, int64_t n, float* dst);
 
 // One (batch, kv head) and every query head of its group: dq for those heads, dk and dv
 // of the kv head (so no two tasks write the same gradient rows). Probabilities are
@@ -301,7 +298,7 @@ void attention_backward(Graph& g, int id) {
   const float* lse = static_cast<const float*>(n.p[0]);
   // The output (wider heads' D_i; a bf16 graph reads it rounded, kept as bf16 bits).
   const float* out = lanes_kernel(a) ? nullptr : n.value.data;
-  const auto round = g.precision == Precision::bf16 ? isa_kernels().bf16.round : nullptr;
+  const RoundFn round = rounding_of(g, id);
   const float* dout =
       g.precision == Precision::bf16 ? bf16_rounded(g, Bf16Buffer::dy, n.grad) : n.grad.data;
   // q, k and v may be column ranges of one node (a fused qkv): one gradient buffer then,

@@ -8,7 +8,6 @@
 
 #include "ablate/ops.hpp"
 #include "../node.hpp"
-#include "dispatch.hpp"
 #include "kernels.hpp"
 
 namespace ablate {
@@ -81,7 +80,7 @@ void mul_backward(Graph& g, int id) {
     const Node& in = node(g, n.in[k]);
     Tensor t = in.value;
     if (g.precision == Precision::bf16 && in.value_floats > 0)
-      t.data = const_cast<float*>(bf16_rounded(g, slot, t));
+      t.data = const_cast<float*>(bf16_rounded(g, slot, n.in[k]));
     return t;
   };
   const Tensor a = read(0, Bf16Buffer::x);   // (N,C)
@@ -305,11 +304,12 @@ template <class A>
 void activation_backward(Graph& g, int id) {
   Node& n = node(g, id);
   if (!g.requires_grad(n.in[0])) return;
-  const float* x = A::kReadsOutput ? n.value.data : node(g, n.in[0]).value.data;
+  const int read = A::kReadsOutput ? id : n.in[0];
+  const float* x = node(g, read).value.data;
   const float* dy = n.grad.data;
   bool fresh;
   float* dx = g.grad_unzeroed(n.in[0], fresh).data;
-  const auto round = g.precision == Precision::bf16 ? isa_kernels().bf16.round : nullptr;
+  const RoundFn round = rounding_of(g, read);
   for_spans(n.grad.numel(), A::kCost, [&](int64_t i, int64_t w) {
     if (fresh) std::fill(dx + i, dx + i + w, 0.0f);
     if (round) {

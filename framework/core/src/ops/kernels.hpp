@@ -225,6 +225,15 @@ void round_to_bf16_parallel(const float* src, int64_t n, float* dst);
 enum class Bf16Buffer { x, dy, k, v };
 // x's values rounded to bf16, as float32 copies in graph g's buffer `slot`.
 const float* bf16_rounded(Graph& g, Bf16Buffer slot, const Tensor& x);
+// Node v's value rounded to bf16: the value itself where its floats are bf16 values already
+// (widened from the bits it waited in), else bf16_rounded's copy in `slot`.
+const float* bf16_rounded(Graph& g, Bf16Buffer slot, int v);
+// Rounds src[0, n) to bf16 into dst (Bf16Kernels::round).
+using RoundFn = void (*)(const float* src, int64_t n, float* dst);
+// How an op reads node v's value where a bf16 graph reads its rounding: the kernel path's
+// rounding, or null (read it as it is) in a float32 graph and where the value's floats are
+// bf16 values already.
+RoundFn rounding_of(const Graph& g, int v);
 // The float32 value of bf16 bits.
 inline float bf16_to_float(uint16_t h) {
   const uint32_t u = static_cast<uint32_t>(h) << 16;

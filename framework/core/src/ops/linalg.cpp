@@ -81,6 +81,18 @@ const T* rounded_into(Graph& g, AlignedFloats Bf16State::*buf, const Tensor& x) 
   return t;
 }
 
+// Node v's value rounded, as T: where its floats are bf16 values (widened from the bits it
+// waited in, which are still there), those floats or bits themselves, else rounded_into's.
+template <class T>
+const T* rounded_value(Graph& g, AlignedFloats Bf16State::*buf, int v) {
+  const Node& n = node(g, v);
+  if (n.bf16_exact) {
+    if constexpr (std::is_same_v<T, uint16_t>) return n.bits;
+    else return n.value.data;
+  }
+  return rounded_into<T>(g, buf, n.value);
+}
+
 // w's values rounded to bf16, as T (uint16_t: bits; float: values): the graph's copy of a
 // parameter, else a copy in the arena.
 template <class T>
@@ -127,8 +139,9 @@ void linear_backward_bf16(Graph& g, Node& n, const Tensor& x, const Tensor& dy, 
     gemm(false, !tw, N, K, M, dyr, M, w, tw ? K : M, dx, K, fresh);
   }
   if (dw_wanted) {
-    const T* xr =
-        rounded_into<T>(g, &Bf16State::x, x);  // again: the forward's went with its buffer
+    // Again (the forward's went with its buffer), or x's own bits or values where it waited
+    // as bits.
+    const T* xr = rounded_value<T>(g, &Bf16State::x, n.in[0]);
     float* dw = g.grad(n.in[1]).data;
     if (!tw)
       gemm(true, false, K, M, N, xr, K, dyr, M, dw, M, false);  // dw (K,M) += x^T (K,N) . dy (N,M)
@@ -195,7 +208,7 @@ Var linear_impl(const char* op, const char* xn, const char* wn, Graph& g, Var x,
     if (N <= 4 && !g.requires_grad(out)) {
       // Decoding: the matrix-vector products (and their split of the reduction) read the
       // weights' bf16 bits, half the bytes of float32 copies, and sum as they would.
-      const float* xr = rounded_into<float>(g, &Bf16State::x, X);
+      const float* xr = rounded_value<float>(g, &Bf16State::x, x.id);
       gemv_bf16_parallel(tw, N, M, K, xr, K, rounded_copy<uint16_t>(g, w), ldw, n.value.data, M,
                          /*overwrite=*/true, b);
       return out;
@@ -204,7 +217,7 @@ Var linear_impl(const char* op, const char* xn, const char* wn, Graph& g, Var x,
     // copies, whatever the GEMM.
     const bool bits = isa_kernels().bf16.gemm != nullptr && N > 4;
     if (bits) {
-      const uint16_t* xb = rounded_into<uint16_t>(g, &Bf16State::x, X);
+      const uint16_t* xb = rounded_value<uint16_t>(g, &Bf16State::x, x.id);
       const uint16_t* wb = rounded_copy<uint16_t>(g, w);
       gemm_bf16_parallel(false, tw, N, M, K, 1.0f, xb, K, wb, ldw, n.value.data, M,
                          /*overwrite=*/true, b);
@@ -212,7 +225,7 @@ Var linear_impl(const char* op, const char* xn, const char* wn, Graph& g, Var x,
       n.p[1] = const_cast<uint16_t*>(wb);
       backward_reads(n, 1, false, 1);
     } else {
-      const float* xr = rounded_into<float>(g, &Bf16State::x, X);
+      const float* xr = rounded_value<float>(g, &Bf16State::x, x.id);
       const float* wr = rounded_copy<float>(g, w);
       gemm_acc_parallel(false, tw, N, M, K, 1.0f, xr, K, wr, ldw, n.value.data, M,
                         /*overwrite=*/true, b);
@@ -243,10 +256,22 @@ size_t product_buffer_bytes(const Graph& g) {
   return (s->x.size() + s->dy.size() + s->k.size() + s->v.size()) * sizeof(float);
 }
 
+namespace {
+constexpr AlignedFloats Bf16State::*kSlots[] = {&Bf16State::x, &Bf16State::dy, &Bf16State::k,
+                                                &Bf16State::v};
+}
+
 const float* kernels::bf16_rounded(Graph& g, Bf16Buffer slot, const Tensor& x) {
-  static constexpr AlignedFloats Bf16State::*kSlots[] = {&Bf16State::x, &Bf16State::dy,
-                                                         &Bf16State::k, &Bf16State::v};
   return rounded_into<float>(g, kSlots[static_cast<int>(slot)], x);
+}
+
+const float* kernels::bf16_rounded(Graph& g, Bf16Buffer slot, int v) {
+  return rounded_value<float>(g, kSlots[static_cast<int>(slot)], v);
+}
+
+kernels::RoundFn kernels::rounding_of(const Graph& g, int v) {
+  if (g.precision != Precision::bf16 || node(g, v).bf16_exact) return nullptr;
+  return isa_kernels().bf16.round;
 }
 
 Var matmul(Graph& g, Var a, Var b, bool transpose_b) {

@@ -7,7 +7,6 @@
 
 #include "ablate/ops.hpp"
 #include "../node.hpp"
-#include "dispatch.hpp"
 #include "kernels.hpp"
 
 namespace ablate {
@@ -75,7 +74,7 @@ void row_norm_backward(Graph& g, int id) {
   const int64_t chunk = items_per_task(8 * C), nchunks = ceil_div(N, chunk);
   float* partial = (dgain || dbias) ? g.alloc(static_cast<size_t>(2 * nchunks * C)) : nullptr;
   // A bf16 graph reads x rounded to bf16 (kept as bf16 bits after the forward pass).
-  const auto round = g.precision == Precision::bf16 ? isa_kernels().bf16.round : nullptr;
+  const RoundFn round = rounding_of(g, n.in[0]);
   parallel_chunks(N, chunk, [&](int64_t r0, int64_t r1) {
     float* rounded = round ? thread_scratch(kSlotMisc, static_cast<size_t>(C)) : nullptr;
     RowMut pg(partial ? partial + 2 * (r0 / chunk) * C : nullptr, partial ? C : 0);
