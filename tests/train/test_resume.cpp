@@ -799,6 +799,18 @@ TEST_CASE("reliability/the memory estimate is within 10% of the run's peak RSS, 
     const double peak = static_cast<double>(e.max_rss_kib) * 1024.0;
     CAPTURE(estimate);
     CAPTURE(peak);
+    // Linux carries ru_maxrss over fork and exec: the child's reading is the larger of its own
+    // peak and this process's peak when it forked. ctest runs this test in a process of its own
+    // (about 25 MB); among many tests in one process the reading may be that process's.
+    rusage self{};
+    ::getrusage(RUSAGE_SELF, &self);
+    const double self_peak = static_cast<double>(self.ru_maxrss) * 1024.0;
+    CAPTURE(self_peak);
+    if (peak <= self_peak) {
+      MESSAGE("the run's peak RSS reading is this test process's own peak ("
+              << self_peak / 1e6 << " MB): run the test alone (ctest does) to check the estimate");
+      continue;
+    }
     CHECK(std::fabs(estimate - peak) <= 0.10 * peak);
   }
 }
