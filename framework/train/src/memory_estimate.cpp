@@ -19,23 +19,25 @@ MemoryEstimate estimate_memory(Setup& s, int64_t rows) {
   const int64_t T = model.dims().context;
   std::vector<int32_t> x(static_cast<size_t>(2 * T)), y(static_cast<size_t>(2 * T));
   double bytes[2] = {0, 0};
-  Graph g;
-  g.training = true;
-  g.precision = s.train.precision;  // bf16: the products' bf16 roundings are in the arena
-  g.seed = s.seed;
-  // A step of one sequence plans the values' lifetimes (graph.hpp), as in training; then a
-  // step of one and one of two sequences.
-  for (int64_t b : {1, 1, 2}) {
-    g.reset();
-    Rng rng(s.seed ^ 0x3E3A0ull);
-    sample_batch(*s.data, true, b, T, rng, x.data(), y.data());
-    s.objective->prepare(x.data(), y.data(), b, T, s.tokenizer->vocab_size(), rng);
-    std::vector<int32_t> prefix;
-    g.backward(batch_loss(g, model, *s.objective, Batch{x.data(), b, T}, y.data(), prefix));
-    bytes[b - 1] =
-        static_cast<double>(g.step_bytes() + product_buffer_bytes(g));  // bf16: x and dy rounded
-    m.param_copies = static_cast<double>(param_copy_bytes(g));
-  }
+  {
+    Graph g;
+    g.training = true;
+    g.precision = s.train.precision;  // bf16: the products' bf16 roundings are in the arena
+    g.seed = s.seed;
+    // A step of one sequence plans the values' lifetimes (graph.hpp), as in training; then a
+    // step of one and one of two sequences.
+    for (int64_t b : {1, 1, 2}) {
+      g.reset();
+      Rng rng(s.seed ^ 0x3E3A0ull);
+      sample_batch(*s.data, true, b, T, rng, x.data(), y.data());
+      s.objective->prepare(x.data(), y.data(), b, T, s.tokenizer->vocab_size(), rng);
+      std::vector<int32_t> prefix;
+      g.backward(batch_loss(g, model, *s.objective, Batch{x.data(), b, T}, y.data(), prefix));
+      bytes[b - 1] =
+          static_cast<double>(g.step_bytes() + product_buffer_bytes(g));  // bf16: x and dy rounded
+      m.param_copies = static_cast<double>(param_copy_bytes(g));
+    }
+  }  // the graph's arena and bf16 copies go back: what stays resident is data and code
   model.params().zero_grad();
   m.activations_per_sequence = std::max(0.0, bytes[1] - bytes[0]);
   m.activations = bytes[0] + m.activations_per_sequence * static_cast<double>(rows - 1);
