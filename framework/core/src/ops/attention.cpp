@@ -187,12 +187,13 @@ struct Inputs {
 Inputs product_inputs(Graph& g, int q, int k, int v) {
   Inputs in{node(g, q).value, node(g, k).value, node(g, v).value};
   if (g.precision != Precision::bf16) return in;
-  auto rounded = [&](Bf16Buffer slot, int id, const Tensor& t) {
+  auto rounded = [&](Bf16Buffer slot, int id) {
+    const Tensor& t = node(g, id).value;
     return Tensor{const_cast<float*>(bf16_rounded(g, slot, id)), t.rows, t.cols};
   };
-  const Tensor Q = rounded(Bf16Buffer::x, q, in.q);
-  const Tensor K = k == q ? Q : rounded(Bf16Buffer::k, k, in.k);
-  const Tensor V = v == q ? Q : v == k ? K : rounded(Bf16Buffer::v, v, in.v);
+  const Tensor Q = rounded(Bf16Buffer::x, q);
+  const Tensor K = k == q ? Q : rounded(Bf16Buffer::k, k);
+  const Tensor V = v == q ? Q : v == k ? K : rounded(Bf16Buffer::v, v);
   return {Q, K, V};
 }
 

@@ -122,8 +122,8 @@ const T* rounded_copy(Graph& g, Var w) {
 // node: in = {x, w, bias or -1}; i[0] = transpose_w; i[1] = 1 for a product of bf16 bits,
 // 2 for one of float32 copies of bf16 values; p[1] holds w's rounding.
 template <class T>
-void linear_backward_bf16(Graph& g, Node& n, const Tensor& x, const Tensor& dy, int64_t N,
-                          int64_t K, int64_t M, bool tw) {
+void linear_backward_bf16(Graph& g, Node& n, const Tensor& dy, int64_t N, int64_t K, int64_t M,
+                          bool tw) {
   const bool dx_wanted = g.requires_grad(n.in[0]), dw_wanted = g.requires_grad(n.in[1]);
   const T* w = static_cast<const T*>(n.p[1]);
   const T* dyr = rounded_into<T>(g, &Bf16State::dy, dy);
@@ -158,8 +158,8 @@ void linear_backward(Graph& g, int id) {
   const bool tw = n.i[0] != 0;
   const int64_t N = x.rows, K = x.cols, M = dy.cols;
   if (n.i[1] != 0) {
-    if (n.i[1] == 1) linear_backward_bf16<uint16_t>(g, n, x, dy, N, K, M, tw);
-    else linear_backward_bf16<float>(g, n, x, dy, N, K, M, tw);
+    if (n.i[1] == 1) linear_backward_bf16<uint16_t>(g, n, dy, N, K, M, tw);
+    else linear_backward_bf16<float>(g, n, dy, N, K, M, tw);
     if (g.requires_grad(n.in[2])) add_column_sums(dy.data, N, M, M, g.grad(n.in[2]).data);  // (1,M)
     return;
   }
