@@ -318,8 +318,8 @@ TEST_CASE(
   if (!k.gemm) {
     MESSAGE("the "
             << std::string(kernel_path())
-            << " path has no bf16 GEMM: its bf16 products run the float32 GEMM on float32 copies "
-               "of bf16 values (the linear tests below)");
+            << " path has no bf16 GEMM: its bf16 products run the float32 GEMM on bf16 values, "
+               "rounding B as it packs it (the tests below)");
     return;
   }
   check_kernel(k, bf16_kernel());
@@ -340,6 +340,76 @@ TEST_CASE(
 #if defined(__x86_64__)
   check_kernel(kernels::avx512_bf16::kBf16, "avx512_bf16");
 #endif
+}
+
+TEST_CASE(
+    "ops/bf16: the float32 GEMM that rounds B as it packs it equals the float32 GEMM of B's "
+    "rounding bitwise, and the exact product, every layout and split") {
+  const kernels::IsaKernels& isa = kernels::isa_kernels();
+  REQUIRE(static_cast<bool>(isa.bf16.gemm_round_b));
+  Rng rng(6);
+  // op(A) bf16 values (as the rounded activations it multiplies) or not; B never.
+  auto operands = [&](bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t pad,
+                      bool a_rounded) {
+    const int64_t ar = ta ? k : m, ac = (ta ? m : k) + pad, br = tb ? n : k, bc = (tb ? k : n) + pad;
+    std::vector<float> a = random_values(static_cast<size_t>(ar * ac), rng),
+                       b = random_values(static_cast<size_t>(br * bc), rng);
+    if (a_rounded) a = bf16_values(a);
+    return std::tuple{a, ac, b, bc};
+  };
+  for (const GemmCase& t : kGemmCases)
+    for (int mode = 0; mode < 2; ++mode) {  // C += 0.5 op(A) op(B); C = init + op(A) op(B)
+      CAPTURE(t.ta);
+      CAPTURE(t.tb);
+      CAPTURE(t.m);
+      CAPTURE(t.n);
+      CAPTURE(t.k);
+      CAPTURE(mode);
+      const auto [a, lda, b, ldb] = operands(t.ta, t.tb, t.m, t.n, t.k, t.pad, false);
+      const std::vector<float> br = bf16_values(b),
+                               init = random_values(static_cast<size_t>(t.n), rng),
+                               c0 = random_values(static_cast<size_t>(t.m * t.n), rng);
+      std::vector<float> want = c0, got = c0;
+      const float alpha = mode == 0 ? 0.5f : 1.0f;
+      const float* bias = mode == 1 ? init.data() : nullptr;
+      isa.gemm(t.ta, t.tb, t.m, t.n, t.k, alpha, a.data(), lda, br.data(), ldb, want.data(), t.n,
+               mode == 1, bias);
+      isa.bf16.gemm_round_b(t.ta, t.tb, t.m, t.n, t.k, alpha, a.data(), lda, b.data(), ldb,
+                            got.data(), t.n, mode == 1, bias);
+      CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+    }
+  // gemm_acc_parallel's splits: rows with a last block of 4 rows, columns with a last block of
+  // one column, a few rows over two halves of the reduction, and one block.
+  struct Case {
+    bool tb;
+    int64_t m, n, k;
+  };
+  const Case cases[] = {{false, 36, 32, 1024}, {true, 36, 32, 1024}, {false, 8, 33, 4096},
+                        {true, 8, 33, 4096},   {false, 3, 512, 64},  {false, 13, 33, 7}};
+  for (const Case& t : cases) {
+    CAPTURE(t.tb);
+    CAPTURE(t.m);
+    CAPTURE(t.n);
+    CAPTURE(t.k);
+    const auto [a, lda, b, ldb] = operands(false, t.tb, t.m, t.n, t.k, 1, true);
+    std::vector<float> init = random_values(static_cast<size_t>(t.n), rng);
+    std::vector<float> runs[2];
+    for (int threads : {1, 2}) {
+      tbb::global_control limit(tbb::global_control::max_allowed_parallelism,
+                                static_cast<size_t>(threads));
+      std::vector<float>& c = runs[threads - 1];
+      c.assign(static_cast<size_t>(t.m * t.n), std::numeric_limits<float>::quiet_NaN());
+      kernels::gemm_acc_parallel(false, t.tb, t.m, t.n, t.k, 1.0f, a.data(), lda, b.data(), ldb,
+                                 c.data(), t.n, /*overwrite=*/true, init.data(), /*round_b=*/true);
+    }
+    CHECK(runs[0] == runs[1]);
+    std::vector<float> start(static_cast<size_t>(t.m * t.n));
+    for (int64_t i = 0; i < t.m; ++i) std::copy(init.begin(), init.end(), start.begin() + i * t.n);
+    check_close(runs[0].data(),
+                reference_gemm(false, t.tb, t.m, t.n, t.k, 1.0, to_bits(a), lda, to_bits(b), ldb,
+                               start),
+                t.k, "gemm_acc_parallel with round_b");
+  }
 }
 
 // The CPU flags Linux lists in /proc/cpuinfo (empty elsewhere).
@@ -656,35 +726,44 @@ TEST_CASE("ops/bf16: finite differences of a bf16 linear on inputs that bf16 rep
 }
 
 TEST_CASE(
-    "ops/bf16: a parameter's bf16 copy is made again after reset() unless param_epoch holds it") {
+    "ops/bf16: a parameter's bf16 bits are made again after reset() unless param_epoch holds them, "
+    "and without a bf16 GEMM training's products keep no copy") {
   ParamStore store;
   Parameter& w = store.add("w", 8, 16, Role::kHidden);
   Rng rng(2);
   for (int64_t i = 0; i < w.value.numel(); ++i) w.value.data[i] = rng.normal();
   std::vector<float> x(static_cast<size_t>(16 * 8));
   for (float& v : x) v = rng.normal();
+  const size_t bits_bytes = static_cast<size_t>(w.value.numel()) * sizeof(uint16_t);
   Graph g;
   g.precision = Precision::bf16;
-  auto forward = [&] {
+  // x (rows, 8) w: 16 rows with gradients, a training product; 2 without, decoding's, which
+  // reads w's bits on every path. With w_rounded, w's rounding as a constant instead.
+  auto forward = [&](int64_t rows, const std::vector<float>* w_rounded = nullptr) {
     g.reset();
-    Var y = linear(g, g.constant(x.data(), 16, 8), g.param(w));
-    const Tensor t = g.value(y);
+    g.grad_enabled = rows > 4;
+    Var wv = w_rounded ? g.constant(w_rounded->data(), 8, 16) : g.param(w);
+    const Tensor t = g.value(linear(g, g.constant(x.data(), rows, 8), wv));
     return std::vector<float>(t.data, t.data + t.numel());
   };
-  const auto y1 = forward();
-  // bf16 bits for a bf16 GEMM, float32 copies of the bf16 values otherwise
-  CHECK(param_copy_bytes(g) ==
-        static_cast<size_t>(w.value.numel()) * (kernels::isa_kernels().bf16.gemm ? 2 : 4));
+  const auto t1 = forward(16);
+  // bf16 bits for a bf16 GEMM; the float32 GEMM rounds w as it packs it
+  CHECK(param_copy_bytes(g) == (kernels::isa_kernels().bf16.gemm ? bits_bytes : 0));
+  const auto w_rounded = bf16_values(std::vector<float>(w.value.data, w.value.data + 8 * 16));
+  CHECK(w_rounded != std::vector<float>(w.value.data, w.value.data + 8 * 16));
+  CHECK(t1 == forward(16, &w_rounded));  // the product of w's rounding
+  const auto y1 = forward(2);
+  CHECK(param_copy_bytes(g) == bits_bytes);
   for (int64_t i = 0; i < w.value.numel(); ++i) w.value.data[i] *= 2.0f;  // exact in bf16 too
-  const auto y2 = forward();  // param_epoch 0: a fresh copy
+  const auto y2 = forward(2);  // param_epoch 0: fresh bits
   for (size_t i = 0; i < y1.size(); ++i) CHECK(y2[i] == 2.0f * y1[i]);
   g.param_epoch = new_param_epoch();
-  const auto y3 = forward();
+  const auto y3 = forward(2);
   for (int64_t i = 0; i < w.value.numel(); ++i) w.value.data[i] *= 2.0f;
-  const auto y4 = forward();  // the same epoch: the copy made for y3 serves
+  const auto y4 = forward(2);  // the same epoch: the bits made for y3 serve
   CHECK(y4 == y3);
   g.param_epoch = new_param_epoch();
-  const auto y5 = forward();
+  const auto y5 = forward(2);
   for (size_t i = 0; i < y1.size(); ++i) CHECK(y5[i] == 4.0f * y1[i]);
 }
 

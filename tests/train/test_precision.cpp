@@ -255,8 +255,9 @@ TEST_CASE(
   CHECK(by_default == bf16);  // the run trained in bf16
   CHECK(contains(gen("--precision fp16 2>&1 || true"), "'fp16' is not a precision"));
   (void)f32;
-  // The dry run's estimate counts the bf16 copies of activations (in the activations) and of
-  // the weights.
+  // The dry run's estimate counts the bf16 copies of activations (in the activations) and,
+  // where the products run a bf16 GEMM, the weights' bf16 bits (the float32 GEMM rounds the
+  // weights as it packs them: no copy).
   auto dry = [&](const std::string& prec) {
     auto r =
         ablate::test::run_command("ABLATE_DATA_PATH=" + std::string(ABLATE_TEST_DATA_DIR) + " " +
@@ -267,5 +268,6 @@ TEST_CASE(
   };
   const std::string d32 = dry("float32"), d16 = dry("bf16");
   CHECK(!contains(d32, "bf16 weights"));
-  CHECK(contains(d16, "bf16 weights"));
+  const std::string gemm = ablate::bf16_kernel();
+  CHECK(contains(d16, "bf16 weights") == (gemm == "avx512_bf16" || gemm == "onednn_bf16"));
 }

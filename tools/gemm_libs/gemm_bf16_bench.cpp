@@ -1,7 +1,7 @@
 // gemm_bf16_bench: the AVX512_BF16 GEMM (VDPBF16PS; isa_avx512_bf16.cpp) and oneDNN's bf16
 // matmul (bf16_onednn.cpp; AMX-BF16 tiles where the CPU has them) against the float32 GEMM of
 // the kernel path in use (ABLATE_ISA), which is what bf16 products run on CPUs where the dot
-// product is not the faster one (float32 copies of the bf16 values: linalg.cpp), on one core,
+// product is not the faster one (on the bf16 values as float32: linalg.cpp), on one core,
 // at the products of the bench models and two larger ones. First it measures the
 // instruction rates that decide between them: 12 independent chains of 512-bit FMAs against
 // 12 of VDPBF16PS.

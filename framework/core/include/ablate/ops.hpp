@@ -21,7 +21,7 @@ namespace ablate {
 const char* kernel_path();
 // The GEMM of bf16 matrix products (Graph::precision): "avx512_bf16" (AVX512_BF16's dot
 // product), "onednn_bf16" (oneDNN's matmul: AMX-BF16 tiles where the CPU has them), or the
-// kernel path's name where its float32 GEMM multiplies float32 copies of the bf16 values.
+// kernel path's name where its float32 GEMM multiplies the bf16 values as float32.
 const char* bf16_kernel();
 // A one-line notice for the start of a bf16 run where its products are not the fast
 // dot-product kernel (and why), else empty.

@@ -73,11 +73,17 @@ inline uint16_t* probs_bits_at(const Attn& a, int64_t b, int64_t h) {
 // The bf16 kernels of a path (bfloat16: the upper 16 bits of a float32, stored as uint16).
 struct Bf16Kernels {
   // C (m,n) (+)= alpha op(A) op(B) as gemm below, for any m, n, k > 0, with A and B bf16 and
-  // float32 sums; null on a path without one, whose bf16 products run its float32 GEMM on
-  // float32 copies of bf16 values (exact products: linalg.cpp).
+  // float32 sums; null on a path without one, whose bf16 products run gemm_round_b on float32
+  // bf16 values (exact products: linalg.cpp).
   void (*gemm)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float* c,
                int64_t ldc, bool overwrite, const float* init);
+  // The float32 GEMM (IsaKernels::gemm, for any m, n, k > 0) with B's values rounded to bf16 as
+  // it packs them: C (+)= alpha op(A) op(round(B)). A path without a bf16 GEMM multiplies the
+  // weights' roundings this way, with no copy of them (the avx512 path's on the others).
+  void (*gemm_round_b)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                       const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                       int64_t ldc, bool overwrite, const float* init);
   // dst[0, n) = src[0, n) rounded to nearest even bf16 (simd.hpp: to_bf16; the same bits on every
   // path).
   void (*to_bf16)(const float* src, int64_t n, uint16_t* dst);

@@ -65,6 +65,7 @@ IsaKernels avx512_with(Isa name, const Bf16Kernels& bf) {
   k.isa = name;
   k.bf16 = bf;
   const Bf16Kernels& own = avx512::kTable.bf16;
+  if (!k.bf16.gemm_round_b) k.bf16.gemm_round_b = own.gemm_round_b;
   if (!k.bf16.to_bf16) k.bf16.to_bf16 = own.to_bf16;
   if (!k.bf16.round) k.bf16.round = own.round;
   if (!k.bf16.gemv) k.bf16.gemv = own.gemv;
@@ -194,7 +195,7 @@ std::string bf16_notice() {
     why =
         "AVX512_BF16's dot product is slower than that on this Intel CPU; ABLATE_ISA=avx512_bf16 "
         "forces it";
-  return "bf16: the matrix products multiply float32 copies of their bf16-rounded inputs on the " +
+  return "bf16: the matrix products multiply their bf16-rounded inputs as float32 values on the " +
          path +
          " path's float32 GEMM (exact products, float32 sums): bf16 numerics, no faster than "
          "float32 (" +

@@ -10,11 +10,11 @@
 
 namespace ablate::kernels::avx2 {
 const IsaKernels kTable = {Isa::avx2,
-                           &gemm,
+                           &gemm<false>,
                            &gemv<float>,
                            &transpose,
                            &forward_head_lanes,
                            &backward_group_lanes,
                            &forward_head_decode,
-                           {nullptr, &to_bf16, &round_bf16, &gemv<uint16_t>}};
+                           {nullptr, &gemm<true>, &to_bf16, &round_bf16, &gemv<uint16_t>}};
 }  // namespace ablate::kernels::avx2

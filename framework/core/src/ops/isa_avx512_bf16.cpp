@@ -228,6 +228,6 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
 
 }  // namespace
 
-// gemv: the avx512 path's (isa.cpp).
-const Bf16Kernels kBf16 = {&gemm_bf16, &to_bf16, &round_bf16, nullptr};
+// gemm_round_b and gemv: the avx512 path's (isa.cpp).
+const Bf16Kernels kBf16 = {&gemm_bf16, nullptr, &to_bf16, &round_bf16, nullptr};
 }  // namespace ablate::kernels::avx512_bf16

@@ -236,12 +236,16 @@ void gemm_acc(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
 
 void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                        const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-                       int64_t ldc, bool overwrite, const float* init) {
+                       int64_t ldc, bool overwrite, const float* init, bool round_b) {
   if (m <= 0 || n <= 0) return;
   // C block (mb, nb) = initb (a row, or 0) + alpha op(A) op(B) over kb with set, += without:
   // the kernel path's GEMM writes C once; the matrix-vector products set the block first.
+  // With round_b every block is the GEMM that rounds B as it packs it.
   auto gemm_into = [&](int64_t mb, int64_t nb, int64_t kb, const float* ab, const float* bb,
                        float* cb, int64_t ldcb, bool set, const float* initb) {
+    if (round_b && kb > 0)
+      return isa_kernels().bf16.gemm_round_b(trans_a, trans_b, mb, nb, kb, alpha, ab, lda, bb, ldb,
+                                             cb, ldcb, set, initb);
     if (set && kb > 0 && mb > 4 && nb > 1)
       return isa_kernels().gemm(trans_a, trans_b, mb, nb, kb, alpha, ab, lda, bb, ldb, cb, ldcb,
                                 true, initb);

@@ -196,10 +196,13 @@ inline int64_t gemv_split_point(int64_t n, int64_t k) {
 // The same, parallel over rows of C (if m >= n) or columns of C, never over k, with
 // block boundaries fixed by the shape: bitwise identical for any thread count.
 // With overwrite, each task first sets its block of C to the row `init` (1,n), or to 0
-// when init is null, so that C = init + alpha op(A) op(B) in one pass over C.
+// when init is null, so that C = init + alpha op(A) op(B) in one pass over C. With round_b,
+// C (+)= alpha op(A) op(B rounded to bf16), every block on Bf16Kernels::gemm_round_b (a
+// weight's rounding read without a copy of it).
 void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                        const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-                       int64_t ldc, bool overwrite = false, const float* init = nullptr);
+                       int64_t ldc, bool overwrite = false, const float* init = nullptr,
+                       bool round_b = false);
 
 // gemm_acc_parallel's product (without its matrix-vector cases) with A and B in bfloat16
 // (uint16 bits; graph.hpp: Precision) and float32 sums, on the kernel path's bf16 GEMM

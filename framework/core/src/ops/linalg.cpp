@@ -4,15 +4,15 @@
 // reduction). In a bf16 graph (Graph::precision) the products read bf16 roundings of their
 // inputs: x and the weights forward, the output gradient and the same roundings of x and
 // the weights backward. With a bf16 GEMM (Bf16Kernels::gemm: AVX512_BF16's dot product, or
-// oneDNN's) the roundings are bf16 bits; without one they are float32 copies holding the bf16
-// values, which the float32 GEMM multiplies exactly (a product of two 8-bit significands fits
-// float32's 24) and reads in place like any float32 operand. Decoding's few rows without
-// gradients read the weights' bf16 bits in the matrix-vector products (half the bytes of
-// float32 copies, the same sums: gemv_bf16_parallel) on every path. The copies of parameters
-// are kept per graph (Bf16State) and made once per Graph::param_epoch; x and dy are rounded
-// into two buffers of the graph that every product reuses (x again for the backward pass, from
-// the x the graph keeps anyway), so that a bf16 step holds no more activations than a float32
-// one.
+// oneDNN's) the roundings are bf16 bits, the weights' kept per graph (Bf16State) and made once
+// per Graph::param_epoch. Without one, x and dy are rounded to float32 values, which the float32
+// GEMM multiplies exactly (a product of two 8-bit significands fits float32's 24), and the
+// weights are rounded as the GEMM packs them (Bf16Kernels::gemm_round_b): no copy of them.
+// Decoding's few rows without gradients read the weights' bf16 bits in the matrix-vector
+// products (half the bytes of float32, the same sums: gemv_bf16_parallel) on every path. x and
+// dy are rounded into two buffers of the graph that every product reuses (x again for the
+// backward pass, from the x the graph keeps anyway), so that a bf16 step holds no more
+// activations than a float32 one.
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -29,23 +29,17 @@ namespace ablate {
 namespace {
 using namespace kernels;
 
-// A graph's bf16 state (Graph::op_state): the rounded copies of its parameters, bf16 bits for
-// a bf16 GEMM, float32 values for the float32 kernels (and for matrix-vector products), each
-// current when it was made since the graph's last reset() or under the graph's nonzero
-// param_epoch; and the buffers of the product being computed (grown to the largest product,
-// then reused: a steady state allocates nothing).
+// A graph's bf16 state (Graph::op_state): its parameters' bf16 bits (for a bf16 GEMM and for
+// decoding's matrix-vector products), each current when it was made since the graph's last
+// reset() or under the graph's nonzero param_epoch; and the buffers of the product being
+// computed (grown to the largest product, then reused: a steady state allocates nothing).
 struct Bf16State {
-  template <class T>
   struct Copy {
     const float* src = nullptr;
     uint64_t epoch = 0, resets = 0;
-    std::vector<T, TensorAllocator<T>> data;  // on 64-byte boundaries
+    std::vector<uint16_t, TensorAllocator<uint16_t>> data;  // on 64-byte boundaries
   };
-  struct Both {
-    Copy<uint16_t> bits;
-    Copy<float> rounded;
-  };
-  std::unordered_map<const Parameter*, Both> copies;
+  std::unordered_map<const Parameter*, Copy> copies;
   // Rounded x and dy, as T (bits or float32), and attention's rounded k and v (float32), on
   // 64-byte boundaries as every tensor (the sums' order does not depend on the heap).
   AlignedFloats x, dy, k, v;
@@ -64,8 +58,7 @@ T* buffer(AlignedFloats& buf, int64_t n) {
   return reinterpret_cast<T*>(buf.data());
 }
 
-template <class T>
-bool current(const Graph& g, const Bf16State::Copy<T>& c, const Tensor& w) {
+bool current(const Graph& g, const Bf16State::Copy& c, const Tensor& w) {
   return c.src == w.data && c.data.size() == static_cast<size_t>(w.numel()) &&
          ((g.param_epoch != 0 && c.epoch == g.param_epoch) || c.resets == g.resets());
 }
@@ -93,22 +86,16 @@ const T* rounded_value(Graph& g, AlignedFloats Bf16State::*buf, int v) {
   return rounded_into<T>(g, buf, n.value);
 }
 
-// w's values rounded to bf16, as T (uint16_t: bits; float: values): the graph's copy of a
-// parameter, else a copy in the arena.
-template <class T>
-const T* rounded_copy(Graph& g, Var w) {
+// w's values as bf16 bits: the graph's copy of a parameter, else a copy in the arena.
+const uint16_t* bf16_bits(Graph& g, Var w) {
   const Tensor W = g.value(w);
   const Parameter* p = node(g, w).param;
   if (!p) {
-    T* t = g.alloc_as<T>(static_cast<size_t>(W.numel()));
+    uint16_t* t = g.alloc_as<uint16_t>(static_cast<size_t>(W.numel()));
     round_into(W, t);
     return t;
   }
-  Bf16State::Both& both = bf16_state(g).copies[p];
-  Bf16State::Copy<T>& c = [&]() -> Bf16State::Copy<T>& {
-    if constexpr (std::is_same_v<T, uint16_t>) return both.bits;
-    else return both.rounded;
-  }();
+  Bf16State::Copy& c = bf16_state(g).copies[p];
   if (!current(g, c, W)) {
     c.data.resize(static_cast<size_t>(W.numel()));
     round_into(W, c.data.data());
@@ -119,24 +106,30 @@ const T* rounded_copy(Graph& g, Var w) {
   return c.data.data();
 }
 
-// node: in = {x, w, bias or -1}; i[0] = transpose_w; i[1] = 1 for a product of bf16 bits,
-// 2 for one of float32 copies of bf16 values; p[1] holds w's rounding.
+// node: in = {x, w, bias or -1}; i[0] = transpose_w; i[1] = 1 for a product of bf16 bits
+// (p[1] holds w's), 2 for the float32 GEMM on bf16 values (w rounded as it is packed).
 template <class T>
 void linear_backward_bf16(Graph& g, Node& n, const Tensor& dy, int64_t N, int64_t K, int64_t M,
                           bool tw) {
+  constexpr bool kBits = std::is_same_v<T, uint16_t>;
   const bool dx_wanted = g.requires_grad(n.in[0]), dw_wanted = g.requires_grad(n.in[1]);
-  const T* w = static_cast<const T*>(n.p[1]);
   const T* dyr = rounded_into<T>(g, &Bf16State::dy, dy);
+  // round_b: B is w's float32 value, rounded as it is packed.
   auto gemm = [](bool ta, bool tb, int64_t m, int64_t nn, int64_t k, const T* a, int64_t lda,
-                 const T* b, int64_t ldb, float* c, int64_t ldc, bool overwrite) {
-    if constexpr (std::is_same_v<T, uint16_t>)
+                 const T* b, int64_t ldb, float* c, int64_t ldc, bool overwrite, bool round_b) {
+    if constexpr (kBits)
       gemm_bf16_parallel(ta, tb, m, nn, k, 1.0f, a, lda, b, ldb, c, ldc, overwrite);
-    else gemm_acc_parallel(ta, tb, m, nn, k, 1.0f, a, lda, b, ldb, c, ldc, overwrite);
+    else
+      gemm_acc_parallel(ta, tb, m, nn, k, 1.0f, a, lda, b, ldb, c, ldc, overwrite, nullptr,
+                        round_b);
   };
   if (dx_wanted) {
+    const T* w;
+    if constexpr (kBits) w = static_cast<const T*>(n.p[1]);
+    else w = node(g, n.in[1]).value.data;
     bool fresh;
     float* dx = g.grad_unzeroed(n.in[0], fresh).data;  // (N,K) += dy (N,M) . op(w)^T (M,K)
-    gemm(false, !tw, N, K, M, dyr, M, w, tw ? K : M, dx, K, fresh);
+    gemm(false, !tw, N, K, M, dyr, M, w, tw ? K : M, dx, K, fresh, /*round_b=*/true);
   }
   if (dw_wanted) {
     // Again (the forward's went with its buffer), or x's own bits or values where it waited
@@ -144,9 +137,9 @@ void linear_backward_bf16(Graph& g, Node& n, const Tensor& dy, int64_t N, int64_
     const T* xr = rounded_value<T>(g, &Bf16State::x, n.in[0]);
     float* dw = g.grad(n.in[1]).data;
     if (!tw)
-      gemm(true, false, K, M, N, xr, K, dyr, M, dw, M, false);  // dw (K,M) += x^T (K,N) . dy (N,M)
+      gemm(true, false, K, M, N, xr, K, dyr, M, dw, M, false, false);  // dw (K,M) += x^T . dy
     else
-      gemm(true, false, M, K, N, dyr, M, xr, K, dw, K, false);  // dw (M,K) += dy^T (M,N) . x (N,K)
+      gemm(true, false, M, K, N, dyr, M, xr, K, dw, K, false, false);  // dw (M,K) += dy^T . x
   }
 }
 
@@ -201,24 +194,23 @@ Var linear_impl(const char* op, const char* xn, const char* wn, Graph& g, Var x,
   Var out = g.make(N, M, &linear_backward, {x, w, bias}, op);
   Node& n = node(g, out);
   n.i[0] = tw ? 1 : 0;
-  // x and w; a bf16 product reads x's rounding and keeps w's (p[1]).
+  // x and w; a bf16 product reads their roundings, or x's and the bits of w it keeps (p[1]).
   backward_reads(n, 3, false);
   if (g.precision == Precision::bf16) {
     const int64_t ldw = tw ? K : M;
     if (N <= 4 && !g.requires_grad(out)) {
       // Decoding: the matrix-vector products (and their split of the reduction) read the
-      // weights' bf16 bits, half the bytes of float32 copies, and sum as they would.
+      // weights' bf16 bits, half the bytes of float32, and sum as they would.
       const float* xr = rounded_value<float>(g, &Bf16State::x, x.id);
-      gemv_bf16_parallel(tw, N, M, K, xr, K, rounded_copy<uint16_t>(g, w), ldw, n.value.data, M,
+      gemv_bf16_parallel(tw, N, M, K, xr, K, bf16_bits(g, w), ldw, n.value.data, M,
                          /*overwrite=*/true, b);
       return out;
     }
-    // A few rows with gradients run the float32 kernels' matrix-vector products on float32
-    // copies, whatever the GEMM.
+    // A few rows with gradients take the float32 GEMM on bf16 values, whatever the path.
     const bool bits = isa_kernels().bf16.gemm != nullptr && N > 4;
     if (bits) {
       const uint16_t* xb = rounded_value<uint16_t>(g, &Bf16State::x, x.id);
-      const uint16_t* wb = rounded_copy<uint16_t>(g, w);
+      const uint16_t* wb = bf16_bits(g, w);
       gemm_bf16_parallel(false, tw, N, M, K, 1.0f, xb, K, wb, ldw, n.value.data, M,
                          /*overwrite=*/true, b);
       n.i[1] = 1;
@@ -226,12 +218,10 @@ Var linear_impl(const char* op, const char* xn, const char* wn, Graph& g, Var x,
       backward_reads(n, 1, false, 1);
     } else {
       const float* xr = rounded_value<float>(g, &Bf16State::x, x.id);
-      const float* wr = rounded_copy<float>(g, w);
-      gemm_acc_parallel(false, tw, N, M, K, 1.0f, xr, K, wr, ldw, n.value.data, M,
-                        /*overwrite=*/true, b);
+      gemm_acc_parallel(false, tw, N, M, K, 1.0f, xr, K, W.data, ldw, n.value.data, M,
+                        /*overwrite=*/true, b, /*round_b=*/true);
       n.i[1] = 2;
-      n.p[1] = const_cast<float*>(wr);
-      backward_reads(n, 1, false, 1);
+      backward_reads(n, 3, false, 3);
     }
     return out;
   }
@@ -246,7 +236,7 @@ size_t param_copy_bytes(const Graph& g) {
   if (!g.op_state) return 0;
   size_t n = 0;
   for (const auto& [p, c] : static_cast<const Bf16State*>(g.op_state.get())->copies)
-    n += c.bits.data.size() * sizeof(uint16_t) + c.rounded.data.size() * sizeof(float);
+    n += c.data.size() * sizeof(uint16_t);
   return n;
 }
 
