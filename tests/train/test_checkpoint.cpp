@@ -92,6 +92,37 @@ TEST_CASE("io/checkpoint: round trip is bitwise, the write is atomic") {
                  "no/such/dir/ck.bin.tmp: cannot create checkpoint"));
 }
 
+TEST_CASE(
+    "io/checkpoint: tensors written from views are the same bytes as owned ones and read back as "
+    "tensors") {
+  const ablate::Checkpoint owned = sample();
+  ablate::Checkpoint viewed = owned;
+  viewed.tensors.clear();
+  // Views interleave with owned tensors in name order: "adam..." owned, the rest viewed.
+  viewed.tensors["adam.m.blocks.0.attn.w_q"] = owned.tensors.at("adam.m.blocks.0.attn.w_q");
+  for (const auto& [k, v] : owned.tensors)
+    if (!viewed.tensors.count(k)) viewed.tensor_views[k] = {v.data(), v.size()};
+  viewed.shapes["blocks.0.attn.w_q"] = {100, 100};
+  ablate::Checkpoint with_shape = owned;
+  with_shape.shapes["blocks.0.attn.w_q"] = {100, 100};
+  CHECK(ablate::serialize_checkpoint(viewed) == ablate::serialize_checkpoint(with_shape));
+  TempDir dir;
+  ablate::write_checkpoint(dir / "ck.bin", viewed);
+  const ablate::Checkpoint back = ablate::read_checkpoint(dir / "ck.bin");
+  CHECK(back.tensor_views.empty());
+  REQUIRE(back.tensors.size() == owned.tensors.size());
+  for (const auto& [k, v] : owned.tensors) CHECK_MESSAGE(same_bits(back.tensors.at(k), v), k);
+  // A view's shape is checked like a tensor's; a name in both maps is refused.
+  viewed.shapes["blocks.0.attn.w_q"] = {100, 99};
+  CHECK(contains(error_of([&] { ablate::serialize_checkpoint(viewed); }),
+                 "tensor 'blocks.0.attn.w_q' has 10000 values, but its shape (100, 99) has 9900"));
+  viewed.shapes.clear();
+  viewed.tensors["empty"] = {};
+  CHECK(contains(error_of([&] { ablate::write_checkpoint(dir / "ck2.bin", viewed); }),
+                 "tensor 'empty' is both in tensors and in tensor_views"));
+  CHECK_FALSE(fs::exists(dir / "ck2.bin"));
+}
+
 TEST_CASE("io/checkpoint: truncated, corrupt and foreign files give clear errors") {
   TempDir dir;
   const std::string path = dir / "ck.bin";

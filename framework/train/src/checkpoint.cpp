@@ -61,13 +61,13 @@ class Writer {
     for (int i = 0; i < 8; ++i) b[i] = uint8_t(v >> (8 * i));
     bytes(b, 8);
   }
-  void floats(const std::vector<float>& v) {
+  void floats(const float* v, size_t n) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    bytes(v.data(), v.size() * sizeof(float));
+    bytes(v, n * sizeof(float));
 #else
-    for (float f : v) {
+    for (size_t i = 0; i < n; ++i) {
       uint32_t u;
-      std::memcpy(&u, &f, 4);
+      std::memcpy(&u, v + i, 4);
       u32(u);
     }
 #endif
@@ -79,10 +79,28 @@ class Writer {
   uint32_t crc_ = 0;
 };
 
+// f(name, data, count) for every tensor of ck, owned or viewed, in name order.
+template <class F>
+void for_each_tensor(const Checkpoint& ck, F&& f) {
+  auto a = ck.tensors.begin();
+  auto b = ck.tensor_views.begin();
+  while (a != ck.tensors.end() || b != ck.tensor_views.end()) {
+    if (b == ck.tensor_views.end() || (a != ck.tensors.end() && a->first < b->first)) {
+      f(a->first, a->second.data(), a->second.size());
+      ++a;
+    } else {
+      f(b->first, b->second.data, b->second.size);
+      ++b;
+    }
+  }
+}
+
 uint64_t serialized_size(const Checkpoint& ck) {
   uint64_t n = kHeaderSize + kTrailerSize;
   for (const auto& [k, v] : ck.texts) n += 1 + 4 + k.size() + 8 + v.size();
-  for (const auto& [k, v] : ck.tensors) n += 1 + 4 + k.size() + 8 + 4 * uint64_t(v.size());
+  for_each_tensor(ck, [&](const std::string& k, const float*, size_t count) {
+    n += 1 + 4 + k.size() + 8 + 4 * uint64_t(count);
+  });
   for (const auto& [k, v] : ck.ints) n += 1 + 4 + k.size() + 8;
   for (const auto& [k, v] : ck.shapes) n += 1 + 4 + k.size() + 4 + 8 * uint64_t(v.size());
   return n;
@@ -106,11 +124,11 @@ void serialize_to(const Checkpoint& ck, Sink& sink) {
     w.u64(v.size());
     w.bytes(v.data(), v.size());
   }
-  for (const auto& [k, v] : ck.tensors) {
+  for_each_tensor(ck, [&](const std::string& k, const float* data, size_t count) {
     name(kTensor, k);
-    w.u64(v.size());
-    w.floats(v);
-  }
+    w.u64(count);
+    w.floats(data, count);
+  });
   for (const auto& [k, v] : ck.ints) {
     name(kInt, k);
     w.u64(v);
@@ -178,9 +196,15 @@ uint32_t crc32(const uint8_t* data, size_t size, uint32_t crc) {
 
 // Every shape names a tensor of the checkpoint and multiplies out to its length.
 static void check_shapes(const Checkpoint& ck, const std::string& what) {
+  for (const auto& [k, v] : ck.tensor_views)
+    ABLATE_CHECK(!ck.tensors.count(k), what, ": tensor '", k,
+                 "' is both in tensors and in tensor_views; keep one");
   for (const auto& [k, v] : ck.shapes) {
     auto t = ck.tensors.find(k);
-    ABLATE_CHECK(t != ck.tensors.end(), what, ": shape of '", k, "' without a tensor of that name");
+    auto view = ck.tensor_views.find(k);
+    ABLATE_CHECK(t != ck.tensors.end() || view != ck.tensor_views.end(), what, ": shape of '", k,
+                 "' without a tensor of that name");
+    const size_t count = t != ck.tensors.end() ? t->second.size() : view->second.size;
     ABLATE_CHECK(v.size() <= kMaxDims, what, ": shape of '", k, "' has ", v.size(), " dimensions");
     uint64_t n = 1;
     bool ok = true;
@@ -190,7 +214,7 @@ static void check_shapes(const Checkpoint& ck, const std::string& what) {
       if (d < 0 || (d > 0 && n > (uint64_t{1} << 62) / static_cast<uint64_t>(d))) ok = false;
       else n *= static_cast<uint64_t>(d);
     }
-    ABLATE_CHECK(ok && n == t->second.size(), what, ": tensor '", k, "' has ", t->second.size(),
+    ABLATE_CHECK(ok && n == count, what, ": tensor '", k, "' has ", count,
                  " values, but its shape (", dims, ") has ",
                  ok ? std::to_string(n) : std::string("an impossible number of"), " elements");
   }

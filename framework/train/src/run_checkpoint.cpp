@@ -29,12 +29,13 @@ void save_run_checkpoint(const std::string& dir, const Experiment& exp, const Se
   Checkpoint ck;
   ck.texts["config"] = exp.yaml();
   ck.texts["tokenizer"] = s.tokenizer->save();
+  // The parameters and optimizer state are written from where they live: no copy of them.
   for (Parameter* p : s.model->params().all()) {
-    ck.tensors["param/" + p->name] =
-        std::vector<float>(p->value.data, p->value.data + p->value.numel());
+    ck.tensor_views["param/" + p->name] = {p->value.data, static_cast<size_t>(p->value.numel())};
     ck.shapes["param/" + p->name] = {p->value.rows, p->value.cols};
   }
-  for (auto& b : s.optimizer->state()) ck.tensors["optimizer/" + b.name] = *b.data;
+  for (auto& b : s.optimizer->state())
+    ck.tensor_views["optimizer/" + b.name] = {b.data->data(), b.data->size()};
   ck.ints["step"] = static_cast<uint64_t>(step);
   ck.ints["rng/data"] = at.data_rng;
   ck.ints["seed"] = s.seed;
