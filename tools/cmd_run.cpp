@@ -148,9 +148,11 @@ int dry_run(const ablate::Experiment& exp, const ablate::RunOptions& ro) {
             << "    parameters    " << ablate::human_bytes(m.params) << "\n"
             << "    gradients     " << ablate::human_bytes(m.grads) << "\n"
             << "    optimizer     " << ablate::human_bytes(m.optimizer) << "\n"
-            << "    activations   " << ablate::human_bytes(m.activations) << " (" << in.batch_size
-            << " sequences x " << ablate::human_bytes(m.activations_per_sequence)
-            << ", measured at 1 and 2)\n"
+            << "    activations   " << ablate::human_bytes(m.activations) << " ("
+            << (m.activations > m.planning ? "" : "the pass that plans them, one sequence; a step: ")
+            << in.batch_size << (in.batch_size == 1 ? " sequence x " : " sequences x ")
+            << ablate::human_bytes(m.activations_per_sequence)
+            << (in.batch_size > 1 ? ", measured at 1 and 2)\n" : ", measured)\n")
             << "    data and code " << ablate::human_bytes(m.other) << "\n";
   if (m.param_copies > 0)
     std::cout << "    bf16 weights  " << ablate::human_bytes(m.param_copies)

@@ -773,10 +773,13 @@ print('\n'.join(errors[:3])))";
 TEST_CASE("reliability/the memory estimate is within 10% of the run's peak RSS, float32 and bf16") {
   ablate::test::TempDir dir;
   const std::string cfg = dir.write("resume.yaml", kConfig);
-  // Many sequences of a small model (activations dominate), and two long sequences of a
-  // wider one (the estimate's own step of two sequences is as large as the run's).
+  // Many sequences of a small model (activations dominate), two long sequences of a wider one
+  // (the estimate's own step of two sequences is as large as the run's), and one (the estimate
+  // measures no step larger than the run's).
   const std::vector<std::vector<std::string>> shapes = {
-      {"train.batch_size=400"}, {"train.batch_size=2", "model.d_model=128", "model.context=512"}};
+      {"train.batch_size=400"},
+      {"train.batch_size=2", "model.d_model=128", "model.context=512"},
+      {"train.batch_size=1", "model.d_model=128", "model.context=1024"}};
   for (size_t shape = 0; shape < shapes.size(); ++shape)
     for (const std::string precision : {"float32", "bf16"}) {
       CAPTURE(shape);

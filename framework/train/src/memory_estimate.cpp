@@ -24,24 +24,34 @@ MemoryEstimate estimate_memory(Setup& s, int64_t rows) {
     g.training = true;
     g.precision = s.train.precision;  // bf16: the products' bf16 roundings are in the arena
     g.seed = s.seed;
-    // A step of one sequence plans the values' lifetimes (graph.hpp), as in training; then a
-    // step of one and one of two sequences.
-    for (int64_t b : {1, 1, 2}) {
+    // As in training (trainer.cpp), a forward pass of one sequence plans the values' lifetimes
+    // (graph.hpp), keeping every value to its end; then a step of one and, for a micro-batch of
+    // several, one of two sequences. A micro-batch of one is measured as it is: a step of two
+    // would be the largest of its run (GPT-2 small at 1 x 1,024: a third above its steps).
+    const std::vector<int64_t> batches = rows > 1 ? std::vector<int64_t>{1, 1, 2}
+                                                  : std::vector<int64_t>{1, 1};
+    for (size_t i = 0; i < batches.size(); ++i) {
+      const int64_t b = batches[i];
       g.reset();
       Rng rng(s.seed ^ 0x3E3A0ull);
       sample_batch(*s.data, true, b, T, rng, x.data(), y.data());
       s.objective->prepare(x.data(), y.data(), b, T, s.tokenizer->vocab_size(), rng);
       std::vector<int32_t> prefix;
-      g.backward(batch_loss(g, model, *s.objective, Batch{x.data(), b, T}, y.data(), prefix));
-      bytes[b - 1] =
-          static_cast<double>(g.step_bytes() + product_buffer_bytes(g));  // bf16: x and dy rounded
-      m.param_copies = static_cast<double>(param_copy_bytes(g));
+      const Var loss = batch_loss(g, model, *s.objective, Batch{x.data(), b, T}, y.data(), prefix);
+      if (i > 0) g.backward(loss);
+      // bf16: with x and dy rounded
+      const double used = static_cast<double>(g.step_bytes() + product_buffer_bytes(g));
+      (i == 0 ? m.planning : bytes[b - 1]) = used;
+      m.param_copies = std::max(m.param_copies, static_cast<double>(param_copy_bytes(g)));
     }
   }  // the graph's arena and bf16 copies go back: what stays resident is data and code
   model.params().zero_grad();
-  m.activations_per_sequence = std::max(0.0, bytes[1] - bytes[0]);
-  m.activations = bytes[0] + m.activations_per_sequence * static_cast<double>(rows - 1);
-  m.other = std::max(0.0, resident_bytes() - m.params - m.grads);
+  m.activations_per_sequence = rows > 1 ? std::max(0.0, bytes[1] - bytes[0]) : bytes[0];
+  m.activations = std::max(
+      m.planning, bytes[0] + m.activations_per_sequence * static_cast<double>(rows - 1));
+  // The parameters, their gradients and the optimizer's state are resident already (the
+  // optimizer's zeroed at its init()): counted above, not again here.
+  m.other = std::max(0.0, resident_bytes() - m.params - m.grads - m.optimizer);
   return m;
 }
 
@@ -79,7 +89,7 @@ std::string memory_fixes(const MemoryEstimate& m, int64_t batch, int64_t grad_ac
 
 std::string memory_shortfall(const MemoryEstimate& m, int64_t batch, int64_t grad_accum) {
   const MemoryRoom room = memory_room();
-  const double held = m.other + m.params + m.grads;  // allocated already
+  const double held = m.other + m.params + m.grads + m.optimizer;  // allocated already
   const double needed = m.total() - held;
   if (room.bytes < 0 || needed <= room.bytes) return "";
   return "estimated peak memory " + describe_memory(m, batch) + " needs " + human_bytes(needed) +

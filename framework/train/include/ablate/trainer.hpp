@@ -54,11 +54,15 @@ RunSummary run_experiment(const Experiment& exp, const RunOptions& ro = {});
 // Builds everything a run needs (data, tokenizer, model, optimizer, evaluators) without
 // training: every config error surfaces here. For dry runs and sweep validation.
 struct MemoryEstimate {
-  // Bytes: parameters, their gradients, optimizer state, activations kept for backward at
-  // train.batch_size (measured: a forward and backward pass at batch 1 and 2, extrapolated
-  // linearly), and the rest of the process (data, code, libraries: its resident size).
+  // Bytes: parameters, their gradients, optimizer state, activations, and the rest of the
+  // process (data, code, libraries: its resident size). Activations are the larger of a step's
+  // at train.batch_size (measured: a forward and backward pass at batch 1 and 2, extrapolated
+  // linearly; at batch 1 alone for a batch of 1) and `planning`'s.
   double params = 0, grads = 0, optimizer = 0, activations = 0, activations_per_sequence = 0,
          other = 0;
+  // The forward pass of one sequence that plans the values' lifetimes (graph.hpp): it keeps
+  // every value, which at a micro-batch of one or a few is more than a step holds.
+  double planning = 0;
   // train.precision bf16: the bf16 copies of the weights that the matrix products read.
   double param_copies = 0;
   double total() const { return params + grads + optimizer + activations + other + param_copies; }
