@@ -1,7 +1,7 @@
 // gemm_bf16_bench: the AVX512_BF16 GEMM (VDPBF16PS; isa_avx512_bf16.cpp) and oneDNN's bf16
 // matmul (bf16_onednn.cpp; AMX-BF16 tiles where the CPU has them) against the float32 GEMM of
-// the kernel path in use (ABLATE_ISA), which is what bf16 products run on CPUs where the dot
-// product is not the faster one (on the bf16 values as float32: linalg.cpp), on one core,
+// the kernel path in use (ABLATE_ISA), plain and rounding B to bf16 as it packs it (what bf16
+// products run on CPUs where the dot product is not the faster one: linalg.cpp), on one core,
 // at the products of the bench models and two larger ones. First it measures the
 // instruction rates that decide between them: 12 independent chains of 512-bit FMAs against
 // 12 of VDPBF16PS.
@@ -135,8 +135,8 @@ int main() {
   const Bf16Kernels* onednn = cpu_isa() == Isa::avx512 ? onednn::kernels() : nullptr;
   if (onednn) std::printf("oneDNN: %s\n", onednn::isa().c_str());
   std::printf(
-      "| model | product | m x n x k | float32 (%s) | bf16 VDPBF16PS | bf16 oneDNN "
-      "|\n|---|---|---|---:|---:|---:|\n",
+      "| model | product | m x n x k | float32 (%s) | float32, B rounded as packed | bf16 "
+      "VDPBF16PS | bf16 oneDNN |\n|---|---|---|---:|---:|---:|---:|\n",
       ablate::kernel_path());
   std::mt19937 rng(1);
   std::normal_distribution<float> u(0, 1);
@@ -154,6 +154,11 @@ int main() {
       isa.gemm(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, c.data(), s.n, true,
                nullptr);
     });
+    // What bf16 products run without a bf16 GEMM: B (the weights) rounded as it is packed.
+    const double rb = gflops(flop, [&] {
+      isa.bf16.gemm_round_b(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb,
+                            c.data(), s.n, true, nullptr);
+    });
     double dp = 0;
 #if defined(__x86_64__)
     if (dot)
@@ -169,9 +174,9 @@ int main() {
     auto cell = [](bool ran, double v) {
       return ran ? std::to_string(static_cast<int>(std::lround(v))) : std::string("-");
     };
-    std::printf("| %s | %s | %lld x %lld x %lld | %.0f | %s | %s |\n", s.model, s.what,
+    std::printf("| %s | %s | %lld x %lld x %lld | %.0f | %.0f | %s | %s |\n", s.model, s.what,
                 static_cast<long long>(s.m), static_cast<long long>(s.n),
-                static_cast<long long>(s.k), f32, cell(dot, dp).c_str(),
+                static_cast<long long>(s.k), f32, rb, cell(dot, dp).c_str(),
                 cell(onednn != nullptr, dn).c_str());
   }
   return 0;
