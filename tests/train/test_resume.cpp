@@ -774,12 +774,15 @@ TEST_CASE("reliability/the memory estimate is within 10% of the run's peak RSS, 
   ablate::test::TempDir dir;
   const std::string cfg = dir.write("resume.yaml", kConfig);
   // Many sequences of a small model (activations dominate), two long sequences of a wider one
-  // (the estimate's own step of two sequences is as large as the run's), and one (the estimate
-  // measures no step larger than the run's).
+  // (the estimate's own step of two sequences is as large as the run's), one (the estimate
+  // measures no step larger than the run's), and one short sequence of a model whose 12.6M
+  // parameters dominate (the optimizer state counted once; the checkpoint written without a
+  // copy of them).
   const std::vector<std::vector<std::string>> shapes = {
       {"train.batch_size=400"},
       {"train.batch_size=2", "model.d_model=128", "model.context=512"},
-      {"train.batch_size=1", "model.d_model=128", "model.context=1024"}};
+      {"train.batch_size=1", "model.d_model=128", "model.context=1024"},
+      {"train.batch_size=1", "model.d_model=512", "model.n_layers=4", "model.n_heads=8"}};
   for (size_t shape = 0; shape < shapes.size(); ++shape)
     for (const std::string precision : {"float32", "bf16"}) {
       CAPTURE(shape);
