@@ -149,7 +149,8 @@ int dry_run(const ablate::Experiment& exp, const ablate::RunOptions& ro) {
             << "    gradients     " << ablate::human_bytes(m.grads) << "\n"
             << "    optimizer     " << ablate::human_bytes(m.optimizer) << "\n"
             << "    activations   " << ablate::human_bytes(m.activations) << " ("
-            << (m.activations > m.planning ? "" : "the pass that plans them, one sequence; a step: ")
+            << (m.activations > m.planning ? ""
+                                           : "the pass that plans them, one sequence; a step: ")
             << in.batch_size << (in.batch_size == 1 ? " sequence x " : " sequences x ")
             << ablate::human_bytes(m.activations_per_sequence)
             << (in.batch_size > 1 ? ", measured at 1 and 2)\n" : ", measured)\n")

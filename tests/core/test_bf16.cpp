@@ -316,10 +316,10 @@ TEST_CASE(
     "inputs") {
   const kernels::Bf16Kernels& k = kernels::isa_kernels().bf16;
   if (!k.gemm) {
-    MESSAGE("the "
-            << std::string(kernel_path())
-            << " path has no bf16 GEMM: its bf16 products run the float32 GEMM on bf16 values, "
-               "rounding B as it packs it (the tests below)");
+    MESSAGE(
+        "the " << std::string(kernel_path())
+               << " path has no bf16 GEMM: its bf16 products run the float32 GEMM on bf16 values, "
+                  "rounding B as it packs it (the tests below)");
     return;
   }
   check_kernel(k, bf16_kernel());
@@ -351,7 +351,8 @@ TEST_CASE(
   // op(A) bf16 values (as the rounded activations it multiplies) or not; B never.
   auto operands = [&](bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t pad,
                       bool a_rounded) {
-    const int64_t ar = ta ? k : m, ac = (ta ? m : k) + pad, br = tb ? n : k, bc = (tb ? k : n) + pad;
+    const int64_t ar = ta ? k : m, ac = (ta ? m : k) + pad, br = tb ? n : k,
+                  bc = (tb ? k : n) + pad;
     std::vector<float> a = random_values(static_cast<size_t>(ar * ac), rng),
                        b = random_values(static_cast<size_t>(br * bc), rng);
     if (a_rounded) a = bf16_values(a);
@@ -405,10 +406,10 @@ TEST_CASE(
     CHECK(runs[0] == runs[1]);
     std::vector<float> start(static_cast<size_t>(t.m * t.n));
     for (int64_t i = 0; i < t.m; ++i) std::copy(init.begin(), init.end(), start.begin() + i * t.n);
-    check_close(runs[0].data(),
-                reference_gemm(false, t.tb, t.m, t.n, t.k, 1.0, to_bits(a), lda, to_bits(b), ldb,
-                               start),
-                t.k, "gemm_acc_parallel with round_b");
+    check_close(
+        runs[0].data(),
+        reference_gemm(false, t.tb, t.m, t.n, t.k, 1.0, to_bits(a), lda, to_bits(b), ldb, start),
+        t.k, "gemm_acc_parallel with round_b");
   }
 }
 

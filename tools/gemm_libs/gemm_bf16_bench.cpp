@@ -156,8 +156,8 @@ int main() {
     });
     // What bf16 products run without a bf16 GEMM: B (the weights) rounded as it is packed.
     const double rb = gflops(flop, [&] {
-      isa.bf16.gemm_round_b(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb,
-                            c.data(), s.n, true, nullptr);
+      isa.bf16.gemm_round_b(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, c.data(),
+                            s.n, true, nullptr);
     });
     double dp = 0;
 #if defined(__x86_64__)

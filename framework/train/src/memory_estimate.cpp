@@ -28,8 +28,8 @@ MemoryEstimate estimate_memory(Setup& s, int64_t rows) {
     // (graph.hpp), keeping every value to its end; then a step of one and, for a micro-batch of
     // several, one of two sequences. A micro-batch of one is measured as it is: a step of two
     // would be the largest of its run (GPT-2 small at 1 x 1,024: a third above its steps).
-    const std::vector<int64_t> batches = rows > 1 ? std::vector<int64_t>{1, 1, 2}
-                                                  : std::vector<int64_t>{1, 1};
+    const std::vector<int64_t> batches =
+        rows > 1 ? std::vector<int64_t>{1, 1, 2} : std::vector<int64_t>{1, 1};
     for (size_t i = 0; i < batches.size(); ++i) {
       const int64_t b = batches[i];
       g.reset();
@@ -47,8 +47,8 @@ MemoryEstimate estimate_memory(Setup& s, int64_t rows) {
   }  // the graph's arena and bf16 copies go back: what stays resident is data and code
   model.params().zero_grad();
   m.activations_per_sequence = rows > 1 ? std::max(0.0, bytes[1] - bytes[0]) : bytes[0];
-  m.activations = std::max(
-      m.planning, bytes[0] + m.activations_per_sequence * static_cast<double>(rows - 1));
+  m.activations =
+      std::max(m.planning, bytes[0] + m.activations_per_sequence * static_cast<double>(rows - 1));
   // The parameters, their gradients and the optimizer's state are resident already (the
   // optimizer's zeroed at its init()): counted above, not again here.
   m.other = std::max(0.0, resident_bytes() - m.params - m.grads - m.optimizer);

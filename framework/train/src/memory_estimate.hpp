@@ -9,8 +9,9 @@
 namespace ablate {
 
 // Memory of a run at its micro-batch of `rows` sequences. The probe runs a forward and
-// backward pass at 1 and 2 sequences (1 alone where rows is 1) on a graph of its own; it touches no state the run
-// carries (its gradients are zeroed again at every step). The optimizer must be initialised.
+// backward pass at 1 and 2 sequences (1 alone where rows is 1) on a graph of its own; it touches no
+// state the run carries (its gradients are zeroed again at every step). The optimizer must be
+// initialised.
 MemoryEstimate estimate_memory(Setup& s, int64_t rows);
 
 }  // namespace ablate

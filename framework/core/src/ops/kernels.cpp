@@ -234,29 +234,17 @@ void gemm_acc(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
   isa_kernels().gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc, false, nullptr);
 }
 
-void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                       const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-                       int64_t ldc, bool overwrite, const float* init, bool round_b) {
-  if (m <= 0 || n <= 0) return;
-  // C block (mb, nb) = initb (a row, or 0) + alpha op(A) op(B) over kb with set, += without:
-  // the kernel path's GEMM writes C once; the matrix-vector products set the block first.
-  // With round_b every block is the GEMM that rounds B as it packs it.
-  auto gemm_into = [&](int64_t mb, int64_t nb, int64_t kb, const float* ab, const float* bb,
-                       float* cb, int64_t ldcb, bool set, const float* initb) {
-    if (round_b && kb > 0)
-      return isa_kernels().bf16.gemm_round_b(trans_a, trans_b, mb, nb, kb, alpha, ab, lda, bb, ldb,
-                                             cb, ldcb, set, initb);
-    if (set && kb > 0 && mb > 4 && nb > 1)
-      return isa_kernels().gemm(trans_a, trans_b, mb, nb, kb, alpha, ab, lda, bb, ldb, cb, ldcb,
-                                true, initb);
-    if (set)
-      for (int64_t r = 0; r < mb; ++r) {
-        float* cr = cb + r * ldcb;
-        if (initb) std::copy(initb, initb + nb, cr);
-        else std::fill(cr, cr + nb, 0.0f);
-      }
-    gemm_acc(trans_a, trans_b, mb, nb, kb, alpha, ab, lda, bb, ldb, cb, ldcb);
-  };
+namespace {
+
+// The shape-fixed blocks of a product C (m,n) (+)= op(A) op(B) and the threads they run on, for
+// every element type: block(mb, nb, kb, a, b, c, ldc, set, init) computes C's block (mb, nb) =
+// init (a row, or 0) + op(A) op(B) over kb with set, += without, A and B at those pointers
+// with the product's lda and ldb. gemv: the product is a few rows against B (m <= 4), which is
+// read once.
+template <class TA, class TB, class Block>
+void parallel_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const TA* a,
+                      int64_t lda, const TB* b, int64_t ldb, float* c, int64_t ldc, bool overwrite,
+                      const float* init, bool gemv, const Block& block) {
   // Every task packs the shared operand again, at a cost of about 1/block of its product
   // (blocks of 16 rows lost 30% at 2048x96x384; 256 rows are within a few % of one
   // GEMM), so blocks are about 256 wide: an even number of them (2 to 16) so that two
@@ -265,13 +253,12 @@ void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   // B on (gemv_splits), two halves of the reduction, below.
   constexpr int64_t kMinMacs = int64_t{1} << 20;
   constexpr int64_t kBlock = 256;
-  const bool gemv = m <= 4;
   const bool split_rows = !gemv && m >= n;
   const int64_t dim = split_rows ? m : n;
   int64_t nblocks = std::min<int64_t>(16, dim / kBlock);
   nblocks = gemv ? 2 : std::max<int64_t>(2, nblocks - nblocks % 2);
   if ((gemv ? !gemv_splits(n, k) : m * n * std::max<int64_t>(k, 1) < kMinMacs) || dim < 2 * 16) {
-    gemm_into(m, n, k, a, b, c, ldc, overwrite, init);
+    block(m, n, k, a, b, c, ldc, overwrite, init);
     return;
   }
   // Two fixed halves of the reduction, the upper half's partial sums in scratch and added
@@ -290,28 +277,59 @@ void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
     if (half < k) {
       float* upper = thread_scratch(kSlotReduce, static_cast<size_t>(m * n));
       parallel_chunks(k, half, [&](int64_t k0, int64_t k1) {
-        const float* a0 = trans_a ? a + k0 * lda : a + k0;
-        const float* b0 = b + k0 * ldb;
-        if (k0 == 0) gemm_into(m, n, k1 - k0, a0, b0, c, ldc, overwrite, init);
-        else gemm_into(m, n, k1 - k0, a0, b0, upper, n, true, nullptr);
+        const TA* a0 = trans_a ? a + k0 * lda : a + k0;
+        const TB* b0 = b + k0 * ldb;
+        if (k0 == 0) block(m, n, k1 - k0, a0, b0, c, ldc, overwrite, init);
+        else block(m, n, k1 - k0, a0, b0, upper, n, true, nullptr);
       });
       for (int64_t r = 0; r < m; ++r)
         for (int64_t j = 0; j < n; ++j) c[r * ldc + j] += upper[r * n + j];
       return;
     }
   }
-  const int64_t block = round_up(ceil_div(dim, nblocks), 16);
+  const int64_t size = round_up(ceil_div(dim, nblocks), 16);
   if (split_rows) {
-    parallel_chunks(m, block, [&](int64_t r0, int64_t r1) {
-      gemm_into(r1 - r0, n, k, trans_a ? a + r0 : a + r0 * lda, b, c + r0 * ldc, ldc, overwrite,
-                init);
+    parallel_chunks(m, size, [&](int64_t r0, int64_t r1) {
+      block(r1 - r0, n, k, trans_a ? a + r0 : a + r0 * lda, b, c + r0 * ldc, ldc, overwrite, init);
     });
   } else {
-    parallel_chunks(n, block, [&](int64_t c0, int64_t c1) {
-      gemm_into(m, c1 - c0, k, a, trans_b ? b + c0 * ldb : b + c0, c + c0, ldc, overwrite,
-                init ? init + c0 : nullptr);
+    parallel_chunks(n, size, [&](int64_t c0, int64_t c1) {
+      block(m, c1 - c0, k, a, trans_b ? b + c0 * ldb : b + c0, c + c0, ldc, overwrite,
+            init ? init + c0 : nullptr);
     });
   }
+}
+
+// C's block (mb, nb) of rows of C set to init (a row, or 0).
+void set_rows(int64_t mb, int64_t nb, float* cb, int64_t ldcb, const float* initb) {
+  for (int64_t r = 0; r < mb; ++r) {
+    float* cr = cb + r * ldcb;
+    if (initb) std::copy(initb, initb + nb, cr);
+    else std::fill(cr, cr + nb, 0.0f);
+  }
+}
+
+}  // namespace
+
+void gemm_acc_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                       const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                       int64_t ldc, bool overwrite, const float* init, bool round_b) {
+  if (m <= 0 || n <= 0) return;
+  // The kernel path's GEMM writes C once; the matrix-vector products set the block first.
+  // With round_b every block is the GEMM that rounds B as it packs it.
+  auto block = [&](int64_t mb, int64_t nb, int64_t kb, const float* ab, const float* bb, float* cb,
+                   int64_t ldcb, bool set, const float* initb) {
+    if (round_b && kb > 0)
+      return isa_kernels().bf16.gemm_round_b(trans_a, trans_b, mb, nb, kb, alpha, ab, lda, bb, ldb,
+                                             cb, ldcb, set, initb);
+    if (set && kb > 0 && mb > 4 && nb > 1)
+      return isa_kernels().gemm(trans_a, trans_b, mb, nb, kb, alpha, ab, lda, bb, ldb, cb, ldcb,
+                                true, initb);
+    if (set) set_rows(mb, nb, cb, ldcb, initb);
+    gemm_acc(trans_a, trans_b, mb, nb, kb, alpha, ab, lda, bb, ldb, cb, ldcb);
+  };
+  parallel_product(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, overwrite, init, m <= 4,
+                   block);
 }
 
 void gemv_bf16_parallel(bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
@@ -319,32 +337,15 @@ void gemv_bf16_parallel(bool trans_b, int64_t m, int64_t n, int64_t k, const flo
                         const float* init) {
   if (m <= 0 || n <= 0) return;
   const auto gemv = isa_kernels().bf16.gemv;
-  // C block (m, nb) (+)= A op(B) over kb, rows of A one by one, as gemm_acc_parallel's.
-  auto rows = [&](int64_t nb, int64_t kb, const float* ab, const uint16_t* bb, float* cb,
-                  int64_t ldcb, bool set, const float* initb) {
-    for (int64_t i = 0; i < m; ++i) {
-      float* ci = cb + i * ldcb;
-      if (set && initb) std::copy(initb, initb + nb, ci);
-      else if (set) std::fill(ci, ci + nb, 0.0f);
-      if (kb > 0) gemv(trans_b, nb, kb, 1.0f, ab + i * lda, 1, bb, ldb, ci);
-    }
+  // Rows of A one by one, as gemm_acc_parallel's matrix-vector products.
+  auto block = [&](int64_t mb, int64_t nb, int64_t kb, const float* ab, const uint16_t* bb,
+                   float* cb, int64_t ldcb, bool set, const float* initb) {
+    if (set) set_rows(mb, nb, cb, ldcb, initb);
+    if (kb > 0)
+      for (int64_t i = 0; i < mb; ++i)
+        gemv(trans_b, nb, kb, 1.0f, ab + i * lda, 1, bb, ldb, cb + i * ldcb);
   };
-  if (!gemv_splits(n, k) || n < 2 * 16) return rows(n, k, a, b, c, ldc, overwrite, init);
-  const int64_t half = trans_b ? k : gemv_split_point(n, k);
-  if (half < k) {  // two halves of the reduction
-    float* upper = thread_scratch(kSlotReduce, static_cast<size_t>(m * n));
-    parallel_chunks(k, half, [&](int64_t k0, int64_t k1) {
-      if (k0 == 0) rows(n, k1, a, b, c, ldc, overwrite, init);
-      else rows(n, k1 - k0, a + k0, b + k0 * ldb, upper, n, true, nullptr);
-    });
-    for (int64_t r = 0; r < m; ++r)
-      for (int64_t j = 0; j < n; ++j) c[r * ldc + j] += upper[r * n + j];
-    return;
-  }
-  parallel_chunks(n, round_up(ceil_div(n, 2), 16), [&](int64_t c0, int64_t c1) {
-    rows(c1 - c0, k, a, trans_b ? b + c0 * ldb : b + c0, c + c0, ldc, overwrite,
-         init ? init + c0 : nullptr);
-  });
+  parallel_product(false, trans_b, m, n, k, a, lda, b, ldb, c, ldc, overwrite, init, true, block);
 }
 
 void gemm_bf16_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
@@ -355,55 +356,15 @@ void gemm_bf16_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_
   if (!bf.gemm)
     throw Error(std::string("gemm_bf16_parallel: the ") + kernel_path() +
                 " kernel path has no bf16 GEMM");
-  auto gemm_into = [&](int64_t mb, int64_t nb, int64_t kb, const uint16_t* ab, const uint16_t* bb,
-                       float* cb, int64_t ldcb, bool set, const float* initb) {
+  // gemm_acc_parallel's blocks, without its matrix-vector products.
+  auto block = [&](int64_t mb, int64_t nb, int64_t kb, const uint16_t* ab, const uint16_t* bb,
+                   float* cb, int64_t ldcb, bool set, const float* initb) {
     if (kb > 0)
       return bf.gemm(trans_a, trans_b, mb, nb, kb, alpha, ab, lda, bb, ldb, cb, ldcb, set, initb);
-    if (set)
-      for (int64_t r = 0; r < mb; ++r) {
-        float* cr = cb + r * ldcb;
-        if (initb) std::copy(initb, initb + nb, cr);
-        else std::fill(cr, cr + nb, 0.0f);
-      }
+    if (set) set_rows(mb, nb, cb, ldcb, initb);
   };
-  // The blocks of gemm_acc_parallel (see there): about 256 rows or columns, an even number
-  // of them; weight gradients X^T dY over many rows in two halves of the reduction.
-  constexpr int64_t kMinMacs = int64_t{1} << 20;
-  constexpr int64_t kBlock = 256;
-  const bool split_rows = m >= n;
-  const int64_t dim = split_rows ? m : n;
-  int64_t nblocks = std::min<int64_t>(16, dim / kBlock);
-  nblocks = std::max<int64_t>(2, nblocks - nblocks % 2);
-  if (m * n * std::max<int64_t>(k, 1) < kMinMacs || dim < 2 * 16) {
-    gemm_into(m, n, k, a, b, c, ldc, overwrite, init);
-    return;
-  }
-  constexpr int64_t kMaxSplitK = int64_t{1} << 20;  // floats of C
-  if (!trans_b && trans_a && k >= 1024 && m * n <= kMaxSplitK) {
-    const int64_t half = round_up(ceil_div(k, 2), 16);
-    float* upper = thread_scratch(kSlotReduce, static_cast<size_t>(m * n));
-    parallel_chunks(k, half, [&](int64_t k0, int64_t k1) {
-      const uint16_t* a0 = a + k0 * lda;
-      const uint16_t* b0 = b + k0 * ldb;
-      if (k0 == 0) gemm_into(m, n, k1 - k0, a0, b0, c, ldc, overwrite, init);
-      else gemm_into(m, n, k1 - k0, a0, b0, upper, n, true, nullptr);
-    });
-    for (int64_t r = 0; r < m; ++r)
-      for (int64_t j = 0; j < n; ++j) c[r * ldc + j] += upper[r * n + j];
-    return;
-  }
-  const int64_t block = round_up(ceil_div(dim, nblocks), 16);
-  if (split_rows) {
-    parallel_chunks(m, block, [&](int64_t r0, int64_t r1) {
-      gemm_into(r1 - r0, n, k, trans_a ? a + r0 : a + r0 * lda, b, c + r0 * ldc, ldc, overwrite,
-                init);
-    });
-  } else {
-    parallel_chunks(n, block, [&](int64_t c0, int64_t c1) {
-      gemm_into(m, c1 - c0, k, a, trans_b ? b + c0 * ldb : b + c0, c + c0, ldc, overwrite,
-                init ? init + c0 : nullptr);
-    });
-  }
+  parallel_product(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, overwrite, init, false,
+                   block);
 }
 
 void to_bf16_parallel(const float* src, int64_t n, uint16_t* dst) {

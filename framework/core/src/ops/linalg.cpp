@@ -137,9 +137,8 @@ void linear_backward_bf16(Graph& g, Node& n, const Tensor& dy, int64_t N, int64_
     const T* xr = rounded_value<T>(g, &Bf16State::x, n.in[0]);
     float* dw = g.grad(n.in[1]).data;
     if (!tw)
-      gemm(true, false, K, M, N, xr, K, dyr, M, dw, M, false, false);  // dw (K,M) += x^T . dy
-    else
-      gemm(true, false, M, K, N, dyr, M, xr, K, dw, K, false, false);  // dw (M,K) += dy^T . x
+      gemm(true, false, K, M, N, xr, K, dyr, M, dw, M, false, false);     // dw (K,M) += x^T . dy
+    else gemm(true, false, M, K, N, dyr, M, xr, K, dw, K, false, false);  // dw (M,K) += dy^T . x
   }
 }
 

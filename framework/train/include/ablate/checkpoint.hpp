@@ -33,7 +33,7 @@ struct Checkpoint {
   // Tensors written without a copy (a run's parameters and optimizer state), entries like
   // `tensors`' and read back into it; a name is in one of the two maps, not both.
   std::map<std::string, TensorView> tensor_views;
-  std::map<std::string, uint64_t> ints;               // step, rng states, data position
+  std::map<std::string, uint64_t> ints;  // step, rng states, data position
   // Shapes of tensors (rows, cols of a parameter), by tensor name; a tensor may have none
   // (optimizer state, version-1 files). The product of a shape is its tensor's length.
   std::map<std::string, std::vector<int64_t>> shapes;
