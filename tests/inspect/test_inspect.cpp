@@ -140,6 +140,16 @@ TEST_CASE("inspect/svg bar chart, labelled scatter plot, heat map with blank zer
   const std::string sc = ablate::svg::scatter_plot(s);
   CHECK(count(sc, "<circle class=\"point\"") == 2);  // the NaN point is left out
   CHECK(sc.find(">\\n</text>") != std::string::npos);
+  // A title that fits is set at the full 14 px, centred on the plot; a long one stays inside.
+  s.title = "embeddings";
+  const std::string sc_titled = ablate::svg::scatter_plot(s);
+  CHECK(sc_titled.find("font-size=\"14\" font-weight=\"bold\">embeddings</text>") !=
+        std::string::npos);
+  s.title = std::string(120, 'w');
+  const std::string sc_long = ablate::svg::scatter_plot(s);
+  const size_t title_at = sc_long.find("<text x=\"");
+  REQUIRE(title_at != std::string::npos);
+  CHECK(std::stod(sc_long.substr(title_at + 9)) >= static_cast<double>(s.width) / 2 - 1);
 
   ablate::svg::HeatMap h;
   h.row_labels = h.col_labels = {"a", "b"};
@@ -384,8 +394,9 @@ TEST_CASE(
   for (const auto& v : in.positional) views[v.variant + "/" + v.key] = &v;
   REQUIRE(views.count("place_value/cosine"));
   REQUIRE(views.count("place_value/cosine_text"));
-  for (const auto& [key, v] : views)
-    CHECK_MESSAGE((v->key != "cosine_text" || v->variant == "place_value"), key);  // only the run's
+  for (const auto& view : views)  // only the run's
+    CHECK_MESSAGE((view.second->key != "cosine_text" || view.second->variant == "place_value"),
+                  view.first);
   const auto& text = *views["place_value/cosine_text"];
   const auto& bare = *views["place_value/cosine"];
   REQUIRE(text.vectors.rows() == 25);

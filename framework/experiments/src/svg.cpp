@@ -653,7 +653,7 @@ std::string scatter_plot(const ScatterPlot& p) {
   o << "<title>" << escape(p.title.empty() ? "scatter plot" : p.title) << "</title>\n";
   o << "<rect x=\"0\" y=\"0\" width=\"" << p.width << "\" height=\"" << p.height
     << "\" fill=\"#ffffff\"/>\n";
-  draw_frame(o, p.title, p.x, p.y, xr, yr, sx, sy, {L, T, pw, ph, B}, no_data);
+  draw_frame(o, p.title, p.x, p.y, xr, yr, sx, sy, {L, T, pw, ph, B, W}, no_data);
   o << "<g class=\"points\">\n";
   for (size_t i = 0; i < n; ++i) {
     if (!std::isfinite(p.xs[i]) || !std::isfinite(p.ys[i])) continue;
