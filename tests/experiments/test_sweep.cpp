@@ -500,9 +500,12 @@ sweep:
   CHECK(changed.output.find("train.steps: 60 -> 80") != std::string::npos);
 }
 
-// 20 ms a training step (fault.hpp): 600 steps take 12 s or more, so a signal sent once
-// the point has its first checkpoint (step 20) lands mid-run however fast the machine.
-const std::string kSlowSteps = "export ABLATE_FAULT=step:20ms; ";
+// 100 ms a training step (fault.hpp): 120 steps take 12 s or more, so a signal sent once
+// the point has its first checkpoint (step 20) lands mid-run however fast the machine. A run
+// resumed without the fault has 100 steps left at most: seconds, also under the sanitizers.
+const std::string kSlowSteps = "export ABLATE_FAULT=step:100ms; ";
+const std::string kSlowSpec =
+    "base: tiny.yaml\noverrides: {train.steps: 120, train.eval_every: 60}\nsweep: {seeds: [3]}\n";
 
 // The pid of point 0 (seed3) of the sweep running in d/out (from its sweep log), once that
 // point has written a checkpoint; 0 if it did not within a minute.
@@ -529,14 +532,12 @@ static pid_t parent_of(pid_t pid) {
   return parent;
 }
 
-// A one-point sweep (seed 3, 600 slow steps) in d/out, stopped with Ctrl-C once its point has a
+// A one-point sweep (seed 3, 120 slow steps) in d/out, stopped with Ctrl-C once its point has a
 // checkpoint, as a terminal sends it: SIGINT to every process of the sweep's process group (the
 // sweep leads its own, started by setsid); the sweep's result.
 static ablate::test::CommandResult sweep_stopped_by_ctrl_c(const TempDir& d) {
   d.write("tiny.yaml", kTinyBase);
-  d.write("stop.yaml",
-          "base: tiny.yaml\noverrides: {train.steps: 600, train.eval_every: 300}\nsweep: {seeds: "
-          "[3]}\n");
+  d.write("stop.yaml", kSlowSpec);
   auto job = std::async(std::launch::async, [&] {
     return ablate::test::run_command(kSlowSteps + "cd " + d.path.string() +
                                      " && ABLATE_DATA_PATH=" + ABLATE_TEST_DATA_DIR + " setsid " +
@@ -557,9 +558,7 @@ static ablate::test::CommandResult sweep_stopped_by_ctrl_c(const TempDir& d) {
 TEST_CASE("sweep/a killed point is recorded as failed and resumes from its checkpoint") {
   TempDir d;
   d.write("tiny.yaml", kTinyBase);
-  d.write("kill.yaml",
-          "base: tiny.yaml\noverrides: {train.steps: 600, train.eval_every: 300}\nsweep: {seeds: "
-          "[3]}\n");
+  d.write("kill.yaml", kSlowSpec);
   auto job = std::async(std::launch::async, [&] {
     return ablate::test::run_command(kSlowSteps + ablate_cmd(d, "sweep kill.yaml --dir out"));
   });
@@ -586,7 +585,7 @@ TEST_CASE("sweep/a killed point is recorded as failed and resumes from its check
   auto data = ablate::read_run_file(d / "out/runs/seed3/run.h5");
   CHECK(data.str_attrs.at("status") == "done");
   const auto& steps = data.tables.at("train").at("step");
-  REQUIRE(steps.size() == 60);  // one row per 10 steps, none lost or repeated
+  REQUIRE(steps.size() == 12);  // one row per 10 steps, none lost or repeated
   for (size_t i = 0; i < steps.size(); ++i) CHECK(steps[i] == 10.0 * static_cast<double>(i + 1));
 }
 
@@ -616,7 +615,7 @@ TEST_CASE(
   CAPTURE(status.output);
   CHECK(std::regex_search(
       status.output,
-      std::regex("seed3 +interrupted +- +at step [0-9]+/600; resumes from its checkpoint")));
+      std::regex("seed3 +interrupted +- +at step [0-9]+/120; resumes from its checkpoint")));
   CHECK(status.output.find("1 points: 1 interrupted") != std::string::npos);
 
   auto again = ablate::test::run_command(ablate_cmd(d, "sweep stop.yaml --dir out"));
@@ -743,9 +742,7 @@ TEST_CASE(
     "done points' CPU time") {
   TempDir d;
   d.write("tiny.yaml", kTinyBase);
-  d.write("gone.yaml",
-          "base: tiny.yaml\noverrides: {train.steps: 600, train.eval_every: 300}\nsweep: {seeds: "
-          "[3]}\n");
+  d.write("gone.yaml", kSlowSpec);
   auto job = std::async(std::launch::async, [&] {
     return ablate::test::run_command(kSlowSteps + ablate_cmd(d, "sweep gone.yaml --dir out"));
   });
@@ -761,16 +758,16 @@ TEST_CASE(
   REQUIRE(ablate::run_state(d / "out/runs/seed3").status != ablate::RunStatus::done);
   {
     CAPTURE(running.output);
-    // "step N/600, MM:SS of training left": the steps the run trains to and the time left at its
+    // "step N/120, MM:SS of training left": the steps the run trains to and the time left at its
     // logged rate
     std::smatch m;
     CHECK(std::regex_search(
         running.output, m,
-        std::regex("seed3 +running +- +step ([0-9]+)/600, ([0-9]+):([0-9]{2}) of training left")));
+        std::regex("seed3 +running +- +step ([0-9]+)/120, ([0-9]+):([0-9]{2}) of training left")));
     if (!m.empty()) {
-      CHECK(std::stoi(m[1]) < 600);
-      CHECK(std::stoi(m[2]) * 60 + std::stoi(m[3]) <
-            600);  // a tiny model: seconds, not minutes, per 600 steps
+      CHECK(std::stoi(m[1]) < 120);
+      // 100 ms a step: seconds left, not minutes
+      CHECK(std::stoi(m[2]) * 60 + std::stoi(m[3]) < 120);
     }
     // Until the last thread of the killed point has exited (and released the run's lock) it
     // is still running: a moment, longer on a loaded machine.
@@ -784,7 +781,7 @@ TEST_CASE(
     CAPTURE(gone.output);
     CHECK(std::regex_search(gone.output,
                             std::regex("seed3 +stopped +- +its process is gone \\(at step "
-                                       "[0-9]+/600\\); resumes from its checkpoint")));
+                                       "[0-9]+/120\\); resumes from its checkpoint")));
     CHECK(gone.output.find("1 points: 1 stopped") != std::string::npos);
   }
 
