@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "ablate/sanitizer.hpp"
 #include "alloc_counter.hpp"
 
 namespace {
@@ -16,7 +17,7 @@ void count() { g_allocations.fetch_add(1, std::memory_order_relaxed); }
 
 uint64_t ablate::cli::allocation_count() { return g_allocations.load(std::memory_order_relaxed); }
 
-#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if defined(__GLIBC__) && !ABLATE_ASAN && !ABLATE_TSAN
 #define ABLATE_COUNT_MALLOC 1
 extern "C" {
 void* __libc_malloc(size_t);

@@ -4,6 +4,7 @@
 #   tools/bootstrap.sh            # packages + build
 #   tools/bootstrap.sh --tests    # also what the test suite uses (h5py, h5dump, chromium, PyTorch)
 #   tools/bootstrap.sh --fuzz     # clang + libFuzzer; builds only the fuzz targets, in ./build-fuzz
+#   tools/bootstrap.sh --sanitize # clang and its sanitizer runtimes, for tools/sanitize.sh
 #   tools/bootstrap.sh --qemu     # QEMU's user-mode emulator, for the `qemu` test (the portable
 #                                 # build runs no AVX-512 instruction: docs/BENCHMARKS.md)
 #   tools/bootstrap.sh --cluster  # Slurm (slurmctld slurmd slurm-client munge) and Open MPI, for
@@ -25,10 +26,11 @@ for arg in "$@"; do
     --tests) packages+=(hdf5-tools python3-h5py python3-numpy python3-sentencepiece python3-torch chromium zstd); command -v npm >/dev/null || packages+=(npm) ;;
     # libFuzzer's runtime is only a recommendation of clang's: name it.
     --fuzz) packages+=(clang libclang-rt-dev); fuzz=1 ;;
+    --sanitize) packages+=(clang libclang-rt-dev) ;;
     --qemu) packages+=(qemu-user) ;;
     --cluster) packages+=(slurmctld slurmd slurm-client munge openmpi-bin libopenmpi-dev) ;;
     --no-build) build_it=0 ;;
-    *) echo "bootstrap: unknown option '$arg' (known: --tests, --fuzz, --qemu, --cluster, --no-build)" >&2; exit 2 ;;
+    *) echo "bootstrap: unknown option '$arg' (known: --tests, --fuzz, --sanitize, --qemu, --cluster, --no-build)" >&2; exit 2 ;;
   esac
 done
 missing=()

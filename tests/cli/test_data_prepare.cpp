@@ -117,7 +117,8 @@ TEST_CASE(
   } else {
     MESSAGE("the .zst input is left out: no zstd command (apt install zstd)");
   }
-  for (const auto& [in, out] : inputs) {
+  for (const auto& input : inputs) {
+    const std::string &in = input.first, &out = input.second;
     r = prepare(
         dir / in + " --out " + (dir / out) +
         " --name c --tokenizer byte --option eot=true --split '\\n\\n' --val-fraction 0.1 -q");
@@ -136,7 +137,8 @@ TEST_CASE(
     for (unsigned char c : docs[i]) want[val].push_back(c);
   }
   CHECK(val_docs == static_cast<int64_t>(std::ceil(docs.size() * 0.1)));
-  for (const auto& [in, out] : inputs) {
+  for (const auto& input : inputs) {
+    const std::string &in = input.first, &out = input.second;
     INFO(in);
     CHECK(split_tokens(dir / out, "train") == want[0]);
     CHECK(split_tokens(dir / out, "val") == want[1]);

@@ -78,7 +78,8 @@ TEST_CASE(
                            "cmake --build " + q(tmp / "build") + " -j2");
   INFO(built.output);
   REQUIRE(built.status == 0);
-  for (const auto& [family, name] : made) {
+  for (const auto& entry : made) {
+    const std::string &family = entry.first, &name = entry.second;
     const std::string so = tmp / ("build/" + name + "/" + name + ".so");
     CAPTURE(family);
     REQUIRE(std::filesystem::exists(so));

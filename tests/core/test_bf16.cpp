@@ -533,9 +533,10 @@ TEST_CASE("ops/bf16: linear in bf16 is within bf16's tolerance of float32, and n
     const LinearRun lo = run_linear(Precision::bf16, xv, wv, bv, rv, N, K, M, false);
     const LinearRun hi = run_linear(Precision::float32, xv, wv, bv, rv, N, K, M, false);
     INFO("N " << N << " K " << K << " M " << M);
-    for (const auto& [name, a, b] :
+    for (const auto& [label, a, b] :
          {std::tuple{"y", &lo.y, &hi.y}, std::tuple{"dx", &lo.dx, &hi.dx},
           std::tuple{"dW", &lo.dw, &hi.dw}}) {
+      const char* name = label;
       const double d = rel_norm_diff(*a, *b);
       INFO(name << ": relative difference " << d);
       CHECK(d < 1e-2);
@@ -879,8 +880,11 @@ TEST_CASE(
       for (const auto& [name, a, b, f] :
            {std::tuple{"y", &lo.y, &ref.y, &hi.y}, std::tuple{"dq", &lo.dq, &ref.dq, &hi.dq},
             std::tuple{"dk", &lo.dk, &ref.dk, &hi.dk}, std::tuple{"dv", &lo.dv, &ref.dv, &hi.dv}}) {
-        INFO(name << ": relative difference to float32 " << rel_norm_diff(*a, *f)
-                  << ", to float32 of the rounded inputs " << rel_norm_diff(*a, *b));
+        const std::string what = std::string(name) + ": relative difference to float32 " +
+                                 std::to_string(rel_norm_diff(*a, *f)) +
+                                 ", to float32 of the rounded inputs " +
+                                 std::to_string(rel_norm_diff(*a, *b));
+        INFO(what);
         if (lanes && !saved) CHECK(*a == *b);
         CHECK(rel_norm_diff(*a, *b) < 1e-2);
         CHECK(rel_norm_diff(*a, *f) < 2e-2);

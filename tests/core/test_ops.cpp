@@ -970,8 +970,10 @@ TEST_CASE("ops/attention: a KV cache fed token by token equals full causal atten
   // than its 4 queries) take the lanes kernel, reading the cache's transposed keys: 5
   // queries, then 36 more at offset 5 (two blocks of 32 lanes), and at head size 40 two
   // 16 x 16 transposes of q and out per block.
-  for (const auto& [HS, use_slopes] :
+  for (const auto& shape :
        {std::pair<int64_t, bool>{12, false}, {12, true}, {20, true}, {40, false}}) {
+    const int64_t HS = shape.first;
+    const bool use_slopes = shape.second;
     CAPTURE(HS);
     CAPTURE(use_slopes);
     const std::vector<float> q = random_vec(B * T * NH * HS, 7),

@@ -423,7 +423,9 @@ TEST_CASE(
   std::map<std::string, std::vector<float>> one, two;
   tbb::task_arena(1).execute([&] { one = run(); });
   tbb::task_arena(2).execute([&] { two = run(); });
-  for (const auto& [name, a] : one) {
+  for (const auto& entry : one) {
+    const std::string& name = entry.first;
+    const std::vector<float>& a = entry.second;
     const std::vector<float>& b = two.at(name);
     REQUIRE(a.size() == b.size());
     size_t first = a.size(), count = 0;

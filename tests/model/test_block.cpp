@@ -18,6 +18,7 @@
 #include "ablate/experiment.hpp"
 #include "ablate/model.hpp"
 #include "ablate/runfile.hpp"
+#include "ablate/sanitizer.hpp"
 #include "ablate/trainer.hpp"
 #include "plugin_test_util.hpp"
 #include "test_util.hpp"
@@ -83,7 +84,7 @@ TEST_CASE(
             << ablate::kernel_path());
     return;
   }
-#if !defined(NDEBUG) || defined(__SANITIZE_ADDRESS__)
+#if !defined(NDEBUG) || ABLATE_ASAN
   // The bits are those of the optimised Release build (-O3): another optimisation level (the
   // sanitizer build's -O1) contracts and orders floating-point operations differently.
   MESSAGE("skipped: the reference bits are the Release build's; this is not a Release build");

@@ -174,7 +174,8 @@ std::vector<double> one_step(const std::string& yaml, ablate::Role role, int64_t
 TEST_CASE(
     "optimizer/muon: hidden matrices get an orthogonalised update, other roles AdamW, whatever "
     "their names") {
-  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{6, 10}, {10, 6}}) {
+  for (const auto& shape : {std::pair<int64_t, int64_t>{6, 10}, {10, 6}}) {
+    const int64_t rows = shape.first, cols = shape.second;
     CAPTURE(rows);
     const std::vector<float> g = ptest::randn(static_cast<size_t>(rows * cols), 3);
     // Muon with lr 1 from zero momentum, no Nesterov: the update is -scale * NS(g).
@@ -213,7 +214,8 @@ TEST_CASE(
                              {3.8916678022926607, -2.772484153217685, 0.5060648178503393},
                              {3.285753657755655, -2.3681294933425376, 0.46449024233003106},
                              {2.3465413258596377, -1.7097828382687081, 0.42323551169305323}};
-  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{6, 10}, {10, 6}}) {
+  for (const auto& shape : {std::pair<int64_t, int64_t>{6, 10}, {10, 6}}) {
+    const int64_t rows = shape.first, cols = shape.second;
     CAPTURE(rows);
     const std::vector<float> g = ptest::randn(static_cast<size_t>(rows * cols), 3);
     const auto u =

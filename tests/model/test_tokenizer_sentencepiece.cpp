@@ -162,7 +162,8 @@ TEST_CASE(
       {"uni", "train " + dir / "uni" + " " + text + " unigram 400"},
       {"bpe", "train " + dir / "bpe" + " " + text +
                   " bpe 500 byte_fallback=true split_digits=true pad_id=3"}};
-  for (const auto& [name, args] : models) {
+  for (const auto& model : models) {
+    const std::string &name = model.first, &args = model.second;
     CAPTURE(name);
     const auto r = ablate::test::run_command("/usr/bin/python3 " + dir / "spm_ref.py" + " " + args);
     REQUIRE_MESSAGE(r.status == 0, r.output);

@@ -75,7 +75,8 @@ TEST_CASE("io/checkpoint: round trip is bitwise, the write is atomic") {
   CHECK(back.texts == ck.texts);
   CHECK(back.ints == ck.ints);
   REQUIRE(back.tensors.size() == ck.tensors.size());
-  for (const auto& [k, v] : ck.tensors) CHECK_MESSAGE(same_bits(back.tensors.at(k), v), k);
+  for (const auto& t : ck.tensors)
+    CHECK_MESSAGE(same_bits(back.tensors.at(t.first), t.second), t.first);
   CHECK(read_bytes(path) == ablate::serialize_checkpoint(ck));
 
   // Overwriting replaces the file whole; an empty checkpoint is valid.
@@ -111,7 +112,8 @@ TEST_CASE(
   const ablate::Checkpoint back = ablate::read_checkpoint(dir / "ck.bin");
   CHECK(back.tensor_views.empty());
   REQUIRE(back.tensors.size() == owned.tensors.size());
-  for (const auto& [k, v] : owned.tensors) CHECK_MESSAGE(same_bits(back.tensors.at(k), v), k);
+  for (const auto& t : owned.tensors)
+    CHECK_MESSAGE(same_bits(back.tensors.at(t.first), t.second), t.first);
   // A view's shape is checked like a tensor's; a name in both maps is refused.
   viewed.shapes["blocks.0.attn.w_q"] = {100, 99};
   CHECK(contains(error_of([&] { ablate::serialize_checkpoint(viewed); }),

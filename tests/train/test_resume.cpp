@@ -24,6 +24,7 @@
 #include "ablate/checkpoint.hpp"
 #include "ablate/machine.hpp"
 #include "ablate/runfile.hpp"
+#include "ablate/sanitizer.hpp"
 #include "ablate/trainer.hpp"
 #include "test_util.hpp"
 
@@ -133,7 +134,9 @@ void check_tables(const ablate::RunData& want, const ablate::RunData& got, doubl
     while (n < w.at("step").size() && w.at("step")[n] <= max_step) ++n;
     CHECK(g.at("step").size() >= n);
     if (exact_length) CHECK(g.at("step").size() == n);
-    for (const auto& [col, values] : w) {
+    for (const auto& column : w) {
+      const std::string& col = column.first;
+      const auto& values = column.second;
       if (col == "tokens_per_s") continue;
       INFO("column " << col);
       REQUIRE(g.count(col));
@@ -157,7 +160,9 @@ void check_same_run(const std::string& want_dir, const std::string& got_dir) {
   CHECK(a.ints == b.ints);
   CHECK(a.texts == b.texts);
   REQUIRE(a.tensors.size() == b.tensors.size());
-  for (const auto& [name, v] : a.tensors) {
+  for (const auto& tensor : a.tensors) {
+    const std::string& name = tensor.first;
+    const auto& v = tensor.second;
     INFO("tensor " << name);
     REQUIRE(b.tensors.count(name));
     CHECK(same_bits(v, b.tensors.at(name)));
@@ -379,7 +384,7 @@ TEST_CASE(
 // Not in the sanitizer build: there, in the whole suite (never alone or with its neighbours),
 // its first plain run can exit 1 for a reason not found (the message carries the run's log);
 // the normal suite runs it.
-#if !defined(__SANITIZE_ADDRESS__)
+#if !ABLATE_ASAN
 TEST_CASE(
     "reliability/resume accepts changed log_every, checkpoint_every and keep_checkpoints and "
     "trains the same") {
@@ -404,7 +409,9 @@ TEST_CASE(
   const auto a = ablate::read_checkpoint(ablate::checkpoint_path(dir / "full"));
   const auto b = ablate::read_checkpoint(ablate::checkpoint_path(out));
   REQUIRE(a.tensors.size() == b.tensors.size());
-  for (const auto& [name, v] : a.tensors) {
+  for (const auto& tensor : a.tensors) {
+    const std::string& name = tensor.first;
+    const auto& v = tensor.second;
     INFO("tensor " << name);
     REQUIRE(b.tensors.count(name));
     CHECK(same_bits(v, b.tensors.at(name)));
@@ -683,7 +690,9 @@ TEST_CASE("reliability/--fork and init_from start a new run from another run's w
   const std::vector<std::pair<std::string, std::string>> ways = {
       {dir / "fork", src + " -q --fork " + (dir / "fork") + " train.steps=4"},
       {dir / "init", cfg + " -q -o " + (dir / "init") + " init_from=" + src + " train.steps=4"}};
-  for (const auto& [out, args] : ways) {
+  for (const auto& way : ways) {
+    const auto& out = way.first;
+    const std::string& args = way.second;
     r = ablate_run(args);
     INFO(args << "\n" << r.output);
     REQUIRE(r.status == 0);
@@ -769,7 +778,7 @@ print('\n'.join(errors[:3])))";
   CHECK(contains(run_log, "done: " + out));
 }
 
-#if !defined(__SANITIZE_ADDRESS__)
+#if !ABLATE_ASAN
 TEST_CASE("reliability/the memory estimate is within 10% of the run's peak RSS, float32 and bf16") {
   ablate::test::TempDir dir;
   const std::string cfg = dir.write("resume.yaml", kConfig);
@@ -852,7 +861,7 @@ TEST_CASE(
   r = ablate_run(cfg + " --dry-run train.batch_size=1000000");
   CHECK(r.status == 1);
   CHECK(contains(r.output, "error: estimated peak memory"));
-#if !defined(__SANITIZE_ADDRESS__)
+#if !ABLATE_ASAN
   // Past the check (--no-memory-check) under an address-space limit: a clear error, not
   // "internal error: std::bad_alloc".
   r = ablate::test::run_command("ulimit -v 3000000 && ABLATE_DATA_PATH=" ABLATE_TEST_DATA_DIR " " +

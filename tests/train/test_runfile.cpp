@@ -146,8 +146,9 @@ TEST_CASE("io/runfile: h5py and h5dump read the file") {
         "assert list(f['metrics/val/step'][:]) == [0, 100, 200]\n"
         "assert f['samples/final'].asstr()[()] == sys.argv[2]\n"
         "print('h5py-ok')\n";
-    auto [rc, out] = run("/usr/bin/python3 -c " + shell_quote(script) + " " + shell_quote(path) +
-                         " " + shell_quote(kSample));
+    const auto [rc, output] = run("/usr/bin/python3 -c " + shell_quote(script) + " " +
+                                  shell_quote(path) + " " + shell_quote(kSample));
+    const std::string out = output;
     INFO(out);
     CHECK(rc == 0);
     CHECK(contains(out, "h5py-ok"));
@@ -155,7 +156,8 @@ TEST_CASE("io/runfile: h5py and h5dump read the file") {
   if (run("command -v h5dump").first != 0) {
     MESSAGE("skipped the h5dump check: h5dump not installed (apt install hdf5-tools)");
   } else {
-    auto [rc, out] = run("h5dump -H " + shell_quote(path));
+    const auto [rc, output] = run("h5dump -H " + shell_quote(path));
+    const std::string out = output;
     INFO(out);
     CHECK(rc == 0);
     CHECK(contains(out, "ATTRIBUTE \"format\""));
@@ -366,10 +368,11 @@ TEST_CASE(
   CHECK(d.tables.at("train").at("loss") == std::vector<double>{4.2});
   if (have_h5py()) {
     // No HDF5_USE_FILE_LOCKING=FALSE: h5py takes its shared lock, which the writer allows.
-    auto [rc, out] = run("env -u HDF5_USE_FILE_LOCKING /usr/bin/python3 -c " +
-                         shell_quote("import sys, h5py\nf = h5py.File(sys.argv[1], "
-                                     "'r')\nprint('loss', f['metrics/train/loss'][0])") +
-                         " " + shell_quote(path) + " 2>&1");
+    const auto [rc, output] = run("env -u HDF5_USE_FILE_LOCKING /usr/bin/python3 -c " +
+                                  shell_quote("import sys, h5py\nf = h5py.File(sys.argv[1], "
+                                              "'r')\nprint('loss', f['metrics/train/loss'][0])") +
+                                  " " + shell_quote(path) + " 2>&1");
+    const std::string out = output;
     INFO(out);
     CHECK(rc == 0);
     CHECK(contains(out, "loss 4.2"));

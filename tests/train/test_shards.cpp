@@ -317,7 +317,9 @@ void check_same_training(const std::string& a_dir, const std::string& b_dir) {
   const auto a = ablate::read_run_file(ablate::run_file_path(a_dir)),
              b = ablate::read_run_file(ablate::run_file_path(b_dir));
   for (const char* table : {"train", "eval"})
-    for (const auto& [col, values] : a.tables.at(table)) {
+    for (const auto& column : a.tables.at(table)) {
+      const std::string& col = column.first;
+      const auto& values = column.second;
       if (col == "tokens_per_s") continue;
       INFO(table << "." << col);
       REQUIRE(b.tables.at(table).count(col));
@@ -327,7 +329,9 @@ void check_same_training(const std::string& a_dir, const std::string& b_dir) {
   const auto ca = ablate::read_checkpoint(ablate::checkpoint_path(a_dir)),
              cb = ablate::read_checkpoint(ablate::checkpoint_path(b_dir));
   REQUIRE(ca.tensors.size() == cb.tensors.size());
-  for (const auto& [name, v] : ca.tensors) {
+  for (const auto& tensor : ca.tensors) {
+    const std::string& name = tensor.first;
+    const auto& v = tensor.second;
     INFO(name);
     REQUIRE(cb.tensors.count(name));
     CHECK((v.size() == cb.tensors.at(name).size() &&

@@ -274,8 +274,9 @@ TEST_CASE(
   // Every attribute keeps its HDF5 type: flops_per_token is a float even where its value is a
   // whole number (as in this model), branched_at an integer.
   CHECK(stem.num_attrs.at("flops_per_token") == std::floor(stem.num_attrs.at("flops_per_token")));
-  for (const auto& [k, v] : stem.num_attrs)
-    if (p.num_attrs.count(k)) CHECK_MESSAGE(p.int_attrs.count(k) == stem.int_attrs.count(k), k);
+  for (const auto& attr : stem.num_attrs)
+    if (p.num_attrs.count(attr.first))
+      CHECK_MESSAGE(p.int_attrs.count(attr.first) == stem.int_attrs.count(attr.first), attr.first);
   CHECK(p.int_attrs.count("flops_per_token") == 0);
   CHECK(p.int_attrs.count("branched_at") == 1);
   const auto kept = ablate::read_checkpoint(ablate::kept_checkpoint_path(dir / "stem", 25));

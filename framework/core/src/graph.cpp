@@ -1,6 +1,8 @@
 // Tape and arena of the autodiff graph (see graph.hpp).
 #include "ablate/graph.hpp"
 
+#include "ablate/sanitizer.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -11,7 +13,7 @@
 
 #include <sys/mman.h>
 
-#if defined(__SANITIZE_ADDRESS__)
+#if ABLATE_ASAN
 #include <sanitizer/asan_interface.h>
 #define ABLATE_POISON(p, bytes) ASAN_POISON_MEMORY_REGION(p, bytes)
 #define ABLATE_UNPOISON(p, bytes) ASAN_UNPOISON_MEMORY_REGION(p, bytes)
@@ -37,7 +39,7 @@ constexpr size_t kMinBlock = size_t{1} << 20;
 // they come from the heap, whose ends it checks.
 float* aligned_floats(size_t n) {
   const size_t bytes = ((n * sizeof(float) + 63) / 64) * 64;
-#if defined(__SANITIZE_ADDRESS__)
+#if ABLATE_ASAN
   void* p = std::aligned_alloc(64, bytes);
   if (!p) throw std::bad_alloc();
   return static_cast<float*>(p);
@@ -50,7 +52,7 @@ float* aligned_floats(size_t n) {
 #endif
 }
 void free_floats(float* p) {
-#if defined(__SANITIZE_ADDRESS__)
+#if ABLATE_ASAN
   std::free(p);
 #else
   char* base = reinterpret_cast<char*>(p) - 64;
