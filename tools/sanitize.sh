@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the test suite with clang's AddressSanitizer + UndefinedBehaviorSanitizer (CMake
-# preset `asan`, directory build-asan; clang compiles it in about 0.7 of GCC's time) and runs
+# preset `asan`, directory build-asan; clang builds it in three quarters of GCC's time) and runs
 # it. Every child process the tests start (the `ablate` binary, dlopened plugins) is
 # instrumented too. Extra arguments go to ctest (e.g. -R 'reliability' or -j1).
 #   tools/sanitize.sh
