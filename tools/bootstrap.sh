@@ -3,7 +3,8 @@
 # those), then configures and builds an optimised Release in ./build.
 #   tools/bootstrap.sh            # packages + build
 #   tools/bootstrap.sh --tests    # also what the test suite uses (h5py, h5dump, chromium, PyTorch)
-#   tools/bootstrap.sh --fuzz     # clang + libFuzzer; builds only the fuzz targets, in ./build-fuzz
+#   tools/bootstrap.sh --fuzz     # clang + libFuzzer; builds only the fuzz targets, in the
+#                                 # sanitizer build (preset asan, ./build-asan)
 #   tools/bootstrap.sh --sanitize # clang and its sanitizer runtimes, for tools/sanitize.sh
 #   tools/bootstrap.sh --qemu     # QEMU's user-mode emulator, for the `qemu` test (the portable
 #                                 # build runs no AVX-512 instruction: docs/BENCHMARKS.md)
@@ -52,13 +53,10 @@ fi
 
 [ $build_it -eq 1 ] || exit 0
 if [ $fuzz -eq 1 ]; then
-  build=${ABLATE_FUZZ_BUILD_DIR:-$root/build-fuzz}
-  # -O1 with line tables only: reports keep file:line without the cost of full debug info.
-  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-        "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
-        -DABLATE_FUZZ=ON -DABLATE_BUILD_TESTS=OFF >/dev/null
-  # Only the fuzz targets and what they load (the core, model and train layers, the plugins).
-  cmake --build "$build" -j"$(nproc)" --target fuzz_checkpoint fuzz_tokenizer fuzz_experiment
+  # The fuzz targets and what they load (the core, model and train layers, the plugins).
+  cd "$root"
+  cmake --preset asan >/dev/null
+  cmake --build --preset asan -j"$(nproc)" --target fuzz_checkpoint fuzz_tokenizer fuzz_experiment
   exit 0
 fi
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
