@@ -354,7 +354,20 @@ TEST_CASE("data prepare: bad input is refused with a message and leaves no shard
   CHECK(contains(r.output, "missing.txt: no such file or directory"));
   r = prepare(dir / "full.txt --out " + (dir / "u") + " --tokenizer byte --val " +
               (dir / "full.txt"));
-  CHECK(contains(r.output, "given twice (as the --val file and as an input)"));
+  CHECK(contains(r.output,
+                 "full.txt: given twice, as the --val file and as an input; its "
+                 "documents would be in both splits: leave it out of the inputs"));
+  // An input given again, or through a link (as a glob may list it), is read once.
+  REQUIRE(ablate::test::run_command("ln -s full.txt " + (dir / "alias.txt")).status == 0);
+  r = prepare(dir / "full.txt " + (dir / "alias.txt") + " " + (dir / "full.txt") + " --out " +
+              (dir / "twice") + " --tokenizer byte --split '\\n\\n' -q");
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  CHECK(contains(r.output, "alias.txt: the same file as " + (dir / "full.txt") + "; read once"));
+  CHECK(contains(r.output, "full.txt: given twice; read once"));
+  r = prepare(dir / "full.txt --out " + (dir / "once") + " --tokenizer byte --split '\\n\\n' -q");
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  CHECK(split_tokens(dir / "twice", "train") == split_tokens(dir / "once", "train"));
+  CHECK(split_tokens(dir / "twice", "val") == split_tokens(dir / "once", "val"));
   r = prepare(dir / "full.txt --out " + (dir / "u") + " --tokenizer byte --option pad");
   CHECK(contains(r.output, "--option 'pad': expected KEY=VALUE"));
   r = prepare(dir / "full.txt --out " + (dir / "u") + " --tokenizer byte --option padd=true");

@@ -280,6 +280,9 @@ std::string checked_shard_prefix(const PrepareOptions& o) {
 }
 
 // The files to read: the --val file's first, then the inputs', each file once; with their sizes.
+// An input that names a file already listed (again, or through a link, as a glob may) is read
+// once, with a notice; one that is also the --val file is an error (its documents would be in
+// both splits).
 std::vector<Source> list_sources(const PrepareOptions& o) {
   std::vector<Source> sources;
   if (!o.val_file.empty())
@@ -291,13 +294,21 @@ std::vector<Source> list_sources(const PrepareOptions& o) {
     }
   for (const auto& in : o.inputs)
     for (const auto& f : expand_inputs(in, o.out_dir)) {
-      for (const auto& s : sources)
-        if (fs::equivalent(s.path, f))
-          throw Error(f + ": given twice" + (s.val ? " (as the --val file and as an input)" : "") +
-                      "; each file is read once, for one split");
-      Source s;
-      s.path = f;
-      sources.push_back(s);
+      const auto same = std::find_if(sources.begin(), sources.end(),
+                                     [&](const Source& s) { return fs::equivalent(s.path, f); });
+      if (same == sources.end()) {
+        Source s;
+        s.path = f;
+        sources.push_back(s);
+        continue;
+      }
+      const std::string both =
+          same->path == f ? f + ": given twice" : f + ": the same file as " + same->path;
+      if (same->val)
+        throw Error(both +
+                    ", as the --val file and as an input; its documents would be in both "
+                    "splits: leave it out of the inputs");
+      std::fprintf(stderr, "prepare: %s; read once\n", both.c_str());
     }
   for (auto& s : sources) s.file_bytes = static_cast<int64_t>(fs::file_size(s.path));
   return sources;
