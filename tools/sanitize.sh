@@ -2,7 +2,8 @@
 # Builds the test suite with clang's AddressSanitizer + UndefinedBehaviorSanitizer (CMake
 # preset `asan`, directory build-asan; clang builds it in three quarters of GCC's time) and runs
 # it. Every child process the tests start (the `ablate` binary, dlopened plugins) is
-# instrumented too. Extra arguments go to ctest (e.g. -R 'reliability' or -j1).
+# instrumented too; the fuzz targets share the build (tools/fuzz.sh). Extra arguments go to
+# ctest (e.g. -R 'reliability' or -j1).
 #   tools/sanitize.sh
 # intercept_tls_get_addr=0: up to GCC 13 / LLVM 16 (Debian 12 has clang 14) the sanitizer
 # runtime's __tls_get_addr interceptor takes a dynamic TLS block (the thread_local data of a
