@@ -213,6 +213,17 @@ TEST_CASE("report/svg ticks, numbers, colours and heat maps") {
   CHECK(svg.find(">1.7</text>") != std::string::npos);
   CHECK(svg.find(">n/a</text>") != std::string::npos);
   CHECK(svg.find("linearGradient") != std::string::npos);
+  // A row axis' label longer than the grid is high lies inside the picture: the grid moves down.
+  h.y_label = "model.attention.qk_transform.match_params";
+  const std::string labelled = ablate::svg::heat_map(h);
+  const size_t at = labelled.find("<text transform=\"translate(14 ");
+  REQUIRE(at != std::string::npos);
+  const double centre = std::stod(labelled.substr(at + 30));
+  const double half = 3.6 * static_cast<double>(h.y_label.size());
+  CHECK(centre - half >= 0);
+  const size_t height_at = labelled.find("height=\"");
+  REQUIRE(height_at != std::string::npos);
+  CHECK(centre + half <= std::stod(labelled.substr(height_at + 8)));
 }
 
 TEST_CASE("report/a metric's direction from its name: whole words for 'em', unknown names say so") {
@@ -817,6 +828,23 @@ TEST_CASE("report/compare any runs: directories, globs, run.h5 files, grouping b
   CHECK(c.groups[1].label == "ffn=swiglu norm.eps=1.0e-6 optimizer.eps=1.0e-7 lr=0.02");
   fs::remove_all(d / "runs/v-a");
   fs::remove_all(d / "runs/v-b");
+  // A variant's own options (swiglu's match_params), absent or defaulted otherwise where another
+  // variant is chosen, are no dimension; between runs of the same variant they are.
+  auto ffn_runs = [&](const std::vector<std::string>& ffns) {
+    for (size_t i = 0; i < ffns.size(); ++i)
+      fake_run(d / ("runs/f-" + std::to_string(i)), 1.7 - 0.1 * static_cast<double>(i), 1000,
+               "done", "seed: 1\nmodel: {ffn: " + ffns[i] + ", norm: {type: layernorm}}\n");
+    const ablate::SweepResults fr = ablate::load_run_results({d / "runs/f-*"});
+    for (size_t i = 0; i < ffns.size(); ++i) fs::remove_all(d / ("runs/f-" + std::to_string(i)));
+    return fr.sweep.grid_keys;
+  };
+  CHECK(ffn_runs({"{type: swiglu, match_params: true}", "{type: relu}"}) ==
+        std::vector<std::string>{"model.ffn.type"});
+  CHECK(ffn_runs({"{type: swiglu, match_params: true}", "{type: relu}",
+                  "{type: swiglu, match_params: false}"}) ==
+        std::vector<std::string>{"model.ffn.match_params", "model.ffn.type"});
+  CHECK(ffn_runs({"{type: swiglu, match_params: true}", "{type: swiglu, match_params: false}"}) ==
+        std::vector<std::string>{"model.ffn.match_params"});
   // Paths that are no runs.
   CHECK_THROWS_WITH_AS(ablate::load_run_results({d / "runs/nope*"}),
                        doctest::Contains("matches no file or directory"), ablate::Error);

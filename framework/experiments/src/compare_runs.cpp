@@ -180,18 +180,33 @@ SweepResults load_run_results(const std::vector<std::string>& paths) {
     options[i] = run_options(run.data);
     for (const auto& kv : options[i]) keys.insert(kv.first);
   }
-  // The options that differ between the runs: the dimensions, as a sweep's grid keys.
+  // The options that differ between the runs: the dimensions, as a sweep's grid keys. An
+  // option of a plugin (model.ffn.match_params) is compared only between runs of the same
+  // variant (model.ffn.type): one variant's options, present or defaulted differently where
+  // another variant is chosen, follow from that choice and are no dimension of their own.
   auto value = [&](size_t i, const std::string& k) {
     auto it = options[i].find(k);
     return it == options[i].end() ? std::string("-") : it->second;
   };
+  auto variant_key = [&](const std::string& k) {
+    for (size_t dot = k.rfind('.'); dot != std::string::npos && dot > 0;
+         dot = k.rfind('.', dot - 1)) {
+      const std::string type = k.substr(0, dot) + ".type";
+      if (type != k && keys.count(type)) return type;
+    }
+    return std::string();
+  };
   for (const auto& k : keys) {
     if (k == "seed" || bookkeeping_option(k)) continue;
-    for (size_t i = 1; i < dirs.size(); ++i)
-      if (value(i, k) != value(0, k)) {
+    const std::string type = variant_key(k);
+    std::map<std::string, std::string> first;  // the first run's value, by variant
+    for (size_t i = 0; i < dirs.size(); ++i) {
+      const auto seen = first.emplace(type.empty() ? "" : value(i, type), value(i, k));
+      if (!seen.second && seen.first->second != value(i, k)) {
         s.grid_keys.push_back(k);
         break;
       }
+    }
   }
   std::set<int64_t> seeds;
   for (size_t i = 0; i < dirs.size(); ++i) {

@@ -459,9 +459,12 @@ HeatLayout heat_layout(const HeatMap& h) {
   l.vertical = static_cast<double>(col_chars) * l.fs * 0.62 + 3 > cw;
   l.col_label_h = l.vertical ? 8 + static_cast<double>(col_chars) * l.fs * 0.6 : l.fs + 6;
   l.L = 20 + (h.y_label.empty() ? 0 : 20) + l.fs * 0.6 * static_cast<double>(row_chars);
-  l.T = h.title.empty() ? 12 : 36;
   l.gw = cw * static_cast<double>(cols);
   l.gh = ch * static_cast<double>(rows);
+  // The row axis' label is written up the grid's middle (bold 12 px: about 7.2 px a letter): a
+  // grid lower than it moves down so that it starts inside the picture.
+  const double y_label_half = 3.6 * static_cast<double>(h.y_label.size());
+  l.T = std::max(h.title.empty() ? 12.0 : 36.0, y_label_half + 4 - l.gh / 2);
   l.bar_h = std::max(l.gh - l.gap, 40.0);
   for (const auto& row : h.values)
     for (double v : row) l.r.add(v);
@@ -473,7 +476,8 @@ HeatLayout heat_layout(const HeatMap& h) {
       7.0 * static_cast<double>(std::max(l.hi_label.size(), l.lo_label.size())) + 8;
   l.bar_x = l.L + l.gw + 24;
   l.W = std::max(l.bar_x + 18 + bar_labels_w, l.L + 20 + 8.0 * static_cast<double>(h.title.size()));
-  l.H = l.T + std::max(l.gh, l.bar_h) + l.col_label_h + 8 + (h.x_label.empty() ? 4 : 22);
+  l.H = std::max(l.T + std::max(l.gh, l.bar_h) + l.col_label_h + 8 + (h.x_label.empty() ? 4 : 22),
+                 l.T + l.gh / 2 + y_label_half + 4);
   return l;
 }
 
