@@ -44,6 +44,14 @@ std::unique_ptr<ablate::Tokenizer> make(const Variant& v) {
   return ablate::PluginRegistry::instance().create<ablate::Tokenizer>(options, ctx);
 }
 
+// A tokenizer made afresh and loaded from tok's state encodes text as tok does (ids).
+void check_state(const Variant& v, const ablate::Tokenizer& tok, const std::string& text,
+                 const std::vector<int32_t>& ids) {
+  auto copy = make(v);
+  copy->load(tok.save());
+  if (copy->vocab_size() != tok.vocab_size() || copy->encode(text) != ids) __builtin_trap();
+}
+
 void check_ids(const std::vector<int32_t>& ids, int64_t vocab) {
   for (int32_t id : ids)
     if (id < 0 || id >= vocab) __builtin_trap();
@@ -73,10 +81,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
       tok->fit(probe);
       v.lossless = tok->decode(tok->encode(probe)) == probe;
       if (tok->pretrained()) {
-        auto copy = make(v);
-        copy->load(tok->save());
-        if (copy->vocab_size() != tok->vocab_size() || copy->encode(probe) != tok->encode(probe))
-          __builtin_trap();
+        check_state(v, *tok, probe, tok->encode(probe));
         v.fitted = std::move(tok);
       }
     } catch (const ablate::Error& e) {
@@ -111,17 +116,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check_ids(ids, vocab);
     if (v.lossless && tok->decode(ids) != text) __builtin_trap();
 
-    auto copy = make(v);
-    if (own) {
-      copy->load(tok->save());
-      if (copy->vocab_size() != vocab || copy->encode(text) != ids) __builtin_trap();
-    }
+    if (own) check_state(v, *own, text, ids);
 
     check_ids(tok->encode(other), vocab);
     std::vector<int32_t> raw;
     for (size_t i = 0; i + 1 < size; i += 2)
       raw.push_back(static_cast<int32_t>(int8_t(data[i])) * 256 + data[i + 1]);
     (void)tok->decode(raw);
+    auto copy = make(v);
     try {
       copy->load(text);
       check_ids(copy->encode(other), copy->vocab_size());

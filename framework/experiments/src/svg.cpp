@@ -461,9 +461,9 @@ HeatLayout heat_layout(const HeatMap& h) {
   l.L = 20 + (h.y_label.empty() ? 0 : 20) + l.fs * 0.6 * static_cast<double>(row_chars);
   l.gw = cw * static_cast<double>(cols);
   l.gh = ch * static_cast<double>(rows);
-  // The row axis' label is written up the grid's middle (bold 12 px: about 7.2 px a letter): a
-  // grid lower than it moves down so that it starts inside the picture.
-  const double y_label_half = 3.6 * static_cast<double>(h.y_label.size());
+  // The row axis' label is written up the grid's middle (12 px, 0.6 of it a letter, as
+  // fitting_font counts): a grid lower than it moves down so that it starts inside the picture.
+  const double y_label_half = 0.5 * 0.6 * 12 * static_cast<double>(h.y_label.size());
   l.T = std::max(h.title.empty() ? 12.0 : 36.0, y_label_half + 4 - l.gh / 2);
   l.bar_h = std::max(l.gh - l.gap, 40.0);
   for (const auto& row : h.values)
