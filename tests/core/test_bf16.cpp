@@ -118,7 +118,7 @@ const GemmCase kGemmCases[] = {
     {false, true, 12, 32, 384, 0}, {true, false, 25, 47, 9, 3},
     {true, true, 31, 17, 801, 1},  {false, false, 130, 520, 385, 2},
     {false, true, 121, 65, 96, 5}, {true, false, 129, 70, 1030, 0},
-    {false, false, 5, 2, 33, 1},
+    {false, false, 5, 2, 33, 1},   {false, true, 14, 64, 96, 0},
 };
 
 void check_kernel(const kernels::Bf16Kernels& kern, const char* name) {

@@ -5,9 +5,16 @@
 //
 // The reduction runs in pairs of steps: a packed B panel holds, for each pair q and column
 // j, the 32-bit word (B[2q][j], B[2q+1][j]); A's word for row r and pair q is (A[r][2q],
-// A[r][2q+1]), read in place from a row-major A (k even) or packed. A 12 x 32 tile of C
-// lives in 24 registers over a kc-long block of the reduction, as in gemm_avx512.inc. An
-// odd k's last pair has a zero second half.
+// A[r][2q+1]), read in place from a row-major A (k even) or packed. A 6 x 64 tile of C
+// lives in 24 registers over a kc-long block of the reduction. An odd k's last pair has a
+// zero second half.
+//
+// The tile is wide rather than tall (gemm_avx512.inc's float32 tiles are 12 x 32) because each
+// row of a tile costs a broadcast of A's word per step, and on AMD Zen 4 a 512-bit broadcast
+// takes a vector pipe from the dot products: 12 broadcasts per 24 VDPBF16PS ran the nanogpt-baby
+// products at 83% of the instruction's rate, 6 per 24 at 94%, the rate of oneDNN's matmul at those
+// products (docs/BENCHMARKS.md, gemm_bf16_bench). Folding the broadcast into the instruction (its
+// {1to16} memory operand) is worse there: one broadcast per instruction, half the rate.
 #define ABLATE_ISA_NS avx512_bf16
 #define ABLATE_VEC_WIDTH 16
 #include "simd.hpp"
@@ -23,11 +30,12 @@
 
 namespace ablate::kernels::avx512_bf16 {
 namespace {
-constexpr int64_t kNR = 32;   // columns of a B panel
-constexpr int64_t kMR = 12;   // rows of a C tile
-constexpr int64_t kKC = 384;  // reduction block (an even number of steps)
-constexpr int64_t kMC = 120;  // rows of A walked per B panel (a multiple of kMR)
-constexpr int64_t kNC = 512;  // columns of B packed at a time
+constexpr int kNV = 4;             // vectors of 16 columns in a B panel
+constexpr int64_t kNR = 16 * kNV;  // columns of a B panel
+constexpr int64_t kMR = 6;         // rows of a C tile
+constexpr int64_t kKC = 384;       // reduction block (an even number of steps)
+constexpr int64_t kMC = 120;       // rows of A walked per B panel (a multiple of kMR)
+constexpr int64_t kNC = 512;       // columns of B packed at a time
 
 inline __mmask16 lanes_mask(int64_t n) {
   return n >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1);
@@ -61,26 +69,18 @@ void micro(int64_t kq, const uint32_t* __restrict a, int64_t ars, int64_t aps,
     }
   }
   const __m512 al = _mm512_set1_ps(alpha);
-  const __mmask16 m0 = lanes_mask(nr), m1 = lanes_mask(nr > 16 ? nr - 16 : 0);
-  if (set) {
-    __m512 c0[NV];
-    c0[0] = init ? _mm512_maskz_loadu_ps(m0, init) : _mm512_setzero_ps();
-    if constexpr (NV == 2)
-      c0[1] = init ? _mm512_maskz_loadu_ps(m1, init + 16) : _mm512_setzero_ps();
-    for (int r = 0; r < MR; ++r) {
-      float* cr = c + r * ldc;
-      _mm512_mask_storeu_ps(cr, m0, _mm512_fmadd_ps(al, acc[r][0], c0[0]));
-      if constexpr (NV == 2)
-        _mm512_mask_storeu_ps(cr + 16, m1, _mm512_fmadd_ps(al, acc[r][1], c0[1]));
-    }
-    return;
+  __mmask16 m[NV];
+  __m512 c0[NV];
+  for (int v = 0; v < NV; ++v) {
+    m[v] = lanes_mask(nr - 16 * v);
+    c0[v] = set && init ? _mm512_maskz_loadu_ps(m[v], init + 16 * v) : _mm512_setzero_ps();
   }
   for (int r = 0; r < MR; ++r) {
     float* cr = c + r * ldc;
-    _mm512_mask_storeu_ps(cr, m0, _mm512_fmadd_ps(al, acc[r][0], _mm512_maskz_loadu_ps(m0, cr)));
-    if constexpr (NV == 2)
-      _mm512_mask_storeu_ps(cr + 16, m1,
-                            _mm512_fmadd_ps(al, acc[r][1], _mm512_maskz_loadu_ps(m1, cr + 16)));
+    for (int v = 0; v < NV; ++v)
+      _mm512_mask_storeu_ps(
+          cr + 16 * v, m[v],
+          _mm512_fmadd_ps(al, acc[r][v], set ? c0[v] : _mm512_maskz_loadu_ps(m[v], cr + 16 * v)));
   }
 }
 
@@ -90,9 +90,13 @@ template <int NV, int... I>
 constexpr std::array<MicroFn, sizeof...(I)> micro_table(std::integer_sequence<int, I...>) {
   return {&micro<I + 1, NV>...};
 }
-constexpr std::array<std::array<MicroFn, kMR>, 2> kMicro = {
-    micro_table<1>(std::make_integer_sequence<int, kMR>{}),
-    micro_table<2>(std::make_integer_sequence<int, kMR>{})};
+template <int... V>
+constexpr std::array<std::array<MicroFn, kMR>, sizeof...(V)> micro_tables(
+    std::integer_sequence<int, V...>) {
+  return {micro_table<V + 1>(std::make_integer_sequence<int, kMR>{})...};
+}
+// kMicro[nv - 1][mr - 1]: a tile of mr rows and nv vectors of columns.
+constexpr auto kMicro = micro_tables(std::make_integer_sequence<int, kNV>{});
 
 // Words (lo[i], hi[i]) for i < n: hi null for a zero second half.
 inline void interleave(const uint16_t* lo, const uint16_t* hi, int64_t n, uint32_t* dst) {
@@ -216,9 +220,9 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
           }
           for (int64_t jr = 0; jr < nc; jr += kNR) {
             const int64_t nr = std::min(kNR, nc - jr);
-            kMicro[nr > 16 ? 1 : 0][mr - 1](kq, at, ars, aps, bp + jr * kq, alpha,
-                                            c + i0 * ldc + j0 + jr, ldc, nr, overwrite && p0 == 0,
-                                            init ? init + j0 + jr : nullptr);
+            kMicro[(nr + 15) / 16 - 1][mr - 1](
+                kq, at, ars, aps, bp + jr * kq, alpha, c + i0 * ldc + j0 + jr, ldc, nr,
+                overwrite && p0 == 0, init ? init + j0 + jr : nullptr);
           }
         }
       }
