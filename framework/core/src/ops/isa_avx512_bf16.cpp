@@ -58,6 +58,13 @@ void micro(int64_t kq, const uint32_t* __restrict a, int64_t ars, int64_t aps,
   __m512 acc[MR][NV];
   for (int r = 0; r < MR; ++r)
     for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  // The tile of C that the end adds to, on its way while the dot products run: a product
+  // of many rows or a long reduction walks C once per block of the reduction, more than
+  // the caches hold.
+  if (!set)
+    for (int r = 0; r < MR; ++r)
+      for (int v = 0; v < NV; ++v)
+        _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 16 * v), _MM_HINT_T0);
   for (int64_t q = 0; q < kq; ++q) {
     __m512bh b[NV];
     for (int v = 0; v < NV; ++v) b[v] = (__m512bh)_mm512_loadu_si512(bp + q * kNR + 16 * v);
@@ -164,7 +171,10 @@ void pack_a(bool trans, const uint16_t* a, int64_t lda, int64_t i1, int64_t mc, 
       interleave(s0, q < full ? s0 + lda : nullptr, mc, row);
       for (int64_t i0 = 0; i0 < mc; i0 += kMR) {
         const int64_t mr = std::min(kMR, mc - i0);
-        std::memcpy(ap + i0 * kq + q * mr, row + i0, sizeof(uint32_t) * static_cast<size_t>(mr));
+        // A whole tile's row of words as one fixed-size copy (inlined, not a call).
+        if (mr == kMR) std::memcpy(ap + i0 * kq + q * kMR, row + i0, sizeof(uint32_t) * kMR);
+        else
+          std::memcpy(ap + i0 * kq + q * mr, row + i0, sizeof(uint32_t) * static_cast<size_t>(mr));
       }
     }
     return;
