@@ -9,12 +9,13 @@
 // lives in 24 registers over a kc-long block of the reduction. An odd k's last pair has a
 // zero second half.
 //
-// The tile is wide rather than tall (gemm_avx512.inc's float32 tiles are 12 x 32) because each
-// row of a tile costs a broadcast of A's word per step, and on AMD Zen 4 a 512-bit broadcast
-// takes a vector pipe from the dot products: 12 broadcasts per 24 VDPBF16PS ran the nanogpt-baby
-// products at 83% of the instruction's rate, 6 per 24 at 94%, the rate of oneDNN's matmul at those
-// products (docs/BENCHMARKS.md, gemm_bf16_bench). Folding the broadcast into the instruction (its
-// {1to16} memory operand) is worse there: one broadcast per instruction, half the rate.
+// The tile is wide rather than tall (gemm_avx512.inc's float32 tiles are 12 x 32) because
+// each row of a tile costs a broadcast of A's word per step, and on AMD Zen 4 a 512-bit
+// broadcast takes a vector pipe from the dot products: 12 broadcasts per 24 VDPBF16PS ran
+// the nanogpt-baby products at 83% of the instruction's rate, 6 per 24 at 91-94%, the rate
+// of oneDNN's matmul at those products (docs/BENCHMARKS.md, gemm_bf16_bench). Folding the
+// broadcast into the instruction (its {1to16} memory operand) is worse there: one broadcast
+// per instruction, half the rate.
 #define ABLATE_ISA_NS avx512_bf16
 #define ABLATE_VEC_WIDTH 16
 #include "simd.hpp"
