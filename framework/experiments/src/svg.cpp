@@ -154,12 +154,17 @@ struct Frame {
   double L, T, pw, ph, B, W;  // W: the figure's width
 };
 
-// The font size (px) at which `text` fits `room` px, `size` at most and 8 at least (a
-// character of sans-serif is about 0.6 of the size wide; bold 0.65): a long title or axis
-// label (a baseline named by several swept values) is set smaller instead of cut off.
+// The width of `text` at font size `size`, and the font size (px) at which it fits `room`
+// px, `size` at most and 8 at least (a character of sans-serif is about 0.6 of the size
+// wide; bold 0.65): a long title or axis label (a baseline named by several swept values) is
+// set smaller instead of cut off.
+double text_width(const std::string& text, double size, double width = 0.6) {
+  return width * size * static_cast<double>(text.size());
+}
 double fitting_font(const std::string& text, double room, double size, double width = 0.6) {
-  const double need = width * size * static_cast<double>(text.size());
-  return need <= room ? size : std::max(8.0, room / (width * static_cast<double>(text.size())));
+  return text_width(text, size, width) <= room
+             ? size
+             : std::max(8.0, room / (width * static_cast<double>(text.size())));
 }
 
 // A font size as the attribute says it: whole sizes without a decimal.
@@ -461,9 +466,9 @@ HeatLayout heat_layout(const HeatMap& h) {
   l.L = 20 + (h.y_label.empty() ? 0 : 20) + l.fs * 0.6 * static_cast<double>(row_chars);
   l.gw = cw * static_cast<double>(cols);
   l.gh = ch * static_cast<double>(rows);
-  // The row axis' label is written up the grid's middle (12 px, 0.6 of it a letter, as
-  // fitting_font counts): a grid lower than it moves down so that it starts inside the picture.
-  const double y_label_half = 0.5 * 0.6 * 12 * static_cast<double>(h.y_label.size());
+  // The row axis' label is written up the grid's middle (12 px bold): a grid lower than it
+  // moves down so that it starts inside the picture.
+  const double y_label_half = 0.5 * text_width(h.y_label, 12, 0.65);
   l.T = std::max(h.title.empty() ? 12.0 : 36.0, y_label_half + 4 - l.gh / 2);
   l.bar_h = std::max(l.gh - l.gap, 40.0);
   for (const auto& row : h.values)
