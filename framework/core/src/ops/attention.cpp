@@ -130,7 +130,12 @@ int64_t probs_per_head(const Attn& a) {
 // query rows: S = q k^T (GEMM), masked softmax per row, out^T = v^T P^T (GEMM).
 void forward_head(const Attn& a, int64_t b, int64_t h, float* out, float* lse, float* weights) {
   if (!weights && decode_kernel(a)) return isa_kernels().attention_decode(a, b, h, out, lse);
-  if (!weights && lanes_kernel(a)) return isa_kernels().attention_forward_lanes(a, b, h, out, lse);
+  if (!weights && lanes_kernel(a)) {
+    const IsaKernels& k = isa_kernels();
+    if (a.bf16 && k.bf16.attention_forward_lanes)
+      return k.bf16.attention_forward_lanes(a, b, h, out, lse);
+    return k.attention_forward_lanes(a, b, h, out, lse);
+  }
   const int64_t kh = h / a.group(), C = a.NH * a.HS, HS = a.HS;
   const int64_t block = kBlockQ * padded(a.Tk);
   float* s = thread_scratch(kSlotAttention, static_cast<size_t>(block + HS * kBlockQ));
@@ -178,15 +183,23 @@ void forward_head(const Attn& a, int64_t b, int64_t h, float* out, float* lse, f
   }
 }
 
+// Whether a bf16 graph's lanes kernels (heads up to 64 wide) are the path's bf16 ones
+// (Bf16Kernels::attention_*_lanes), which round q, k, v and the output gradient themselves as
+// they convert them to bf16.
+bool bf16_lanes(const Graph& g, int64_t HS) {
+  return g.precision == Precision::bf16 && HS <= kMaxLanesHS &&
+         isa_kernels().bf16.attention_forward_lanes;
+}
+
 // The values of nodes q, k and v as attention's products read them: in a bf16 graph rounded
 // to bf16 (float32 copies in the graph's buffers; once for nodes that are the same, a fused
-// qkv), else the nodes' own.
+// qkv) unless the kernels round them (own_rounding), else the nodes' own.
 struct Inputs {
   Tensor q, k, v;
 };
-Inputs product_inputs(Graph& g, int q, int k, int v) {
+Inputs product_inputs(Graph& g, int q, int k, int v, bool own_rounding) {
   Inputs in{node(g, q).value, node(g, k).value, node(g, v).value};
-  if (g.precision != Precision::bf16) return in;
+  if (g.precision != Precision::bf16 || own_rounding) return in;
   auto rounded = [&](Bf16Buffer slot, int id) {
     const Tensor& t = node(g, id).value;
     return Tensor{const_cast<float*>(bf16_rounded(g, slot, id)), t.rows, t.cols};
@@ -202,8 +215,12 @@ Inputs product_inputs(Graph& g, int q, int k, int v) {
 // recomputed from the saved log-sum-exp.
 void backward_group(const Attn& a, int64_t b, int64_t kh, const float* out, RoundFn round,
                     const float* dout, const float* lse, float* dq, float* dk, float* dv) {
-  if (lanes_kernel(a))
-    return isa_kernels().attention_backward_lanes(a, b, kh, dout, lse, dq, dk, dv);
+  if (lanes_kernel(a)) {
+    const IsaKernels& k = isa_kernels();
+    if (a.bf16 && k.bf16.attention_backward_lanes)
+      return k.bf16.attention_backward_lanes(a, b, kh, dout, lse, dq, dk, dv);
+    return k.attention_backward_lanes(a, b, kh, dout, lse, dq, dk, dv);
+  }
   const int64_t C = a.NH * a.HS, HS = a.HS, kvC = a.kv_rstride;
   const int64_t Tkp = padded(a.Tk), block = kBlockQ * Tkp;
   float* p =
@@ -284,11 +301,12 @@ void attention_backward(Graph& g, int id) {
   a.key_mask = static_cast<const uint8_t*>(n.p[1]);
   a.slopes = static_cast<const float*>(n.p[2]);
   a.probs = static_cast<float*>(n.p[3]);
-  a.probs_bf16 = g.precision == Precision::bf16;
+  a.bf16 = a.probs_bf16 = g.precision == Precision::bf16;
   a.prefix = static_cast<const int32_t*>(n.p[4]);
   a.probs_head = probs_per_head(a);  // (a.T, a.Tk, offset, causal and prefix are set above)
   const int64_t q_col = n.i[6], k_col = n.i[7] & 0xffffffff, v_col = n.i[7] >> 32;
-  const auto [Q, K, V] = product_inputs(g, n.in[0], n.in[1], n.in[2]);
+  const bool own_rounding = bf16_lanes(g, a.HS);
+  const auto [Q, K, V] = product_inputs(g, n.in[0], n.in[1], n.in[2], own_rounding);
   a.q = Q.data + q_col;
   a.q_rstride = Q.cols;
   a.k = K.data + k_col;
@@ -300,8 +318,9 @@ void attention_backward(Graph& g, int id) {
   // The output (wider heads' D_i; a bf16 graph reads it rounded, kept as bf16 bits).
   const float* out = lanes_kernel(a) ? nullptr : n.value.data;
   const RoundFn round = rounding_of(g, id);
-  const float* dout =
-      g.precision == Precision::bf16 ? bf16_rounded(g, Bf16Buffer::dy, n.grad) : n.grad.data;
+  const float* dout = g.precision == Precision::bf16 && !own_rounding
+                          ? bf16_rounded(g, Bf16Buffer::dy, n.grad)
+                          : n.grad.data;
   // q, k and v may be column ranges of one node (a fused qkv): one gradient buffer then,
   // zeroed once by the first grad() call.
   float* dq = g.requires_grad(n.in[0]) ? g.grad(n.in[0]).data + q_col : nullptr;
@@ -381,7 +400,9 @@ void append_to_cache(KVCache& cache, const float* kd, const float* vd, int64_t S
 // The Attn of a forward call: q, k and v read in place (or k and v from the cache, after
 // appending the new ones to it).
 Attn forward_attn(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
-  const auto [Q, K, V] = product_inputs(g, q.id, k.id, v.id);
+  // (A KV cache keeps the roundings, for the decoding kernel.)
+  const bool own_rounding = bf16_lanes(g, spec.head_size) && !spec.weights_out && !spec.cache;
+  const auto [Q, K, V] = product_inputs(g, q.id, k.id, v.id, own_rounding);
   Attn a{};
   a.B = spec.batch;
   a.T = spec.time;
@@ -389,6 +410,8 @@ Attn forward_attn(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
   a.NKV = spec.n_kv_heads;
   a.HS = spec.head_size;
   a.causal = spec.causal;
+  a.bf16 = g.precision == Precision::bf16;
+  a.round_probs = bf16_lanes(g, a.HS);
   a.scale = 1.0f / std::sqrt(static_cast<float>(a.HS));
   a.q = Q.data + spec.q_col;
   a.q_rstride = Q.cols;

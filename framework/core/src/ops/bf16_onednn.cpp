@@ -163,7 +163,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
 
 const Bf16Kernels* kernels() {
   // The roundings and gemv: avx512's (isa.cpp).
-  static const Bf16Kernels k = {&gemm_bf16, nullptr, nullptr, nullptr, nullptr};
+  static const Bf16Kernels k = {&gemm_bf16, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
   return &k;
 }
 

@@ -42,6 +42,8 @@ struct Attn {
   float* probs = nullptr;        // saved P^T blocks of the lanes kernels, or null (see probs_at)
   int64_t probs_head = 0;        // values of them per (batch, head): probs_per_head
   bool probs_bf16 = false;       // saved as bf16 bits (a bf16 graph), half the bytes
+  bool bf16 = false;             // a bf16 graph's: Bf16Kernels' attention where the path has it
+  bool round_probs = false;      // and then the decoding kernel's P rounded to bf16 as theirs
   int64_t group() const { return NH / NKV; }
   // Keys [0, visible(b, i)) are visible to query i of row b.
   int64_t visible(int64_t b, int64_t i) const {
@@ -94,6 +96,14 @@ struct Bf16Kernels {
   // The float32 kernels' (avx512's on the avx512_bf16 and onednn_bf16 paths).
   void (*gemv)(bool trans_b, int64_t n, int64_t k, float alpha, const float* x, int64_t incx,
                const uint16_t* b, int64_t ldb, float* c);
+  // A bf16 graph's attention for heads up to 64 wide, as IsaKernels' lanes kernels with their
+  // products on bf16 values (the probabilities and their gradient rounded too) and float32
+  // sums, where the path multiplies bf16 values faster than float32 ones (the dot product's
+  // path); null elsewhere, where a bf16 graph's attention runs the float32 kernels on the
+  // rounded q, k, v and output gradient.
+  void (*attention_forward_lanes)(const Attn& a, int64_t b, int64_t h, float* out, float* lse);
+  void (*attention_backward_lanes)(const Attn& a, int64_t b, int64_t kh, const float* dout,
+                                   const float* lse, float* dq, float* dk, float* dv);
 };
 
 struct IsaKernels {

@@ -28,6 +28,10 @@
 #include <utility>
 
 #include "kernels.hpp"
+// The lanes kernels' masks and softmax (attention_lanes.inc), for this path's bf16 attention
+// below; its float32 products are avx512's.
+#define ABLATE_ATTENTION_SOFTMAX_ONLY
+#include "attention_lanes.inc"
 
 namespace ablate::kernels::avx512_bf16 {
 namespace {
@@ -38,7 +42,7 @@ constexpr int64_t kKC = 384;       // reduction block (an even number of steps)
 constexpr int64_t kMC = 120;       // rows of A walked per B panel (a multiple of kMR)
 constexpr int64_t kNC = 512;       // columns of B packed at a time
 
-inline __mmask16 lanes_mask(int64_t n) {
+inline __mmask16 tail_mask(int64_t n) {
   return n >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1);
 }
 inline uint32_t pair(uint16_t lo, uint16_t hi) {
@@ -80,7 +84,7 @@ void micro(int64_t kq, const uint32_t* __restrict a, int64_t ars, int64_t aps,
   __mmask16 m[NV];
   __m512 c0[NV];
   for (int v = 0; v < NV; ++v) {
-    m[v] = lanes_mask(nr - 16 * v);
+    m[v] = tail_mask(nr - 16 * v);
     c0[v] = set && init ? _mm512_maskz_loadu_ps(m[v], init + 16 * v) : _mm512_setzero_ps();
   }
   for (int r = 0; r < MR; ++r) {
@@ -241,8 +245,229 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
   }
 }
 
+// Attention of a bf16 graph, heads up to 64 wide: attention_lanes.inc's blocks of 32 queries,
+// masks and float32 softmax, with its products on VDPBF16PS: bf16 operands (q, k, v and the
+// output gradient as the graph rounded them; the probabilities P and their gradient dS
+// rounded here) and float32 sums. Each product is one of the forms above: a row-major
+// operand read in place as words of pairs along the reduction (k, q, v and dO rows of bf16
+// bits, P^T and dS^T as the (keys, 32) blocks they are), or a B panel of pairs packed once
+// per (batch, kv head) (k and v along the keys), or once per block (q^T, dO^T: 32 columns).
+//   forward   S^T (jm, 32) = scale k q^T; P = softmax; out (nq, HS) = P v
+//   backward  dP^T = v dO^T; dS = P (dP - D); dq += scale dS k; dk += scale dS^T q;
+//             dv += P^T dO
+// The saved probabilities are P^T's bf16 bits (jm, 32) per block, as the other paths save
+// them in a bf16 graph.
+
+// The scratch of one task, carved in 64-byte pieces.
+class Carve {
+ public:
+  explicit Carve(size_t bytes)
+      : p_(reinterpret_cast<char*>(thread_scratch(kSlotAttention, bytes / 4 + 16))) {}
+  template <class T>
+  T* take(int64_t n) {
+    T* r = reinterpret_cast<T*>(p_);
+    p_ += bytes_of<T>(n);
+    return r;
+  }
+  template <class T>
+  static size_t bytes_of(int64_t n) {
+    return (static_cast<size_t>(n) * sizeof(T) + 63) / 64 * 64;
+  }
+
+ private:
+  char* p_;
+};
+
+// dst (rows, ld) = bf16 bits of x's rows [0, n) (element (j, d) at x[j rs + d cs], d < HS),
+// rounded by VCVTNE2PS2BF16 (to_bf16's bits); columns from HS to ld and rows from n to `rows`
+// zero.
+void bf16_rows(const float* x, int64_t rs, int64_t cs, int64_t n, int64_t rows, int64_t HS,
+               int64_t ld, uint16_t* dst) {
+  for (int64_t j = 0; j < n; ++j) {
+    uint16_t* d = dst + j * ld;
+    if (cs != 1) {
+      for (int64_t c = 0; c < HS; ++c) d[c] = to_bf16_scalar(x[j * rs + c * cs]);
+      for (int64_t c = HS; c < ld; ++c) d[c] = 0;
+      continue;
+    }
+    const float* r = x + j * rs;
+    for (int64_t c = 0; c < ld; c += 32) {
+      const int64_t w = std::min<int64_t>(32, HS - c), out = std::min<int64_t>(32, ld - c);
+      const __m512 lo = _mm512_maskz_loadu_ps(tail_mask(w), r + c);
+      const __m512 hi = _mm512_maskz_loadu_ps(tail_mask(w - 16), r + c + 16);
+      const __mmask32 m = out >= 32 ? ~__mmask32{0} : (__mmask32{1} << out) - 1;
+      _mm512_mask_storeu_epi16(d + c, m, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    }
+  }
+  std::memset(dst + n * ld, 0, sizeof(uint16_t) * static_cast<size_t>((rows - n) * ld));
+}
+
+// rows (jm, 32) of bf16 bits of x (jm, 32) times mul (per lane), and the same values as words
+// of pairs along the rows, (ceil(jm/2), 32), the second half of an odd jm's last word 0.
+void bf16_blocks(const float* x, int64_t jm, const __m512* mul, uint16_t* rows, uint32_t* words) {
+  // word lane l of a pair of rows: element l of the first row, then of the second
+  alignas(64) static constexpr uint16_t kPairs[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
+                                                      21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
+                                                      11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i pairs = _mm512_load_si512(kPairs);
+  for (int64_t j = 0; j < jm; j += 2) {
+    for (int v = 0; v < kV; ++v) {
+      const __m256i lo = (__m256i)_mm512_cvtneps_pbh(
+          _mm512_mul_ps(_mm512_loadu_ps(x + j * kLanes + v * kW), mul[v]));
+      const __m256i hi = j + 1 < jm ? (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(
+                                          _mm512_loadu_ps(x + (j + 1) * kLanes + v * kW), mul[v]))
+                                    : _mm256_setzero_si256();
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(rows + j * kLanes + v * kW), lo);
+      if (j + 1 < jm)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(rows + (j + 1) * kLanes + v * kW), hi);
+      _mm512_storeu_si512(
+          words + j / 2 * kLanes + v * kW,
+          _mm512_permutexvar_epi16(pairs, _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1)));
+    }
+  }
+}
+
+// C (m, nr) (+)= alpha A B over kq pairs: A's word (r, q) at a[r ars + q aps], B a packed panel
+// (pack_b), in tiles of kMR rows; set: C = alpha A B.
+void tiles(int64_t m, int64_t nr, int64_t kq, const uint32_t* a, int64_t ars, int64_t aps,
+           const uint32_t* bp, float alpha, float* c, int64_t ldc, bool set) {
+  for (int64_t i0 = 0; i0 < m; i0 += kMR) {
+    const int64_t mr = std::min(kMR, m - i0);
+    kMicro[(nr + 15) / 16 - 1][mr - 1](kq, a + i0 * ars, ars, aps, bp, alpha, c + i0 * ldc, ldc, nr,
+                                       set, nullptr);
+  }
+}
+
+void attention_forward_lanes(const Attn& a, int64_t b, int64_t h, float* out, float* lse) {
+  const int64_t kh = h / a.group(), C = a.NH * a.HS, HS = a.HS, HSe = HS + HS % 2;
+  const int64_t Tk = a.visible(b, a.T - 1), Tq = (Tk + 1) / 2;  // keys any query sees
+  Carve scratch(Carve::bytes_of<float>(Tk * kLanes) + 2 * Carve::bytes_of<uint16_t>(Tk * HSe) +
+                Carve::bytes_of<uint32_t>(Tq * kNR) + Carve::bytes_of<uint16_t>(kLanes * HSe) +
+                Carve::bytes_of<uint32_t>(Tq * kLanes) + Carve::bytes_of<uint16_t>(Tk * kLanes));
+  float* st = scratch.take<float>(Tk * kLanes);           // S^T, then P^T (jm, 32)
+  uint16_t* kb = scratch.take<uint16_t>(Tk * HSe);        // k rows
+  uint16_t* vb = scratch.take<uint16_t>(Tk * HSe);        // v rows
+  uint32_t* vp = scratch.take<uint32_t>(Tq * kNR);        // v as a B panel
+  uint16_t* qb = scratch.take<uint16_t>(kLanes * HSe);    // q rows of the block
+  uint32_t* pw = scratch.take<uint32_t>(Tq * kLanes);     // P^T's words along the keys
+  uint16_t* pbits = scratch.take<uint16_t>(Tk * kLanes);  // P^T, where not saved
+  bf16_rows(a.k_at(b, kh), a.k_rstride, a.k_cstride, Tk, Tk, HS, HSe, kb);
+  bf16_rows(a.v_at(b, kh), a.kv_rstride, 1, Tk, Tk, HS, HSe, vb);
+  pack_b(false, vb, HSe, 0, Tk, 0, HS, vp);
+  uint16_t* saved = probs_bits_at(a, b, h);
+  for (int64_t i0 = 0; i0 < a.T; i0 += kLanes) {
+    const int64_t nq = std::min(kLanes, a.T - i0), jm = a.visible(b, i0 + nq - 1);
+    bf16_rows(a.q_at(b, h, i0), a.q_rstride, 1, nq, kLanes, HS, HSe, qb);
+    gemm_bf16(false, true, jm, kLanes, HSe, a.scale, kb, HSe, qb, HSe, st, kLanes, true, nullptr);
+    alignas(64) float mx[kLanes], sum[kLanes];
+    lanes_mask(a, b, h, i0, jm, st, mx);
+    lanes_exp(a, b, i0, nq, jm, mx, st, sum);
+    // P = exp / sum, 0 for a query without a visible key (sum 0; its lse is +inf)
+    __m512 inv[kV];
+    for (int v = 0; v < kV; ++v) {
+      const vf s = load(sum + v * kW);
+      const vf r = s > 0.0f ? 1.0f / s : vf{};
+      std::memcpy(&inv[v], &r, sizeof r);
+    }
+    uint16_t* p = saved ? saved : pbits;
+    bf16_blocks(st, jm, inv, p, pw);
+    if (saved) saved += jm * kLanes;
+    // out rows (nq, HS) = P (nq, jm) v (jm, HS): P's word (i, q) at pw[q 32 + i]
+    tiles(nq, HS, (jm + 1) / 2, pw, 1, kLanes, vp, 1.0f, out + (b * a.T + i0) * C + h * HS, C,
+          true);
+    if (lse) {
+      float* l = lse + (b * a.NH + h) * a.T + i0;
+      for (int64_t i = 0; i < nq; ++i) l[i] = mx[i] == -kInf ? kInf : mx[i] + std::log(sum[i]);
+    }
+  }
+}
+
+void attention_backward_lanes(const Attn& a, int64_t b, int64_t kh, const float* dout,
+                              const float* lse, float* dq, float* dk, float* dv) {
+  const int64_t C = a.NH * a.HS, HS = a.HS, HSe = HS + HS % 2, kvC = a.kv_rstride;
+  const int64_t Tk = a.visible(b, a.T - 1), Tq = (Tk + 1) / 2;
+  Carve scratch(
+      2 * Carve::bytes_of<uint16_t>(Tk * HSe) + Carve::bytes_of<uint32_t>(Tq * kNR) +
+      2 * Carve::bytes_of<uint16_t>(kLanes * HSe) + 2 * Carve::bytes_of<float>(Tk * kLanes) +
+      2 * Carve::bytes_of<uint16_t>(Tk * kLanes) + Carve::bytes_of<uint32_t>(Tq * kLanes));
+  uint16_t* kb = scratch.take<uint16_t>(Tk * HSe);        // k rows
+  uint16_t* vb = scratch.take<uint16_t>(Tk * HSe);        // v rows
+  uint32_t* kp = scratch.take<uint32_t>(Tq * kNR);        // k as a B panel
+  uint16_t* qb = scratch.take<uint16_t>(kLanes * HSe);    // q rows of the block
+  uint16_t* dob = scratch.take<uint16_t>(kLanes * HSe);   // dO rows of the block
+  float* pt = scratch.take<float>(Tk * kLanes);           // P^T (jm, 32)
+  float* dst = scratch.take<float>(Tk * kLanes);          // dP^T, then dS^T
+  uint16_t* pbits = scratch.take<uint16_t>(Tk * kLanes);  // P^T, where not saved
+  uint16_t* dsb = scratch.take<uint16_t>(Tk * kLanes);    // dS^T
+  uint32_t* dsw = scratch.take<uint32_t>(Tq * kLanes);    // dS^T's words along the keys
+  bf16_rows(a.k_at(b, kh), a.k_rstride, a.k_cstride, Tk, Tk, HS, HSe, kb);
+  bf16_rows(a.v_at(b, kh), kvC, 1, Tk, Tk, HS, HSe, vb);
+  pack_b(false, kb, HSe, 0, Tk, 0, HS, kp);
+  // This task's rows of dk and dv (keys of batch b, columns of kv head kh): no other task
+  // writes them, so the products below accumulate into them directly.
+  float* dk_rows = dk ? dk + b * a.kv_bstride + kh * HS : nullptr;
+  float* dv_rows = dv ? dv + b * a.kv_bstride + kh * HS : nullptr;
+  __m512 one[kV];
+  for (__m512& x : one) x = _mm512_set1_ps(1.0f);
+  for (int64_t h = kh * a.group(); h < (kh + 1) * a.group(); ++h) {
+    const uint16_t* saved = probs_bits_at(a, b, h);
+    for (int64_t i0 = 0; i0 < a.T; i0 += kLanes) {
+      const int64_t nq = std::min(kLanes, a.T - i0), jm = a.visible(b, i0 + nq - 1);
+      bf16_rows(a.q_at(b, h, i0), a.q_rstride, 1, nq, kLanes, HS, HSe, qb);
+      const uint16_t* p = saved;  // P^T's bits (jm, 32), saved by the forward pass or recomputed
+      if (saved) {
+        for (int64_t j = 0; j < jm * kLanes; j += kW) store(pt + j, from_bf16(load_h(saved + j)));
+        saved += jm * kLanes;
+      } else {
+        gemm_bf16(false, true, jm, kLanes, HSe, a.scale, kb, HSe, qb, HSe, pt, kLanes, true,
+                  nullptr);
+        alignas(64) float l[kLanes];
+        for (int64_t i = 0; i < kLanes; ++i)
+          l[i] = i < nq ? lse[(b * a.NH + h) * a.T + i0 + i] : kInf;
+        lanes_mask(a, b, h, i0, jm, pt);
+        lanes_exp(a, b, i0, nq, jm, l, pt);
+        bf16_blocks(pt, jm, one, pbits, dsw);  // (dsw: scratch here, overwritten below)
+        for (int64_t j = 0; j < jm * kLanes; j += kW) store(pt + j, from_bf16(load_h(pbits + j)));
+        p = pbits;
+      }
+      // dP^T (jm, 32) = v dO^T
+      const float* do_rows = dout + (b * a.T + i0) * C + h * HS;  // (nq, HS), row stride C
+      bf16_rows(do_rows, C, 1, nq, kLanes, HS, HSe, dob);
+      gemm_bf16(false, true, jm, kLanes, HSe, 1.0f, vb, HSe, dob, HSe, dst, kLanes, true, nullptr);
+      // D_i = sum_j P_ij dP_ij (which equals dO_i . O_i), then dS^T = P^T * (dP^T - D)
+      Row dd = rsplat(0.0f);
+      for (int64_t j = 0; j < jm; ++j)
+        for (int v = 0; v < kV; ++v)
+          dd.v[v] += load(pt + j * kLanes + v * kW) * load(dst + j * kLanes + v * kW);
+      for (int64_t j = 0; j < jm; ++j)
+        for (int v = 0; v < kV; ++v) {
+          float* r = dst + j * kLanes + v * kW;
+          store(r, load(pt + j * kLanes + v * kW) * (load(r) - dd.v[v]));
+        }
+      bf16_blocks(dst, jm, one, dsb, dsw);
+      // dq rows (nq, HS) += scale dS (nq, jm) k (jm, HS): dS's word (i, q) at dsw[q 32 + i]
+      if (dq)
+        tiles(nq, HS, (jm + 1) / 2, dsw, 1, kLanes, kp, a.scale,
+              dq + (b * a.T + i0) * a.q_rstride + h * HS, a.q_rstride, false);
+      // dk (jm, HS) += scale dS^T (jm, 32) q (32, HS); dv (jm, HS) += P^T (jm, 32) dO (32, HS)
+      if (dk)
+        gemm_bf16(false, false, jm, HS, kLanes, a.scale, dsb, kLanes, qb, HSe, dk_rows, kvC, false,
+                  nullptr);
+      if (dv)
+        gemm_bf16(false, false, jm, HS, kLanes, 1.0f, p, kLanes, dob, HSe, dv_rows, kvC, false,
+                  nullptr);
+    }
+  }
+}
+
 }  // namespace
 
 // gemm_round_b and gemv: the avx512 path's (isa.cpp).
-const Bf16Kernels kBf16 = {&gemm_bf16, nullptr, &to_bf16, &round_bf16, nullptr};
+const Bf16Kernels kBf16 = {&gemm_bf16,
+                           nullptr,
+                           &to_bf16,
+                           &round_bf16,
+                           nullptr,
+                           &attention_forward_lanes,
+                           &attention_backward_lanes};
 }  // namespace ablate::kernels::avx512_bf16
