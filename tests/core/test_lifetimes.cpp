@@ -191,6 +191,42 @@ TEST_CASE(
   }
 }
 
+TEST_CASE(
+    "graph/lifetimes: attention's fused q, k, v wait as bf16 bits in a bf16 step and backward "
+    "reads them back to the first step's gradients") {
+  // y = attention(qkv(x)) on heads of 8 (the lanes kernels) and of 72 (wider); loss = sum(y * y)
+  // / 2. The first step keeps qkv's float32 value; planned steps keep its bf16 bits, which the
+  // kernels read as they are (the dot product's path) or widened.
+  const int64_t B = 2, T = 40, NH = 2;
+  for (const int64_t HS : {8, 72}) {
+    CAPTURE(HS);
+    const int64_t C = NH * HS, N = B * T;
+    const std::vector<float> xv = randn(static_cast<size_t>(N * C), 21);
+    ParamStore store(1);
+    Parameter& w = store.add("w", C, 3 * C, Role::kCustom);
+    const std::vector<float> wv = randn(static_cast<size_t>(3 * C * C), 22, 0.2f);
+    std::copy(wv.begin(), wv.end(), w.value.data);
+    AttentionSpec spec;
+    spec.batch = B, spec.time = T, spec.n_heads = spec.n_kv_heads = NH, spec.head_size = HS;
+    spec.q_col = 0, spec.k_col = C, spec.v_col = 2 * C;
+    Graph g;
+    g.precision = Precision::bf16;
+    std::vector<std::vector<float>> grads;
+    for (int step = 0; step < 3; ++step) {
+      g.reset();
+      const Var qkv = linear(g, g.constant(xv.data(), N, C), g.param(w));
+      const Var y = attention(g, qkv, qkv, qkv, spec);
+      const Var loss = scale(g, sum(g, mul(g, y, y)), 0.5f);
+      if (step > 0) CHECK(kernels::rounded_reader(g, qkv.id).bits != nullptr);
+      g.backward(loss);
+      grads.emplace_back(w.grad.data, w.grad.data + w.grad.numel());
+      store.zero_grad();
+    }
+    CHECK(grads[1] == grads[0]);
+    CHECK(grads[2] == grads[0]);
+  }
+}
+
 TEST_CASE("graph/lifetimes: ABLATE_KEEP_ACTIVATIONS=1 keeps every value") {
   Net net;
   ::setenv("ABLATE_KEEP_ACTIVATIONS", "1", 1);
@@ -236,7 +272,7 @@ TEST_CASE(
       if (p == Precision::bf16)
         kernels::round_to_bf16_parallel(first[k].data(), t.numel(), first[k].data());
       // A float32 value: a bf16 graph's ops read a rounded copy of it.
-      CHECK((kernels::rounding_of(g, v[k].id) != nullptr) == (p == Precision::bf16));
+      CHECK((kernels::rounded_reader(g, v[k].id).round != nullptr) == (p == Precision::bf16));
     }
     if (p == Precision::bf16) {
       const float* r = kernels::bf16_rounded(g, kernels::Bf16Buffer::x, v[1].id);
@@ -251,11 +287,13 @@ TEST_CASE(
     loss = forward(g, v);
     const bool bits = p == Precision::bf16;
     // Read by backward: h (layernorm's), gelu's input and relu's output; the products' inputs
-    // (layernorm's and gelu's outputs) too.
+    // (layernorm's and gelu's outputs) too. Their backward passes read the bits as they wait
+    // (the gradients below are the first step's, which read rounded float32 copies).
     for (int k : {0, 1, 2, 3, 4}) {
       CAPTURE(k);
       if (k == 3 && !bits) continue;  // gelu's output: the product's float32 input
       CHECK((g.node(v[k]).value.data == nullptr) == bits);
+      if (bits) CHECK(kernels::rounded_reader(g, v[k].id).bits != nullptr);
     }
     g.backward(loss);
     CHECK(std::vector<float>(w.grad.data, w.grad.data + w.grad.numel()) == grad);
@@ -268,7 +306,8 @@ TEST_CASE(
       const Tensor& t = g.value(v[k]);
       CHECK(std::vector<float>(t.data, t.data + t.numel()) == first[k]);
       // Widened from bits, the floats are bf16 values: ops read them in place, unrounded.
-      CHECK(!kernels::rounding_of(g, v[k].id));
+      const kernels::RoundedReader r = kernels::rounded_reader(g, v[k].id);
+      CHECK((!r.round && !r.bits && r.x == t.data));
       if (bits) CHECK(kernels::bf16_rounded(g, kernels::Bf16Buffer::x, v[k].id) == t.data);
     }
   }

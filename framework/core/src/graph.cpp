@@ -513,10 +513,12 @@ void Graph::backward(Var loss) {
   for (int id = loss.id; id >= 0; --id) {
     Node& n = ablate::node(*this, id);
     if (n.requires_grad && n.backward && n.grad.data) {
-      // Values this backward reads that wait as bf16 bits, widened for it.
+      // Values this backward reads that wait as bf16 bits, widened for it (unless it reads
+      // the bits).
       for (int k = 0; k < 5; ++k) {
         const int v = k < 4 ? n.in[k] : id;  // k == 4: its own value (kReadsOwn)
-        if (v >= 0 && (n.reads & (1u << k)) && ablate::node(*this, v).held == Node::Held::bits) {
+        if (v >= 0 && (n.reads & (1u << k)) && !(n.reads_bits & (1u << k)) &&
+            ablate::node(*this, v).held == Node::Held::bits) {
           restore(v, id);
           life_->widened.push_back(v);
         }

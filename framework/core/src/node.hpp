@@ -30,6 +30,9 @@ struct Node {
   // declares less (backward_reads below): custom ops read all.
   uint8_t reads = 0x1f;
   uint8_t reads_rounded = 0;
+  // Of reads_rounded, the values backward takes as the bf16 bits they wait in (Held::bits)
+  // where they do, with no float32 copy: Graph::backward does not widen them for it.
+  uint8_t reads_bits = 0;
   enum class Held : uint8_t { value, gone, bits };
   Held held = Held::value;  // the value's floats; given back; kept as bf16 bits in `bits`
   size_t value_floats = 0;  // floats of the arena the value holds (0: a leaf's, not planned)
@@ -41,11 +44,13 @@ struct Node {
 
 constexpr uint8_t kReadsOwn = 0x10;
 // Declares what node n's backward reads: `inputs` (bit k: input k's value), its own value,
-// and `rounded` (of those, bit k or kReadsOwn: the ones read only through bf16 roundings in a
-// bf16 graph).
-inline void backward_reads(Node& n, uint8_t inputs, bool own, uint8_t rounded = 0) {
+// `rounded` (of those, bit k or kReadsOwn: the ones read only through bf16 roundings in a
+// bf16 graph), and `bits` (of those, the ones it reads as their bits where they wait as bits).
+inline void backward_reads(Node& n, uint8_t inputs, bool own, uint8_t rounded = 0,
+                           uint8_t bits = 0) {
   n.reads = static_cast<uint8_t>(inputs | (own ? kReadsOwn : 0));
   n.reads_rounded = rounded;
+  n.reads_bits = bits;
 }
 
 // The core's access to Graph's tape (a friend of Graph).

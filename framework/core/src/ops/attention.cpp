@@ -213,7 +213,7 @@ Inputs product_inputs(Graph& g, int q, int k, int v, bool own_rounding) {
 // One (batch, kv head) and every query head of its group: dq for those heads, dk and dv
 // of the kv head (so no two tasks write the same gradient rows). Probabilities are
 // recomputed from the saved log-sum-exp.
-void backward_group(const Attn& a, int64_t b, int64_t kh, const float* out, RoundFn round,
+void backward_group(const Attn& a, int64_t b, int64_t kh, const RoundedReader& out,
                     const float* dout, const float* lse, float* dq, float* dk, float* dv) {
   if (lanes_kernel(a)) {
     const IsaKernels& k = isa_kernels();
@@ -252,13 +252,12 @@ void backward_group(const Attn& a, int64_t b, int64_t kh, const float* out, Roun
       gemm_acc(false, true, nq, jm, HS, 1.0f, do_blk, C, a.v_at(b, kh), kvC, ds, ld);
       // dS = P * (dP - D_i), D_i = dO_i . O_i (= sum_j P_ij dP_ij)
       for (int64_t i = i0; i < i1; ++i) {
-        const float* o = out + (b * a.T + i) * C + h * HS;
+        const int64_t o = (b * a.T + i) * C + h * HS;
         const float* g = do_blk + (i - i0) * C;
         float di = 0.0f, orow[kBlockQ];
-        for (int64_t d0 = 0; d0 < HS; d0 += kBlockQ) {  // o rounded to bf16 with `round`
+        for (int64_t d0 = 0; d0 < HS; d0 += kBlockQ) {  // o as a bf16 graph reads it, rounded
           const int64_t w = std::min(kBlockQ, HS - d0);
-          const float* od = o + d0;
-          if (round) od = (round(od, w, orow), orow);
+          const float* od = out.at(o + d0, w, orow);
           for (int64_t d = 0; d < w; ++d) di += g[d0 + d] * od[d];
         }
         AlignedRow dsr(ds + (i - i0) * ld, ld);
@@ -307,17 +306,24 @@ void attention_backward(Graph& g, int id) {
   const int64_t q_col = n.i[6], k_col = n.i[7] & 0xffffffff, v_col = n.i[7] >> 32;
   const bool own_rounding = bf16_lanes(g, a.HS);
   const auto [Q, K, V] = product_inputs(g, n.in[0], n.in[1], n.in[2], own_rounding);
-  a.q = Q.data + q_col;
+  // The bf16 kernels read values that wait as bf16 bits as them (backward_reads' bits).
+  auto bits = [&](int id, int64_t col) -> const uint16_t* {
+    const Node& v = node(g, id);
+    return own_rounding && v.held == Node::Held::bits ? v.bits + col : nullptr;
+  };
+  a.q16 = bits(n.in[0], q_col);
+  a.k16 = bits(n.in[1], k_col);
+  a.v16 = bits(n.in[2], v_col);
+  a.q = a.q16 ? nullptr : Q.data + q_col;
   a.q_rstride = Q.cols;
-  a.k = K.data + k_col;
-  a.v = V.data + v_col;
+  a.k = a.k16 ? nullptr : K.data + k_col;
+  a.v = a.v16 ? nullptr : V.data + v_col;
   a.kv_rstride = a.k_rstride = K.cols;
   a.k_cstride = 1;
   a.kv_bstride = a.T * a.kv_rstride;
   const float* lse = static_cast<const float*>(n.p[0]);
   // The output (wider heads' D_i; a bf16 graph reads it rounded, kept as bf16 bits).
-  const float* out = lanes_kernel(a) ? nullptr : n.value.data;
-  const RoundFn round = rounding_of(g, id);
+  const RoundedReader out = lanes_kernel(a) ? RoundedReader{} : rounded_reader(g, id);
   const float* dout = g.precision == Precision::bf16 && !own_rounding
                           ? bf16_rounded(g, Bf16Buffer::dy, n.grad)
                           : n.grad.data;
@@ -329,7 +335,7 @@ void attention_backward(Graph& g, int id) {
   const int64_t cost = a.group() * a.T * a.Tk * a.HS * 5;
   parallel_chunks(a.B * a.NKV, items_per_task(cost), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t)
-      backward_group(a, t / a.NKV, t % a.NKV, out, round, dout, lse, dq, dk, dv);
+      backward_group(a, t / a.NKV, t % a.NKV, out, dout, lse, dq, dk, dv);
   });
 }
 
@@ -506,7 +512,8 @@ Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec) {
   Node& n = node(g, out);
   // q, k and v, and for wider heads the output (D_i; the lanes kernels take D_i from the
   // probabilities): in a bf16 graph through their bf16 roundings.
-  backward_reads(n, 7, !lanes_kernel(a), g.precision == Precision::bf16 ? 7 | kReadsOwn : 0);
+  backward_reads(n, 7, !lanes_kernel(a), g.precision == Precision::bf16 ? 7 | kReadsOwn : 0,
+                 bf16_lanes(g, a.HS) ? 7 | kReadsOwn : kReadsOwn);
   float* lse = n.requires_grad ? save_for_backward(g, n, spec, a) : nullptr;
   forward_heads(a, cache != nullptr, n.value.data, lse, spec.weights_out);
   if (cache) cache->length += a.T;

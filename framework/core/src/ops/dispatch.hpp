@@ -51,13 +51,29 @@ struct Attn {
     const int64_t own = offset + i + 1;
     return std::min(Tk, prefix && prefix[b] > own ? int64_t{prefix[b]} : own);
   }
-  const float* q_at(int64_t b, int64_t h, int64_t i) const {
-    return q + (b * T + i) * q_rstride + h * HS;
+  // Backward of a bf16 graph on Bf16Kernels' attention: q, k or v as the bf16 bits their values
+  // wait in (Graph's "Values' lifetimes"), or null where they are float32 (q, k, v). The same
+  // strides and offsets (the _at functions' template).
+  const uint16_t* q16 = nullptr;
+  const uint16_t* k16 = nullptr;
+  const uint16_t* v16 = nullptr;
+  template <class E = float>
+  const E* q_at(int64_t b, int64_t h, int64_t i) const {
+    return of<E>(q, q16) + (b * T + i) * q_rstride + h * HS;
   }
-  const float* k_at(int64_t b, int64_t kh) const {
-    return k + b * kv_bstride + kh * HS * k_cstride;
+  template <class E = float>
+  const E* k_at(int64_t b, int64_t kh) const {
+    return of<E>(k, k16) + b * kv_bstride + kh * HS * k_cstride;
   }
-  const float* v_at(int64_t b, int64_t kh) const { return v + b * kv_bstride + kh * HS; }
+  template <class E = float>
+  const E* v_at(int64_t b, int64_t kh) const {
+    return of<E>(v, v16) + b * kv_bstride + kh * HS;
+  }
+  template <class E>
+  static const E* of(const float* f, const uint16_t* h) {
+    if constexpr (sizeof(E) == 2) return h;
+    else return f;
+  }
 };
 
 // Saved probabilities of the lanes kernels (attention.cpp): P^T blocks (jm, 32) of each

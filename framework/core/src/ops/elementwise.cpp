@@ -304,21 +304,14 @@ template <class A>
 void activation_backward(Graph& g, int id) {
   Node& n = node(g, id);
   if (!g.requires_grad(n.in[0])) return;
-  const int read = A::kReadsOutput ? id : n.in[0];
-  const float* x = node(g, read).value.data;
+  const RoundedReader x = rounded_reader(g, A::kReadsOutput ? id : n.in[0]);
   const float* dy = n.grad.data;
   bool fresh;
   float* dx = g.grad_unzeroed(n.in[0], fresh).data;
-  const RoundFn round = rounding_of(g, read);
   for_spans(n.grad.numel(), A::kCost, [&](int64_t i, int64_t w) {
     if (fresh) std::fill(dx + i, dx + i + w, 0.0f);
-    if (round) {
-      float xr[kSpan];
-      round(x + i, w, xr);
-      A::bwd(xr, dy + i, dx + i, w);
-    } else {
-      A::bwd(x + i, dy + i, dx + i, w);
-    }
+    float xr[kSpan];
+    A::bwd(x.at(i, w, xr), dy + i, dx + i, w);
   });
 }
 
@@ -327,8 +320,8 @@ Var activation(const char* op, Graph& g, Var x) {
   check_var(op, "x", g, x);
   const Tensor X = g.value(x);
   Var out = g.make(X.rows, X.cols, &activation_backward<A>, {x}, op);
-  if (A::kReadsOutput) backward_reads(node(g, out), 0, true, kReadsOwn);
-  else backward_reads(node(g, out), 1, false, 1);
+  if (A::kReadsOutput) backward_reads(node(g, out), 0, true, kReadsOwn, kReadsOwn);
+  else backward_reads(node(g, out), 1, false, 1, 1);
   float* y = g.value(out).data;
   for_spans(X.numel(), A::kCost, [&](int64_t i, int64_t w) { A::fwd(X.data + i, y + i, w); });
   return out;

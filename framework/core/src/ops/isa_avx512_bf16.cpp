@@ -42,8 +42,9 @@ constexpr int64_t kKC = 384;       // reduction block (an even number of steps)
 constexpr int64_t kMC = 120;       // rows of A walked per B panel (a multiple of kMR)
 constexpr int64_t kNC = 512;       // columns of B packed at a time
 
+// The first n of 16 lanes (none for n <= 0).
 inline __mmask16 tail_mask(int64_t n) {
-  return n >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1);
+  return n >= 16 ? 0xFFFF : n <= 0 ? 0 : static_cast<__mmask16>((1u << n) - 1);
 }
 inline uint32_t pair(uint16_t lo, uint16_t hi) {
   return static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16;
@@ -291,6 +292,11 @@ void bf16_rows(const float* x, int64_t rs, int64_t cs, int64_t n, int64_t rows, 
       continue;
     }
     const float* r = x + j * rs;
+    // rows some way ahead, on their way from memory (rows of q, k, v or dO are a few cache
+    // lines of a much wider row, which the hardware's prefetchers do not run ahead on)
+    if (j + 8 < n)
+      for (int64_t c = 0; c < HS; c += 16)
+        _mm_prefetch(reinterpret_cast<const char*>(r + 8 * rs + c), _MM_HINT_T0);
     for (int64_t c = 0; c < ld; c += 32) {
       const int64_t w = std::min<int64_t>(32, HS - c), out = std::min<int64_t>(32, ld - c);
       const __m512 lo = _mm512_maskz_loadu_ps(tail_mask(w), r + c);
@@ -300,6 +306,34 @@ void bf16_rows(const float* x, int64_t rs, int64_t cs, int64_t n, int64_t rows, 
     }
   }
   std::memset(dst + n * ld, 0, sizeof(uint16_t) * static_cast<size_t>((rows - n) * ld));
+}
+
+// The same from bf16 bits x (element (j, d) at x[j rs + d]): a copy.
+void bf16_rows(const uint16_t* x, int64_t rs, int64_t n, int64_t rows, int64_t HS, int64_t ld,
+               uint16_t* dst) {
+  for (int64_t j = 0; j < n; ++j) {
+    std::memcpy(dst + j * ld, x + j * rs, sizeof(uint16_t) * static_cast<size_t>(HS));
+    for (int64_t c = HS; c < ld; ++c) dst[j * ld + c] = 0;
+  }
+  std::memset(dst + n * ld, 0, sizeof(uint16_t) * static_cast<size_t>((rows - n) * ld));
+}
+
+// bf16 rows (Tk, ld) of kv head kh's keys or values (as bf16_rows), from float32 values or the
+// bits they wait in.
+void key_rows(const Attn& a, int64_t b, int64_t kh, bool keys, int64_t Tk, int64_t ld,
+              uint16_t* dst) {
+  const uint16_t* bits = keys ? a.k16 : a.v16;
+  if (bits)
+    return bf16_rows(keys ? a.k_at<uint16_t>(b, kh) : a.v_at<uint16_t>(b, kh), a.kv_rstride, Tk, Tk,
+                     a.HS, ld, dst);
+  if (keys) return bf16_rows(a.k_at(b, kh), a.k_rstride, a.k_cstride, Tk, Tk, a.HS, ld, dst);
+  bf16_rows(a.v_at(b, kh), a.kv_rstride, 1, Tk, Tk, a.HS, ld, dst);
+}
+// bf16 rows (32, ld) of head h's queries [i0, i0 + nq), rows past nq zero.
+void query_rows(const Attn& a, int64_t b, int64_t h, int64_t i0, int64_t nq, int64_t ld,
+                uint16_t* dst) {
+  if (a.q16) return bf16_rows(a.q_at<uint16_t>(b, h, i0), a.q_rstride, nq, kLanes, a.HS, ld, dst);
+  bf16_rows(a.q_at(b, h, i0), a.q_rstride, 1, nq, kLanes, a.HS, ld, dst);
 }
 
 // rows (jm, 32) of bf16 bits of x (jm, 32) times mul (per lane), and the same values as words
@@ -351,13 +385,13 @@ void attention_forward_lanes(const Attn& a, int64_t b, int64_t h, float* out, fl
   uint16_t* qb = scratch.take<uint16_t>(kLanes * HSe);    // q rows of the block
   uint32_t* pw = scratch.take<uint32_t>(Tq * kLanes);     // P^T's words along the keys
   uint16_t* pbits = scratch.take<uint16_t>(Tk * kLanes);  // P^T, where not saved
-  bf16_rows(a.k_at(b, kh), a.k_rstride, a.k_cstride, Tk, Tk, HS, HSe, kb);
-  bf16_rows(a.v_at(b, kh), a.kv_rstride, 1, Tk, Tk, HS, HSe, vb);
+  key_rows(a, b, kh, true, Tk, HSe, kb);
+  key_rows(a, b, kh, false, Tk, HSe, vb);
   pack_b(false, vb, HSe, 0, Tk, 0, HS, vp);
   uint16_t* saved = probs_bits_at(a, b, h);
   for (int64_t i0 = 0; i0 < a.T; i0 += kLanes) {
     const int64_t nq = std::min(kLanes, a.T - i0), jm = a.visible(b, i0 + nq - 1);
-    bf16_rows(a.q_at(b, h, i0), a.q_rstride, 1, nq, kLanes, HS, HSe, qb);
+    query_rows(a, b, h, i0, nq, HSe, qb);
     gemm_bf16(false, true, jm, kLanes, HSe, a.scale, kb, HSe, qb, HSe, st, kLanes, true, nullptr);
     alignas(64) float mx[kLanes], sum[kLanes];
     lanes_mask(a, b, h, i0, jm, st, mx);
@@ -400,8 +434,8 @@ void attention_backward_lanes(const Attn& a, int64_t b, int64_t kh, const float*
   uint16_t* pbits = scratch.take<uint16_t>(Tk * kLanes);  // P^T, where not saved
   uint16_t* dsb = scratch.take<uint16_t>(Tk * kLanes);    // dS^T
   uint32_t* dsw = scratch.take<uint32_t>(Tq * kLanes);    // dS^T's words along the keys
-  bf16_rows(a.k_at(b, kh), a.k_rstride, a.k_cstride, Tk, Tk, HS, HSe, kb);
-  bf16_rows(a.v_at(b, kh), kvC, 1, Tk, Tk, HS, HSe, vb);
+  key_rows(a, b, kh, true, Tk, HSe, kb);
+  key_rows(a, b, kh, false, Tk, HSe, vb);
   pack_b(false, kb, HSe, 0, Tk, 0, HS, kp);
   // This task's rows of dk and dv (keys of batch b, columns of kv head kh): no other task
   // writes them, so the products below accumulate into them directly.
@@ -413,7 +447,7 @@ void attention_backward_lanes(const Attn& a, int64_t b, int64_t kh, const float*
     const uint16_t* saved = probs_bits_at(a, b, h);
     for (int64_t i0 = 0; i0 < a.T; i0 += kLanes) {
       const int64_t nq = std::min(kLanes, a.T - i0), jm = a.visible(b, i0 + nq - 1);
-      bf16_rows(a.q_at(b, h, i0), a.q_rstride, 1, nq, kLanes, HS, HSe, qb);
+      query_rows(a, b, h, i0, nq, HSe, qb);
       const uint16_t* p = saved;  // P^T's bits (jm, 32), saved by the forward pass or recomputed
       if (saved) {
         for (int64_t j = 0; j < jm * kLanes; j += kW) store(pt + j, from_bf16(load_h(saved + j)));

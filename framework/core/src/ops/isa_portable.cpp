@@ -11,8 +11,12 @@
 
 namespace ablate::kernels::portable {
 const IsaKernels kTable = {
-    Isa::portable,        &gemm<false>,
-    &gemv<float>,         &transpose,
-    &forward_head_lanes,  &backward_group_lanes,
-    &forward_head_decode, {nullptr, &gemm<true>, &to_bf16, &round_bf16, &gemv<uint16_t>, nullptr, nullptr}};
+    Isa::portable,
+    &gemm<false>,
+    &gemv<float>,
+    &transpose,
+    &forward_head_lanes,
+    &backward_group_lanes,
+    &forward_head_decode,
+    {nullptr, &gemm<true>, &to_bf16, &round_bf16, &gemv<uint16_t>, nullptr, nullptr}};
 }  // namespace ablate::kernels::portable

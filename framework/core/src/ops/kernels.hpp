@@ -233,10 +233,6 @@ const float* bf16_rounded(Graph& g, Bf16Buffer slot, const Tensor& x);
 const float* bf16_rounded(Graph& g, Bf16Buffer slot, int v);
 // Rounds src[0, n) to bf16 into dst (Bf16Kernels::round).
 using RoundFn = void (*)(const float* src, int64_t n, float* dst);
-// How an op reads node v's value where a bf16 graph reads its rounding: the kernel path's
-// rounding, or null (read it as it is) in a float32 graph and where the value's floats are
-// bf16 values already.
-RoundFn rounding_of(const Graph& g, int v);
 // The float32 value of bf16 bits.
 inline float bf16_to_float(uint16_t h) {
   const uint32_t u = static_cast<uint32_t>(h) << 16;
@@ -244,6 +240,26 @@ inline float bf16_to_float(uint16_t h) {
   std::memcpy(&x, &u, sizeof x);
   return x;
 }
+// How a backward reads node v's value where a bf16 graph reads its rounding: widened from the
+// bf16 bits it waits in (which Graph::backward leaves as they are for a reader that declares
+// them in backward_reads' `bits`), rounded from its float32 values by the kernel path, or as
+// it is (a float32 graph, floats that are bf16 values already).
+struct RoundedReader {
+  const float* x = nullptr;
+  const uint16_t* bits = nullptr;
+  RoundFn round = nullptr;
+  // Values [i, i + n): x + i itself, or buf (n floats) holding them.
+  const float* at(int64_t i, int64_t n, float* buf) const {
+    if (bits) {
+      for (int64_t k = 0; k < n; ++k) buf[k] = bf16_to_float(bits[i + k]);
+      return buf;
+    }
+    if (!round) return x + i;
+    round(x + i, n, buf);
+    return buf;
+  }
+};
+RoundedReader rounded_reader(const Graph& g, int v);
 
 // Floats of probabilities one attention node may keep for its backward pass (the lanes
 // kernels, heads up to 64 wide; attention.cpp). Above it, backward recomputes them.

@@ -74,11 +74,15 @@ const T* rounded_into(Graph& g, AlignedFloats Bf16State::*buf, const Tensor& x) 
   return t;
 }
 
-// Node v's value rounded, as T: where its floats are bf16 values (widened from the bits it
-// waited in, which are still there), those floats or bits themselves, else rounded_into's.
+// Node v's value rounded, as T: where it waits as bf16 bits, those (T uint16_t, a backward
+// that reads them: backward_reads' `bits`); where its floats are bf16 values (widened from the
+// bits it waited in, which are still there), those floats or bits themselves, else
+// rounded_into's.
 template <class T>
 const T* rounded_value(Graph& g, AlignedFloats Bf16State::*buf, int v) {
   const Node& n = node(g, v);
+  if constexpr (std::is_same_v<T, uint16_t>)
+    if (n.held == Node::Held::bits) return n.bits;
   if (n.bf16_exact) {
     if constexpr (std::is_same_v<T, uint16_t>) return n.bits;
     else return n.value.data;
@@ -214,7 +218,7 @@ Var linear_impl(const char* op, const char* xn, const char* wn, Graph& g, Var x,
                          /*overwrite=*/true, b);
       n.i[1] = 1;
       n.p[1] = const_cast<uint16_t*>(wb);
-      backward_reads(n, 1, false, 1);
+      backward_reads(n, 1, false, 1, 1);
     } else {
       const float* xr = rounded_value<float>(g, &Bf16State::x, x.id);
       gemm_acc_parallel(false, tw, N, M, K, 1.0f, xr, K, W.data, ldw, n.value.data, M,
@@ -258,9 +262,11 @@ const float* kernels::bf16_rounded(Graph& g, Bf16Buffer slot, int v) {
   return rounded_value<float>(g, kSlots[static_cast<int>(slot)], v);
 }
 
-kernels::RoundFn kernels::rounding_of(const Graph& g, int v) {
-  if (g.precision != Precision::bf16 || node(g, v).bf16_exact) return nullptr;
-  return isa_kernels().bf16.round;
+kernels::RoundedReader kernels::rounded_reader(const Graph& g, int v) {
+  const Node& n = node(g, v);
+  if (n.held == Node::Held::bits) return {nullptr, n.bits, nullptr};
+  if (g.precision != Precision::bf16 || n.bf16_exact) return {n.value.data, nullptr, nullptr};
+  return {n.value.data, nullptr, isa_kernels().bf16.round};
 }
 
 Var matmul(Graph& g, Var a, Var b, bool transpose_b) {

@@ -74,9 +74,9 @@ void row_norm_backward(Graph& g, int id) {
   const int64_t chunk = items_per_task(8 * C), nchunks = ceil_div(N, chunk);
   float* partial = (dgain || dbias) ? g.alloc(static_cast<size_t>(2 * nchunks * C)) : nullptr;
   // A bf16 graph reads x rounded to bf16 (kept as bf16 bits after the forward pass).
-  const RoundFn round = rounding_of(g, n.in[0]);
+  const RoundedReader xv = rounded_reader(g, n.in[0]);
   parallel_chunks(N, chunk, [&](int64_t r0, int64_t r1) {
-    float* rounded = round ? thread_scratch(kSlotMisc, static_cast<size_t>(C)) : nullptr;
+    float* rounded = thread_scratch(kSlotMisc, static_cast<size_t>(C));
     RowMut pg(partial ? partial + 2 * (r0 / chunk) * C : nullptr, partial ? C : 0);
     RowMut pb(partial ? partial + (2 * (r0 / chunk) + 1) * C : nullptr, partial ? C : 0);
     if (partial) {
@@ -84,8 +84,7 @@ void row_norm_backward(Graph& g, int id) {
       pb.setZero();
     }
     for (int64_t r = r0; r < r1; ++r) {
-      if (round) round(x.row(r), C, rounded);
-      const Row xr(round ? rounded : x.row(r), C), dyr(dy.row(r), C);
+      const Row xr(xv.at(r * C, C, rounded), C), dyr(dy.row(r), C);
       const float m = mean ? mean[r] : 0.0f, s = rstd[r];
       const auto xhat = (xr - m) * s;
       if (partial) {
@@ -138,7 +137,7 @@ Var layernorm_impl(const char* op, Graph& g, Var x, int64_t group, Var gain, Var
   const int64_t N = X.rows, C = X.cols;
   Var out = g.make(XN.rows, XN.cols, &row_norm_backward, {x, gain, bias}, op);
   Node& n = node(g, out);
-  backward_reads(n, 3, false, 1);  // x (rounded in a bf16 graph) and the gain (p[2])
+  backward_reads(n, 3, false, 1, 1);  // x (rounded in a bf16 graph) and the gain (p[2])
   const bool save = n.requires_grad;
   const float* gp = gain.valid() ? g.value(gain).data : filled_row(g, C, 1.0f);
   const float* bp = bias.valid() ? g.value(bias).data : filled_row(g, C, 0.0f);
@@ -176,7 +175,7 @@ Var rmsnorm_impl(const char* op, Graph& g, Var x, int64_t group, Var gain, float
   const int64_t N = X.rows, C = X.cols;
   Var out = g.make(XN.rows, XN.cols, &row_norm_backward, {x, gain}, op);
   Node& n = node(g, out);
-  backward_reads(n, 3, false, 1);  // x (rounded in a bf16 graph) and the gain (p[2])
+  backward_reads(n, 3, false, 1, 1);  // x (rounded in a bf16 graph) and the gain (p[2])
   const bool save = n.requires_grad;
   const float* gp = gain.valid() ? g.value(gain).data : filled_row(g, C, 1.0f);
   float* rstd = save ? g.alloc(static_cast<size_t>(N)) : nullptr;
