@@ -179,9 +179,12 @@ struct AttentionSpec {
 // q (B*T, NH*HS), k and v (B*T, NKV*HS) -> (B*T, NH*HS), or column ranges of wider
 // nodes (q_col, k_col, v_col). Scale 1/sqrt(HS). In a bf16 graph (Graph::precision) its
 // products read q, k and v rounded to bf16 (a KV cache keeps the roundings), and backward
-// the output gradient rounded too, with float32 sums; the scores, softmax and probabilities
-// are float32, and the probabilities saved for backward (heads up to 64 wide, where they fit)
-// are kept as bf16.
+// the output gradient rounded too, with float32 sums; the scores and softmax are float32, and
+// the probabilities saved for backward (heads up to 64 wide, where they fit) are kept as bf16.
+// Where the kernel path multiplies bf16 values faster than float32 ones (AVX512_BF16's dot
+// product: ablate::bf16_kernel() "avx512_bf16"), heads up to 64 wide multiply the
+// probabilities and their gradient rounded to bf16 too, as PyTorch's bf16 attention does;
+// elsewhere those are float32.
 Var attention(Graph& g, Var q, Var k, Var v, const AttentionSpec& spec);
 
 // Rotary embedding: rotates each (even, odd) pair of every head of x (B*T, NH*HS) at
