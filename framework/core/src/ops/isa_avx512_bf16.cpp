@@ -1,6 +1,6 @@
-// The bf16 GEMM of the avx512_bf16 kernel path (dispatch.hpp): AVX512_BF16's dot product
-// VDPBF16PS, which multiplies pairs of bf16 values and adds both products to a float32 sum
-// (32 products an instruction). Compiled with its target flags (framework/CMakeLists.txt),
+// The bf16 GEMM and attention of the avx512_bf16 kernel path (dispatch.hpp): AVX512_BF16's dot
+// product VDPBF16PS, which multiplies pairs of bf16 values and adds both products to a float32
+// sum (32 products an instruction). Compiled with its target flags (framework/CMakeLists.txt),
 // chosen only where the CPU has AVX512_BF16; that path's float32 kernels are the avx512 ones.
 //
 // The reduction runs in pairs of steps: a packed B panel holds, for each pair q and column
