@@ -7,7 +7,6 @@
 // (an argument: only the shapes of that model).
 // Not part of the default build.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <random>
@@ -16,6 +15,7 @@
 
 #include "ablate/graph.hpp"
 #include "ablate/ops.hpp"
+#include "best_time.hpp"
 
 namespace {
 
@@ -28,24 +28,6 @@ const Shape kShapes[] = {
     {"seed002", 8, 128, 8, 12},
     {"seed000", 16, 64, 4, 8},
 };
-
-// Seconds per call of f: the best of 5 batches of at least 0.1 s each.
-double seconds(const std::function<void()>& f) {
-  f();
-  double best = 1e30;
-  for (int round = 0; round < 5; ++round) {
-    int64_t reps = 0;
-    const auto t0 = std::chrono::steady_clock::now();
-    double dt = 0;
-    while (dt < 0.1) {
-      f();
-      ++reps;
-      dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    }
-    best = std::min(best, dt / static_cast<double>(reps));
-  }
-  return best;
-}
 
 ablate::Parameter make_param(int64_t rows, int64_t cols, std::mt19937& rng) {
   ablate::Parameter p;
@@ -88,8 +70,8 @@ int main(int argc, char** argv) {
         ablate::Var out = ablate::attention(g, g.param(q), g.param(k), g.param(v), spec);
         if (backward) g.backward(out);
       };
-      const double fwd = seconds([&] { step(false); });
-      const double both = seconds([&] { step(true); });
+      const double fwd = ablate::bench::best_seconds([&] { step(false); });
+      const double both = ablate::bench::best_seconds([&] { step(true); });
       std::printf("| %s | %lld x %lld x %lld x %lld | %s | %.2f | %.1f | %.2f | %.1f |\n", s.model,
                   static_cast<long long>(s.B), static_cast<long long>(s.T),
                   static_cast<long long>(s.NH), static_cast<long long>(s.HS),

@@ -24,6 +24,7 @@
 #include "../../framework/core/src/ops/dispatch.hpp"
 #include "../../framework/core/src/ops/kernels.hpp"
 #include "ablate/ops.hpp"
+#include "best_time.hpp"
 
 namespace {
 using namespace ablate::kernels;
@@ -53,22 +54,9 @@ const Shape kShapes[] = {
     {"d 96", "x W (fc)", false, false, 2048, 384, 96},
 };
 
-// GFLOP/s of f: the best of 5 batches of at least 0.1 s each.
+// GFLOP/s of f (best_time.hpp).
 double gflops(double flop, const std::function<void()>& f) {
-  f();
-  double best = 0;
-  for (int round = 0; round < 5; ++round) {
-    int64_t reps = 0;
-    const auto t0 = std::chrono::steady_clock::now();
-    double dt = 0;
-    while (dt < 0.1) {
-      f();
-      ++reps;
-      dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    }
-    best = std::max(best, flop * static_cast<double>(reps) / dt / 1e9);
-  }
-  return best;
+  return flop / ablate::bench::best_seconds(f) / 1e9;
 }
 
 #if defined(__x86_64__)

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -19,6 +18,7 @@
 
 #include "../../framework/core/src/ops/dispatch.hpp"
 #include "ablate/ops.hpp"
+#include "best_time.hpp"
 
 namespace {
 struct Shape {
@@ -53,23 +53,9 @@ const Shape kShapes[] = {
     {"arith-mixed", "H^T dY (proj)", true, false, 512, 128, 2368},
 };
 
-// GFLOP/s of f: the best of 5 batches of at least 0.1 s each.
+// GFLOP/s of f (best_time.hpp).
 double gflops(const Shape& s, const std::function<void()>& f) {
-  f();
-  const double flop = 2.0 * static_cast<double>(s.m * s.n * s.k);
-  double best = 0;
-  for (int round = 0; round < 5; ++round) {
-    int64_t reps = 0;
-    const auto t0 = std::chrono::steady_clock::now();
-    double dt = 0;
-    while (dt < 0.1) {
-      f();
-      ++reps;
-      dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    }
-    best = std::max(best, flop * static_cast<double>(reps) / dt / 1e9);
-  }
-  return best;
+  return 2.0 * static_cast<double>(s.m * s.n * s.k) / ablate::bench::best_seconds(f) / 1e9;
 }
 }  // namespace
 

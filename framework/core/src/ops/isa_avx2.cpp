@@ -8,14 +8,5 @@
 #include "gemv.inc"
 #include "gemm_vec.inc"
 
-namespace ablate::kernels::avx2 {
-const IsaKernels kTable = {
-    Isa::avx2,
-    &gemm<false>,
-    &gemv<float>,
-    &transpose,
-    &forward_head_lanes,
-    &backward_group_lanes,
-    &forward_head_decode,
-    {nullptr, &gemm<true>, &to_bf16, &round_bf16, &gemv<uint16_t>, nullptr, nullptr}};
-}  // namespace ablate::kernels::avx2
+// (last: the table of the kernels above)
+#include "kernel_table.inc"

@@ -9,14 +9,5 @@
 #include "gemv.inc"
 #include "gemm_vec.inc"
 
-namespace ablate::kernels::portable {
-const IsaKernels kTable = {
-    Isa::portable,
-    &gemm<false>,
-    &gemv<float>,
-    &transpose,
-    &forward_head_lanes,
-    &backward_group_lanes,
-    &forward_head_decode,
-    {nullptr, &gemm<true>, &to_bf16, &round_bf16, &gemv<uint16_t>, nullptr, nullptr}};
-}  // namespace ablate::kernels::portable
+// (last: the table of the kernels above)
+#include "kernel_table.inc"
