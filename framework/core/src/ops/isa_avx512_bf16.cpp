@@ -337,7 +337,8 @@ void query_rows(const Attn& a, int64_t b, int64_t h, int64_t i0, int64_t nq, int
 }
 
 // rows (jm, 32) of bf16 bits of x (jm, 32) times mul (per lane), and the same values as words
-// of pairs along the rows, (ceil(jm/2), 32), the second half of an odd jm's last word 0.
+// of pairs along the rows, (ceil(jm/2), 32), the second half of an odd jm's last word 0 (words
+// null: only the rows).
 void bf16_blocks(const float* x, int64_t jm, const __m512* mul, uint16_t* rows, uint32_t* words) {
   // word lane l of a pair of rows: element l of the first row, then of the second
   alignas(64) static constexpr uint16_t kPairs[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
@@ -354,9 +355,10 @@ void bf16_blocks(const float* x, int64_t jm, const __m512* mul, uint16_t* rows, 
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(rows + j * kLanes + v * kW), lo);
       if (j + 1 < jm)
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(rows + (j + 1) * kLanes + v * kW), hi);
-      _mm512_storeu_si512(
-          words + j / 2 * kLanes + v * kW,
-          _mm512_permutexvar_epi16(pairs, _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1)));
+      if (words)
+        _mm512_storeu_si512(
+            words + j / 2 * kLanes + v * kW,
+            _mm512_permutexvar_epi16(pairs, _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1)));
     }
   }
 }
@@ -460,7 +462,7 @@ void attention_backward_lanes(const Attn& a, int64_t b, int64_t kh, const float*
           l[i] = i < nq ? lse[(b * a.NH + h) * a.T + i0 + i] : kInf;
         lanes_mask(a, b, h, i0, jm, pt);
         lanes_exp(a, b, i0, nq, jm, l, pt);
-        bf16_blocks(pt, jm, one, pbits, dsw);  // (dsw: scratch here, overwritten below)
+        bf16_blocks(pt, jm, one, pbits, nullptr);
         for (int64_t j = 0; j < jm * kLanes; j += kW) store(pt + j, from_bf16(load_h(pbits + j)));
         p = pbits;
       }

@@ -81,11 +81,10 @@ const T* rounded_into(Graph& g, AlignedFloats Bf16State::*buf, const Tensor& x) 
 template <class T>
 const T* rounded_value(Graph& g, AlignedFloats Bf16State::*buf, int v) {
   const Node& n = node(g, v);
-  if constexpr (std::is_same_v<T, uint16_t>)
-    if (n.held == Node::Held::bits) return n.bits;
-  if (n.bf16_exact) {
-    if constexpr (std::is_same_v<T, uint16_t>) return n.bits;
-    else return n.value.data;
+  if constexpr (std::is_same_v<T, uint16_t>) {
+    if (n.held == Node::Held::bits || n.bf16_exact) return n.bits;
+  } else if (n.bf16_exact) {
+    return n.value.data;
   }
   return rounded_into<T>(g, buf, n.value);
 }
