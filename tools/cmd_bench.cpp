@@ -50,6 +50,9 @@ struct BenchResult {
   double torch_train_tok_s = 0, torch_gen_tok_s = 0;
   std::string torch_threads;
   double peak_gflops = 0;  // the FMA peak measured just before and after this config (the higher)
+  // A cache line's round trip between two threads just before and after this config (the
+  // slower of the two; 0 on one thread): where the cores sit, which a VM's host may change.
+  double round_trip_ns = 0;
   double f32_train_tok_s = 0;  // --precision bf16: the same model in float32, in the same round
 };
 
@@ -241,6 +244,37 @@ double measure_fma_peak(int64_t threads, double seconds) {
   return flops / wall / 1e9;
 }
 
+// A cache line's round trip between this thread and another, in ns: the median of 9 batches
+// of 2,000 hand-offs (each side waits for the other's store). What every parallel loop's
+// start and end cost, and a measure of how far apart the cores are: on a KVM guest of 2 vCPUs
+// it moved between about 135 ns (cores sharing an L3) and 650 ns within one process, and
+// the small models' steps with it.
+double measure_round_trip_ns() {
+  alignas(64) std::atomic<int64_t> ping{0};
+  alignas(64) std::atomic<int64_t> pong{0};
+  constexpr int64_t kBatch = 2000, kBatches = 9;
+  std::thread other([&] {
+    for (int64_t i = 1; i <= kBatch * kBatches; ++i) {
+      while (ping.load(std::memory_order_acquire) != i) {
+      }
+      pong.store(i, std::memory_order_release);
+    }
+  });
+  std::vector<double> ns;
+  for (int64_t b = 0; b < kBatches; ++b) {
+    const auto t0 = clock_type::now();
+    for (int64_t i = b * kBatch + 1; i <= (b + 1) * kBatch; ++i) {
+      ping.store(i, std::memory_order_release);
+      while (pong.load(std::memory_order_acquire) != i) {
+      }
+    }
+    ns.push_back(std::chrono::duration<double, std::nano>(clock_type::now() - t0).count() /
+                 static_cast<double>(kBatch));
+  }
+  other.join();
+  return median(ns);
+}
+
 // Runs torch_ref.sh and reads its {"best": ...} line. On the forced AVX2 path PyTorch is
 // capped to AVX2 too: ATen's kernels by ATEN_CPU_CAPABILITY, OpenBLAS's by running the
 // script with its AVX-512 kernel set (SkylakeX, chosen from /proc/cpuinfo) swapped for
@@ -366,6 +400,7 @@ BenchResult bench_config(const BenchSettings& s, const std::string& f, int64_t r
   // The FMA peak right before and right after each configuration, the higher of the
   // two: % peak compares the model with what the cores could do at the same time.
   const double peak_before = measure_fma_peak(s.threads, 0.5);
+  const double trip_before = s.threads > 1 ? measure_round_trip_ns() : 0.0;
   std::cerr << "bench: ";
   if (s.rounds > 1) std::cerr << "round " << round + 1 << "/" << s.rounds << ": ";
   std::cerr << f << " ..." << std::flush;
@@ -378,8 +413,11 @@ BenchResult bench_config(const BenchSettings& s, const std::string& f, int64_t r
       bench_one(f, s.steps, s.warmup, s.gen_tokens, s.profile && round == 0, s.precision);
   r.f32_train_tok_s = f32_tok_s;
   r.peak_gflops = std::max(peak_before, measure_fma_peak(s.threads, 0.5));
+  if (s.threads > 1) r.round_trip_ns = std::max(trip_before, measure_round_trip_ns());
   std::cerr << " ablate " << (s.bf16() ? "bf16 " : "") << static_cast<int64_t>(r.train_tok_s)
-            << " tok/s (FMA peak " << std::lround(r.peak_gflops) << " GFLOP/s)";
+            << " tok/s (FMA peak " << std::lround(r.peak_gflops) << " GFLOP/s";
+  if (s.threads > 1) std::cerr << ", core round trip " << std::lround(r.round_trip_ns) << " ns";
+  std::cerr << ")";
   if (!s.torch.empty() && !r.torch_name.empty()) {
     run_torch(r, s.torch, s.gen_tokens, s.bf16());
     std::cerr << ", PyTorch " << static_cast<int64_t>(r.torch_train_tok_s) << " tok/s";
@@ -461,7 +499,9 @@ std::vector<std::string> throughput_cells(const std::vector<BenchResult>& rs, bo
       tg ? num(med([](const BenchResult& x) { return x.torch_gen_tok_s; }), 0) : "-",
       tg ? cell([](const BenchResult& x) { return x.gen_tok_s / x.torch_gen_tok_s; }, 1, "x") : "-",
       std::to_string(allocs),
-      num(r.arena_mib, 0)};
+      num(r.arena_mib, 0),
+      r.round_trip_ns > 0 ? cell([](const BenchResult& x) { return x.round_trip_ns; }, 0, "")
+                          : "-"};
   if (bf16)
     cells.insert(
         cells.begin() + 3,
@@ -472,9 +512,9 @@ std::vector<std::string> throughput_cells(const std::vector<BenchResult>& rs, bo
 
 void print_throughput(const std::vector<std::vector<BenchResult>>& runs, bool bf16,
                       const TablePrinter& table) {
-  std::vector<std::string> head = {"config",    "params",      "tok/s",    "GFLOP/s",   "FMA peak",
-                                   "% peak",    "torch tok/s", "ratio",    "gen tok/s", "torch gen",
-                                   "gen ratio", "allocs/step", "arena MiB"};
+  std::vector<std::string> head = {
+      "config", "params",    "tok/s",     "GFLOP/s",   "FMA peak",    "% peak",    "torch tok/s",
+      "ratio",  "gen tok/s", "torch gen", "gen ratio", "allocs/step", "arena MiB", "round trip ns"};
   if (bf16) head.insert(head.begin() + 3, {"f32 tok/s", "vs f32"});
   table.row(head);
   if (table.md) {
@@ -529,7 +569,9 @@ void print_conditions(const BenchSettings& s, long peak_rss_kib) {
                            " kernel; 'vs f32': against float32 in the same round)"
                      : std::string("float32"))
             << "; FP32 FMA peak measured before and after each config (GFLOP/s,"
-            << " the higher of the two); PyTorch" << (bf16 ? " (autocast bf16)" : "")
+            << " the higher of the two); round trip ns: a cache line between two threads,"
+            << " before and after each config (the slower)"
+            << "; PyTorch" << (bf16 ? " (autocast bf16)" : "")
             << ": best of 1, 2 and 2 threads with 1 BLAS thread"
             << " (torch_ref.sh); peak RSS " << peak_rss_kib / 1024 << " MiB";
   if (s.rounds > 1)
