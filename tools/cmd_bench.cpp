@@ -23,6 +23,7 @@
 #include "ablate/conformance.hpp"
 #include "ablate/experiment.hpp"
 #include "ablate/generate.hpp"
+#include "ablate/machine.hpp"
 #include "ablate/model.hpp"
 #include "ablate/ops.hpp"
 #include "ablate/optimizer.hpp"
@@ -51,7 +52,8 @@ struct BenchResult {
   std::string torch_threads;
   double peak_gflops = 0;  // the FMA peak measured just before and after this config (the higher)
   // A cache line's round trip between two threads just before and after this config (the
-  // slower of the two; 0 on one thread): where the cores sit, which a VM's host may change.
+  // slower of the two; 0 on one thread or one core): where the cores sit, which a VM's host
+  // may change.
   double round_trip_ns = 0;
   double f32_train_tok_s = 0;  // --precision bf16: the same model in float32, in the same round
 };
@@ -400,7 +402,9 @@ BenchResult bench_config(const BenchSettings& s, const std::string& f, int64_t r
   // The FMA peak right before and right after each configuration, the higher of the
   // two: % peak compares the model with what the cores could do at the same time.
   const double peak_before = measure_fma_peak(s.threads, 0.5);
-  const double trip_before = s.threads > 1 ? measure_round_trip_ns() : 0.0;
+  // (Two spinning threads on one core would wait out each other's time slices.)
+  const bool trip = s.threads > 1 && ablate::usable_cores() > 1;
+  const double trip_before = trip ? measure_round_trip_ns() : 0.0;
   std::cerr << "bench: ";
   if (s.rounds > 1) std::cerr << "round " << round + 1 << "/" << s.rounds << ": ";
   std::cerr << f << " ..." << std::flush;
@@ -413,10 +417,10 @@ BenchResult bench_config(const BenchSettings& s, const std::string& f, int64_t r
       bench_one(f, s.steps, s.warmup, s.gen_tokens, s.profile && round == 0, s.precision);
   r.f32_train_tok_s = f32_tok_s;
   r.peak_gflops = std::max(peak_before, measure_fma_peak(s.threads, 0.5));
-  if (s.threads > 1) r.round_trip_ns = std::max(trip_before, measure_round_trip_ns());
+  if (trip) r.round_trip_ns = std::max(trip_before, measure_round_trip_ns());
   std::cerr << " ablate " << (s.bf16() ? "bf16 " : "") << static_cast<int64_t>(r.train_tok_s)
             << " tok/s (FMA peak " << std::lround(r.peak_gflops) << " GFLOP/s";
-  if (s.threads > 1) std::cerr << ", core round trip " << std::lround(r.round_trip_ns) << " ns";
+  if (trip) std::cerr << ", core round trip " << std::lround(r.round_trip_ns) << " ns";
   std::cerr << ")";
   if (!s.torch.empty() && !r.torch_name.empty()) {
     run_torch(r, s.torch, s.gen_tokens, s.bf16());
