@@ -246,33 +246,37 @@ double measure_fma_peak(int64_t threads, double seconds) {
   return flops / wall / 1e9;
 }
 
-// A cache line's round trip between this thread and another, in ns: the median of 9 batches
-// of 2,000 hand-offs (each side waits for the other's store). What every parallel loop's
-// start and end cost, and a measure of how far apart the cores are: on a KVM guest of 2 vCPUs
-// it moved between about 135 ns (cores sharing an L3) and 650 ns within one process, and
-// the small models' steps with it.
+// A cache line's round trip between this thread and another, in ns: the median of up to 9
+// batches of 100 hand-offs (each side waits for the other's store), no more batches after
+// 50 ms (on a loaded machine a hand-off may wait for a time slice). What every parallel
+// loop's start and end cost, and a measure of how far apart the cores are: on a KVM guest of
+// 2 vCPUs it moved between about 135 ns (cores sharing an L3) and 650 ns within one process,
+// and the small models' steps with it.
 double measure_round_trip_ns() {
   alignas(64) std::atomic<int64_t> ping{0};
   alignas(64) std::atomic<int64_t> pong{0};
-  constexpr int64_t kBatch = 2000, kBatches = 9;
+  alignas(64) std::atomic<bool> done{false};
   std::thread other([&] {
-    for (int64_t i = 1; i <= kBatch * kBatches; ++i) {
-      while (ping.load(std::memory_order_acquire) != i) {
-      }
-      pong.store(i, std::memory_order_release);
+    for (int64_t seen = 0; !done.load(std::memory_order_relaxed);) {
+      const int64_t p = ping.load(std::memory_order_acquire);
+      if (p != seen) pong.store(seen = p, std::memory_order_release);
     }
   });
+  constexpr int64_t kBatch = 100, kBatches = 9;
+  const auto start = clock_type::now();
   std::vector<double> ns;
-  for (int64_t b = 0; b < kBatches; ++b) {
+  for (int64_t i = 0; static_cast<int64_t>(ns.size()) < kBatches &&
+                      clock_type::now() - start < std::chrono::milliseconds(50);) {
     const auto t0 = clock_type::now();
-    for (int64_t i = b * kBatch + 1; i <= (b + 1) * kBatch; ++i) {
-      ping.store(i, std::memory_order_release);
+    for (const int64_t end = i + kBatch; i < end;) {
+      ping.store(++i, std::memory_order_release);
       while (pong.load(std::memory_order_acquire) != i) {
       }
     }
     ns.push_back(std::chrono::duration<double, std::nano>(clock_type::now() - t0).count() /
                  static_cast<double>(kBatch));
   }
+  done.store(true, std::memory_order_relaxed);
   other.join();
   return median(ns);
 }
