@@ -250,8 +250,8 @@ double measure_fma_peak(int64_t threads, double seconds) {
 // batches of 100 hand-offs (each side waits for the other's store), no more batches after
 // 50 ms (on a loaded machine a hand-off may wait for a time slice). What every parallel
 // loop's start and end cost, and a measure of how far apart the cores are: on a KVM guest of
-// 2 vCPUs it moved between about 135 ns (cores sharing an L3) and 650 ns within one process,
-// and the small models' steps with it.
+// 2 vCPUs it moved between about 135 ns and 650 ns within one process (cores that share an
+// L3, and cores that do not), and the small models' steps with it.
 double measure_round_trip_ns() {
   alignas(64) std::atomic<int64_t> ping{0};
   alignas(64) std::atomic<int64_t> pong{0};
