@@ -8,6 +8,9 @@
 #include <utility>
 
 #include "dispatch.hpp"
+#if ABLATE_VEC_WIDTH == 16 && defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 namespace ablate::kernels::ABLATE_ISA_NS {
 
@@ -147,31 +150,52 @@ inline void to_bf16(const float* src, int64_t n, uint16_t* dst) {
   for (; i < n; ++i) dst[i] = to_bf16_scalar(src[i]);
 }
 
-// e^x (Cephes' expf, as Eigen's: x = n ln 2 + r, a degree-5 polynomial in r, 2^n built in
-// the exponent bits); below -88.38 (and for -inf) exactly 0, above 88 clamped (softmax passes x <=
-// 0).
+// e^x (Cephes' expf, as Eigen's: x = n ln 2 + r, n the nearest integer, a degree-5
+// polynomial in r, times 2^n); below -87.33 (and for -inf) exactly 0, above 88 clamped
+// (softmax passes x <= 0). AVX-512 makes 2^n p with VSCALEFPS and n with VRNDSCALEPS (ties
+// to even: only an exact tie of x log2 e, where both n are as close, differs from the other
+// paths' floor(x log2 e + 1/2)); elsewhere 2^n is built in the exponent bits.
 inline vf vexp(vf x) {
-  const vf hi = splat(88.0f), lo = splat(-88.3762626647949f);
-  x = x > hi ? hi : x;
-  x = x < lo ? lo : x;
+  constexpr float kLo = -87.3365447505531f;  // ln of the smallest normal float
+  x = x > 88.0f ? splat(88.0f) : x;
+#if ABLATE_VEC_WIDTH == 16 && defined(__AVX512F__)
+  __m512 v;
+  std::memcpy(&v, &x, sizeof v);
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(v, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __mmask16 keep = _mm512_cmp_ps_mask(v, _mm512_set1_ps(kLo), _CMP_NLT_UQ);  // NaN kept
+  vf nf;
+  std::memcpy(&nf, &n, sizeof nf);
+#else
+  const vf x0 = x;
+  x = x < kLo ? splat(kLo) : x;
   const vf fx = x * 1.44269504088896341f + 0.5f;
-  vf n = __builtin_convertvector(__builtin_convertvector(fx, vi), vf);  // truncated
-  n = n > fx ? n - 1.0f : n;                                            // floor
-  n = n < -127.0f ? splat(-127.0f) : n;
-  x = x - n * 0.693359375f;
-  x = x - n * -2.12194440e-4f;
+  vf nf = __builtin_convertvector(__builtin_convertvector(fx, vi), vf);  // truncated
+  nf = nf > fx ? nf - 1.0f : nf;                                         // floor
+#endif
+  vf r = x - nf * 0.693359375f;
+  r = r - nf * -2.12194440e-4f;
   vf p = splat(1.9875691500e-4f);
-  p = p * x + 1.3981999507e-3f;
-  p = p * x + 8.3334519073e-3f;
-  p = p * x + 4.1665795894e-2f;
-  p = p * x + 1.6666665459e-1f;
-  p = p * x + 5.0000001201e-1f;
-  const vf y = p * (x * x) + x + 1.0f;
-  // 2^n, n in [-127, 128): n = -127 (x at the lower clamp) gives the bits of 0.
-  const vi e = (__builtin_convertvector(n, vi) + 127) << 23;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const vf y = p * (r * r) + r + 1.0f;
+#if ABLATE_VEC_WIDTH == 16 && defined(__AVX512F__)
+  __m512 yv;
+  std::memcpy(&yv, &y, sizeof yv);
+  const __m512 e = _mm512_maskz_scalef_ps(keep, yv, n);
+  vf out;
+  std::memcpy(&out, &e, sizeof out);
+  return out;
+#else
+  // 2^n, n in [-126, 128); at the lower clamp 0.
+  const vi e = (__builtin_convertvector(nf, vi) + 127) << 23;
   vf scale;
   std::memcpy(&scale, &e, sizeof scale);
-  return y * scale;
+  return x0 < kLo ? vf{} : y * scale;  // NaN kept
+#endif
 }
 
 }  // namespace ablate::kernels::ABLATE_ISA_NS
