@@ -426,19 +426,29 @@ void attention_backward_lanes(const Attn& a, int64_t b, int64_t kh, const float*
       2 * Carve::bytes_of<uint16_t>(Tk * HSe) + Carve::bytes_of<uint32_t>(Tq * kNR) +
       2 * Carve::bytes_of<uint16_t>(kLanes * HSe) + 2 * Carve::bytes_of<float>(Tk * kLanes) +
       2 * Carve::bytes_of<uint16_t>(Tk * kLanes) + Carve::bytes_of<uint32_t>(Tq * kLanes));
-  uint16_t* kb = scratch.take<uint16_t>(Tk * HSe);        // k rows
-  uint16_t* vb = scratch.take<uint16_t>(Tk * HSe);        // v rows
-  uint32_t* kp = scratch.take<uint32_t>(Tq * kNR);        // k as a B panel
-  uint16_t* qb = scratch.take<uint16_t>(kLanes * HSe);    // q rows of the block
-  uint16_t* dob = scratch.take<uint16_t>(kLanes * HSe);   // dO rows of the block
-  float* pt = scratch.take<float>(Tk * kLanes);           // P^T (jm, 32)
-  float* dst = scratch.take<float>(Tk * kLanes);          // dP^T, then dS^T
-  uint16_t* pbits = scratch.take<uint16_t>(Tk * kLanes);  // P^T, where not saved
-  uint16_t* dsb = scratch.take<uint16_t>(Tk * kLanes);    // dS^T
-  uint32_t* dsw = scratch.take<uint32_t>(Tq * kLanes);    // dS^T's words along the keys
-  key_rows(a, b, kh, true, Tk, HSe, kb);
-  key_rows(a, b, kh, false, Tk, HSe, vb);
-  pack_b(false, kb, HSe, 0, Tk, 0, HS, kp);
+  uint16_t* kcopy = scratch.take<uint16_t>(Tk * HSe);      // k rows, where copied
+  uint16_t* vcopy = scratch.take<uint16_t>(Tk * HSe);      // v rows, where copied
+  uint32_t* kp = scratch.take<uint32_t>(Tq * kNR);         // k as a B panel
+  uint16_t* qcopy = scratch.take<uint16_t>(kLanes * HSe);  // q rows of the block, where copied
+  uint16_t* dob = scratch.take<uint16_t>(kLanes * HSe);    // dO rows of the block
+  float* pt = scratch.take<float>(Tk * kLanes);            // P^T (jm, 32)
+  float* dst = scratch.take<float>(Tk * kLanes);           // dP^T, then dS^T
+  uint16_t* pbits = scratch.take<uint16_t>(Tk * kLanes);   // P^T, where not saved
+  uint16_t* dsb = scratch.take<uint16_t>(Tk * kLanes);     // dS^T
+  uint32_t* dsw = scratch.take<uint32_t>(Tq * kLanes);     // dS^T's words along the keys
+  // k, v and q rows: the bits they wait in, read in place where whole pairs (an even head
+  // size and row strides; a block of 32 queries for q), else copies.
+  const bool pairs = HS % 2 == 0 && a.kv_rstride % 2 == 0 && a.kv_bstride % 2 == 0;
+  const bool kv_in_place = pairs && a.k16 && a.v16 && a.k_cstride == 1;
+  const bool q_in_place = pairs && a.q16 && a.q_rstride % 2 == 0;
+  const uint16_t* kb = kv_in_place ? a.k_at<uint16_t>(b, kh) : kcopy;
+  const uint16_t* vb = kv_in_place ? a.v_at<uint16_t>(b, kh) : vcopy;
+  const int64_t kvld = kv_in_place ? a.kv_rstride : HSe;
+  if (!kv_in_place) {
+    key_rows(a, b, kh, true, Tk, HSe, kcopy);
+    key_rows(a, b, kh, false, Tk, HSe, vcopy);
+  }
+  pack_b(false, kb, kvld, 0, Tk, 0, HS, kp);
   // This task's rows of dk and dv (keys of batch b, columns of kv head kh): no other task
   // writes them, so the products below accumulate into them directly.
   float* dk_rows = dk ? dk + b * a.kv_bstride + kh * HS : nullptr;
@@ -449,13 +459,16 @@ void attention_backward_lanes(const Attn& a, int64_t b, int64_t kh, const float*
     const uint16_t* saved = probs_bits_at(a, b, h);
     for (int64_t i0 = 0; i0 < a.T; i0 += kLanes) {
       const int64_t nq = std::min(kLanes, a.T - i0), jm = a.visible(b, i0 + nq - 1);
-      query_rows(a, b, h, i0, nq, HSe, qb);
+      const bool q_here = q_in_place && nq == kLanes;
+      const uint16_t* qb = q_here ? a.q_at<uint16_t>(b, h, i0) : qcopy;
+      const int64_t qld = q_here ? a.q_rstride : HSe;
+      if (!q_here) query_rows(a, b, h, i0, nq, HSe, qcopy);
       const uint16_t* p = saved;  // P^T's bits (jm, 32), saved by the forward pass or recomputed
       if (saved) {
         for (int64_t j = 0; j < jm * kLanes; j += kW) store(pt + j, from_bf16(load_h(saved + j)));
         saved += jm * kLanes;
       } else {
-        gemm_bf16(false, true, jm, kLanes, HSe, a.scale, kb, HSe, qb, HSe, pt, kLanes, true,
+        gemm_bf16(false, true, jm, kLanes, HSe, a.scale, kb, kvld, qb, qld, pt, kLanes, true,
                   nullptr);
         alignas(64) float l[kLanes];
         for (int64_t i = 0; i < kLanes; ++i)
@@ -469,7 +482,7 @@ void attention_backward_lanes(const Attn& a, int64_t b, int64_t kh, const float*
       // dP^T (jm, 32) = v dO^T
       const float* do_rows = dout + (b * a.T + i0) * C + h * HS;  // (nq, HS), row stride C
       bf16_rows(do_rows, C, 1, nq, kLanes, HS, HSe, dob);
-      gemm_bf16(false, true, jm, kLanes, HSe, 1.0f, vb, HSe, dob, HSe, dst, kLanes, true, nullptr);
+      gemm_bf16(false, true, jm, kLanes, HSe, 1.0f, vb, kvld, dob, HSe, dst, kLanes, true, nullptr);
       // D_i = sum_j P_ij dP_ij (which equals dO_i . O_i), then dS^T = P^T * (dP^T - D)
       Row dd = rsplat(0.0f);
       for (int64_t j = 0; j < jm; ++j)
@@ -487,7 +500,7 @@ void attention_backward_lanes(const Attn& a, int64_t b, int64_t kh, const float*
               dq + (b * a.T + i0) * a.q_rstride + h * HS, a.q_rstride, false);
       // dk (jm, HS) += scale dS^T (jm, 32) q (32, HS); dv (jm, HS) += P^T (jm, 32) dO (32, HS)
       if (dk)
-        gemm_bf16(false, false, jm, HS, kLanes, a.scale, dsb, kLanes, qb, HSe, dk_rows, kvC, false,
+        gemm_bf16(false, false, jm, HS, kLanes, a.scale, dsb, kLanes, qb, qld, dk_rows, kvC, false,
                   nullptr);
       if (dv)
         gemm_bf16(false, false, jm, HS, kLanes, 1.0f, p, kLanes, dob, HSe, dv_rows, kvC, false,
