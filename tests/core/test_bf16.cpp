@@ -195,7 +195,8 @@ double rel_norm_diff(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 // Attention over parameters q, k and v (or one fused qkv parameter holding them side by
-// side), L = sum(y * R): y and the gradients of q, k and v.
+// side), L = sum(y * R) + the sums of the parameters: y and the gradients of q, k and v. The
+// sums' backward runs first, so attention's adds its gradients to theirs (ones).
 struct AttentionRun {
   std::vector<float> y, dq, dk, dv;
 };
@@ -214,8 +215,10 @@ AttentionRun run_attention(Precision prec, const std::vector<float>& qv,
       out.insert(out.end(), p.grad.row(i) + col, p.grad.row(i) + col + width);
     return out;
   };
-  auto finish = [&](Var y) {
-    g.backward(sum(g, mul(g, y, g.constant(rv.data(), N, C))));
+  auto finish = [&](Var y, std::initializer_list<Var> params) {
+    Var loss = sum(g, mul(g, y, g.constant(rv.data(), N, C)));
+    for (const Var p : params) loss = add(g, loss, sum(g, p));
+    g.backward(loss);
     const Tensor yt = g.value(y);
     r.y.assign(yt.data, yt.data + yt.numel());
   };
@@ -228,7 +231,7 @@ AttentionRun run_attention(Precision prec, const std::vector<float>& qv,
     }
     spec.q_col = 0, spec.k_col = C, spec.v_col = C + KC;
     const Var p = g.param(qkv);
-    finish(attention(g, p, p, p, spec));
+    finish(attention(g, p, p, p, spec), {p});
     r.dq = grads(qkv, 0, C), r.dk = grads(qkv, C, KC), r.dv = grads(qkv, C + KC, KC);
   } else {
     Parameter& q = store.add("q", N, C, Role::kCustom);
@@ -237,7 +240,8 @@ AttentionRun run_attention(Precision prec, const std::vector<float>& qv,
     std::copy(qv.begin(), qv.end(), q.value.data);
     std::copy(kv.begin(), kv.end(), k.value.data);
     std::copy(vv.begin(), vv.end(), v.value.data);
-    finish(attention(g, g.param(q), g.param(k), g.param(v), spec));
+    const Var pq = g.param(q), pk = g.param(k), pv = g.param(v);
+    finish(attention(g, pq, pk, pv, spec), {pq, pk, pv});
     r.dq = grads(q, 0, C), r.dk = grads(k, 0, KC), r.dv = grads(v, 0, KC);
   }
   return r;
