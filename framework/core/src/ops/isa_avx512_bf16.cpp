@@ -374,62 +374,6 @@ void tiles(int64_t m, int64_t nr, int64_t kq, const uint32_t* a, int64_t ars, in
   }
 }
 
-// Heads up to 16 wide: the products that sum over keys into HS-wide rows of 32 queries (out =
-// P v, dq = dS k) with the queries along the lanes, as the float32 lanes kernels do. acc^T
-// (HS, 32) = sum over pairs q of words[q] (32 queries' words along the keys) times the pair
-// (x[2q][d], x[2q+1][d]) broadcast from a packed B panel of x (pack_b); G rows of acc^T at a
-// time (2 G accumulators). A tile of 6 queries by one vector of columns instead (tiles()) makes
-// one broadcast per dot product and leaves 16 - HS of its lanes idle.
-constexpr int64_t kNarrowHS = 16;
-constexpr int kG = 12;  // rows of acc^T per pass: 24 accumulators
-template <int G>
-void narrow_rows(int64_t kq, const uint32_t* words, const uint32_t* panel, int64_t d0, float* acc) {
-  __m512 c[G][2];
-  for (int g = 0; g < G; ++g) c[g][0] = c[g][1] = _mm512_setzero_ps();
-  for (int64_t q = 0; q < kq; ++q) {
-    const __m512bh w0 = (__m512bh)_mm512_loadu_si512(words + q * kLanes);
-    const __m512bh w1 = (__m512bh)_mm512_loadu_si512(words + q * kLanes + 16);
-    const uint32_t* x = panel + q * kNR + d0;
-    for (int g = 0; g < G; ++g) {
-      const __m512bh bx = (__m512bh)_mm512_set1_epi32(static_cast<int>(x[g]));
-      c[g][0] = _mm512_dpbf16_ps(c[g][0], w0, bx);
-      c[g][1] = _mm512_dpbf16_ps(c[g][1], w1, bx);
-    }
-  }
-  for (int g = 0; g < G; ++g) {
-    _mm512_storeu_ps(acc + (d0 + g) * kLanes, c[g][0]);
-    _mm512_storeu_ps(acc + (d0 + g) * kLanes + 16, c[g][1]);
-  }
-}
-using NarrowFn = void (*)(int64_t, const uint32_t*, const uint32_t*, int64_t, float*);
-template <int... I>
-constexpr std::array<NarrowFn, sizeof...(I)> narrow_table(std::integer_sequence<int, I...>) {
-  return {&narrow_rows<I + 1>...};
-}
-constexpr auto kNarrow = narrow_table(std::make_integer_sequence<int, kG>{});
-
-// rows [0, nq) of y (HS columns, row stride ldy) = acc^T times mul (per query lane), or
-// += with add: acc (kNarrowHS, 32), its rows from HS on unused.
-void narrow_product(int64_t kq, const uint32_t* words, const uint32_t* panel, int64_t HS,
-                    const __m512* mul, int64_t nq, float* y, int64_t ldy, bool add) {
-  alignas(64) float acc[kNarrowHS * kLanes];
-  for (int64_t d0 = 0; d0 < HS; d0 += kG)
-    kNarrow[std::min<int64_t>(kG, HS - d0) - 1](kq, words, panel, d0, acc);
-  const __mmask16 cols = tail_mask(HS);
-  for (int v = 0; v < kV; ++v) {  // 16 queries: a 16 x 16 block of acc transposed
-    vf r[16];
-    const vf m = (vf)mul[v];
-    for (int d = 0; d < 16; ++d) r[d] = load(acc + d * kLanes + v * 16) * m;
-    swap_blocks<8>(r);
-    for (int64_t i = 0; i < std::min<int64_t>(16, nq - v * 16); ++i) {
-      float* row = y + (v * 16 + i) * ldy;
-      __m512 x = (__m512)r[i];
-      if (add) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(cols, row));
-      _mm512_mask_storeu_ps(row, cols, x);
-    }
-  }
-}
-
 void attention_forward_lanes(const Attn& a, int64_t b, int64_t h, float* out, float* lse) {
   const int64_t kh = h / a.group(), C = a.NH * a.HS, HS = a.HS, HSe = HS + HS % 2;
   const int64_t Tk = a.visible(b, a.T - 1), Tq = (Tk + 1) / 2;  // keys any query sees
@@ -447,8 +391,6 @@ void attention_forward_lanes(const Attn& a, int64_t b, int64_t h, float* out, fl
   key_rows(a, b, kh, false, Tk, HSe, vb);
   pack_b(false, vb, HSe, 0, Tk, 0, HS, vp);
   uint16_t* saved = probs_bits_at(a, b, h);
-  __m512 one[kV];
-  for (__m512& x : one) x = _mm512_set1_ps(1.0f);
   for (int64_t i0 = 0; i0 < a.T; i0 += kLanes) {
     const int64_t nq = std::min(kLanes, a.T - i0), jm = a.visible(b, i0 + nq - 1);
     query_rows(a, b, h, i0, nq, HSe, qb);
@@ -467,9 +409,8 @@ void attention_forward_lanes(const Attn& a, int64_t b, int64_t h, float* out, fl
     bf16_blocks(st, jm, inv, p, pw);
     if (saved) saved += jm * kLanes;
     // out rows (nq, HS) = P (nq, jm) v (jm, HS): P's word (i, q) at pw[q 32 + i]
-    float* o = out + (b * a.T + i0) * C + h * HS;
-    if (HS <= kNarrowHS) narrow_product((jm + 1) / 2, pw, vp, HS, one, nq, o, C, false);
-    else tiles(nq, HS, (jm + 1) / 2, pw, 1, kLanes, vp, 1.0f, o, C, true);
+    tiles(nq, HS, (jm + 1) / 2, pw, 1, kLanes, vp, 1.0f, out + (b * a.T + i0) * C + h * HS, C,
+          true);
     if (lse) {
       float* l = lse + (b * a.NH + h) * a.T + i0;
       for (int64_t i = 0; i < nq; ++i) l[i] = mx[i] == -kInf ? kInf : mx[i] + std::log(sum[i]);
@@ -512,9 +453,8 @@ void attention_backward_lanes(const Attn& a, int64_t b, int64_t kh, const float*
   // writes them, so the products below accumulate into them directly.
   float* dk_rows = dk ? dk + b * a.kv_bstride + kh * HS : nullptr;
   float* dv_rows = dv ? dv + b * a.kv_bstride + kh * HS : nullptr;
-  __m512 one[kV], scale[kV];
+  __m512 one[kV];
   for (__m512& x : one) x = _mm512_set1_ps(1.0f);
-  for (__m512& x : scale) x = _mm512_set1_ps(a.scale);
   for (int64_t h = kh * a.group(); h < (kh + 1) * a.group(); ++h) {
     const uint16_t* saved = probs_bits_at(a, b, h);
     for (int64_t i0 = 0; i0 < a.T; i0 += kLanes) {
@@ -555,12 +495,9 @@ void attention_backward_lanes(const Attn& a, int64_t b, int64_t kh, const float*
         }
       bf16_blocks(dst, jm, one, dsb, dsw);
       // dq rows (nq, HS) += scale dS (nq, jm) k (jm, HS): dS's word (i, q) at dsw[q 32 + i]
-      if (dq) {
-        float* d = dq + (b * a.T + i0) * a.q_rstride + h * HS;
-        if (HS <= kNarrowHS)
-          narrow_product((jm + 1) / 2, dsw, kp, HS, scale, nq, d, a.q_rstride, true);
-        else tiles(nq, HS, (jm + 1) / 2, dsw, 1, kLanes, kp, a.scale, d, a.q_rstride, false);
-      }
+      if (dq)
+        tiles(nq, HS, (jm + 1) / 2, dsw, 1, kLanes, kp, a.scale,
+              dq + (b * a.T + i0) * a.q_rstride + h * HS, a.q_rstride, false);
       // dk (jm, HS) += scale dS^T (jm, 32) q (32, HS); dv (jm, HS) += P^T (jm, 32) dO (32, HS)
       if (dk)
         gemm_bf16(false, false, jm, HS, kLanes, a.scale, dsb, kLanes, qb, qld, dk_rows, kvC, false,
