@@ -924,6 +924,7 @@ TEST_CASE(
       {"key mask (a row with every key masked)", 2, 5, 2, 2, 6, true, false, true, false},
       {"key mask bidirectional, slopes", 2, 5, 2, 1, 6, false, true, true, false},
       {"multi-query, head size 17, 20 steps", 1, 20, 4, 1, 17, true, true, false, false},
+      {"head size 13, two query blocks", 2, 37, 2, 2, 13, true, false, false, false},
       {"two query blocks, head size 40, a prompt across both", 2, 45, 2, 2, 40, true, true, false,
        true},
       {"head size 64, two query blocks", 1, 40, 2, 1, 64, true, false, false, false},
