@@ -963,6 +963,51 @@ TEST_CASE("ops/attention: weights rows sum to 1 and are 0 above the diagonal whe
   }
 }
 
+TEST_CASE(
+    "ops/attention: a NaN in a query reaches its output row and no other, and a key far below the "
+    "others gets weight 0, on every kernel and precision") {
+  // Softmax's exp: a NaN score stays NaN (a diverging run shows it), a score 1e4 below the
+  // row's maximum underflows to exactly 0 (no NaN from it), in the lanes kernels (heads up to
+  // 64 wide, over two query blocks) and the wider ones, in float32 and bf16 graphs.
+  const int64_t B = 1, T = 40, NH = 2;
+  for (const int64_t HS : {8, 40, 80}) {
+    for (const Precision prec : {Precision::float32, Precision::bf16}) {
+      CAPTURE(HS);
+      CAPTURE(static_cast<int>(prec));
+      const int64_t C = NH * HS;
+      std::vector<float> q = random_vec(B * T * C, 11), k = random_vec(B * T * C, 12),
+                         v = random_vec(B * T * C, 13);
+      q[static_cast<size_t>(5 * C)] = std::nanf("");  // query 5, head 0
+      // Key 0 of head 1 scores about -1e4 against query 33 (every other score is O(1)).
+      for (int64_t d = 0; d < HS; ++d) {
+        q[static_cast<size_t>(33 * C + HS + d)] = 100.0f;
+        k[static_cast<size_t>(HS + d)] = -100.0f / static_cast<float>(HS);
+      }
+      Graph g;
+      g.precision = prec;
+      const AttentionSpec s = spec_of(B, T, NH, NH, HS, true);
+      const Tensor y =
+          g.value(attention(g, g.constant(q.data(), B * T, C), g.constant(k.data(), B * T, C),
+                            g.constant(v.data(), B * T, C), s));
+      for (int64_t i = 0; i < T; ++i)
+        for (int64_t c = 0; c < C; ++c) {
+          const float x = y.data[i * C + c];
+          if (i == 5 && c < HS) CHECK(std::isnan(x));
+          else CHECK(std::isfinite(x));
+        }
+      // Query 33 of head 1 without key 0: the same output as with key 0's value changed.
+      std::vector<float> v2 = v;
+      for (int64_t d = 0; d < HS; ++d) v2[static_cast<size_t>(HS + d)] = 1e3f;
+      Graph g2;
+      g2.precision = prec;
+      const Tensor y2 =
+          g2.value(attention(g2, g2.constant(q.data(), B * T, C), g2.constant(k.data(), B * T, C),
+                             g2.constant(v2.data(), B * T, C), s));
+      for (int64_t d = 0; d < HS; ++d) CHECK(y2.data[33 * C + HS + d] == y.data[33 * C + HS + d]);
+    }
+  }
+}
+
 TEST_CASE("ops/attention: a KV cache fed token by token equals full causal attention") {
   const int64_t B = 2, T = 45, NH = 4, NKV = 2;
   const float slopes[4] = {0.5f, 0.2f, 0.1f, 0.05f};
