@@ -294,9 +294,13 @@ void Graph::restore(int id, int reader) {
   if (n.held == Node::Held::bits) {
     float* d = take(rounded_floats(static_cast<size_t>(n.value.numel())));
     const uint16_t* b = n.bits;
-    kernels::parallel_chunks(n.value.numel(), int64_t{1} << 16, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) d[i] = kernels::bf16_to_float(b[i]);
-    });
+    // Split as an elementwise op over it is (items_per_task): each thread widens the part its
+    // own ops wrote and read.
+    kernels::parallel_chunks(n.value.numel(), kernels::items_per_task(1),
+                             [&](int64_t i0, int64_t i1) {
+                               for (int64_t i = i0; i < i1; ++i)
+                                 d[i] = kernels::bf16_to_float(b[i]);
+                             });
     n.value.data = d;
     n.held = Node::Held::value;
     n.bf16_exact = true;

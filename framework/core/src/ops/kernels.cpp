@@ -367,15 +367,17 @@ void gemm_bf16_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_
                    block);
 }
 
+// The conversions split as an elementwise op over the same values does (items_per_task), so
+// that each thread converts the part its own ops wrote and the products after it read.
 void to_bf16_parallel(const float* src, int64_t n, uint16_t* dst) {
   const Bf16Kernels& bf = isa_kernels().bf16;
-  parallel_chunks(n, int64_t{1} << 16,
+  parallel_chunks(n, items_per_task(1),
                   [&](int64_t i0, int64_t i1) { bf.to_bf16(src + i0, i1 - i0, dst + i0); });
 }
 
 void round_to_bf16_parallel(const float* src, int64_t n, float* dst) {
   const Bf16Kernels& bf = isa_kernels().bf16;
-  parallel_chunks(n, int64_t{1} << 16,
+  parallel_chunks(n, items_per_task(1),
                   [&](int64_t i0, int64_t i1) { bf.round(src + i0, i1 - i0, dst + i0); });
 }
 
