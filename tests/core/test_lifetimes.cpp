@@ -327,3 +327,38 @@ TEST_CASE(
   forward_relu();
   CHECK_THROWS_WITH(g.value(x), doctest::Contains("(linear) is read through Graph::value() after"));
 }
+
+TEST_CASE(
+    "graph/profile: a planned bf16 step's conversions of kept values to bits have their own "
+    "entry, one call each, and a float32 step has none") {
+  for (Precision p : {Precision::float32, Precision::bf16}) {
+    CAPTURE(precision_name(p));
+    Net net;
+    Graph g;
+    g.precision = p;
+    const Net::Step first = net.step(g);  // plans the next
+    OpProfile prof;
+    g.profile = &prof;
+    g.reset();
+    const Var loss = net.forward(g);
+    // The values this step's plan turned into bits after their last forward read.
+    int64_t bits = 0;
+    for (int id = 0; id < static_cast<int>(g.num_nodes()); ++id)
+      bits += kernels::rounded_reader(g, id).bits != nullptr ? 1 : 0;
+    g.backward(loss);
+    CHECK(net.grads() == first.grads);
+    if (p == Precision::float32) {
+      CHECK(bits == 0);
+      CHECK(prof.ops.count(kBf16BitsOp) == 0);
+      continue;
+    }
+    // Each layer's two products' inputs and gelu's input; the head's input.
+    CHECK(bits >= 7);
+    REQUIRE(prof.ops.count(kBf16BitsOp) == 1);
+    CHECK(prof.ops.at(kBf16BitsOp).calls == bits);
+    CHECK(prof.ops.at(kBf16BitsOp).forward_s > 0);
+    // The ops' own entries count their nodes, as in float32.
+    CHECK(prof.ops.at("add").calls == 2);
+    CHECK(prof.ops.at("linear").calls == 5);
+  }
+}

@@ -351,7 +351,9 @@ void Graph::before_node(int id, BackwardFn backward, const char* op, const int* 
           // value's first half would leave half-sized holes that no such value fits).
           v.value_floats = rounded_floats((static_cast<size_t>(v.value.numel()) + 1) / 2);
           v.bits = reinterpret_cast<uint16_t*>(take(v.value_floats));
+          const auto t0 = profile ? std::chrono::steady_clock::now() : open_since_;
           kernels::to_bf16_parallel(v.value.data, v.value.numel(), v.bits);
+          if (profile) profile_aside(t0, /*backward=*/false);
           v.held = Node::Held::bits;
         }
         give(floats, v.value.data);
@@ -361,7 +363,11 @@ void Graph::before_node(int id, BackwardFn backward, const char* op, const int* 
   }
   for (int k = 0; k < 4; ++k) {
     if (in[k] < 0) continue;
-    if (ablate::node(*this, in[k]).held != Node::Held::value) restore(in[k], id);
+    if (ablate::node(*this, in[k]).held != Node::Held::value) {
+      const auto t0 = profile ? std::chrono::steady_clock::now() : open_since_;
+      restore(in[k], id);
+      if (profile) profile_aside(t0, /*backward=*/false);
+    }
     L.until[static_cast<size_t>(in[k])] = std::max(L.until[static_cast<size_t>(in[k])], id + 1);
   }
 }
@@ -400,6 +406,14 @@ void Graph::profile_tick(const char* next_op) {
   }
   open_op_ = next_op;
   open_since_ = now;
+}
+
+void Graph::profile_aside(std::chrono::steady_clock::time_point t0, bool backward) {
+  const auto dt = std::chrono::steady_clock::now() - t0;
+  auto& e = profile->ops[kBf16BitsOp];
+  (backward ? e.backward_s : e.forward_s) += std::chrono::duration<double>(dt).count();
+  e.calls += backward ? 0 : 1;
+  if (!backward) open_since_ += dt;  // not the open op's time
 }
 
 Var Graph::push(const Node& n) {
@@ -523,7 +537,9 @@ void Graph::backward(Var loss) {
         const int v = k < 4 ? n.in[k] : id;  // k == 4: its own value (kReadsOwn)
         if (v >= 0 && (n.reads & (1u << k)) && !(n.reads_bits & (1u << k)) &&
             ablate::node(*this, v).held == Node::Held::bits) {
+          const auto t0 = profile ? std::chrono::steady_clock::now() : open_since_;
           restore(v, id);
+          if (profile) profile_aside(t0, /*backward=*/true);
           life_->widened.push_back(v);
         }
       }

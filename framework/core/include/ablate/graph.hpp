@@ -64,7 +64,10 @@ struct AuxTerm {
 // Wall time per op family, forward and backward, summed over the steps a Graph was
 // profiled (Graph::profile). Forward time of a node is the time from its creation to the
 // creation of the next node (ops compute their value right after Graph::make), so code
-// between ops is charged to the op before it; leaves are charged to "input".
+// between ops is charged to the op before it; leaves are charged to "input". In a bf16
+// graph the passes over kept values (to bf16 bits after their last forward read, widened
+// back for a backward that reads floats) have their own entry, kBf16BitsOp, rather than
+// being charged to the op whose creation or backward runs them.
 struct OpProfile {
   struct Entry {
     double forward_s = 0, backward_s = 0;
@@ -72,6 +75,7 @@ struct OpProfile {
   };
   std::map<std::string, Entry> ops;
 };
+inline constexpr const char* kBf16BitsOp = "bf16 bits (kept values)";
 
 class Graph {
  public:
@@ -165,6 +169,8 @@ class Graph {
   Var push(const Node& n);
   std::vector<Block> blocks_;
   void profile_tick(const char* next_op);
+  // Time since t0 to kBf16BitsOp's entry, forward or backward, and not to the open op.
+  void profile_aside(std::chrono::steady_clock::time_point t0, bool backward);
   const char* open_op_ = nullptr;  // op whose forward time is being measured
   std::chrono::steady_clock::time_point open_since_;
   size_t peak_ = 0;     // floats used in the largest step so far
