@@ -362,3 +362,65 @@ TEST_CASE(
     CHECK(prof.ops.at("linear").calls == 5);
   }
 }
+
+TEST_CASE(
+    "graph/lifetimes: a gated product's inputs wait as bf16 bits and mul's backward reads them "
+    "as they wait (nothing widened), to the first step's gradients; a broadcast row's too") {
+  const int64_t N = 48, C = 40;
+  const std::vector<float> xv = randn(static_cast<size_t>(N * C), 31);
+  ParamStore store(1);
+  auto add = [&](const char* name, int64_t r, int64_t c, uint64_t seed) {
+    Parameter& p = store.add(name, r, c, Role::kCustom);
+    const std::vector<float> v = randn(static_cast<size_t>(r * c), seed, 0.3f);
+    std::copy(v.begin(), v.end(), p.value.data);
+    return &p;
+  };
+  Parameter *wg = add("wg", C, C, 32), *wu = add("wu", C, C, 33), *wo = add("wo", C, C, 34),
+            *gain = add("gain", 1, C, 35);
+  // SwiGLU's shape: linear(gelu(x wg) * (x wu)) wo, then (broadcast) times a gain row.
+  for (const bool broadcast : {false, true}) {
+    CAPTURE(broadcast);
+    Var gate, up;
+    auto forward = [&](Graph& g) {
+      const Var x = g.constant(xv.data(), N, C);
+      gate = gelu(g, linear(g, x, g.param(*wg)));
+      up = linear(g, x, g.param(*wu));
+      Var y = linear(g, mul(g, gate, up), g.param(*wo));
+      if (broadcast) y = mul(g, y, g.param(*gain));
+      return sum(g, mul(g, y, y));
+    };
+    for (Precision p : {Precision::float32, Precision::bf16}) {
+      CAPTURE(precision_name(p));
+      Graph g;
+      g.precision = p;
+      std::vector<std::vector<float>> grads;
+      for (int step = 0; step < 3; ++step) {
+        OpProfile prof;
+        if (step == 2) g.profile = &prof;
+        g.reset();
+        const Var loss = forward(g);
+        if (step > 0 && p == Precision::bf16) {
+          CHECK(kernels::rounded_reader(g, gate.id).bits != nullptr);
+          CHECK(kernels::rounded_reader(g, up.id).bits != nullptr);
+        }
+        g.backward(loss);
+        for (Parameter* q : store.all())
+          grads.emplace_back(q->grad.data, q->grad.data + q->grad.numel());
+        store.zero_grad();
+        // The planned bf16 step widens nothing for the unbroadcast products (the output
+        // times a gain row reads its input widened).
+        if (step == 2 && p == Precision::bf16) {
+          REQUIRE(prof.ops.count(kBf16BitsOp) == 1);
+          if (broadcast) CHECK(prof.ops.at(kBf16BitsOp).backward_s > 0);
+          else CHECK(prof.ops.at(kBf16BitsOp).backward_s == 0);
+        }
+      }
+      const size_t k = store.all().size();
+      for (size_t i = 0; i < k; ++i) {
+        CAPTURE(i);
+        CHECK(grads[k + i] == grads[i]);
+        CHECK(grads[2 * k + i] == grads[i]);
+      }
+    }
+  }
+}

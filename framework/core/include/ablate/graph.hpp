@@ -233,7 +233,8 @@ class Graph {
   // activation function or mul; ReLU's output) is kept as bf16 bits, half its floats, in the
   // smallest given-back range that holds them (its floats go back whole, for the next layer's
   // value of the same size); the backward that reads it takes the bits as they are (products,
-  // norms, activation functions, attention) or has them widened again. A value is
+  // norms, activation functions, attention, mul but for a broadcast row) or has them widened
+  // again. A value is
   // read when a node takes it as an input or when Graph::value() returns it: code that keeps a
   // Tensor across the making of other nodes must call value() again where it reads it. A step
   // whose tape departs from its plan (another op, other inputs) stops following it there and

@@ -42,6 +42,16 @@ void set_or_add_grad(Graph& g, int input, int64_t numel, const V& v) {
   });
 }
 
+constexpr int64_t kSpan = 256;  // elements per inner block (stack temporaries)
+
+// Runs f(x, y, len) over [0,n) in parallel chunks of at most kSpan elements each call.
+template <class F>
+void for_spans(int64_t n, int64_t cost, const F& f) {
+  parallel_chunks(n, round_up(items_per_task(cost), kSpan), [&](int64_t i0, int64_t i1) {
+    for (int64_t s = i0; s < i1; s += kSpan) f(s, std::min(kSpan, i1 - s));
+  });
+}
+
 // ---- add / mul --------------------------------------------------------------------
 
 // Same shape, or b (1,C) broadcast over the rows of a (N,C). Returns true if broadcast.
@@ -71,46 +81,63 @@ void add_backward(Graph& g, int id) {
 
 // node: in = {a, b}; i[0] = broadcast. A bf16 graph reads the inputs that are ops' values
 // (activations: a gated FFN's gate and up projections) rounded to bf16, as a step keeps them
-// (bits after the forward pass), and leaves (parameters, constants) as they are. The roundings
-// go in the product buffers x and dy, which no product holds while mul's backward runs.
+// (bits after the forward pass, read as they wait unless b is a broadcast row), and leaves
+// (parameters, constants) as they are.
 void mul_backward(Graph& g, int id) {
   Node& n = node(g, id);
   const Tensor dy = n.grad;  // (N,C)
+  const int64_t N = dy.rows, C = dy.cols;
+  auto leaf = [&](int k) { return node(g, n.in[k]).value_floats == 0; };
+  if (!n.i[0]) {
+    // d in[k] (+)= dy * the other input's value, a span at a time
+    auto grad = [&](int k, const RoundedReader& other) {
+      if (!g.requires_grad(n.in[k])) return;
+      bool fresh;
+      float* d = g.grad_unzeroed(n.in[k], fresh).data;
+      for_spans(N * C, 1, [&](int64_t i, int64_t w) {
+        float buf[kSpan];
+        const float* __restrict o = other.at(i, w, buf);
+        const float* __restrict dyi = dy.data + i;
+        float* __restrict di = d + i;
+        if (fresh)
+          for (int64_t j = 0; j < w; ++j) di[j] = dyi[j] * o[j];
+        else
+          for (int64_t j = 0; j < w; ++j) di[j] += dyi[j] * o[j];
+      });
+    };
+    auto reader = [&](int k) {
+      return leaf(k) ? RoundedReader{node(g, n.in[k]).value.data} : rounded_reader(g, n.in[k]);
+    };
+    const RoundedReader a = reader(0), b = reader(1);
+    grad(0, b);
+    grad(1, a);
+    return;
+  }
+  // b (1,C): da = dy * b row by row, db = dy's column sums weighted by a. The roundings go in
+  // the product buffers x and dy, which no product holds while mul's backward runs.
   auto read = [&](int k, Bf16Buffer slot) {
-    const Node& in = node(g, n.in[k]);
-    Tensor t = in.value;
-    if (g.precision == Precision::bf16 && in.value_floats > 0)
+    Tensor t = node(g, n.in[k]).value;
+    if (g.precision == Precision::bf16 && !leaf(k))
       t.data = const_cast<float*>(bf16_rounded(g, slot, n.in[k]));
     return t;
   };
   const Tensor a = read(0, Bf16Buffer::x);   // (N,C)
-  const Tensor b = read(1, Bf16Buffer::dy);  // (N,C) or (1,C)
-  const bool bc = n.i[0] != 0;
-  const int64_t N = dy.rows, C = dy.cols;
-  // (set_or_add_grad row by row, as b may be a broadcast row)
+  const Tensor b = read(1, Bf16Buffer::dy);  // (1,C)
   if (g.requires_grad(n.in[0])) {
     bool fresh;
     float* da = g.grad_unzeroed(n.in[0], fresh).data;
     parallel_chunks(N, rows_chunk(C, 1), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
-        const float* br = b.data + (bc ? 0 : r * C);
         const float* dyr = dy.data + r * C;
         float* dar = da + r * C;
         if (fresh)
-          for (int64_t c = 0; c < C; ++c) dar[c] = dyr[c] * br[c];
+          for (int64_t c = 0; c < C; ++c) dar[c] = dyr[c] * b.data[c];
         else
-          for (int64_t c = 0; c < C; ++c) dar[c] += dyr[c] * br[c];
+          for (int64_t c = 0; c < C; ++c) dar[c] += dyr[c] * b.data[c];
       }
     });
   }
-  if (g.requires_grad(n.in[1])) {
-    if (bc) {
-      add_column_sums(dy.data, N, C, C, g.grad(n.in[1]).data, a.data);
-    } else {
-      const float *d = dy.data, *x = a.data;
-      set_or_add_grad(g, n.in[1], N * C, [d, x](int64_t i) { return d[i] * x[i]; });
-    }
-  }
+  if (g.requires_grad(n.in[1])) add_column_sums(dy.data, N, C, C, g.grad(n.in[1]).data, a.data);
 }
 
 template <class F>
@@ -122,7 +149,7 @@ Var binary(const char* op, Graph& g, Var a, Var b, BackwardFn bw, F f) {
   Node& n = node(g, out);
   n.i[0] = bc ? 1 : 0;
   if (bw == &add_backward) backward_reads(n, 0, false);
-  else backward_reads(n, 3, false, 3);  // mul's reads both
+  else backward_reads(n, 3, false, 3, bc ? 0 : 3);  // mul's reads both (their bits, unbroadcast)
   const int64_t C = A.cols;
   float* y = n.value.data;
   parallel_chunks(A.rows, rows_chunk(C, 1), [&](int64_t r0, int64_t r1) {
@@ -213,19 +240,10 @@ void scale_backward(Graph& g, int id) {
 // taken at the bf16 rounding of what it reads, which a bf16 step keeps as bf16 bits after the
 // forward pass (graph.hpp, "Values' lifetimes").
 
-constexpr int64_t kSpan = 256;                 // elements per inner block (stack temporaries)
 constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/pi)
 constexpr float kGeluA = 0.044715f;
 constexpr float kInvSqrt2 = 0.7071067811865476f;
 constexpr float kInvSqrt2Pi = 0.3989422804014327f;
-
-// Runs f(x, y, len) over [0,n) in parallel chunks of at most kSpan elements each call.
-template <class F>
-void for_spans(int64_t n, int64_t cost, const F& f) {
-  parallel_chunks(n, round_up(items_per_task(cost), kSpan), [&](int64_t i0, int64_t i1) {
-    for (int64_t s = i0; s < i1; s += kSpan) f(s, std::min(kSpan, i1 - s));
-  });
-}
 
 struct Relu {
   static constexpr bool kReadsOutput = true;  // bwd reads y: y > 0 exactly where x > 0
