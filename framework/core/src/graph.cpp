@@ -65,6 +65,8 @@ void free_floats(float* p) {
 size_t rounded_floats(size_t n) {
   return n == 0 ? kAlignFloats : (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
 }
+// The floats the arena takes for the bf16 bits of n values.
+size_t bits_floats(int64_t n) { return rounded_floats((static_cast<size_t>(n) + 1) / 2); }
 }  // namespace
 
 // What a step's values' lifetimes need (graph.hpp, "Values' lifetimes").
@@ -94,6 +96,7 @@ struct Graph::Lifetimes {
     // Read after the tape was made (the loss, metrics' logits): kept through backward, which
     // gives every other value back once its node's backward has run.
     std::vector<uint8_t> after;
+    std::vector<uint8_t> bits;  // per node: kept as bf16 bits after its last forward read
   };
   Plan plan[2];  // [grad_enabled]
   // This step: per node, the first node whose making may give its value back (reads so far).
@@ -166,10 +169,12 @@ void make_plan(Plan& plan, size_t n, const std::vector<int>& until, Precision pr
     if (when(v) < n) ++plan.start[when(v) + 1];
   for (size_t j = 0; j < n; ++j) plan.start[j + 1] += plan.start[j];
   plan.act.resize(plan.start[n]);
+  plan.bits.assign(n, 0);
   std::vector<uint32_t> fill(plan.start.begin(), plan.start.end() - 1);
   for (size_t v = 0; v < n; ++v) {
     const size_t j = when(v);
     if (j < n) plan.act[fill[j]++] = static_cast<int>(v) * 2 + (any[v] ? 1 : 0);
+    plan.bits[v] = j < n && any[v];
   }
   plan.precision = precision;
   plan.ready = true;
@@ -348,12 +353,15 @@ void Graph::before_node(int id, BackwardFn backward, const char* op, const int* 
         if (p.act[a] & 1) {
           // The bits into the smallest given-back range that holds them, the value's floats
           // back whole: the next layer's value of the same size takes them (bits left in the
-          // value's first half would leave half-sized holes that no such value fits).
-          v.value_floats = rounded_floats((static_cast<size_t>(v.value.numel()) + 1) / 2);
-          v.bits = reinterpret_cast<uint16_t*>(take(v.value_floats));
-          const auto t0 = profile ? std::chrono::steady_clock::now() : open_since_;
-          kernels::to_bf16_parallel(v.value.data, v.value.numel(), v.bits);
-          if (profile) profile_aside(t0, /*backward=*/false);
+          // value's first half would leave half-sized holes that no such value fits). A
+          // product may have made them already (bits_now).
+          v.value_floats = bits_floats(v.value.numel());
+          if (!v.bits_made) {
+            v.bits = reinterpret_cast<uint16_t*>(take(v.value_floats));
+            const auto t0 = profile ? std::chrono::steady_clock::now() : open_since_;
+            kernels::to_bf16_parallel(v.value.data, v.value.numel(), v.bits);
+            if (profile) profile_aside(t0, /*backward=*/false);
+          }
           v.held = Node::Held::bits;
         }
         give(floats, v.value.data);
@@ -370,6 +378,19 @@ void Graph::before_node(int id, BackwardFn backward, const char* op, const int* 
     }
     L.until[static_cast<size_t>(in[k])] = std::max(L.until[static_cast<size_t>(in[k])], id + 1);
   }
+}
+
+const uint16_t* Graph::bits_now(int id) {
+  Lifetimes& L = *life_;
+  Node& v = ablate::node(*this, id);
+  if (v.bits_made) return v.bits;
+  if (!L.following || v.held != Node::Held::value || v.value_floats == 0) return nullptr;
+  const std::vector<uint8_t>& kept = L.plan[L.mode].bits;
+  if (static_cast<size_t>(id) >= kept.size() || !kept[static_cast<size_t>(id)]) return nullptr;
+  v.bits = reinterpret_cast<uint16_t*>(take(bits_floats(v.value.numel())));
+  kernels::to_bf16_parallel(v.value.data, v.value.numel(), v.bits);
+  v.bits_made = true;
+  return v.bits;
 }
 
 float* Graph::alloc(size_t n) {

@@ -40,6 +40,9 @@ struct Node {
   // The value's floats are bf16 values: widened from `bits` (Graph::restore). A backward reads
   // them as they are where it would read their bf16 rounding (kernels.hpp: rounding_of).
   bool bf16_exact = false;
+  // Held::value with `bits` already made: a product rounded the value into the bits the plan
+  // keeps it in (Graph::bits_now), which its giving back then keeps without converting again.
+  bool bits_made = false;
 };
 
 constexpr uint8_t kReadsOwn = 0x10;
@@ -59,6 +62,7 @@ struct TapeAccess {
     return g.chunks_[static_cast<size_t>(id) >> Graph::kChunkBits]
                     [static_cast<size_t>(id) & Graph::kChunkMask];
   }
+  static const uint16_t* bits_now(Graph& g, int id) { return g.bits_now(id); }
 };
 
 // Node `id` of g's tape (valid until g.reset(); nodes never move).

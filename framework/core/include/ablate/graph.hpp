@@ -223,6 +223,10 @@ class Graph {
   float* take(size_t floats);
   void give(size_t floats, float* p);
   void restore(int id, int reader);
+  // Node id's value as the bf16 bits a step following its plan will keep it in, made now
+  // (ahead of its giving back, which then converts nothing), or null where the plan keeps no
+  // bits of it: a bf16 product's input rounded once, into the bits backward reads.
+  const uint16_t* bits_now(int id);
 
  public:
   // Values' lifetimes. A step's tape is the same from step to step, so each step follows a
@@ -232,9 +236,10 @@ class Graph {
   // that backward reads only through bf16 roundings (the input of a matrix product, a norm, an
   // activation function or mul; ReLU's output) is kept as bf16 bits, half its floats, in the
   // smallest given-back range that holds them (its floats go back whole, for the next layer's
-  // value of the same size); the backward that reads it takes the bits as they are (products,
-  // norms, activation functions, attention, mul but for a broadcast row) or has them widened
-  // again. A value is
+  // value of the same size; a bf16 product rounds its input into those bits as it reads it,
+  // bits_now, so that they are not made twice); the backward that reads it takes the bits as
+  // they are (products, norms, activation functions, attention, mul but for a broadcast row)
+  // or has them widened again. A value is
   // read when a node takes it as an input or when Graph::value() returns it: code that keeps a
   // Tensor across the making of other nodes must call value() again where it reads it. A step
   // whose tape departs from its plan (another op, other inputs) stops following it there and

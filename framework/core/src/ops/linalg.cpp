@@ -76,13 +76,14 @@ const T* rounded_into(Graph& g, AlignedFloats Bf16State::*buf, const Tensor& x) 
 
 // Node v's value rounded, as T: where it waits as bf16 bits, those (T uint16_t, a backward
 // that reads them: backward_reads' `bits`); where its floats are bf16 values (widened from the
-// bits it waited in, which are still there), those floats or bits themselves, else
-// rounded_into's.
+// bits it waited in, which are still there), those floats or bits themselves; as bits, where
+// the plan keeps it as bits, those made now (Graph::bits_now); else rounded_into's.
 template <class T>
 const T* rounded_value(Graph& g, AlignedFloats Bf16State::*buf, int v) {
   const Node& n = node(g, v);
   if constexpr (std::is_same_v<T, uint16_t>) {
     if (n.held == Node::Held::bits || n.bf16_exact) return n.bits;
+    if (const uint16_t* b = TapeAccess::bits_now(g, v)) return b;
   } else if (n.bf16_exact) {
     return n.value.data;
   }
