@@ -322,6 +322,18 @@ void Graph::restore(int id, int reader) {
               "read, not earlier; ABLATE_KEEP_ACTIVATIONS=1 keeps every value");
 }
 
+template <class F>
+void Graph::bits_pass(bool backward, const F& f) {
+  if (!profile) return f();
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  const auto dt = std::chrono::steady_clock::now() - t0;
+  auto& e = profile->ops[kBf16BitsOp];
+  (backward ? e.backward_s : e.forward_s) += std::chrono::duration<double>(dt).count();
+  e.calls += backward ? 0 : 1;
+  if (!backward) open_since_ += dt;  // not the open op's time
+}
+
 void Graph::before_node(int id, BackwardFn backward, const char* op, const int* in,
                         bool requires_grad, const Parameter* param) {
   Lifetimes& L = *life_;
@@ -355,13 +367,8 @@ void Graph::before_node(int id, BackwardFn backward, const char* op, const int* 
           // back whole: the next layer's value of the same size takes them (bits left in the
           // value's first half would leave half-sized holes that no such value fits). A
           // product may have made them already (bits_now).
+          if (!v.bits_made) bits_pass(false, [&] { make_bits(v); });
           v.value_floats = bits_floats(v.value.numel());
-          if (!v.bits_made) {
-            v.bits = reinterpret_cast<uint16_t*>(take(v.value_floats));
-            const auto t0 = profile ? std::chrono::steady_clock::now() : open_since_;
-            kernels::to_bf16_parallel(v.value.data, v.value.numel(), v.bits);
-            if (profile) profile_aside(t0, /*backward=*/false);
-          }
           v.held = Node::Held::bits;
         }
         give(floats, v.value.data);
@@ -371,11 +378,8 @@ void Graph::before_node(int id, BackwardFn backward, const char* op, const int* 
   }
   for (int k = 0; k < 4; ++k) {
     if (in[k] < 0) continue;
-    if (ablate::node(*this, in[k]).held != Node::Held::value) {
-      const auto t0 = profile ? std::chrono::steady_clock::now() : open_since_;
-      restore(in[k], id);
-      if (profile) profile_aside(t0, /*backward=*/false);
-    }
+    if (ablate::node(*this, in[k]).held != Node::Held::value)
+      bits_pass(false, [&] { restore(in[k], id); });
     L.until[static_cast<size_t>(in[k])] = std::max(L.until[static_cast<size_t>(in[k])], id + 1);
   }
 }
@@ -387,10 +391,14 @@ const uint16_t* Graph::bits_now(int id) {
   if (!L.following || v.held != Node::Held::value || v.value_floats == 0) return nullptr;
   const std::vector<uint8_t>& kept = L.plan[L.mode].bits;
   if (static_cast<size_t>(id) >= kept.size() || !kept[static_cast<size_t>(id)]) return nullptr;
+  make_bits(v);
+  return v.bits;
+}
+
+void Graph::make_bits(Node& v) {
   v.bits = reinterpret_cast<uint16_t*>(take(bits_floats(v.value.numel())));
   kernels::to_bf16_parallel(v.value.data, v.value.numel(), v.bits);
   v.bits_made = true;
-  return v.bits;
 }
 
 float* Graph::alloc(size_t n) {
@@ -427,14 +435,6 @@ void Graph::profile_tick(const char* next_op) {
   }
   open_op_ = next_op;
   open_since_ = now;
-}
-
-void Graph::profile_aside(std::chrono::steady_clock::time_point t0, bool backward) {
-  const auto dt = std::chrono::steady_clock::now() - t0;
-  auto& e = profile->ops[kBf16BitsOp];
-  (backward ? e.backward_s : e.forward_s) += std::chrono::duration<double>(dt).count();
-  e.calls += backward ? 0 : 1;
-  if (!backward) open_since_ += dt;  // not the open op's time
 }
 
 Var Graph::push(const Node& n) {
@@ -558,9 +558,7 @@ void Graph::backward(Var loss) {
         const int v = k < 4 ? n.in[k] : id;  // k == 4: its own value (kReadsOwn)
         if (v >= 0 && (n.reads & (1u << k)) && !(n.reads_bits & (1u << k)) &&
             ablate::node(*this, v).held == Node::Held::bits) {
-          const auto t0 = profile ? std::chrono::steady_clock::now() : open_since_;
-          restore(v, id);
-          if (profile) profile_aside(t0, /*backward=*/true);
+          bits_pass(true, [&] { restore(v, id); });
           life_->widened.push_back(v);
         }
       }

@@ -169,8 +169,10 @@ class Graph {
   Var push(const Node& n);
   std::vector<Block> blocks_;
   void profile_tick(const char* next_op);
-  // Time since t0 to kBf16BitsOp's entry, forward or backward, and not to the open op.
-  void profile_aside(std::chrono::steady_clock::time_point t0, bool backward);
+  // Runs f, a pass over kept values (to bf16 bits, or widened back), its time in a profile
+  // going to kBf16BitsOp's entry, forward or backward, and not to the open op.
+  template <class F>
+  void bits_pass(bool backward, const F& f);
   const char* open_op_ = nullptr;  // op whose forward time is being measured
   std::chrono::steady_clock::time_point open_since_;
   size_t peak_ = 0;     // floats used in the largest step so far
@@ -227,6 +229,7 @@ class Graph {
   // (ahead of its giving back, which then converts nothing), or null where the plan keeps no
   // bits of it: a bf16 product's input rounded once, into the bits backward reads.
   const uint16_t* bits_now(int id);
+  void make_bits(Node& v);  // v's bits taken from the arena and made from its floats
 
  public:
   // Values' lifetimes. A step's tape is the same from step to step, so each step follows a
